@@ -1,0 +1,110 @@
+"""How long one all-reduce takes: the α–β law of a ring, with room for a piecewise fit.
+
+For n bytes over p ranks a ring all-reduce moves 2(p−1)/p·n bytes per rank, so::
+
+    t(n) = α + 2(p−1)/p · n / busbw
+
+with busbw in GB/s (1e9 bytes/s), exactly as nccl-tests reports it — a 2-rank run and an
+8-rank run of the same network show about the same busbw::
+
+    >>> Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, world_size=2)
+    0.00105
+
+Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
+collective is in flight and how much the collective slows under compute; 1.0 means none.
+Presets and their sources are in ``simddp.links`` and docs/LINKS.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simddp.errors import InputError
+
+GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
+
+
+def _positive(owner: str, name: str, value: float, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (
+        value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InputError(f"link {owner!r}: {name} must be a finite number {bound}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class LinkPiece:
+    """One segment of a piecewise fit: sizes up to ``up_to_bytes`` (None: no upper bound)."""
+
+    up_to_bytes: float | None
+    alpha_s: float
+    busbw_gbps: float
+
+
+@dataclass(frozen=True)
+class Link:
+    """An all-reduce cost model. ``world_size`` is the world it was measured at, if any."""
+
+    name: str
+    alpha_s: float
+    busbw_gbps: float
+    world_size: int | None = None
+    backend: str = ""
+    pieces: tuple[LinkPiece, ...] = ()
+    compute_slowdown: float = 1.0
+    comm_slowdown: float = 1.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
+        _positive(self.name, "busbw_gbps", self.busbw_gbps)
+        pieces = tuple(p if isinstance(p, LinkPiece) else LinkPiece(**p) for p in self.pieces)
+        object.__setattr__(self, "pieces", pieces)
+        for p in pieces:
+            _positive(self.name, "pieces.alpha_s", p.alpha_s, allow_zero=True)
+            _positive(self.name, "pieces.busbw_gbps", p.busbw_gbps)
+        bounds = [p.up_to_bytes for p in pieces]
+        if pieces and (bounds[-1] is not None or any(b is None for b in bounds[:-1])
+                       or bounds[:-1] != sorted(bounds[:-1])):
+            raise InputError(f"link {self.name!r}: pieces must have increasing up_to_bytes "
+                             "and end with up_to_bytes null")
+        for name in ("compute_slowdown", "comm_slowdown"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
+                raise InputError(f"link {self.name!r}: {name} must be >= 1.0, got {value!r}")
+        if self.world_size is not None and (not isinstance(self.world_size, int)
+                                            or self.world_size < 2):
+            raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
+
+    def allreduce_s(self, n_bytes: float, world_size: int) -> float:
+        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks."""
+        alpha_s, busbw_gbps = self.alpha_s, self.busbw_gbps
+        for piece in self.pieces:
+            if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
+                alpha_s, busbw_gbps = piece.alpha_s, piece.busbw_gbps
+                break
+        return alpha_s + 2 * (world_size - 1) / world_size * n_bytes / (busbw_gbps * GB)
+
+    def for_world(self, world_size: int, rescale: bool = False) -> "Link":
+        """Check that this link applies to ``world_size`` ranks.
+
+        A calibrated link is only trusted at the world size it was measured at; ``rescale``
+        accepts another size by the ring law (busbw held constant, α unchanged).
+        """
+        if not isinstance(world_size, int) or world_size < 2:
+            raise InputError(f"--world-size must be an integer >= 2, got {world_size!r}")
+        if self.world_size not in (None, world_size) and not rescale:
+            raise InputError(f"link {self.name!r} was calibrated at world size {self.world_size}, "
+                             f"not {world_size}; recalibrate or pass --rescale-link")
+        return self
+
+    def with_overrides(self, alpha_us: float | None = None,
+                       busbw_gbps: float | None = None) -> "Link":
+        """The same link with α and/or busbw replaced (a piecewise fit collapses to one line)."""
+        if alpha_us is None and busbw_gbps is None:
+            return self
+        from dataclasses import replace
+        return replace(self, name=f"{self.name}*",
+                       alpha_s=self.alpha_s if alpha_us is None else alpha_us * 1e-6,
+                       busbw_gbps=self.busbw_gbps if busbw_gbps is None else busbw_gbps,
+                       pieces=())

@@ -1,0 +1,122 @@
+"""What a training step computes: layers, their gradient tensors and their compute times.
+
+A :class:`ModelProfile` is the simulator's picture of a model — layers in forward order, each
+with the byte sizes of its gradient tensors and its forward/backward seconds::
+
+    >>> p = ModelProfile("toy", (Layer("l0", (400,), 1e-3, 2e-3), Layer("l1", (400,), 1e-3, 2e-3)))
+    >>> p.n_tensors, p.tensor_bytes, p.ready_order_ids()
+    (2, (400, 400), (1, 0))
+
+Gradient tensors are numbered globally in forward order (layer 0's tensors first), the same
+order as ``module.parameters()`` for a real model. A tensor's gradient is ready when its layer's
+backward ends. Unless a measured ``ready_order`` is given, gradients are assumed ready in the
+reverse of that order, which is also torch DDP's assumption before it observes a real backward.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from simddp.errors import InputError
+
+
+def _check_seconds(owner: str, name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise InputError(f"{owner}: {name} must be a finite number >= 0 seconds, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One module of the model: its gradient tensors' sizes and its compute seconds."""
+
+    name: str
+    grad_bytes: tuple[int, ...] = ()
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    grad_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grad_bytes", tuple(self.grad_bytes))
+        object.__setattr__(self, "grad_names", tuple(self.grad_names))
+        for n in self.grad_bytes:
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                raise InputError(f"layer {self.name!r}: grad_bytes must be integers > 0, got {n!r}")
+        if self.grad_names and len(self.grad_names) != len(self.grad_bytes):
+            raise InputError(f"layer {self.name!r}: {len(self.grad_names)} grad_names "
+                             f"for {len(self.grad_bytes)} grad_bytes")
+        _check_seconds(f"layer {self.name!r}", "forward_s", self.forward_s)
+        _check_seconds(f"layer {self.name!r}", "backward_s", self.backward_s)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """Layers in forward order, optionally the measured gradient-ready order, optimizer seconds."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    optimizer_s: float = 0.0
+    # Tensor ids in the order their gradients became ready, when measured (tied weights and
+    # unusual graphs break "reverse of definition order"). None means reverse definition order.
+    ready_order: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not self.layers:
+            raise InputError(f"model {self.name!r} has no layers")
+        _check_seconds(f"model {self.name!r}", "optimizer_s", self.optimizer_s)
+        if self.ready_order is not None:
+            order = tuple(self.ready_order)
+            object.__setattr__(self, "ready_order", order)
+            if sorted(order) != list(range(self.n_tensors)):
+                raise InputError(f"model {self.name!r}: ready_order must be a permutation of "
+                                 f"0..{self.n_tensors - 1}")
+
+    @cached_property
+    def tensor_bytes(self) -> tuple[int, ...]:
+        return tuple(n for layer in self.layers for n in layer.grad_bytes)
+
+    @cached_property
+    def tensor_layer(self) -> tuple[int, ...]:
+        """For each tensor id, the index of the layer that owns it."""
+        return tuple(i for i, layer in enumerate(self.layers) for _ in layer.grad_bytes)
+
+    @property
+    def n_tensors(self) -> int:
+        return len(self.tensor_bytes)
+
+    @property
+    def grad_total_bytes(self) -> int:
+        return sum(self.tensor_bytes)
+
+    @property
+    def forward_s(self) -> float:
+        return sum(layer.forward_s for layer in self.layers)
+
+    @property
+    def backward_s(self) -> float:
+        return sum(layer.backward_s for layer in self.layers)
+
+    def ready_order_ids(self) -> tuple[int, ...]:
+        """Tensor ids in gradient-ready order: measured, or reverse definition order."""
+        if self.ready_order is not None:
+            return self.ready_order
+        return tuple(range(self.n_tensors - 1, -1, -1))
+
+    def scaled(self, forward_s: float | None = None, backward_s: float | None = None,
+               optimizer_s: float | None = None) -> "ModelProfile":
+        """Rescale total forward/backward/optimizer seconds, keeping per-layer proportions."""
+        layers = self.layers
+        for attr, target in (("forward_s", forward_s), ("backward_s", backward_s)):
+            if target is None:
+                continue
+            _check_seconds(f"model {self.name!r}", attr, target)
+            total = sum(getattr(layer, attr) for layer in layers)
+            if total == 0:
+                raise InputError(f"model {self.name!r}: cannot rescale {attr}, it is 0")
+            layers = tuple(replace(layer, **{attr: getattr(layer, attr) * target / total})
+                           for layer in layers)
+        return ModelProfile(self.name, layers,
+                            self.optimizer_s if optimizer_s is None else optimizer_s,
+                            self.ready_order)
+

@@ -1,0 +1,62 @@
+"""Timelines and results, one type for predictions and measurements.
+
+A :class:`Span` is one interval on a lane ("compute" or "comm"); a :class:`Result` is one
+configuration's step time with the spans that explain it. ``source`` says whether it was
+predicted by the simulator or measured by realrun, so one plot function draws both::
+
+    >>> r = Result(model="toy", link="eth", strategy="naive", bucket_mb=None, world_size=2,
+    ...            step_s=0.1, exposed_comm_s=0.02, collectives=3)
+    >>> round(r.step_ms, 3)
+    100.0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COMPUTE, COMM = "compute", "comm"
+
+
+@dataclass(frozen=True)
+class Span:
+    lane: str
+    label: str
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class Result:
+    """One configuration's step (per optimizer step): predicted or measured."""
+
+    model: str
+    link: str
+    strategy: str
+    bucket_mb: float | None
+    world_size: int
+    step_s: float                    # predicted, or the median of measured steps
+    exposed_comm_s: float            # step time not covered by compute
+    collectives: int                 # per optimizer step
+    accum_steps: int = 1
+    compute_s: float = 0.0           # forward + backward + optimizer, without any sync
+    source: str = "predicted"        # or "measured"
+    step_p5_s: float | None = None   # measured spread (None for predictions)
+    step_p95_s: float | None = None
+    samples: int = 0                 # measured steps behind the median
+    spans: tuple[Span, ...] = ()
+
+    def __post_init__(self) -> None:
+        spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
+        object.__setattr__(self, "spans", spans)
+
+    @property
+    def step_ms(self) -> float:
+        return self.step_s * 1e3
+
+    @property
+    def config(self) -> tuple[str, float | None, int]:
+        """What identifies a configuration across predicted and measured files."""
+        return (self.strategy, self.bucket_mb, self.accum_steps)
