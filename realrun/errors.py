@@ -1,4 +1,5 @@
-"""How a failure travels from a rank to the caller: as one line that names the rank.
+"""Failure handling for a world of rank processes: notice the first failure, name the rank
+in one line, and leave no process behind.
 
     from realrun.launch import run_world, LaunchError
     try:
@@ -6,22 +7,44 @@
     except LaunchError as e:
         print(e)        # rank 1 failed: ValueError: boom on rank 1
 
+How the culprit is found: each worker writes its exception (one line, wall time, whether it
+was a timeout) to error-<rank>.json and exits 1; the parent polls its children. After the
+first failure it waits _GRACE_S for the peers' follow-on errors, then blames the earliest
+event. A rank that died without a file (os._exit, a signal, a crash) counts from the last
+poll that saw it alive, so it beats the "connection closed" errors its peers raise after it.
+If the earliest event is a peer's timeout while some rank is still running, the running rank
+is the one that hung, and it is named. Then every rank's process group is SIGKILLed.
+
 Also here: NetnsUnavailable (no root, no `ip`: tests turn it into a skip with its reason) and
 `sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that `finally`
 blocks kill child processes and delete network namespaces.
 """
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import threading
+import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 _MESSAGE_LIMIT_CHARS = 400  # long enough for gloo's "[file:line] Timed out waiting 5000ms ..." lines
+_POLL_S = 0.05  # the parent looks at its children 20 times a second: cheap, far below timeouts
+# After a first failure, peers notice the closed sockets within milliseconds; 1 s lets their
+# errors land so the earliest one can be picked, and bounds how long a hung rank is waited for.
+_GRACE_S = 1.0
+_KILL_WAIT_S = 5.0  # SIGKILL is not ignorable; this only bounds waiting for the kernel to reap
 
 
 class LaunchError(RuntimeError):
     """A rank raised, died or hung; str(e) is one line: "rank 1 failed: ValueError: boom"."""
+
+
+class PortTaken(RuntimeError):
+    """Rank 0 could not bind the master port the parent found free; the caller retries."""
 
 
 class NetnsUnavailable(RuntimeError):
@@ -74,3 +97,99 @@ def sigterm_as_interrupt() -> Iterator[None]:
     finally:
         # signal.signal returns None when the old handler was set outside Python.
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def error_path(workdir: Path, rank: int) -> Path:
+    return workdir / f"error-{rank}.json"
+
+
+def write_error(workdir: Path, rank: int, exc: BaseException) -> None:
+    """Called by a failing worker: record its error for the parent (atomically, via rename)."""
+    record = {"message": describe_exception(exc), "time": time.time(), "timeout": is_timeout(exc)}
+    tmp = workdir / f".error-{rank}.tmp"
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, error_path(workdir, rank))
+
+
+def watch(procs: list[subprocess.Popen], workdir: Path, timeout_s: float) -> None:
+    """Return when every rank exited 0; else raise LaunchError (or PortTaken) naming one rank.
+
+    Also catches a rank still running timeout_s + _GRACE_S after another finished cleanly,
+    since ranks end with a barrier and so finish together.
+    """
+    last_alive_time = [time.time()] * len(procs)
+    first_failure_s = first_success_s = None
+    while True:
+        now_wall, now_s = time.time(), time.monotonic()
+        codes = [p.poll() for p in procs]
+        for rank, code in enumerate(codes):
+            if code is None:
+                last_alive_time[rank] = now_wall
+        if all(code == 0 for code in codes):
+            return
+        if any(code not in (None, 0) for code in codes):
+            first_failure_s = first_failure_s or now_s
+            if None not in codes or now_s - first_failure_s >= _GRACE_S:
+                break
+        elif 0 in codes:
+            first_success_s = first_success_s or now_s
+            if now_s - first_success_s >= timeout_s + _GRACE_S:
+                break
+        time.sleep(_POLL_S)
+    raise _blame(codes, last_alive_time, workdir, timeout_s)
+
+
+def kill_all(procs: list[subprocess.Popen]) -> None:
+    """SIGKILL each rank's process group (the rank and anything it started), then reap."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # group already gone
+    for proc in procs:
+        try:
+            proc.wait(timeout=_KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def clear_rank_files(workdir: Path) -> None:
+    for path in list(workdir.glob("error-*.json")) + list(workdir.glob("result-*.json")):
+        path.unlink(missing_ok=True)
+
+
+def _blame(codes: list, last_alive_time: list[float], workdir: Path,
+           timeout_s: float) -> Exception:
+    alive = [rank for rank, code in enumerate(codes) if code is None]
+    events = []  # (time, rank, message, is_timeout)
+    for rank, code in enumerate(codes):
+        if code in (None, 0):
+            continue
+        try:
+            record = json.loads(error_path(workdir, rank).read_text())
+            events.append((record["time"], rank, record["message"], record["timeout"]))
+        except (OSError, ValueError, KeyError):
+            events.append((last_alive_time[rank], rank, _describe_exit(code), False))
+    also = f" (also still running: ranks {alive[1:]})" if len(alive) > 1 else ""
+    if not events:
+        done = [rank for rank, code in enumerate(codes) if code == 0]
+        return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
+                           f"after rank {done[0]} finished{also}")
+    _, rank, message, timed_out = min(events)
+    if timed_out and alive:
+        return LaunchError(f"rank {alive[0]} failed: stuck, no reply within timeout_s="
+                           f"{timeout_s:g} s (rank {rank} gave up waiting: {message}){also}")
+    lowered = message.lower()
+    if rank == 0 and ("address already in use" in lowered or "eaddrinuse" in lowered):
+        return PortTaken(message)
+    return LaunchError(f"rank {rank} failed: {message}")
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return (f"exited with code {code} without a Python error (os._exit, a crash or a failed "
+            "start; see its stderr)")

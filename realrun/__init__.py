@@ -1,0 +1,1 @@
+"""Real DDP runs with torch.distributed: launcher, wrappers, timing, validation."""

@@ -1,0 +1,75 @@
+"""One rank of a self-spawned world; started by realrun.launch.run_world, not by hand.
+
+    RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \\
+        python -m realrun._worker /tmp/realrun-abc123    # the dir holds job.json
+
+Reads job.json (target, payload, backend, threads_per_rank, timeout_s) from the work dir, pins
+threads, inits the process group, calls the target, waits at a barrier for the other ranks,
+and writes result-<rank>.json. On any error it writes error-<rank>.json (one line, see
+realrun.errors) and exits 1 at once, skipping a teardown that could block on dead peers.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this rank when the launching process dies, even by kill -9,
+    so no rank outlives run_world. Survives `ip netns exec` (it execs, not setuid)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent_pid = os.environ.get("REALRUN_PARENT_PID")
+    if parent_pid and os.getppid() != int(parent_pid):
+        os._exit(1)  # the parent died before prctl took effect
+
+
+def main(workdir: Path) -> None:
+    from realrun.errors import write_error
+
+    rank = int(os.environ["RANK"])
+    try:
+        _run(workdir, rank)
+    except BaseException as e:  # includes SystemExit/KeyboardInterrupt raised by the target
+        write_error(workdir, rank, e)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _run(workdir: Path, rank: int) -> None:
+    job = json.loads((workdir / "job.json").read_text())
+    import torch  # after the job is read, so a bad work dir fails fast
+
+    # Pin intra-op threads before any work: ranks sharing a box must not fight for cores.
+    torch.set_num_threads(job["threads_per_rank"])
+    import torch.distributed as dist
+
+    from realrun.launch import as_json, init_group, make_context, resolve_target
+
+    fn = resolve_target(job["target"])
+    ctx = make_context(rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]),
+                       job["backend"])
+    init_group(ctx, job["timeout_s"])
+    value = as_json(fn(json.loads(job["payload_json"]), ctx))
+    # Finish together: a rank stuck in its target makes this barrier time out on the others
+    # (after timeout_s), which is how the parent learns which rank hung.
+    if ctx.device.type == "cuda":
+        dist.barrier(device_ids=[ctx.local_rank])
+    else:
+        dist.barrier()
+    tmp = workdir / f".result-{rank}.tmp"
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, workdir / f"result-{rank}.json")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _die_with_parent()
+    main(Path(sys.argv[1]))

@@ -1,0 +1,268 @@
+"""Start a torch.distributed world and call one function on every rank.
+
+    from realrun.launch import run_world
+    values = run_world("tests._launch_targets:allreduce_rank", {"n": 4}, world_size=2)
+    # values[r] is what rank r's function returned; fn(payload, ctx) runs after init_process_group
+
+The environment picks the mode:
+
+    python script.py                                   # self-spawn: run_world starts world_size
+                                                       # `python -m realrun._worker` processes
+    torchrun --nproc-per-node 2 script.py              # torchrun: ranks exist already; rank 0
+    torchrun --nnodes 2 --nproc-per-node 8 \\           # gets the list, other ranks get None
+        --rdzv-endpoint HOST:29500 script.py
+
+Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts each rank in its own network namespace
+behind a 1 gbit/s shaped link (realrun.netns). A rank that raises, dies or hangs ends the job
+with a one-line LaunchError naming that rank; no rank process outlives run_world.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from realrun.errors import (LaunchError, PortTaken, clear_rank_files, describe_exception,
+                            kill_all, sigterm_as_interrupt, watch)
+from realrun.netns import Cluster, emulated_cluster
+
+__all__ = ["LaunchError", "RankContext", "run_world", "make_context", "resolve_target"]
+
+BACKENDS = ("gloo", "nccl")
+_TARGET_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR")
+_PORT_ATTEMPTS = 3  # the port found free by the parent can be taken before rank 0 binds it
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """Who this rank is and where its tensors live; handed to every target function."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: "torch.device"
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (CUDA kernels, NCCL collectives); no-op on CPU."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def make_context(rank: int, world_size: int, local_rank: int, backend: str) -> RankContext:
+    """The one place mapping a backend to a device: gloo -> cpu, nccl -> cuda:local_rank.
+
+    Workers and torchrun ranks both come through here, so the CPU path tested on this box is
+    the path that runs on a GPU cluster.
+    """
+    if backend == "nccl":
+        _require_gpus(local_rank + 1)
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    return RankContext(rank, world_size, local_rank, backend, device)
+
+
+def init_group(ctx: RankContext, timeout_s: float) -> None:
+    """init_process_group from the env (MASTER_ADDR/PORT), with `timeout_s` for every collective."""
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world_size,
+                            timeout=timedelta(seconds=timeout_s))
+
+
+def resolve_target(target: str) -> Callable[[dict, RankContext], Any]:
+    """'package.module:function' -> the function; ValueError saying what is wrong otherwise."""
+    if not isinstance(target, str) or not _TARGET_RE.match(target):
+        raise ValueError(f"target={target!r}: expected 'package.module:function'")
+    module_name, fn_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"target={target!r}: cannot import {module_name} "
+                         f"({describe_exception(e)})") from e
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise ValueError(f"target={target!r}: {module_name} has no function {fn_name}")
+    return fn
+
+
+def as_json(value: Any) -> Any:
+    """The value after a JSON round trip (tuples become lists), so both modes return the same."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"target must return a JSON-able value; got {type(value).__name__} "
+                        f"({e})") from e
+
+
+def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str = "gloo",
+              threads_per_rank: int = 1, timeout_s: float = 60.0,
+              emulate_hosts: int | None = None, link_gbit: float | None = None) -> list | None:
+    """Call `target(payload, ctx)` on every rank; return all ranks' values (None on torchrun rank > 0)."""
+    _check_args(target, world_size, backend, threads_per_rank, timeout_s, emulate_hosts, link_gbit)
+    if all(name in os.environ for name in _TORCHRUN_VARS):
+        if emulate_hosts is not None:
+            raise ValueError(f"emulate_hosts={emulate_hosts}: needs self-spawn mode, but "
+                             "torchrun already started the ranks; run without torchrun")
+        return _run_under_torchrun(target, payload, world_size, backend, threads_per_rank,
+                                   timeout_s)
+    resolve_target(target)  # fail here, not in world_size children
+    if backend == "nccl":
+        _require_gpus(world_size)
+    try:
+        payload_text = json.dumps(payload)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"payload must be JSON-able: {e}") from e
+    job = {"target": target, "payload_json": payload_text, "backend": backend,
+           "threads_per_rank": threads_per_rank, "timeout_s": timeout_s}
+    with sigterm_as_interrupt():
+        if emulate_hosts is None:
+            return _spawn_world(job, world_size, None)
+        with emulated_cluster(emulate_hosts, link_gbit) as cluster:
+            return _spawn_world(job, world_size, cluster)
+
+
+def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: str,
+                        threads_per_rank: int, timeout_s: float) -> list | None:
+    env_world = int(os.environ["WORLD_SIZE"])
+    rank = int(os.environ["RANK"])
+    if env_world != world_size:
+        raise LaunchError(f"torchrun started {env_world} ranks but world_size={world_size} "
+                          f"was asked; pass world_size={env_world}")
+    torch.set_num_threads(threads_per_rank)
+    fn = resolve_target(target)
+    ctx = make_context(rank, env_world, int(os.environ.get("LOCAL_RANK", "0")), backend)
+    owns_group = not dist.is_initialized()
+    if owns_group:
+        init_group(ctx, timeout_s)
+    try:
+        value = as_json(fn(payload, ctx))
+    except Exception as e:
+        # torchrun's agent sees this process fail and stops the other ranks.
+        raise LaunchError(f"rank {rank} failed: {describe_exception(e)}") from e
+    values: list = [None] * env_world
+    dist.all_gather_object(values, value)
+    if owns_group:
+        dist.destroy_process_group()
+    return values if rank == 0 else None
+
+
+def _spawn_world(job: dict, world_size: int, cluster: Cluster | None) -> list:
+    workdir = Path(tempfile.mkdtemp(prefix="realrun-"))
+    try:
+        (workdir / "job.json").write_text(json.dumps(job))
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                return _spawn_once(workdir, job, world_size, cluster)
+            except PortTaken:
+                if attempt == _PORT_ATTEMPTS - 1:
+                    raise LaunchError("rank 0 failed: the master port was taken "
+                                      f"{_PORT_ATTEMPTS} times in a row") from None
+                clear_rank_files(workdir)
+        raise AssertionError("unreachable")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | None) -> list:
+    if cluster is None:
+        master_addr = "127.0.0.1"
+        master_port = _free_local_port(master_addr)
+    else:
+        master_addr, master_port = cluster.hosts[0].ip, cluster.free_port(0)
+    procs: list[subprocess.Popen] = []
+    try:
+        for rank in range(world_size):
+            env = _rank_env(rank, world_size, master_addr, master_port, job, cluster)
+            argv = [sys.executable, "-m", "realrun._worker", str(workdir)]
+            if cluster is not None:
+                argv = cluster.exec_argv(rank, argv)
+            procs.append(subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL,
+                # rank 0 may print (a progress bar on stderr, results on stdout); other ranks
+                # keep stdout quiet but their tracebacks still reach stderr.
+                stdout=None if rank == 0 else subprocess.DEVNULL,
+                # Own process group: Ctrl-C in a terminal reaches only the parent, which
+                # then kills each rank's whole group.
+                start_new_session=True))
+        watch(procs, workdir, job["timeout_s"])
+        return [json.loads((workdir / f"result-{r}.json").read_text()) for r in range(world_size)]
+    finally:
+        kill_all(procs)
+
+
+def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, job: dict,
+              cluster: Cluster | None) -> dict[str, str]:
+    threads = str(job["threads_per_rank"])
+    env = dict(os.environ)
+    # Children import what the parent can import (pytest's rootdir, notebooks' sys.path edits).
+    paths = [os.path.abspath(p or ".") for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR=master_addr,
+               MASTER_PORT=str(master_port), OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
+               REALRUN_PARENT_PID=str(os.getpid()))
+    if cluster is None:
+        env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size))
+        # All ranks are on this host, so loopback is the one interface sure to reach them all.
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    else:
+        # One rank per emulated host: local rank 0, and on GPUs one device per host.
+        env.update(LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", **cluster.env(rank))
+        if job["backend"] == "nccl":
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            devices = visible.split(",") if visible else [str(i) for i in range(world_size)]
+            env["CUDA_VISIBLE_DEVICES"] = devices[rank]
+    return env
+
+
+def _free_local_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((address, 0))
+        return sock.getsockname()[1]
+
+
+def _check_args(target: str, world_size: int, backend: str, threads_per_rank: int,
+                timeout_s: float, emulate_hosts: int | None, link_gbit: float | None) -> None:
+    if not isinstance(target, str) or not _TARGET_RE.match(target):
+        raise ValueError(f"target={target!r}: expected 'package.module:function'")
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size={world_size!r}: must be an int >= 1")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}: expected one of {', '.join(BACKENDS)}")
+    if not isinstance(threads_per_rank, int) or threads_per_rank < 1:
+        raise ValueError(f"threads_per_rank={threads_per_rank!r}: must be an int >= 1")
+    if not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        raise ValueError(f"timeout_s={timeout_s!r}: must be a number of seconds > 0")
+    if emulate_hosts is not None and emulate_hosts != world_size:
+        raise ValueError(f"emulate_hosts={emulate_hosts!r}: must equal world_size={world_size} "
+                         "(one rank per emulated host)")
+    if link_gbit is not None:
+        if emulate_hosts is None:
+            raise ValueError(f"link_gbit={link_gbit!r}: shapes emulated hosts; "
+                             "pass emulate_hosts=world_size too")
+        if not isinstance(link_gbit, (int, float)) or not link_gbit > 0:
+            raise ValueError(f"link_gbit={link_gbit!r}: must be a rate in gbit/s > 0")
+
+
+def _require_gpus(n_gpus: int) -> None:
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found == 0:
+        raise ValueError("backend nccl needs CUDA GPUs; none found (torch "
+                         f"{torch.__version__}); use backend='gloo' on CPU")
+    if found < n_gpus:
+        raise ValueError(f"backend nccl needs {n_gpus} GPUs on this host (one per rank); "
+                         f"found {found}")

@@ -1,0 +1,243 @@
+"""An emulated multi-host cluster on one Linux box: one network namespace per host.
+
+    from realrun.netns import emulated_cluster
+    with emulated_cluster(n_hosts=2, link_gbit=1.0) as cluster:
+        host = cluster.hosts[1]                 # .netns, .ip, .ifname
+        argv = cluster.exec_argv(1, [sys.executable, "-c", "print('hello from host 1')"])
+        subprocess.run(argv, env={**os.environ, **cluster.env(1)}, check=True)
+
+The picture: every host has one NIC (a veth) cabled to a switch (a Linux bridge) that lives in
+a hub namespace of its own, so the root namespace gets no interfaces, routes or addresses.
+
+    host 0 ns: lo, veth0 10.x.y.1/24 (tbf R) ──┐
+    host 1 ns: lo, veth1 10.x.y.2/24 (tbf R) ──┼── br0 (hub ns)
+    ...                                        ┘
+
+Each NIC's egress is shaped to `link_gbit` by tbf, and the hub doesn't shape, so a host sends
+at most R and receives at most what its peers' shaped NICs send: a full-duplex link of R per
+host, the usual picture of a cluster network. Needs root and iproute2 (`ip`, `tc`); anything
+less raises NetnsUnavailable with the reason. Namespaces are named
+`simddp-<pid>-<random>-...`, so concurrent runs don't collide and the ones left by a dead pid
+(kill -9) are removed by the next cluster.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from realrun.errors import NetnsUnavailable, one_line, sigterm_as_interrupt
+
+PREFIX = "simddp"
+_NETNS_DIR = "/run/netns"  # where `ip netns add` bind-mounts named namespaces
+_CLONE_NEWNET = 0x40000000  # from <sched.h>; setns() needs it to enter a network namespace
+_MAX_HOSTS = 250  # addresses .1 to .250 of the per-run /24
+# tbf holds up to this many seconds of traffic at the shaped rate before it drops. 20 ms
+# keeps TCP from seeing drops in a bulk all-reduce (cwnd fits) without the seconds-long
+# queueing delay that a huge queue would add to the small collectives behind it.
+_TBF_LATENCY_S = 0.020
+# Token bucket depth. It must hold at least one GSO/TSO super-packet, since veth hands tbf
+# packets of up to 64 KiB; smaller and tbf has to split every one of them. Beyond that a
+# deeper bucket lets the first `burst` bytes of each message pass at memory speed, which makes
+# small collectives look faster than the shaped rate; 1 ms of traffic (125 kB at 1 gbit) covers
+# the kernel's timer and softirq jitter (tens to hundreds of microseconds) so a busy link
+# still averages R. Old kernels needed burst >= rate / HZ (e.g. 4 ms at HZ=250); tbf has used
+# high-resolution timers since Linux 2.6.x, so 1 ms is enough.
+_TBF_BURST_S = 0.001
+_TBF_MIN_BURST_BYTES = 2 * 65536
+
+
+@dataclass(frozen=True)
+class Host:
+    """One emulated host: its namespace, its address and the name of its NIC inside it."""
+
+    netns: str
+    ip: str
+    ifname: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Hosts of an emulated cluster joined by a bridge in `hub_netns`; link_gbit None = unshaped."""
+
+    hosts: tuple[Host, ...]
+    hub_netns: str
+    link_gbit: float | None
+
+    def exec_argv(self, host_index: int, argv: list[str]) -> list[str]:
+        """The command line that runs `argv` inside host `host_index` (ip netns exec execs it,
+        so the returned process id is the program's own)."""
+        return ["ip", "netns", "exec", self.hosts[host_index].netns, *argv]
+
+    def env(self, host_index: int) -> dict[str, str]:
+        """Environment that makes gloo / NCCL talk over this host's NIC and only over it."""
+        ifname = self.hosts[host_index].ifname
+        return {
+            "GLOO_SOCKET_IFNAME": ifname,
+            "NCCL_SOCKET_IFNAME": ifname,
+            # Without these NCCL would move data through shared memory, NVLink or InfiniBand
+            # between "hosts" on one box, bypassing the shaped link.
+            "NCCL_SHM_DISABLE": "1",
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_IB_DISABLE": "1",
+        }
+
+    def free_port(self, host_index: int) -> int:
+        """A TCP port that is free on host `host_index`'s address (bind port 0 inside its namespace)."""
+        host = self.hosts[host_index]
+        return _in_netns(host.netns, lambda: _bind_free_port(host.ip))
+
+
+def tbf_args(link_gbit: float) -> list[str]:
+    """`tc qdisc add dev X root` arguments that shape egress to `link_gbit` (see the constants)."""
+    if not link_gbit > 0:
+        raise ValueError(f"link_gbit={link_gbit!r}: must be a rate in gbit/s > 0, e.g. 1.0")
+    rate_bytes_per_s = link_gbit * 1e9 / 8
+    burst_bytes = max(_TBF_MIN_BURST_BYTES, int(rate_bytes_per_s * _TBF_BURST_S))
+    latency_ms = _TBF_LATENCY_S * 1e3
+    return ["tbf", "rate", f"{link_gbit * 1e3:g}mbit", "burst", str(burst_bytes),
+            "latency", f"{latency_ms:g}ms"]
+
+
+def check_available() -> None:
+    """Raise NetnsUnavailable naming the reason if this process can't build a cluster."""
+    if not sys.platform.startswith("linux"):
+        raise NetnsUnavailable(f"network namespaces need Linux; this is {sys.platform}")
+    if os.geteuid() != 0:
+        raise NetnsUnavailable(f"network namespaces need root; running as uid {os.geteuid()}")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise NetnsUnavailable(f"`{tool}` not found on PATH; install iproute2")
+
+
+@contextmanager
+def emulated_cluster(n_hosts: int, link_gbit: float | None = None) -> Iterator[Cluster]:
+    """Build `n_hosts` namespaces on a bridge, shaped to `link_gbit`; always delete them on exit."""
+    if not isinstance(n_hosts, int) or not 1 <= n_hosts <= _MAX_HOSTS:
+        raise ValueError(f"n_hosts={n_hosts!r}: must be an int from 1 to {_MAX_HOSTS}")
+    qdisc = tbf_args(link_gbit) if link_gbit is not None else None
+    check_available()
+    remove_stale_namespaces()
+    stem = f"{PREFIX}-{os.getpid()}-{secrets.token_hex(3)}"
+    # Any /24 works since the namespaces are isolated; a random one per run keeps addresses
+    # distinct in logs and packet captures when several clusters exist side by side.
+    subnet = f"10.{random.randint(64, 127)}.{random.randint(0, 255)}"
+    hub = f"{stem}-hub"
+    hosts = tuple(Host(f"{stem}-h{i}", f"{subnet}.{i + 1}", f"veth{i}") for i in range(n_hosts))
+    created: list[str] = []
+    with sigterm_as_interrupt():
+        try:
+            _build(hub, hosts, qdisc, created)
+            yield Cluster(hosts, hub, link_gbit)
+        finally:
+            for name in reversed(created):
+                _ip("netns", "delete", name, check=False)
+
+
+def remove_stale_namespaces() -> list[str]:
+    """Delete `simddp-<pid>-...` namespaces whose pid is gone; return their names."""
+    removed = []
+    for name in _list_namespaces():
+        parts = name.split("-")
+        if len(parts) < 3 or parts[0] != PREFIX or not parts[1].isdigit():
+            continue
+        if not _pid_alive(int(parts[1])):
+            _ip("netns", "delete", name, check=False)
+            removed.append(name)
+    return removed
+
+
+def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: list[str]) -> None:
+    _add_netns(hub, created)
+    _ip("-n", hub, "link", "add", "br0", "type", "bridge")
+    # No IPv6 link-local addresses: nothing here speaks IPv6, and gloo should see exactly one
+    # address on the NIC it is told to use.
+    _ip("-n", hub, "link", "set", "br0", "addrgenmode", "none")
+    _ip("-n", hub, "link", "set", "br0", "up")
+    for i, host in enumerate(hosts):
+        _add_netns(host.netns, created)
+        port = f"port{i}"
+        _ip("-n", hub, "link", "add", port, "type", "veth", "peer", "name", host.ifname,
+            "netns", host.netns)
+        _ip("-n", hub, "link", "set", port, "addrgenmode", "none")
+        _ip("-n", hub, "link", "set", port, "master", "br0", "up")
+        _ip("-n", host.netns, "link", "set", "lo", "up")
+        _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
+        _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
+        _ip("-n", host.netns, "link", "set", host.ifname, "up")
+        if qdisc is not None:
+            _run(["tc", "-n", host.netns, "qdisc", "add", "dev", host.ifname, "root", *qdisc])
+
+
+def _add_netns(name: str, created: list[str]) -> None:
+    try:
+        _ip("netns", "add", name)
+    except RuntimeError as e:
+        raise NetnsUnavailable(f"cannot create network namespace {name}: {e}") from e
+    created.append(name)
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    _run(["ip", *args], check=check)
+
+
+def _run(argv: list[str], check: bool = True) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` failed: {one_line(done.stderr or done.stdout)}")
+
+
+def _list_namespaces() -> list[str]:
+    try:
+        return sorted(os.listdir(_NETNS_DIR))
+    except FileNotFoundError:
+        return []
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _bind_free_port(ip: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((ip, 0))
+        return sock.getsockname()[1]
+
+
+def _in_netns(netns: str, fn):
+    """Run fn() in a short-lived thread that entered `netns`; network namespaces are per
+    thread, so the rest of this process stays where it was."""
+    result: dict[str, object] = {}
+
+    def _enter_and_call() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(os.path.join(_NETNS_DIR, netns)) as handle:
+                if libc.setns(handle.fileno(), _CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {netns}: {os.strerror(err)}")
+            result["value"] = fn()
+        except BaseException as e:  # handed to the calling thread below
+            result["error"] = e
+
+    worker = threading.Thread(target=_enter_and_call, name=f"netns-{netns}")
+    worker.start()
+    worker.join()
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return result["value"]

@@ -1,0 +1,3 @@
+from simddp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""``python -m simddp``: sweep, simulate, models, links, account, compare.
+
+    python -m simddp sweep --bucket-mb 1,10,100,1000          # defaults: see --help
+    python -m simddp simulate --strategy ddp --bucket-mb 25 --trace trace.json --plot gantt.png
+    python -m simddp models;  python -m simddp links
+
+Each subcommand lives in ``simddp/commands/<name>.py`` with ``HELP``, ``add_arguments(parser)``
+and ``run(args) -> int``. Bad input anywhere ends in one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from simddp.errors import InputError
+
+COMMANDS = ("sweep", "simulate", "models", "links", "account", "compare")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (plus exit code 2), not a usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m simddp", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"simddp.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"simddp.commands.{name}":
+                raise
+            continue  # a command still being written; the others work
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,1 @@
+"""One module per ``python -m simddp`` subcommand; shared flags live in :mod:`.common`."""

@@ -1,0 +1,103 @@
+"""Flags every subcommand shares: which model, which link, and list parsing with clear errors.
+
+Defaults (the built-in job): transformer-small on an A100 (batch 8 × seq 1024, bf16 compute)
+over 100 Gb/s Ethernet (eth-100g), 2 ranks — a setting where all-reduce time (≈ 47 ms for
+491 MiB of fp32 gradients) is comparable to backward time (≈ 38 ms), so the strategies differ.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from simddp.devices import DEVICES
+from simddp.errors import InputError
+from simddp.io import load_link, load_profile
+from simddp.link import Link
+from simddp.links import DEFAULT_LINK, LINKS, get_link
+from simddp.models import MODEL_HELP, build_profile, parse_model
+from simddp.profile import ModelProfile
+
+DEFAULT_MODEL = "transformer-small"
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"{MODEL_HELP} (default %(default)s)")
+    g.add_argument("--device", default="a100",
+                   help=f"compute device for preset times: {', '.join(DEVICES)} (default %(default)s)")
+    g.add_argument("--batch", type=int, default=8, help="samples per rank (default %(default)s)")
+    g.add_argument("--seq", type=int, default=1024, help="tokens per sample (default %(default)s)")
+    g.add_argument("--efficiency", type=float, default=None,
+                   help="fraction of the device's peak achieved (default: the device's, 0.4 on GPUs)")
+    g.add_argument("--optimizer", default="adam", choices=("adam", "sgd"),
+                   help="optimizer whose step time is modelled (default %(default)s)")
+    for what in ("forward", "backward", "optimizer"):
+        g.add_argument(f"--{what}-ms", type=float, default=None,
+                       help=f"rescale total {what} time to this many ms (keeps per-layer shares)")
+
+
+def add_link_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("link")
+    g.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"{', '.join(LINKS)} or a link FILE.json from python -m calibrate "
+                        "(default %(default)s)")
+    g.add_argument("--alpha-us", type=float, default=None, help="override α, µs per all-reduce")
+    g.add_argument("--busbw-gbps", type=float, default=None,
+                   help="override bus bandwidth in GB/s (1e9 bytes/s), as nccl-tests prints it")
+    g.add_argument("--world-size", type=int, default=2, help="ranks (default %(default)s)")
+    g.add_argument("--rescale-link", action="store_true",
+                   help="accept a calibrated link at another world size, by the ring law")
+
+
+def _is_file_arg(text: str) -> bool:
+    return text.endswith(".json") or os.sep in text or os.path.exists(text)
+
+
+def resolve_model(args: argparse.Namespace) -> ModelProfile:
+    if _is_file_arg(args.model):
+        profile = load_profile(args.model)
+    else:
+        profile = build_profile(parse_model(args.model), args.device, args.batch, args.seq,
+                                args.efficiency, args.optimizer)
+    ms = {k: getattr(args, f"{k}_ms") for k in ("forward", "backward", "optimizer")}
+    for k, v in ms.items():
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise InputError(f"--{k}-ms must be a number >= 0, got {v!r}")
+    return profile.scaled(*(None if v is None else v / 1e3 for v in ms.values()))
+
+
+def resolve_link(args: argparse.Namespace) -> Link:
+    link = load_link(args.link) if _is_file_arg(args.link) else get_link(args.link)
+    for flag, v in (("--alpha-us", args.alpha_us), ("--busbw-gbps", args.busbw_gbps)):
+        if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or flag == "--alpha-us")):
+            raise InputError(f"{flag} must be a number {'>= 0' if flag == '--alpha-us' else '> 0'}, got {v!r}")
+    link = link.with_overrides(args.alpha_us, args.busbw_gbps)
+    return link.for_world(args.world_size, rescale=args.rescale_link)
+
+
+def parse_positive_floats(text: str, flag: str) -> list[float]:
+    """'1,10,100' -> [1.0, 10.0, 100.0]; one-line InputError on anything else."""
+    values = []
+    for item in text.split(","):
+        try:
+            v = float(item)
+        except ValueError:
+            raise InputError(f"{flag}: {item.strip()!r} is not a number (expected e.g. 1,10,100)") from None
+        if not math.isfinite(v) or v <= 0:
+            raise InputError(f"{flag}: {item.strip()!r} must be a finite number > 0")
+        values.append(v)
+    return values
+
+
+def parse_names(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
+    """'naive,ddp' or 'all' -> names, each checked against ``allowed``."""
+    if text.strip() == "all":
+        return list(allowed)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    for name in names:
+        if name not in allowed:
+            raise InputError(f"{flag}: unknown {name!r}; choose from {', '.join(allowed)} or all")
+    if not names:
+        raise InputError(f"{flag}: empty list; choose from {', '.join(allowed)} or all")
+    return names

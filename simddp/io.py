@@ -1,0 +1,138 @@
+"""JSON files: profiles, links and results, read with one-line errors and written atomically.
+
+Every file carries a ``"format"`` tag so a profile is never read as a link by mistake::
+
+    save_json("profile.json", profile_to_json(profile))
+    profile = load_profile("profile.json")          # InputError on a missing/corrupt file
+
+Formats are documented in docs/FORMATS.md. Writes go to a temporary file that is renamed
+into place, so a failed command never leaves a half-written output.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from simddp.errors import InputError
+from simddp.link import Link, LinkPiece
+from simddp.profile import Layer, ModelProfile
+from simddp.result import Result, Span
+
+PROFILE_FORMAT = "simddp.profile/1"
+LINK_FORMAT = "simddp.link/1"
+RESULTS_FORMAT = "simddp.results/1"
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def profile_to_json(profile: ModelProfile) -> dict:
+    return {"format": PROFILE_FORMAT, **_plain(profile)}
+
+
+def link_to_json(link: Link) -> dict:
+    return {"format": LINK_FORMAT, **_plain(link)}
+
+
+def results_to_json(results: list[Result], **extra: Any) -> dict:
+    return {"format": RESULTS_FORMAT, **extra, "results": [_plain(r) for r in results]}
+
+
+def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
+    body = _body(data, PROFILE_FORMAT, where)
+    return _build(where, lambda: ModelProfile(
+        name=body["name"],
+        layers=tuple(Layer(**layer) for layer in body["layers"]),
+        optimizer_s=body.get("optimizer_s", 0.0),
+        ready_order=body.get("ready_order")))
+
+
+def link_from_json(data: dict, where: str = "link") -> Link:
+    body = _body(data, LINK_FORMAT, where)
+    known = {f.name for f in dataclasses.fields(Link)}
+    extra = sorted(set(body) - known)
+    if extra:
+        raise InputError(f"{where}: unknown link field(s) {', '.join(extra)}")
+    return _build(where, lambda: Link(**{**body, "pieces": tuple(
+        LinkPiece(**p) for p in body.get("pieces", ()))}))
+
+
+def results_from_json(data: dict, where: str = "results") -> list[Result]:
+    body = _body(data, RESULTS_FORMAT, where)
+    return _build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r["spans"])})
+                                  for r in body["results"]])
+
+
+def load_profile(path: str | os.PathLike) -> ModelProfile:
+    return profile_from_json(read_json(path), str(path))
+
+
+def load_link(path: str | os.PathLike) -> Link:
+    return link_from_json(read_json(path), str(path))
+
+
+def load_results(path: str | os.PathLike) -> list[Result]:
+    return results_from_json(read_json(path), str(path))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+
+
+def save_json(path: str | os.PathLike, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` to ``path`` via a temporary file + rename: all or nothing."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _body(data: Any, fmt: str, where: str) -> dict:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object with \"format\": \"{fmt}\"")
+    if data.get("format") != fmt:
+        raise InputError(f"{where}: format is {data.get('format')!r}, expected {fmt!r}")
+    return {k: v for k, v in data.items() if k != "format"}
+
+
+def _build(where: str, make):
+    try:
+        return make()
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise InputError(f"{where}: not a valid file ({detail})") from None

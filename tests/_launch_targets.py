@@ -1,0 +1,74 @@
+"""Small rank functions for tests/test_launch.py and tests/test_netns.py.
+
+    run_world("tests._launch_targets:allreduce_rank", {"n": 4}, world_size=2)
+
+Run under torchrun, this module is also a script that prints rank 0's gathered list as JSON:
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m tests._launch_targets
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def allreduce_rank(payload: dict, ctx) -> dict:
+    """Sum (rank + 1) over ranks in an n-element tensor; report who ran where with what."""
+    tensor = torch.full((payload["n"],), float(ctx.rank + 1), device=ctx.device)
+    dist.all_reduce(tensor)
+    ctx.synchronize()
+    return {"rank": ctx.rank, "world_size": ctx.world_size, "local_rank": ctx.local_rank,
+            "sum": tensor.tolist(), "threads": torch.get_num_threads(),
+            "device": str(ctx.device), "pid": os.getpid()}
+
+
+def raise_on_rank(payload: dict, ctx) -> int:
+    """The chosen rank raises before the collective that the others wait in."""
+    if ctx.rank == payload["rank"]:
+        raise ValueError(f"boom on rank {ctx.rank}")
+    dist.all_reduce(torch.ones(1))
+    return ctx.rank
+
+
+def exit_on_rank(payload: dict, ctx) -> int:
+    """The chosen rank vanishes without a Python error, like a segfault or the OOM killer."""
+    if ctx.rank == payload["rank"]:
+        os._exit(3)
+    dist.all_reduce(torch.ones(1))
+    return ctx.rank
+
+
+def hang_on_rank(payload: dict, ctx) -> int:
+    """The chosen rank never reaches the collective; the others wait for it."""
+    if ctx.rank == payload["rank"]:
+        while True:
+            time.sleep(1.0)
+    dist.all_reduce(torch.ones(1))
+    return ctx.rank
+
+
+def allreduce_seconds(payload: dict, ctx) -> list[float]:
+    """Wall seconds of `repeats` all-reduces of `n_bytes` float32 after one warm-up."""
+    tensor = torch.ones(payload["n_bytes"] // 4, device=ctx.device)
+    dist.all_reduce(tensor)  # warm-up: connections and buffers
+    seconds = []
+    for _ in range(payload["repeats"]):
+        dist.barrier()
+        start_s = time.perf_counter()
+        dist.all_reduce(tensor)
+        ctx.synchronize()
+        seconds.append(time.perf_counter() - start_s)
+    return seconds
+
+
+if __name__ == "__main__":
+    from realrun.launch import run_world
+
+    values = run_world("tests._launch_targets:allreduce_rank", {"n": 3},
+                       world_size=int(os.environ["WORLD_SIZE"]), timeout_s=30.0)
+    if values is not None:
+        print(json.dumps(values))
