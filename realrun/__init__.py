@@ -1,1 +1,33 @@
-"""Real DDP runs with torch.distributed: launcher, wrappers, timing, validation."""
+"""Real DDP runs with torch.distributed: launcher, wrappers, timing, validation.
+
+    import realrun
+    model = realrun.DDP(net, strategy="bucketed", bucket_mb=25)   # inside an initialised group
+    values = realrun.run_world("pkg.module:fn", {"n": 4}, world_size=2)
+
+Names are imported on first use, so ``import realrun`` stays cheap (no torch import).
+"""
+from __future__ import annotations
+
+import importlib
+
+# exported name -> module that defines it
+_LAZY = {
+    "DDP": "realrun.ddp",
+    "module_profile": "realrun.ddp",
+    "trainable_parameters": "realrun.ddp",
+    "run_world": "realrun.launch",
+    "RankContext": "realrun.launch",
+    "LaunchError": "realrun.errors",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'realrun' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

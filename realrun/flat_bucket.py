@@ -1,0 +1,96 @@
+"""One planned all-reduce made real: gradients in, average out.
+
+A :class:`FlatBucket` is a box for the gradients of one ``simddp.plan.Collective``. Launching
+it copies those gradients into one flat buffer (zeros where a parameter got no gradient),
+divides by the world size and all-reduces the buffer; finishing it waits and copies the
+average back into each ``p.grad``::
+
+    bucket = FlatBucket(collective, params, world_size=2, group=None)
+    bucket.launch(async_op=True)     # from a gradient hook, or from finish
+    bucket.finish()                  # wait, then p.grad = average over ranks
+
+The buffer is allocated on first use and reused every step, on the parameters' device and in
+their promoted dtype. ``p.grad`` is never a view into it: gradients are copied in and out, so
+``zero_grad(set_to_none=True)``, optimizers that replace ``.grad`` and in-place
+``zero_grad(set_to_none=False)`` all keep working. A collective of ONE tensor whose gradient
+exists and is contiguous skips the copies and all-reduces the gradient in place (naive and
+overlap have one such collective per tensor, so they never need twice the gradient memory).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+
+class FlatBucket:
+    """The gradients of one collective (``collective.tensor_ids``), flattened in that order."""
+
+    def __init__(self, collective, params: Sequence[torch.nn.Parameter], world_size: int,
+                 group=None) -> None:
+        self.collective = collective
+        self.params = [params[tid] for tid in collective.tensor_ids]
+        self.world_size = world_size
+        self.group = group
+        self.numels = [p.numel() for p in self.params]
+        self.offsets = [sum(self.numels[:i]) for i in range(len(self.numels))]
+        self.dtype = functools.reduce(torch.promote_types, (p.dtype for p in self.params))
+        self.device = self.params[0].device
+        self.buffer: torch.Tensor | None = None  # allocated on first use, then reused
+        self._payload: torch.Tensor | None = None  # what was all-reduced this step
+        self._work = None
+
+    @property
+    def launched(self) -> bool:
+        return self._payload is not None
+
+    def launch(self, async_op: bool) -> None:
+        """Fill the payload with gradient / world_size and start the all-reduce (sum)."""
+        payload = self._fill()
+        # Pre-divide like torch DDP's reducer, so the sum of the shares is the average and
+        # half-precision gradients don't overflow on large worlds.
+        payload.div_(self.world_size)
+        self._work = dist.all_reduce(payload, group=self.group, async_op=async_op)
+        self._payload = payload
+
+    def finish(self) -> None:
+        """Wait for the all-reduce, leave the average in every ``p.grad``, reset for next step."""
+        if self._work is not None:
+            self._work.wait()
+        payload, self._payload, self._work = self._payload, None, None
+        if payload is None or payload is not self.buffer:
+            return  # not launched, or the gradient itself was reduced in place
+        with torch.no_grad():
+            for p, offset, numel in zip(self.params, self.offsets, self.numels):
+                average = payload[offset:offset + numel].view(p.shape)
+                if p.grad is None:
+                    # The parameter got no gradient on this rank: it still gets the average.
+                    p.grad = average.to(dtype=p.dtype, copy=True)
+                else:
+                    p.grad.copy_(average)
+
+    def _fill(self) -> torch.Tensor:
+        if len(self.params) == 1:
+            grad = self.params[0].grad
+            if grad is not None and _plain(grad) and grad.is_contiguous():
+                return grad
+        if self.buffer is None:
+            self.buffer = torch.empty(sum(self.numels), dtype=self.dtype, device=self.device)
+        with torch.no_grad():
+            for p, offset, numel in zip(self.params, self.offsets, self.numels):
+                view = self.buffer[offset:offset + numel].view(p.shape)
+                if p.grad is None:
+                    view.zero_()  # unused on this rank: contribute nothing, but take part
+                elif not _plain(p.grad):
+                    raise RuntimeError(f"realrun.DDP: gradient of a {tuple(p.shape)} parameter "
+                                       f"has layout {p.grad.layout}; only dense gradients are "
+                                       "supported (use sparse=False)")
+                else:
+                    view.copy_(p.grad)
+        return self.buffer
+
+
+def _plain(tensor: torch.Tensor) -> bool:
+    return tensor.layout == torch.strided
