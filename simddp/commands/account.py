@@ -1,0 +1,256 @@
+"""Back-of-the-envelope accounting: memory per device, FSDP sharding, bytes on the wire.
+
+    python -m simddp account --model ffn-126x16384x53248 --batch 1 --seq 1024 --comm-dtype bf16
+    python -m simddp account --model transformer-xl --world-size 8 --link ib-hdr --format json
+    python -m simddp account --model mlp-40x4096 --world-size 1 --master bf16 --optim sgd
+
+Memory: parameters, gradients and optimizer state at the chosen precisions, plus the
+activations each layer saves for backward (no checkpointing; docs/ACCOUNT.md lists what is
+saved). FSDP / ZeRO-3 shards parameters, gradients and optimizer state over N devices but
+not activations, and holds one unit (a block) unsharded while it computes; the command
+finds the smallest N that fits in --device-mem-gb (GB = 1e9 bytes) or says none does.
+Communication: per optimizer step per rank for every strategy, from ``simddp.plan``'s
+collectives and the link's α–β law, plus FSDP's all-gathers and reduce-scatters, and the
+closed-form optimal bucket size (simddp.optimal_bucket). --world-size 1 is allowed: memory
+only, no communication. Bad input: one line on stderr, exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import replace
+
+from simddp.commands.common import DEFAULT_MODEL, _is_file_arg, add_link_args, resolve_link
+from simddp.devices import DEVICES
+from simddp.errors import InputError
+from simddp.io import load_profile
+from simddp.link import Link
+from simddp.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, PROFILE_GRAD_BYTES,
+                           WEIGHT_COPIES, GiB, Precision, fsdp_units, memory_report,
+                           profile_units)
+from simddp.models import MODEL_HELP, build_profile, parse_model
+from simddp.optimal_bucket import closed_form_optimum
+from simddp.plan import plan
+from simddp.profile import ModelProfile
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, STRATEGIES, make_strategy, mb_to_bytes
+
+HELP = "memory per device, FSDP sharding, communication volume, optimal bucket size"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"{MODEL_HELP} (default %(default)s)")
+    g.add_argument("--batch", type=int, default=8, help="samples per rank (default %(default)s)")
+    g.add_argument("--seq", type=int, default=1024, help="tokens per sample (default %(default)s)")
+    g.add_argument("--attention", default="flash",
+                   help=f"{'|'.join(ATTENTION)}: what attention saves (default %(default)s)")
+    g.add_argument("--device", default="a100", help=f"{', '.join(DEVICES)}: backward time for "
+                   "the bucket optimum only (default %(default)s)")
+    g.add_argument("--efficiency", type=float, default=None, help="fraction of device peak")
+    g.add_argument("--backward-ms", type=float, default=None,
+                   help="rescale total backward time (bucket optimum only)")
+    dtypes = "|".join(DTYPE_BYTES)
+    g = p.add_argument_group("precision")
+    g.add_argument("--master", default="fp32", help=f"{dtypes}: stored parameters (default %(default)s)")
+    g.add_argument("--grad", default="fp32", help=f"{dtypes}: gradients (default %(default)s)")
+    g.add_argument("--optim", default="adam", help=f"{'|'.join(OPTIM_STATES)}: optimizer state "
+                   "(adam: 2 moments, sgd-momentum: 1, sgd: none; default %(default)s)")
+    g.add_argument("--optim-dtype", default="fp32", help=f"{dtypes}: optimizer state (default %(default)s)")
+    g.add_argument("--weight-copy", default="none",
+                   help=f"{'|'.join(WEIGHT_COPIES)}: a low-precision copy of all weights kept "
+                        "through the step (Megatron/apex O2; autocast's saved casts) (default none)")
+    g.add_argument("--act-dtype", default="bf16", help=f"{dtypes}: activations (default %(default)s)")
+    g.add_argument("--comm-dtype", default=None,
+                   help=f"{dtypes}: gradient all-reduce and FSDP traffic (default: as --grad)")
+    g = p.add_argument_group("sharding and communication")
+    g.add_argument("--device-mem-gb", type=float, default=80.0,
+                   help="memory per device in GB = 1e9 bytes (default %(default)s)")
+    g.add_argument("--bucket-mb", type=float, default=DDP_DEFAULT_BUCKET_MB,
+                   help="bucket cap for bucketed/ddp/no_sync, MB = 2**20 bytes (default %(default)s)")
+    g.add_argument("--accum-steps", type=int, default=1,
+                   help="micro-steps per optimizer step (default %(default)s)")
+    add_link_args(p)  # --world-size 1 is accepted here: memory only
+    p.add_argument("--format", default="text", choices=("text", "json"),
+                   help="text tables or one JSON document on stdout (default %(default)s)")
+
+
+def _alpha_s(link: Link, n_bytes: float) -> float:
+    """α of the link-fit segment that ``n_bytes`` falls in (as ``Link.allreduce_s`` picks it)."""
+    for piece in link.pieces:
+        if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
+            return piece.alpha_s
+    return link.alpha_s
+
+
+def _row(name: str, kind: str, payloads: list[float], link: Link, world: int) -> dict:
+    """Totals for a list of collectives. A ring all-reduce sends 2(p−1)/p·n per rank; an
+    all-gather or reduce-scatter (p−1)/p·n, i.e. half an all-reduce's bandwidth term."""
+    if kind == "all-reduce":
+        times = [link.allreduce_s(n, world) for n in payloads]
+        factor = 2 * (world - 1) / world
+    else:
+        times = [(link.allreduce_s(n, world) + _alpha_s(link, n)) / 2 for n in payloads]
+        factor = (world - 1) / world
+    alpha_s = sum(_alpha_s(link, n) for n in payloads)
+    return {"strategy": name, "kind": kind, "collectives": len(payloads),
+            "payload_bytes": sum(payloads), "sent_bytes_per_rank": factor * sum(payloads),
+            "alpha_s": alpha_s, "bandwidth_s": sum(times) - alpha_s, "time_s": sum(times)}
+
+
+def at_dtype(profile: ModelProfile, elem_bytes: int) -> ModelProfile:
+    """The profile with gradients stored at ``elem_bytes`` per element instead of fp32."""
+    layers = tuple(replace(layer, grad_bytes=tuple(
+        max(1, n // PROFILE_GRAD_BYTES * elem_bytes) for n in layer.grad_bytes))
+        for layer in profile.layers)
+    return replace(profile, layers=layers)
+
+
+def comm_rows(profile: ModelProfile, link: Link, world: int, prec: Precision, bucket_mb: float,
+              accum_steps: int, units: list[int]) -> list[dict]:
+    """Communication per optimizer step per rank: every plan strategy, then FSDP.
+
+    Buckets are formed on gradients at ``--grad`` precision (what bucket_cap_mb counts); a
+    narrower ``--comm-dtype`` compresses each bucket before its all-reduce (torch's
+    bf16_compress_hook). FSDP per unit and micro-step: all-gather params for forward and again
+    for backward (reshard after forward), reduce-scatter gradients.
+    """
+    grads = at_dtype(profile, prec.grad_bytes)
+    ratio = prec.comm_bytes / prec.grad_bytes
+    rows = []
+    for name in STRATEGIES:
+        collectives = plan(grads, make_strategy(name, bucket_mb, accum_steps)).collectives
+        rows.append(_row(name, "all-reduce", [c.nbytes * ratio for c in collectives], link, world))
+    gathers = [float(n * prec.gather_bytes) for n in units] * 2 * accum_steps
+    scatters = [float(n * prec.comm_bytes) for n in units] * accum_steps
+    ag, rs = _row("fsdp", "all-gather", gathers, link, world), \
+        _row("fsdp", "reduce-scatter", scatters, link, world)
+    rows.append({**{k: ag[k] + rs[k] for k in ag if k not in ("strategy", "kind")},
+                 "strategy": "fsdp", "kind": "2 all-gather + reduce-scatter per unit"})
+    return rows
+
+
+def _load(args: argparse.Namespace):
+    """(spec or None, profile with times) for --model."""
+    if _is_file_arg(args.model):
+        return None, load_profile(args.model)
+    spec = parse_model(args.model)
+    optimizer = "adam" if args.optim.startswith("adam") else "sgd"
+    profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency, optimizer)
+    if args.backward_ms is not None:
+        if not (math.isfinite(args.backward_ms) and args.backward_ms >= 0):
+            raise InputError(f"--backward-ms must be a number >= 0, got {args.backward_ms!r}")
+        profile = profile.scaled(backward_s=args.backward_ms / 1e3)
+    return spec, profile
+
+
+def account(args: argparse.Namespace) -> dict:
+    """Everything the command prints, as one JSON-ready dict."""
+    prec = Precision(args.master, args.grad, args.optim, args.optim_dtype, args.weight_copy,
+                     args.act_dtype, args.comm_dtype)
+    mb_to_bytes(args.bucket_mb)   # validate before any work
+    if not isinstance(args.accum_steps, int) or args.accum_steps < 1:
+        raise InputError(f"--accum-steps must be an integer >= 1, got {args.accum_steps!r}")
+    spec, profile = _load(args)
+    mem = memory_report(spec or profile, prec, args.batch, args.seq, args.world_size,
+                        args.device_mem_gb, args.attention)
+    out = {"format": "simddp.account/1", "model": args.model, "batch": args.batch,
+           "seq": args.seq, "precision": {"master": prec.master, "grad": prec.grad,
+                                          "optim": prec.optim, "optim_dtype": prec.optim_dtype,
+                                          "weight_copy": prec.weight_copy, "act": prec.act,
+                                          "comm": prec.comm or prec.grad},
+           "attention": args.attention, "memory": mem, "communication": None,
+           "bucket_optimum": None}
+    if args.world_size >= 2:
+        link = resolve_link(args)
+        units = fsdp_units(spec) if spec else profile_units(profile)
+        out["link"] = {"name": link.name, "alpha_s": link.alpha_s, "busbw_gbps": link.busbw_gbps}
+        out["communication"] = {
+            "world_size": args.world_size, "bucket_mb": args.bucket_mb,
+            "accum_steps": args.accum_steps,
+            "rows": comm_rows(profile, link, args.world_size, prec, args.bucket_mb,
+                              args.accum_steps, units)}
+        opt = closed_form_optimum(at_dtype(profile, prec.comm_bytes), link, args.world_size)
+        scale = prec.grad_bytes / prec.comm_bytes  # back to gradient bytes, as --bucket-mb counts
+        out["bucket_optimum"] = {**opt, "bucket_mb": opt["bucket_mb"] * scale,
+                                 "bucket_bytes": round(opt["bucket_bytes"] * scale),
+                                 "backward_ms": profile.backward_s * 1e3}
+    return out
+
+
+def _gb(n: float) -> str:
+    return f"{n / GB:10.2f} {n / GiB:10.2f}"
+
+
+def render(out: dict) -> str:
+    mem, prec = out["memory"], out["precision"]
+    bpp = mem["bytes_per_param"]
+    shape = (f"{out['batch']} × {out['seq']} = {mem['tokens']:,} tokens per rank"
+             if mem["activations_modelled"] else "counted from the profile's fp32 gradient bytes")
+    lines = [f"{out['model']}: {mem['params']:,} parameters ({mem['params'] / 1e9:.1f} B), {shape}",
+             f"precision: master {prec['master']}, grads {prec['grad']}, {prec['optim']} state "
+             f"{prec['optim_dtype']}, weight copy {prec['weight_copy']}, activations "
+             f"{prec['act']}, communication {prec['comm']}; attention {out['attention']}",
+             "units: GB = 1e9 bytes, GiB = 2^30 bytes", "",
+             f"{'memory per device, replicated (DDP)':44} {'B/param':>7} {'GB':>10} {'GiB':>10}"]
+    rep = mem["replicated"]
+    for key, label in (("params", f"parameters ({prec['master']})"),
+                       ("grads", f"gradients ({prec['grad']})"),
+                       ("optimizer", f"optimizer state ({prec['optim']}, {prec['optim_dtype']})"),
+                       ("weight_copy", f"weight copy ({prec['weight_copy']})")):
+        if key == "weight_copy" and not bpp[key]:
+            continue
+        lines.append(f"  {label:42} {bpp[key]:7} {_gb(rep[key])}")
+    act = "activations saved for backward" if mem["activations_modelled"] else \
+        "activations: not modelled for a profile file"
+    lines.append(f"  {act:42} {'':7} {_gb(rep['activations'])}")
+    for t in mem["activation_terms"]:
+        lines.append(f"    {t['count']:4} × {t['what']:64} {t['bytes'] / GB:9.2f} GB")
+    limit = mem["device_mem_bytes"]
+    verdict = "fits" if rep["total"] <= limit else "does NOT fit"
+    total = "total" if mem["activations_modelled"] else "total without activations"
+    lines.append(f"  {total:42} {'':7} {_gb(rep['total'])}   {verdict} in "
+                 f"{limit / GB:g} GB")
+    lines += ["", f"FSDP / ZeRO-3: params, grads, optimizer sharded over N "
+              f"({mem['fsdp_units']} units); activations not sharded",
+              f"  working set: the largest unit unsharded, {mem['fsdp_largest_unit_params']:,} "
+              f"params with full gradients (one unit at a time; no prefetch)"]
+    cols = [mem["fsdp"]] + ([mem["fsdp_at_min_world"]] if mem["fsdp_at_min_world"] else [])
+    cols = sorted({c["world_size"]: c for c in cols}.values(), key=lambda c: c["world_size"])
+    lines.append(f"  {'per device, GB':28}" + "".join(f"{'N = ' + str(c['world_size']):>12}"
+                                                      for c in cols))
+    for key in ("params", "grads", "optimizer", "working_set", "activations", "total"):
+        lines.append(f"  {key.replace('_', ' '):28}" + "".join(f"{c[key] / GB:12.2f}" for c in cols))
+    if mem["fsdp_min_world"] is None:
+        lines.append(f"  cannot fit in {limit / GB:g} GB at any N: the unsharded part (activations "
+                     f"+ working set) alone is {mem['fsdp_floor_bytes'] / GB:.2f} GB; "
+                     "lower --batch/--seq or checkpoint activations")
+    else:
+        lines.append(f"  smallest N that fits in {limit / GB:g} GB: {mem['fsdp_min_world']}")
+    comm = out["communication"]
+    if comm is None:
+        lines += ["", "world size 1: no communication"]
+        return "\n".join(lines)
+    link = out["link"]
+    lines += ["", f"communication per optimizer step per rank: {comm['world_size']} ranks, "
+              f"link {link['name']} (α {link['alpha_s'] * 1e6:g} µs, busbw "
+              f"{link['busbw_gbps']:g} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
+              f"{comm['accum_steps']} micro-step(s)",
+              f"  {'strategy':10} {'calls':>7} {'payload GB':>11} {'sent/rank GB':>13} "
+              f"{'α ms':>9} {'bw ms':>11} {'total ms':>11}"]
+    for r in comm["rows"]:
+        lines.append(f"  {r['strategy']:10} {r['collectives']:7} {r['payload_bytes'] / GB:11.3f} "
+                     f"{r['sent_bytes_per_rank'] / GB:13.3f} {r['alpha_s'] * 1e3:9.3f} "
+                     f"{r['bandwidth_s'] * 1e3:11.3f} {r['time_s'] * 1e3:11.3f}")
+    lines.append("  (time on the link, serial; how much overlap hides: python -m simddp sweep)")
+    opt = out["bucket_optimum"]
+    lines.append(f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
+                 f"{opt['bucket_mb']:.4g} MB, {opt['overhead_ms']:.3f} ms exposed, "
+                 f"{opt['regime']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = account(args)
+    print(json.dumps(out, indent=1) if args.format == "json" else render(out))
+    return 0
