@@ -1,0 +1,65 @@
+"""Compare predicted and measured step times: a table, error, rank agreement, best-bucket regret.
+
+    python -m simddp compare --predicted pred.json --measured meas.json
+    python -m simddp compare --predicted pred.json --measured meas.json --format json
+    python -m simddp compare --predicted pred.json --measured meas.json --out cmp/ \\
+        --timeline-config ddp:25
+
+Both files are simddp.results/1: predictions from ``python -m simddp sweep --out``, measurements
+from ``python -m realrun bench --out`` (no torch needed here: measure on the cluster, compare on
+a laptop). Every measured configuration (strategy, bucket MB, accum steps) must have a
+prediction; predictions nobody measured are skipped. error % = (predicted − measured) / measured
+· 100, so negative means the simulator is optimistic. regret = how much slower (measured) the
+predicted-best bucket is than the measured-best one. ``--out DIR`` writes compare_scatter.png,
+compare_buckets.png, compare_timeline.png, compare.json and compare.csv. See docs/COMPARE.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from simddp.compare import compare_results, format_table
+from simddp.io import load_results
+
+HELP = "predicted vs measured: table, error, Spearman rho, best-bucket regret, plots"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--predicted", required=True, metavar="FILE",
+                   help="simddp.results/1 file of predictions (python -m simddp sweep --out)")
+    p.add_argument("--measured", required=True, metavar="FILE",
+                   help="simddp.results/1 file of measurements (python -m realrun bench --out)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: a table and a summary; json: one document "
+                        '{"rows": [...], "summary": {...}} (default %(default)s)')
+    p.add_argument("--out", metavar="DIR",
+                   help="also write the three PNGs, compare.json and compare.csv into DIR")
+    p.add_argument("--timeline-config", metavar="STRATEGY[:BUCKET_MB]", default=None,
+                   help="configuration whose timelines --out draws, e.g. ddp:25 or naive "
+                        "(default: the measured-best bucketed config)")
+    p.add_argument("--ignore-model", action="store_true",
+                   help="compare even if the two files name different models "
+                        "(e.g. a preset's prediction against a measured profile)")
+
+
+def run(args: argparse.Namespace) -> int:
+    predicted = load_results(args.predicted)
+    measured = load_results(args.measured)
+    comparison = compare_results(predicted, measured, check_model=not args.ignore_model,
+                                 where=(args.predicted, args.measured))
+    written = []
+    if args.out is not None:
+        # imported here: matplotlib costs ~0.5 s, and a table needs none of it
+        from simddp.compare_plots import write_compare_files
+        written = write_compare_files(comparison, args.out, args.timeline_config)
+    elif args.timeline_config is not None:
+        from simddp.compare import pick_timeline
+        pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
+    if args.format == "json":
+        print(json.dumps(comparison.to_json(), indent=1))
+    else:
+        print(format_table(comparison))
+    for path in written:  # stderr, so --format json keeps stdout one document
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,332 @@
+"""Pictures of a :class:`~simddp.compare.Comparison`: scatter, bucket curves, two timelines.
+
+Three PNGs, each readable on its own, all times in ms:
+
+- ``compare_scatter.png``: measured median against predicted, p5–p95 bars, the y = x line and
+  a ±10 % band; points coloured by strategy and labelled with their bucket MB.
+- ``compare_buckets.png``: step time against bucket size (log x) per strategy: the predicted
+  curve (every predicted bucket, not only the measured ones) and the measured points with
+  p5–p95 bars; strategies without buckets are horizontal lines (predicted dashed, measured
+  solid with a p5–p95 bar at the right edge); runs with gradient accumulation get a panel
+  of their own.
+- ``compare_timeline.png``: the predicted and the measured timeline of one configuration side
+  by side, compute and comm lanes on one time axis; predicted only when nothing was measured::
+
+    from simddp.compare import compare_results
+    from simddp.compare_plots import write_compare_files
+    write_compare_files(compare_results(predicted, measured), "out/")   # PNGs + json + csv
+
+Everything is rendered to bytes first and then written atomically, so a failure leaves no
+partial file. Matplotlib's Agg canvas only: no display and no pyplot global state.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import LogFormatter
+from matplotlib.transforms import blended_transform_factory
+
+from simddp.compare import (STRATEGY_ORDER, Comparison, config_label, config_sort_key,
+                            pick_timeline)
+from simddp.io import write_atomic
+from simddp.result import COMM, COMPUTE, Result
+
+SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG = ("compare_scatter.png", "compare_buckets.png",
+                                          "compare_timeline.png")
+JSON_NAME, CSV_NAME = "compare.json", "compare.csv"
+_TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf"]
+_DPI = 120
+# Timeline colours by what a span is; comm alternates two shades so neighbours stay apart.
+_KIND_COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "optimizer": "#55a868",
+                 "other compute": "#8c8c8c"}
+_COMM_COLOURS = ("#8172b3", "#c44e52")
+
+
+def strategy_colour(strategy: str) -> str:
+    i = STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
+    return _TAB10[i % len(_TAB10)]
+
+
+def plot_scatter(c: Comparison) -> Figure:
+    """Measured median (p5–p95 bars) against predicted, one colour per strategy."""
+    fig = Figure(figsize=(9, 6.5), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    times_ms = [t * 1e3 for r in c.rows for t in (r.predicted_s, r.measured_s, r.measured_p5_s,
+                                                    r.measured_p95_s) if t is not None]
+    lo, hi = min(times_ms) / 1.08, max(times_ms) * 1.08
+    log = hi / lo > 3  # e.g. accumulation runs at 4x the step: on a linear axis the rest squash
+    line = np.geomspace(lo, hi, 50) if log else np.linspace(lo, hi, 50)
+    ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", label="±10 %", zorder=0)
+    ax.plot(line, line, "--", color="0.4", lw=1, label="y = x (perfect)", zorder=1)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            _plain_log_labels(axis)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal", adjustable="box")
+    fig.tight_layout()
+    ax.apply_aspect()  # final data->pixel transform, for the label spacing below
+    labelled: list[np.ndarray] = []
+    for strategy in _strategies(c.rows):
+        mine = [r for r in c.rows if r.strategy == strategy]
+        x = np.array([r.predicted_s for r in mine]) * 1e3
+        y = np.array([r.measured_s for r in mine]) * 1e3
+        ax.errorbar(x, y, yerr=_spread_ms(mine), fmt="o", ms=6, capsize=3, lw=1,
+                    color=strategy_colour(strategy), label=strategy, zorder=3, alpha=0.85)
+        for r, xi, yi in zip(mine, x, y):
+            tag = ("" if r.bucket_mb is None else f"{r.bucket_mb:g}") + \
+                  ("" if r.accum_steps == 1 else f"×{r.accum_steps}")
+            at = ax.transData.transform((xi, yi))
+            # label a point only where it does not land on another label (clusters stay legible)
+            if tag and all(np.hypot(*(at - other)) > 14 for other in labelled):
+                labelled.append(at)
+                ax.annotate(tag, (xi, yi), textcoords="offset points", xytext=(5, -10),
+                            fontsize=7, color=strategy_colour(strategy))
+    ax.set_xlabel("predicted step time (ms)" + (", log scale" if log else ""))
+    ax.set_ylabel("measured step time, median (ms); bars p5–p95")
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8,
+              title="point labels:\nbucket MB (×accum)", title_fontsize=7)
+    s = c.summary
+    rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
+    ax.set_title(f"Predicted vs measured step time\n{_job(c)}\n"
+                 f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
+                 f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_buckets(c: Comparison) -> Figure:
+    """Step time against bucket MB (log x): predicted curves, measured points with spread.
+
+    Accumulation runs (accum_steps > 1) take several micro-steps per optimizer step, so they
+    get their own panel below instead of squashing the others' scale.
+    """
+    groups = sorted({(r.strategy, r.accum_steps) for r in c.rows},
+                    key=lambda g: config_sort_key((g[0], None, g[1])))
+    panels = [[g for g in groups if g[1] == 1], [g for g in groups if g[1] != 1]]
+    panels = [p for p in panels if p]
+    fig = Figure(figsize=(9.5, 5.5 if len(panels) == 1 else 8), dpi=_DPI)
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": [2, 1][:len(panels)]})[:, 0]
+    bucket_values = [r.bucket_mb for r in (*c.predicted, *c.measured) if r.bucket_mb is not None]
+    xmin, xmax = (min(bucket_values) / 1.5, max(bucket_values) * 1.5) if bucket_values else (1, 100)
+    if any(r.bucket_mb is None for r in c.rows):
+        xmax *= 3  # room right of the largest bucket for the bucket-less p5–p95 bars
+    handles = []
+    for ax, panel in zip(axes, panels):
+        bucketed_groups = [g for g in panel if _group_rows(c, g)[0].bucket_mb is not None]
+        flat_index = 0
+        for strategy, accum in panel:
+            colour = strategy_colour(strategy)
+            name = strategy if accum == 1 else f"{strategy} (accum {accum})"
+            rows = _group_rows(c, (strategy, accum))
+            if rows[0].bucket_mb is None:  # a strategy without buckets: one time, flat lines
+                _flat_lines(ax, rows[0], colour, name, flat_index)
+                flat_index += 1
+            else:
+                preds = sorted((p for p in c.predicted if p.bucket_mb is not None
+                                and (p.strategy, p.accum_steps) == (strategy, accum)),
+                               key=lambda p: p.bucket_mb)
+                ax.plot([p.bucket_mb for p in preds], [p.step_s * 1e3 for p in preds], "--",
+                        color=colour, lw=1.3, marker=".", ms=4)
+                # dodge measured markers of strategies sharing a bucket by a few % (log x)
+                k = bucketed_groups.index((strategy, accum))
+                dodge = 1.05 ** (k - (len(bucketed_groups) - 1) / 2)
+                ax.errorbar([r.bucket_mb * dodge for r in rows], [r.measured_s * 1e3 for r in rows],
+                            yerr=_spread_ms(rows), fmt="o", ms=6, capsize=3, lw=1, color=colour)
+            handles.append(Patch(color=colour, label=name))
+        ax.set_xscale("log")
+        _plain_log_labels(ax.xaxis)
+        ax.set_xlim(xmin, xmax)
+        ax.set_ylabel("step time (ms)" if panel[0][1] == 1 else
+                      "step time (ms), per optimizer step")
+        ax.grid(True, alpha=0.3, which="both")
+    if len(panels) > 1:
+        axes[1].set_title("gradient accumulation: several micro-steps per optimizer step",
+                          fontsize=8)
+    axes[-1].set_xlabel("bucket size (MB = 2^20 bytes, log scale)")
+    handles += [Line2D([], [], color="0.3", ls="--", marker=".", label="predicted"),
+                Line2D([], [], color="0.3", ls="none", marker="o",
+                       label="measured median,\np5–p95 bars"),
+                Line2D([], [], color="0.3", ls="-", marker="s", ms=4,
+                       label="measured (no buckets),\np5–p95 bar at the right")]
+    axes[0].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.09, 1.0),
+                   borderaxespad=0)
+    s = c.summary
+    best = (f"{s.bucket_strategy}: best bucket predicted {s.predicted_best_bucket_mb:g} MB, "
+            f"measured {s.measured_best_bucket_mb:g} MB, regret {s.regret:.1f} %"
+            if s.bucket_strategy else "no bucketed configs measured")
+    axes[0].set_title(f"Step time vs bucket size\n{_job(c)}\n{best}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _group_rows(c: Comparison, group: tuple[str, int]) -> list:
+    return sorted((r for r in c.rows if (r.strategy, r.accum_steps) == group),
+                  key=lambda r: r.bucket_mb or 0.0)
+
+
+def _flat_lines(ax, r, colour: str, name: str, k: int) -> None:
+    """A bucket-less strategy: predicted dashed, measured solid; its p5–p95 as a bar at the
+    right edge (the k-th, staggered), since full-width bands of noisy runs turn to mud."""
+    ax.axhline(r.predicted_s * 1e3, color=colour, ls="--", lw=1.3)
+    ax.axhline(r.measured_s * 1e3, color=colour, ls="-", lw=1.3)
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
+    ax.errorbar([0.985 - 0.02 * k], [r.measured_s * 1e3], yerr=_spread_ms([r]), fmt="s", ms=4,
+                capsize=3, lw=1, color=colour, transform=edge, clip_on=False)
+    ax.annotate(name, (1.0, r.measured_s * 1e3), xycoords=("axes fraction", "data"),
+                xytext=(4, 0), textcoords="offset points", va="center", fontsize=8, color=colour)
+
+
+def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
+    """Predicted and measured timeline of one configuration, side by side on one ms axis.
+
+    Only the predicted panel when nothing was measured or the measurement has no spans; the
+    second title line says which. A result without spans gets an empty lane and a note.
+    """
+    have_measured = measured is not None and bool(measured.spans)
+    fig = Figure(figsize=(13 if have_measured else 8, 3.9), dpi=_DPI)
+    axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]
+    _gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
+    if have_measured:
+        _gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms per step "
+                                  f"({measured.samples} steps); one step's spans")
+    fig.suptitle(f"Timeline of {config_label(*predicted.config)}, {predicted.model}, "
+                 f"{predicted.world_size} ranks{_timeline_note(predicted, measured)}",
+                 fontsize=10)
+    used = {_compute_kind(sp.label) for r in (predicted, measured) if r is not None
+            for sp in r.spans if sp.lane != COMM}
+    handles = [Patch(color=v, label=k) for k, v in _KIND_COLOURS.items() if k in used]
+    if any(sp.lane == COMM for r in (predicted, measured) if r is not None for sp in r.spans):
+        handles.append(Patch(color=_COMM_COLOURS[0], label="all-reduce (shades alternate)"))
+    handles.append(Line2D([], [], color="k", ls=":", label="step end"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+def _timeline_note(predicted: Result, measured: Result | None) -> str:
+    """The title's second line: what is missing from the picture, if anything."""
+    if measured is None:
+        return "\nnot measured: predicted timeline only" + (
+            "" if predicted.spans else ", and the predicted result has no spans")
+    if not measured.spans:
+        return ("\nthe measured result has no spans: predicted timeline only" if predicted.spans
+                else "\nneither the predicted nor the measured result has spans")
+    return "" if predicted.spans else "\nthe predicted result has no spans"
+
+
+def render_compare_plots(c: Comparison, timeline: str | None = None) -> dict[str, bytes]:
+    """File name -> PNG bytes for the three plots. ``timeline``: "strategy[:bucket_mb]"."""
+    predicted, measured = pick_timeline(c, timeline)  # InputError before anything is drawn
+    return {SCATTER_PNG: _png(plot_scatter(c)), BUCKETS_PNG: _png(plot_buckets(c)),
+            TIMELINE_PNG: _png(plot_timelines(predicted, measured))}
+
+
+def write_compare_plots(c: Comparison, out_dir: str | os.PathLike,
+                        timeline: str | None = None) -> list[Path]:
+    """Render the three PNGs, then write them into ``out_dir``; returns the paths."""
+    return _write_all(out_dir, render_compare_plots(c, timeline))
+
+
+def write_compare_files(c: Comparison, out_dir: str | os.PathLike,
+                        timeline: str | None = None) -> list[Path]:
+    """The PNGs plus compare.json (the --format json document) and compare.csv (the rows)."""
+    files = render_compare_plots(c, timeline)
+    files[JSON_NAME] = (json.dumps(c.to_json(), indent=1) + "\n").encode()
+    files[CSV_NAME] = c.to_csv().encode()
+    return _write_all(out_dir, files)
+
+
+def _write_all(out_dir, files: dict[str, bytes]) -> list[Path]:
+    paths = []
+    for name, data in files.items():
+        path = Path(out_dir) / name
+        write_atomic(path, data)
+        paths.append(path)
+    return paths
+
+
+def _plain_log_labels(axis) -> None:
+    """'100' and '200' on a log axis rather than 10^2 and 2x10^2."""
+    axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(buf)
+    return buf.getvalue()
+
+
+def _gantt(ax, result: Result, title: str) -> None:
+    lanes = {COMPUTE: 1, COMM: 0}
+    ax.set_yticks([1, 0], ["compute", "comm"])
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_xlabel("time from step start (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.axvline(result.step_ms, color="k", ls=":", lw=1)
+    if not result.spans:
+        ax.set_xlim(0, result.step_ms * 1.05)
+        ax.text(0.5, 0.5, f"no spans in the {result.source} result", transform=ax.transAxes,
+                ha="center", va="center", color="0.3")
+        return
+    t0 = min(s.start_s for s in result.spans)  # measured clocks need not start at 0
+    bars: dict[str, list[tuple[float, float]]] = {}
+    comm_index = 0
+    for span in sorted(result.spans, key=lambda s: s.start_s):
+        if span.lane == COMM:
+            kind = f"comm{comm_index % 2}"
+            comm_index += 1
+        else:
+            kind = _compute_kind(span.label)
+        bars.setdefault((kind, span.lane), []).append(
+            ((span.start_s - t0) * 1e3, max(span.duration_s, 0.0) * 1e3))
+    for (kind, lane), xs in bars.items():
+        colour = _COMM_COLOURS[int(kind[-1])] if kind.startswith("comm") else _KIND_COLOURS[kind]
+        ax.broken_barh(xs, (lanes.get(lane, 0) - 0.35, 0.7), facecolors=colour,
+                       edgecolor="white" if lane == COMM else "none", linewidth=0.5)
+
+
+def _compute_kind(label: str) -> str:
+    low = label.lower()
+    if "forward" in low or low.endswith(" fwd"):
+        return "forward"
+    if "backward" in low or low.endswith(" bwd"):
+        return "backward"
+    if "optim" in low:
+        return "optimizer"
+    return "other compute"
+
+
+def _spread_ms(rows) -> np.ndarray | None:
+    """Asymmetric error bars median−p5, p95−median in ms (0 where a bound is missing)."""
+    lo = [0.0 if r.measured_p5_s is None else max(r.measured_s - r.measured_p5_s, 0.0)
+          for r in rows]
+    hi = [0.0 if r.measured_p95_s is None else max(r.measured_p95_s - r.measured_s, 0.0)
+          for r in rows]
+    return np.array([lo, hi]) * 1e3
+
+
+def _strategies(rows) -> list[str]:
+    return sorted({r.strategy for r in rows}, key=lambda s: config_sort_key((s, None, 1)))
+
+
+def _job(c: Comparison) -> str:
+    s = c.summary
+    return (f"{s.model}, {s.world_size} ranks; predicted on {s.predicted_link}, "
+            f"measured on {s.measured_link}")

@@ -1,0 +1,278 @@
+"""python -m simddp compare: matching, metrics on round numbers, JSON, plots, bad input.
+
+Results are built in code; every expected number is worked out by hand in the comment beside it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import matplotlib.image
+import pytest
+
+from simddp.cli import main
+from simddp.compare import (Comparison, compare_results, config_label, format_table,
+                            pick_timeline, rank_average, spearman)
+from simddp.compare_plots import (BUCKETS_PNG, CSV_NAME, JSON_NAME, SCATTER_PNG, TIMELINE_PNG,
+                                  write_compare_files, write_compare_plots)
+from simddp.errors import InputError
+from simddp.io import results_to_json, save_json
+from simddp.result import Result, Span
+from simddp.strategy import MB
+
+ALL_OUTPUTS = {SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG, JSON_NAME, CSV_NAME}
+
+
+def res(strategy, bucket_mb, step_ms, source="predicted", *, accum=1, model="toy", world=2,
+        spread=None, spans=()):
+    """A Result in ms; ``spread`` = (p5_ms, p95_ms) for measurements."""
+    p5, p95 = (None, None) if spread is None else (spread[0] / 1e3, spread[1] / 1e3)
+    return Result(model=model, link="eth" if source == "predicted" else "gloo", strategy=strategy,
+                  bucket_mb=bucket_mb, world_size=world, step_s=step_ms / 1e3, exposed_comm_s=0.0,
+                  collectives=1, accum_steps=accum, source=source, step_p5_s=p5, step_p95_s=p95,
+                  samples=20 if source == "measured" else 0, spans=spans)
+
+
+def meas(strategy, bucket_mb, step_ms, **kw):
+    kw.setdefault("spread", (step_ms * 0.9, step_ms * 1.2))
+    return res(strategy, bucket_mb, step_ms, "measured", **kw)
+
+
+def timeline(scale):
+    """forward 0-2, backward 2-6, comm 3-7, optimizer 7-8 ms, times ``scale``, from t0 = 5 s."""
+    t = [(s[0], s[1], 5 + s[2] * scale / 1e3, 5 + s[3] * scale / 1e3) for s in (
+        ("compute", "forward", 0, 2), ("compute", "l1 bwd", 2, 4), ("compute", "l0 bwd", 4, 6),
+        ("comm", "bucket0", 3, 5), ("comm", "bucket1", 5, 7), ("compute", "optimizer", 7, 8))]
+    return tuple(Span(*s) for s in t)
+
+
+def grid():
+    """naive; bucketed at 1, 10, 100 MB; ddp at 10 MB. Hand-computed in test_metrics."""
+    predicted = [res("naive", None, 90), res("bucketed", 1, 120), res("bucketed", 10, 100),
+                 res("bucketed", 100, 110, spans=timeline(1.0)), res("ddp", 10, 50),
+                 res("ddp", 25, 60)]   # ddp:25 was predicted but not measured
+    measured = [meas("naive", None, 100), meas("bucketed", 1, 160), meas("bucketed", 10, 125),
+                meas("bucketed", 100, 100, spans=timeline(1.1)), meas("ddp", 10, 50)]
+    return predicted, measured
+
+
+def write_pair(tmp_path, predicted, measured):
+    p, m = tmp_path / "pred.json", tmp_path / "meas.json"
+    save_json(p, results_to_json(predicted))
+    save_json(m, results_to_json(measured))
+    return str(p), str(m)
+
+
+# --- metrics on round numbers ----------------------------------------------------------------
+
+def test_metrics():
+    c = compare_results(*grid())
+    # table order: naive, bucketed by size, ddp
+    assert [r.label for r in c.rows] == ["naive", "bucketed:1", "bucketed:10", "bucketed:100",
+                                         "ddp:10"]
+    # (pred - meas) / meas: 90/100 -> -10, 120/160 -> -25, 100/125 -> -20, 110/100 -> +10, 0
+    assert [round(r.error_pct, 9) for r in c.rows] == [-10.0, -25.0, -20.0, 10.0, 0.0]
+    s = c.summary
+    assert math.isclose(s.median_ape, 10.0) and math.isclose(s.max_ape, 25.0)  # of 10,25,20,10,0
+    # predicted 90,120,100,110,50 -> ranks 2,5,3,4,1; measured 100,160,125,100,50 -> 2.5,5,4,2.5,1
+    # deviations from 3: [-1, 2, 0, 1, -2] and [-.5, 2, 1, -.5, -2]: 8 / sqrt(10 * 9.5)
+    assert math.isclose(s.spearman, 8 / math.sqrt(10 * 9.5))
+    assert list(s.spearman_by_strategy) == ["bucketed"]  # ddp has 1 config, naive 1
+    # bucketed: predicted 120, 100, 110 -> 10 MB; measured 160, 125, 100 -> 100 MB;
+    # regret = 125 / 100 - 1 = 25 %
+    assert (s.bucket_strategy, s.predicted_best_bucket_mb, s.measured_best_bucket_mb) == \
+        ("bucketed", 10, 100)
+    assert math.isclose(s.regret, 25.0)
+    assert (s.configs, s.unmeasured_predictions, s.model, s.world_size) == (5, 1, "toy", 2)
+    assert (s.predicted_link, s.measured_link) == ("eth", "gloo")
+
+
+def test_spearman_hand_computed():
+    assert math.isclose(spearman([1, 2, 3, 4], [1, 3, 2, 4]), 0.8)   # 1 - 6·2 / (4·15)
+    assert math.isclose(spearman([1, 2, 3], [30, 20, 10]), -1.0)
+    # ties: ranks [1, 2.5, 2.5, 4] vs [1, 2, 3, 4]: cov 4.5 / sqrt(4.5 · 5) = sqrt(0.9)
+    assert math.isclose(spearman([1, 2, 2, 3], [1, 2, 3, 4]), math.sqrt(0.9))
+    assert spearman([5, 5, 5], [1, 2, 3]) is None     # undefined, not a fake 0
+    assert spearman([1], [2]) is None
+    assert list(rank_average([10, 20, 20, 30])) == [1, 2.5, 2.5, 4]
+    assert list(rank_average([3, 1, 3, 3])) == [3, 1, 3, 3]
+
+
+def test_best_bucket_prefers_bucketed_then_ddp_and_none_without_buckets():
+    only_ddp = compare_results([res("ddp", 1, 10), res("ddp", 25, 8)],
+                               [meas("ddp", 1, 9), meas("ddp", 25, 12)])
+    s = only_ddp.summary
+    # predicted best 25 MB (8 ms) measures 12 ms; measured best 1 MB at 9 ms: 12/9 - 1
+    assert (s.bucket_strategy, s.predicted_best_bucket_mb, s.measured_best_bucket_mb) == \
+        ("ddp", 25, 1)
+    assert math.isclose(s.regret, (12 / 9 - 1) * 100)
+    none = compare_results([res("naive", None, 10), res("flat", None, 12)],
+                           [meas("naive", None, 11), meas("flat", None, 11)]).summary
+    assert (none.bucket_strategy, none.predicted_best_bucket_mb, none.regret) == (None, None, None)
+    assert none.spearman is None    # measured ties everywhere: ρ undefined
+
+
+def test_matching_tolerates_float_bucket_sizes():
+    stored = int(0.1 * MB) / MB     # what a sweep writes for 0.1 MB: 0.0999994...
+    c = compare_results([res("ddp", stored, 10), res("ddp", 25.0, 9), res("ddp", 26.0, 9)],
+                        [meas("ddp", 0.1, 10), meas("ddp", 25.0000001, 9)])
+    assert [(r.bucket_mb, r.predicted_s) for r in c.rows] == [(0.1, 0.010), (25.0000001, 0.009)]
+    assert c.summary.unmeasured_predictions == 1
+    with pytest.raises(InputError, match=r"measured config ddp:25\.5 has no prediction"):
+        compare_results([res("ddp", 25.0, 9), res("ddp", 26.0, 9)], [meas("ddp", 25.5, 9)])
+    # accumulation steps are part of the configuration
+    with pytest.raises(InputError, match=r"no_sync:25 \(accum 4\) has no prediction"):
+        compare_results([res("no_sync", 25, 9, accum=2)], [meas("no_sync", 25, 9, accum=4)])
+
+
+def test_pick_timeline():
+    c = compare_results(*grid())
+    p, m = pick_timeline(c)       # default: the measured-best bucketed config
+    assert (p.config, m.config) == (("bucketed", 100, 1), ("bucketed", 100, 1))
+    p, m = pick_timeline(c, "ddp:25")   # predicted, never measured
+    assert (p.config, m) == (("ddp", 25, 1), None)
+    assert pick_timeline(c, "naive")[1].strategy == "naive"
+    for bad in ("ddp:7", "ddp:x", "ddp:-1", "nope"):
+        with pytest.raises(InputError, match="--timeline-config"):
+            pick_timeline(c, bad)
+    assert config_label("no_sync", 25.0, 4) == "no_sync:25 (accum 4)"
+
+
+def test_text_table_and_csv():
+    c = compare_results(*grid())
+    text = format_table(c)
+    assert "bucketed         10      1   100.00   125.00  150.00    -20.0     20" in text
+    assert "regret 25.0 %" in text and "1 predicted configs were not measured" in text
+    lines = c.to_csv().splitlines()
+    assert lines[0].startswith("strategy,bucket_mb,accum_steps,predicted_ms,measured_ms")
+    assert lines[1] == "naive,,1,90,100,90,120,-10,20" and len(lines) == 6
+
+
+# --- command line ------------------------------------------------------------------------------
+
+def test_json_output_is_one_document(tmp_path, capsys):
+    p, m = write_pair(tmp_path, *grid())
+    assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert set(doc) == {"rows", "summary"} and out.err == ""
+    assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
+            "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
+    assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
+                                   "measured_ms", "measured_p5_ms", "measured_p95_ms",
+                                   "error_pct", "samples"}
+    assert doc["rows"][2]["predicted_ms"] == pytest.approx(100.0)
+    assert doc["summary"]["regret"] == pytest.approx(25.0)
+
+
+def test_out_writes_plots_json_csv(tmp_path, capsys):
+    p, m = write_pair(tmp_path, *grid())
+    out = tmp_path / "cmp"
+    assert main(["compare", "--predicted", p, "--measured", m, "--out", str(out),
+                 "--format", "json"]) == 0
+    stdout = capsys.readouterr().out
+    assert {f.name for f in out.iterdir()} == ALL_OUTPUTS    # no temporary files left behind
+    assert json.loads((out / JSON_NAME).read_text()) == json.loads(stdout)
+    for name in (SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG):
+        image = matplotlib.image.imread(out / name)
+        assert image.shape[0] > 300 and image.shape[1] > 600
+
+
+def test_plots_without_spans_buckets_or_a_second_config(tmp_path):
+    # one bucket-less config, nothing measured has spans: every plot still renders
+    c = compare_results([res("naive", None, 90, spans=timeline(1.0))], [meas("naive", None, 100)])
+    paths = write_compare_plots(c, tmp_path / "a")
+    assert {p.name for p in paths} == {SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG}
+    assert all(matplotlib.image.imread(p).size for p in paths)
+    # accumulation gets its own panel; a timeline of a predicted-only config
+    predicted, measured = grid()
+    predicted += [res("no_sync", 10, 300, accum=4), res("no_sync", 100, 280, accum=4)]
+    measured += [meas("no_sync", 10, 320, accum=4)]
+    paths = write_compare_files(compare_results(predicted, measured), tmp_path / "b", "ddp:25")
+    assert {p.name for p in paths} == ALL_OUTPUTS
+
+
+# --- bad input: one line on stderr, exit 2, no file --------------------------------------------
+
+def _bad(tmp_path, capsys, predicted, measured, *extra):
+    p, m = write_pair(tmp_path, predicted, measured) if not isinstance(predicted, str) else \
+        (predicted, measured)
+    out = tmp_path / "out"
+    code = main(["compare", "--predicted", p, "--measured", m, "--out", str(out), *extra])
+    err = capsys.readouterr()
+    assert code == 2 and err.out == ""
+    assert len(err.err.strip().splitlines()) == 1 and err.err.startswith("error: ")
+    assert not out.exists()
+    return err.err
+
+
+def test_bad_input_exits_2_with_one_line_and_no_file(tmp_path, capsys):
+    predicted, measured = grid()
+    err = _bad(tmp_path, capsys, predicted, [meas("naive", None, 100, model="other")])
+    assert "'toy'" in err and "'other'" in err and "--ignore-model" in err
+    err = _bad(tmp_path, capsys, predicted, [meas("naive", None, 100, world=4)])
+    assert "2 ranks" in err and "has 4" in err
+    err = _bad(tmp_path, capsys, predicted, [*measured, meas("ddp", 50, 70)])
+    assert "ddp:50 has no prediction" in err and "ddp:{10,25}" in err
+    err = _bad(tmp_path, capsys, predicted, [])                       # empty grid
+    assert "no results to compare" in err
+    err = _bad(tmp_path, capsys, measured, predicted)                 # swapped
+    assert "swapped" in err
+    err = _bad(tmp_path, capsys, predicted, [*measured, meas("ddp", 10.0000001, 51)])
+    assert "ddp:10 is listed twice" in err
+    err = _bad(tmp_path, capsys, predicted, measured, "--timeline-config", "ddp:7")
+    assert "ddp:7" in err
+    err = _bad(tmp_path, capsys, predicted, [meas("naive", None, 0.0)])
+    assert "step_s 0.0" in err
+
+
+def test_bad_files_exit_2(tmp_path, capsys):
+    p, m = write_pair(tmp_path, *grid())
+    link = tmp_path / "link.json"
+    save_json(link, {"format": "simddp.link/1", "name": "x", "alpha_s": 0, "busbw_gbps": 1})
+    assert "expected 'simddp.results/1'" in _bad(tmp_path, capsys, p, str(link))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    assert "not valid JSON" in _bad(tmp_path, capsys, str(garbage), m)
+    assert "no such file" in _bad(tmp_path, capsys, p, str(tmp_path / "missing.json"))
+
+
+def test_ignore_model(tmp_path, capsys):
+    p, m = write_pair(tmp_path, [res("naive", None, 90)],
+                      [meas("naive", None, 100, model="toy-profile")])
+    assert main(["compare", "--predicted", p, "--measured", m, "--ignore-model"]) == 0
+    assert "toy / toy-profile, 2 ranks" in capsys.readouterr().out
+
+
+def test_library_api_is_a_dataclass():
+    c = compare_results(*grid())
+    assert isinstance(c, Comparison) and len(c.rows) == 5 and len(c.predicted) == 6
+
+
+def test_malformed_values_are_input_errors():
+    good = meas("ddp", 25, 10)
+    for field, value in (("step_s", None), ("step_s", float("nan")), ("bucket_mb", "25"),
+                         ("bucket_mb", -1.0), ("accum_steps", 0), ("step_p95_s", "x")):
+        bad = dataclasses.replace(good, **{field: value})
+        with pytest.raises(InputError, match=field):
+            compare_results([res("ddp", 25, 10)], [bad])
+
+
+def test_realrun_bench_naming_and_compute_only_baseline():
+    # a preset's prediction is named model@device,bXsY; realrun bench names the module and
+    # always measures "compute-only", which a sweep does not list but every prediction carries
+    predicted = [dataclasses.replace(res("naive", None, 90, model="toy@a100,b8s1024"),
+                                     compute_s=0.060),
+                 dataclasses.replace(res("ddp", 25, 70, model="toy@a100,b8s1024"),
+                                     compute_s=0.060)]
+    c = compare_results(predicted, [meas("compute-only", None, 50), meas("naive", None, 100),
+                                    meas("ddp", 25, 70)])
+    assert [(r.label, round(r.error_pct, 9)) for r in c.rows] == \
+        [("compute-only", 20.0), ("naive", -10.0), ("ddp:25", 0.0)]   # 60 vs 50 ms: +20 %
+    assert c.summary.unmeasured_predictions == 0
+    assert c.summary.model == "toy@a100,b8s1024 / toy"
+    with pytest.raises(InputError, match="compute-only has no prediction"):
+        compare_results([res("naive", None, 90)], [meas("compute-only", None, 50)])  # compute_s 0
+    with pytest.raises(InputError, match="model differs"):
+        compare_results([res("naive", None, 90, model="toy2@a100")], [meas("naive", None, 90)])
