@@ -52,6 +52,9 @@ def results_to_json(results: list[Result], **extra: Any) -> dict:
 
 def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
     body = _body(data, PROFILE_FORMAT, where)
+    extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order"})
+    if extra:
+        raise InputError(f"{where}: unknown profile field(s) {', '.join(extra)}")
     return _build(where, lambda: ModelProfile(
         name=body["name"],
         layers=tuple(Layer(**layer) for layer in body["layers"]),
@@ -71,7 +74,7 @@ def link_from_json(data: dict, where: str = "link") -> Link:
 
 def results_from_json(data: dict, where: str = "results") -> list[Result]:
     body = _body(data, RESULTS_FORMAT, where)
-    return _build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r["spans"])})
+    return _build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r.get("spans", ()))})
                                   for r in body["results"]])
 
 
@@ -114,9 +117,15 @@ def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode() if isinstance(text, str) else text)
+        # mkstemp creates 0600; give the file the mode a plain open() would (0666 & ~umask)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):  # disk full, path is a folder: one line, as above
+            raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
         raise
 
 

@@ -17,7 +17,7 @@ Presets and their sources are in ``simddp.links`` and docs/LINKS.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 
@@ -64,8 +64,11 @@ class Link:
             _positive(self.name, "pieces.alpha_s", p.alpha_s, allow_zero=True)
             _positive(self.name, "pieces.busbw_gbps", p.busbw_gbps)
         bounds = [p.up_to_bytes for p in pieces]
+        if any(b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
+                                  or not b > 0) for b in bounds):
+            raise InputError(f"link {self.name!r}: pieces.up_to_bytes must be numbers > 0 or null")
         if pieces and (bounds[-1] is not None or any(b is None for b in bounds[:-1])
-                       or bounds[:-1] != sorted(bounds[:-1])):
+                       or any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1]))):
             raise InputError(f"link {self.name!r}: pieces must have increasing up_to_bytes "
                              "and end with up_to_bytes null")
         for name in ("compute_slowdown", "comm_slowdown"):
@@ -96,6 +99,9 @@ class Link:
         if self.world_size not in (None, world_size) and not rescale:
             raise InputError(f"link {self.name!r} was calibrated at world size {self.world_size}, "
                              f"not {world_size}; recalibrate or pass --rescale-link")
+        if self.world_size not in (None, world_size):
+            return replace(self, name=f"{self.name}@p{world_size}", world_size=world_size,
+                           source=f"{self.source} (rescaled from p={self.world_size} by the ring law)")
         return self
 
     def with_overrides(self, alpha_us: float | None = None,
@@ -103,8 +109,7 @@ class Link:
         """The same link with α and/or busbw replaced (a piecewise fit collapses to one line)."""
         if alpha_us is None and busbw_gbps is None:
             return self
-        from dataclasses import replace
         return replace(self, name=f"{self.name}*",
-                       alpha_s=self.alpha_s if alpha_us is None else alpha_us * 1e-6,
+                       alpha_s=self.alpha_s if alpha_us is None else alpha_us / 1e6,
                        busbw_gbps=self.busbw_gbps if busbw_gbps is None else busbw_gbps,
                        pieces=())

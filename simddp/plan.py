@@ -70,14 +70,25 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
     synced = range(strategy.accum_steps)
     if strategy.sync_last_only:
         synced = [strategy.accum_steps - 1]
+    names = [n for layer in profile.layers for n in (layer.grad_names or [""] * len(layer.grad_bytes))]
+    labels = [_label(strategy.granularity, i, ids, names) for i, ids in enumerate(groups)]
     collectives = []
     for micro in synced:
-        for tensor_ids in groups:
+        for label, tensor_ids in zip(labels, groups):
             # Ready when the last of its gradients is: the lowest owning layer ends backward last.
             ready = min(profile.tensor_layer[t] for t in tensor_ids) if strategy.overlap else 0
             collectives.append(Collective(
-                label=f"{strategy.granularity}{len(collectives) % len(groups)}",
+                label=label,
                 tensor_ids=tensor_ids,
                 nbytes=sum(profile.tensor_bytes[t] for t in tensor_ids),
                 ready_layer=ready, launch_index=len(collectives), micro_step=micro))
     return Plan(strategy, tuple(collectives), strategy.accum_steps)
+
+
+def _label(granularity: str, index: int, tensor_ids: tuple[int, ...], names: list[str]) -> str:
+    """What a timeline shows: the gradient's name, "bucket3" or "flat"."""
+    if granularity == "all":
+        return "flat"
+    if granularity == "bucket":
+        return f"bucket{index}"
+    return names[tensor_ids[0]] or f"grad{tensor_ids[0]}"

@@ -68,7 +68,8 @@ class ModelProfile:
         if self.ready_order is not None:
             order = tuple(self.ready_order)
             object.__setattr__(self, "ready_order", order)
-            if sorted(order) != list(range(self.n_tensors)):
+            if (any(not isinstance(t, int) or isinstance(t, bool) for t in order)
+                    or sorted(order) != list(range(self.n_tensors))):
                 raise InputError(f"model {self.name!r}: ready_order must be a permutation of "
                                  f"0..{self.n_tensors - 1}")
 

@@ -45,14 +45,17 @@ class Strategy:
     def __post_init__(self) -> None:
         if self.granularity not in ("tensor", "all", "bucket"):
             raise InputError(f"strategy {self.name!r}: granularity must be tensor, all or bucket")
-        if self.granularity == "bucket" and not (self.bucket_bytes and self.first_bucket_bytes):
+        if self.granularity == "bucket" and not (self.bucket_bytes and self.first_bucket_bytes
+                                                 and self.bucket_bytes > 0
+                                                 and self.first_bucket_bytes > 0):
             raise InputError(f"strategy {self.name!r}: a bucketed strategy needs bucket sizes > 0")
         if not isinstance(self.accum_steps, int) or self.accum_steps < 1:
             raise InputError(f"--accum-steps must be an integer >= 1, got {self.accum_steps!r}")
 
     @property
     def bucket_mb(self) -> float | None:
-        return None if self.bucket_bytes is None else self.bucket_bytes / MB
+        # rounded so 0.1 MB (104857 bytes after truncation) reads back as 0.1, matching files
+        return None if self.bucket_bytes is None else round(self.bucket_bytes / MB, 6)
 
 
 def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:

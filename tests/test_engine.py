@@ -1,0 +1,438 @@
+"""The SimPy engine on hand-computed timelines, the link law, and properties on random models.
+
+Every timeline uses the same toy: 3 layers l0, l1, l2, each 1 ms forward and 2 ms backward,
+one 1 MiB gradient each (tensor ids 0, 1, 2; ready in the order 2, 1, 0), on 2 ranks over a
+link where one 1 MiB all-reduce takes 1 ms (2(p−1)/p = 1 at p = 2, busbw = 1 MiB/ms) plus α.
+Without sync the compute lane always reads::
+
+    forward 0–3 | l2 bwd 3–5 | l1 bwd 5–7 | l0 bwd 7–9      (compute-only step: 9 ms)
+
+so a gradient of layer i is ready at 5, 7, 9 ms for i = 2, 1, 0. Spans are listed compute lane
+first, then comm, each in time order, as ``(lane, label, start_ms, end_ms)``.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+from simddp.closed_form import closed_form_step_s
+from simddp.engine import compute_only_s, simulate
+from simddp.errors import InputError
+from simddp.link import Link, LinkPiece
+from simddp.plan import plan
+from simddp.profile import Layer, ModelProfile
+from simddp.result import COMM, COMPUTE
+from simddp.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
+
+TOY = ModelProfile("toy3", tuple(Layer(f"l{i}", (MB,), 1e-3, 2e-3) for i in range(3)))
+COMPUTE_LANE = [("compute", "forward", 0.0, 3.0), ("compute", "l2 bwd", 3.0, 5.0),
+                ("compute", "l1 bwd", 5.0, 7.0), ("compute", "l0 bwd", 7.0, 9.0)]
+
+
+def unit_link(alpha_ms: float = 0.0, **contention) -> Link:
+    """1 MiB takes 1 ms (+ α) between 2 ranks."""
+    return Link("unit", alpha_ms * 1e-3, MB / 1e6, **contention)
+
+
+def run(name: str, link: Link | None = None, profile: ModelProfile = TOY, world_size: int = 2,
+        **strategy_kw):
+    p = plan(profile, make_strategy(name, **strategy_kw))
+    return simulate(profile, link or unit_link(), p, world_size)
+
+
+def timeline(result) -> list[tuple[str, str, float, float]]:
+    rank = {COMPUTE: 0, COMM: 1}
+    spans = [(s.lane, s.label, round(s.start_s * 1e3, 9), round(s.end_s * 1e3, 9))
+             for s in result.spans]
+    return sorted(spans, key=lambda s: (rank[s[0]], s[2], s[3]))
+
+
+def step_ms(result) -> float:
+    return round(result.step_s * 1e3, 9)
+
+
+# --- every strategy on round numbers, α = 0 ------------------------------------------------
+
+def test_naive_all_reduces_each_tensor_after_the_backward():
+    # Nothing may start before l0's backward ends at 9; then 1 ms per tensor in ready order.
+    r = run("naive")
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "grad2", 9.0, 10.0), ("comm", "grad1", 10.0, 11.0),
+        ("comm", "grad0", 11.0, 12.0)]
+    assert step_ms(r) == 12.0
+    assert r.collectives == 3
+    assert (round(r.exposed_comm_s * 1e3, 9), round(r.compute_s * 1e3, 9)) == (3.0, 9.0)
+
+
+def test_flat_all_reduces_everything_at_once_after_the_backward():
+    # One 3 MiB collective from 9: 3 ms. With α = 0 this ties naive.
+    r = run("flat")
+    assert timeline(r) == COMPUTE_LANE + [("comm", "flat", 9.0, 12.0)]
+    assert step_ms(r) == 12.0 and r.collectives == 1
+
+
+def test_overlap_launches_each_gradient_when_its_layer_is_done():
+    # tensor 2 ready at 5 -> 5–6, tensor 1 at 7 -> 7–8, tensor 0 at 9 -> 9–10: only the last
+    # all-reduce is exposed.
+    r = run("overlap")
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "grad2", 5.0, 6.0), ("comm", "grad1", 7.0, 8.0),
+        ("comm", "grad0", 9.0, 10.0)]
+    assert step_ms(r) == 10.0 and round(r.exposed_comm_s * 1e3, 9) == 1.0
+
+
+def test_bucketed_cap_of_two_tensors():
+    # Cap 2 MiB: bucket0 = tensors (2, 1), ready with tensor 1 at 7 -> 7–9 (2 MiB);
+    # bucket1 = (0,), ready at 9 -> 9–10.
+    r = run("bucketed", bucket_mb=2)
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "bucket0", 7.0, 9.0), ("comm", "bucket1", 9.0, 10.0)]
+    assert step_ms(r) == 10.0 and r.bucket_mb == 2.0
+
+
+def test_ddp_small_first_bucket_launches_earlier_but_leaves_a_bigger_last_one():
+    # First bucket 1 MiB: tensor 2 alone, ready at 5 -> 5–6. The cap then holds (1, 0),
+    # ready at 9 -> 9–11. Versus bucketed above, the first launch moves from 7 to 5 ms but the
+    # exposed tail grows from 1 to 2 ms: 11 ms instead of 10.
+    r = run("ddp", bucket_mb=2)
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "bucket0", 5.0, 6.0), ("comm", "bucket1", 9.0, 11.0)]
+    assert step_ms(r) == 11.0
+
+
+def test_ddp_small_first_bucket_wins_when_the_cap_holds_the_whole_model():
+    # Cap 25 MiB > 3 MiB. Textbook bucketing: one 3 MiB bucket at 9 -> 9–12. DDP's 1 MiB first
+    # bucket overlaps tensor 2 with l1's backward (5–6), leaving 2 MiB at 9 -> 9–11: 1 ms saved.
+    bucketed, ddp = run("bucketed", bucket_mb=25), run("ddp", bucket_mb=25)
+    assert timeline(bucketed) == COMPUTE_LANE + [("comm", "bucket0", 9.0, 12.0)]
+    assert timeline(ddp) == COMPUTE_LANE + [
+        ("comm", "bucket0", 5.0, 6.0), ("comm", "bucket1", 9.0, 11.0)]
+    assert (step_ms(bucketed), step_ms(ddp)) == (12.0, 11.0)
+
+
+# --- the same with α = 1 ms: every collective costs 1 ms more --------------------------------
+
+@pytest.mark.parametrize("name, kw, comm, step", [
+    # 3 per-tensor collectives of 2 ms after 9.
+    ("naive", {}, [("grad2", 9, 11), ("grad1", 11, 13), ("grad0", 13, 15)], 15),
+    # One collective pays α once: 1 + 3 = 4 ms after 9. Now flat beats naive by 2 α.
+    ("flat", {}, [("flat", 9, 13)], 13),
+    # 5–7, 7–9, 9–11: each 2 ms collective ends just as the next gradient is ready.
+    ("overlap", {}, [("grad2", 5, 7), ("grad1", 7, 9), ("grad0", 9, 11)], 11),
+    # (2, 1) at 7: 1 + 2 -> 7–10; (0,) ready at 9 waits for the link: 10–12.
+    ("bucketed", {"bucket_mb": 2}, [("bucket0", 7, 10), ("bucket1", 10, 12)], 12),
+    # (2,) at 5: 5–7; (1, 0) at 9: 1 + 2 -> 9–12.
+    ("ddp", {"bucket_mb": 2}, [("bucket0", 5, 7), ("bucket1", 9, 12)], 12),
+])
+def test_every_strategy_with_one_ms_alpha(name, kw, comm, step):
+    r = run(name, unit_link(alpha_ms=1.0), **kw)
+    assert timeline(r) == COMPUTE_LANE + [("comm", label, float(a), float(b))
+                                          for label, a, b in comm]
+    assert step_ms(r) == step
+
+
+def test_world_size_scales_the_bandwidth_term():
+    # At 4 ranks a 1 MiB ring all-reduce moves 2·3/4 = 1.5 MiB per rank: 1.5 ms each.
+    r = run("overlap", world_size=4)
+    assert timeline(r)[4:] == [("comm", "grad2", 5.0, 6.5), ("comm", "grad1", 7.0, 8.5),
+                               ("comm", "grad0", 9.0, 10.5)]
+    assert step_ms(r) == 10.5
+
+
+def test_optimizer_runs_after_the_last_collective():
+    # overlap ends its last collective at 10; a 1 ms optimizer then runs 10–11.
+    toy = ModelProfile("toy3", TOY.layers, optimizer_s=1e-3)
+    r = run("overlap", profile=toy)
+    assert timeline(r)[:5] == COMPUTE_LANE + [("compute", "optimizer", 10.0, 11.0)]
+    assert step_ms(r) == 11.0 and r.compute_s == pytest.approx(10e-3)
+
+
+def test_buckets_launch_in_bucket_order_not_readiness_order():
+    # Measured ready order 0, 2, 1 with a 2 MiB cap: bucket0 = (0, 2) ready at 9 (tensor 0 is
+    # l0's), bucket1 = (1,) ready at 7 — but it launches second, like torch DDP: 9–11, 11–12.
+    tied = ModelProfile("tied", TOY.layers, ready_order=(0, 2, 1))
+    r = run("bucketed", profile=tied, bucket_mb=2)
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "bucket0", 9.0, 11.0), ("comm", "bucket1", 11.0, 12.0)]
+
+
+# --- gradient accumulation: no_sync vs syncing every micro-step -----------------------------
+
+def test_no_sync_two_micro_steps():
+    # Micro-step 0 syncs nothing: 0–9. Micro-step 1 is the ddp timeline shifted by 9:
+    # bucket0 (2,) at 14 -> 14–15, bucket1 (1, 0) at 18 -> 18–20.
+    r = run("no_sync", accum_steps=2)
+    assert timeline(r) == COMPUTE_LANE + [
+        ("compute", "forward", 9.0, 12.0), ("compute", "l2 bwd", 12.0, 14.0),
+        ("compute", "l1 bwd", 14.0, 16.0), ("compute", "l0 bwd", 16.0, 18.0),
+        ("comm", "bucket0", 14.0, 15.0), ("comm", "bucket1", 18.0, 20.0)]
+    assert step_ms(r) == 20.0 and r.collectives == 2 and r.accum_steps == 2
+
+
+def test_sync_each_two_micro_steps():
+    # Every micro-step is the 11 ms ddp step: the next forward waits for the sync (11–14).
+    r = run(ACCUM_BASELINE, accum_steps=2)
+    assert timeline(r) == COMPUTE_LANE + [
+        ("compute", "forward", 11.0, 14.0), ("compute", "l2 bwd", 14.0, 16.0),
+        ("compute", "l1 bwd", 16.0, 18.0), ("compute", "l0 bwd", 18.0, 20.0),
+        ("comm", "bucket0", 5.0, 6.0), ("comm", "bucket1", 9.0, 11.0),
+        ("comm", "bucket0", 16.0, 17.0), ("comm", "bucket1", 20.0, 22.0)]
+    assert step_ms(r) == 22.0 and r.collectives == 4
+
+
+def test_four_micro_steps_no_sync_saves_the_exposed_sync_of_three():
+    # no_sync: 3 silent micro-steps (27 ms), then 27 + 11 = 38. sync_each: 4 × 11 = 44.
+    # The difference is 3 × the 2 ms exposed tail of a synced micro-step.
+    no_sync, each = run("no_sync", accum_steps=4), run(ACCUM_BASELINE, accum_steps=4)
+    assert timeline(no_sync)[-2:] == [("comm", "bucket0", 32.0, 33.0),
+                                      ("comm", "bucket1", 36.0, 38.0)]
+    assert [s for s in timeline(no_sync) if s[1] == "forward"] == [
+        ("compute", "forward", t, t + 3.0) for t in (0.0, 9.0, 18.0, 27.0)]
+    assert [s[2:] for s in timeline(each) if s[0] == "comm"] == [
+        span for k in range(4) for span in ((5.0 + 11 * k, 6.0 + 11 * k),
+                                             (9.0 + 11 * k, 11.0 + 11 * k))]
+    assert (step_ms(no_sync), step_ms(each)) == (38.0, 44.0)
+    assert (no_sync.collectives, each.collectives) == (2, 8)
+
+
+# --- contention: compute ×2 slower while a collective runs, the collective ×1.5 -------------
+
+CONTENDED = unit_link(compute_slowdown=2.0, comm_slowdown=1.5)
+
+
+def test_contended_overlap_by_hand():
+    # At 5 tensor 2's 1 ms all-reduce and l1's 2 ms backward start together. Both busy: comm
+    # runs at 1/1.5 (done at 5 + 1.5 = 6.5), compute at 1/2 (0.75 ms of work by 6.5), then
+    # alone: 1.25 ms more -> l1 ends 7.75. Same again from 7.75: tensor 1 7.75–9.25, l0 ends
+    # 10.5. Tensor 0 then runs alone: 10.5–11.5.
+    r = run("overlap", CONTENDED)
+    assert timeline(r) == [
+        ("compute", "forward", 0.0, 3.0), ("compute", "l2 bwd", 3.0, 5.0),
+        ("compute", "l1 bwd", 5.0, 7.75), ("compute", "l0 bwd", 7.75, 10.5),
+        ("comm", "grad2", 5.0, 6.5), ("comm", "grad1", 7.75, 9.25),
+        ("comm", "grad0", 10.5, 11.5)]
+    assert step_ms(r) == 11.5
+
+
+def test_contention_costs_exactly_the_overlapped_share():
+    # A 1 ms collective fully inside a backward stretches to 1.5 ms, during which compute gets
+    # half speed: it loses 1.5 × (1 − 1/2) = 0.75 ms. overlap hides two: +1.5 ms exactly.
+    plain, contended = run("overlap"), run("overlap", CONTENDED)
+    assert round((contended.step_s - plain.step_s) * 1e3, 9) == 2 * 1.5 * (1 - 1 / 2)
+    # naive never runs both lanes at once: contention costs nothing, to the nanosecond.
+    assert timeline(run("naive", CONTENDED)) == timeline(run("naive"))
+    assert timeline(run("flat", CONTENDED)) == timeline(run("flat"))
+    # ddp: bucket0 5–6.5 inside l1 (ends 7.75 as above); l0 7.75–9.75 alone; bucket1 alone
+    # 9.75–11.75. One overlapped collective: +0.75 ms.
+    ddp = run("ddp", CONTENDED)
+    assert timeline(ddp)[-2:] == [("comm", "bucket0", 5.0, 6.5), ("comm", "bucket1", 9.75, 11.75)]
+    assert round((ddp.step_s - run("ddp").step_s) * 1e3, 9) == 0.75
+
+
+def test_contended_collective_outlasting_the_backward():
+    # 2 layers: l1 holds a 6 MiB gradient (2 ms bwd), l0 a 1 MiB one (3 ms bwd).
+    # forward 0–2, l1 bwd 2–4. From 4 both lanes busy: l0's 3 ms of backward at 1/2 speed ends
+    # at 10; by then the 6 ms collective did 6 × 2/3 = 4 ms of work, the last 2 ms run at full
+    # speed: 10–12. Tensor 0 (ready at 10) waits for the link: 12–13. Uncontended: 11 ms.
+    model = ModelProfile("m", (Layer("l0", (MB,), 1e-3, 3e-3), Layer("l1", (6 * MB,), 1e-3, 2e-3)))
+    r = run("overlap", CONTENDED, profile=model)
+    assert timeline(r) == [
+        ("compute", "forward", 0.0, 2.0), ("compute", "l1 bwd", 2.0, 4.0),
+        ("compute", "l0 bwd", 4.0, 10.0),
+        ("comm", "grad1", 4.0, 12.0), ("comm", "grad0", 12.0, 13.0)]
+    assert (step_ms(r), step_ms(run("overlap", profile=model))) == (13.0, 11.0)
+
+
+def test_collective_ending_as_compute_switches_layers():
+    # Regression: only the collective slows (×2). ddp's bucket0 (1 ms of work) runs 5–7 at half
+    # speed and ends exactly when l1 ends and l0 starts; bucket1 is not ready until 9. Two
+    # compute flips at 7 once sent two interrupts, the second landing while comm waited for
+    # bucket1 (an uncaught simpy.Interrupt). The delay had slack: the step stays 11 ms.
+    r = run("ddp", unit_link(compute_slowdown=1.0, comm_slowdown=2.0))
+    assert timeline(r) == COMPUTE_LANE + [
+        ("comm", "bucket0", 5.0, 7.0), ("comm", "bucket1", 9.0, 11.0)]
+    assert step_ms(r) == 11.0
+
+
+def test_closed_form_refuses_a_contended_link():
+    with pytest.raises(ValueError, match="no contention model"):
+        closed_form_step_s(TOY, CONTENDED, plan(TOY, make_strategy("overlap")), 2)
+
+
+# --- the result ----------------------------------------------------------------------------
+
+def test_result_fields_and_switches():
+    stats: dict = {}
+    p = plan(TOY, make_strategy("bucketed", 2))
+    r = simulate(TOY, unit_link(), p, 2, record=False, stats=stats)
+    assert (r.model, r.link, r.strategy, r.bucket_mb, r.world_size) == ("toy3", "unit",
+                                                                       "bucketed", 2.0, 2)
+    assert (r.spans, r.source, r.accum_steps, r.collectives) == ((), "predicted", 1, 2)
+    assert r.step_ms == pytest.approx(10.0) and stats["events"] > 0
+    assert run("naive").bucket_mb is None
+    assert compute_only_s(TOY, 3) == pytest.approx(27e-3)
+
+
+def test_a_model_without_gradients_is_compute_only():
+    frozen = ModelProfile("frozen", (Layer("l0", (), 1e-3, 2e-3), Layer("l1", (), 1e-3, 2e-3)),
+                          optimizer_s=1e-3)
+    for name in STRATEGIES:
+        r = run(name, CONTENDED, profile=frozen, accum_steps=2)
+        assert step_ms(r) == 2 * 6.0 + 1.0 and r.collectives == 0 and r.exposed_comm_s == 0
+
+
+# --- the link law --------------------------------------------------------------------------
+
+def test_allreduce_law_on_round_numbers():
+    link = Link("l", alpha_s=1e-3, busbw_gbps=1.0)              # 1 GB/s = 1e6 bytes per ms
+    assert link.allreduce_s(10**6, 2) == pytest.approx(1e-3 + 1e-3)           # 2·1/2 = 1
+    assert link.allreduce_s(10**6, 4) == pytest.approx(1e-3 + 1.5e-3)         # 2·3/4
+    assert link.allreduce_s(10**6, 16) == pytest.approx(1e-3 + 1.875e-3)      # 2·15/16
+    assert link.allreduce_s(0, 8) == 1e-3                                    # α alone
+    assert Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, 2) == 0.00105
+
+
+def test_piecewise_link_picks_the_first_piece_that_holds_the_size():
+    link = Link("pw", alpha_s=9.0, busbw_gbps=9.0, pieces=(   # base law unused with pieces
+        LinkPiece(10**6, 1e-3, 1.0), {"up_to_bytes": 10**7, "alpha_s": 2e-3, "busbw_gbps": 2.0},
+        LinkPiece(None, 0.0, 4.0)))
+    assert isinstance(link.pieces[1], LinkPiece)
+    assert link.allreduce_s(10**6, 2) == pytest.approx(1e-3 + 1e-3)            # on the bound
+    assert link.allreduce_s(10**6 + 2, 2) == pytest.approx(2e-3 + (10**6 + 2) / 2e9)
+    assert link.allreduce_s(10**7, 2) == pytest.approx(2e-3 + 5e-3)
+    assert link.allreduce_s(10**7 + 1, 2) == pytest.approx((10**7 + 1) / 4e9)
+    assert link.allreduce_s(1, 2) == pytest.approx(1e-3 + 1e-9)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(alpha_s=-1e-6), "alpha_s must be a finite number >= 0"),
+    (dict(alpha_s=float("nan")), "alpha_s"),
+    (dict(busbw_gbps=0.0), "busbw_gbps must be a finite number > 0"),
+    (dict(busbw_gbps=float("inf")), "busbw_gbps"),
+    (dict(compute_slowdown=0.5), "compute_slowdown must be >= 1.0, got 0.5"),
+    (dict(comm_slowdown=float("nan")), "comm_slowdown"),
+    (dict(world_size=1), "world_size must be an integer >= 2"),
+    (dict(world_size=2.0), "world_size must be an integer >= 2"),
+    (dict(pieces=(LinkPiece(10, 0.0, 1.0),)), "end with up_to_bytes null"),
+    (dict(pieces=(LinkPiece(None, 0.0, 1.0), LinkPiece(None, 0.0, 1.0))), "up_to_bytes null"),
+    (dict(pieces=(LinkPiece(20, 0.0, 1.0), LinkPiece(10, 0.0, 1.0), LinkPiece(None, 0.0, 1.0))),
+     "increasing up_to_bytes"),
+    (dict(pieces=(LinkPiece(None, -1.0, 1.0),)), "pieces.alpha_s"),
+    (dict(pieces=(LinkPiece(None, 0.0, 0.0),)), "pieces.busbw_gbps"),
+])
+def test_bad_link_is_a_one_line_input_error_naming_it(kwargs, match):
+    fields = dict(name="eth", alpha_s=0.0, busbw_gbps=1.0) | kwargs
+    with pytest.raises(InputError, match=match) as e:
+        Link(**fields)
+    assert "'eth'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_for_world_checks_the_calibrated_size():
+    anywhere = Link("preset", 0.0, 1.0)
+    assert anywhere.for_world(7) is anywhere
+    measured = Link("lab", 1e-3, 1.0, world_size=8)
+    assert measured.for_world(8) is measured
+    with pytest.raises(InputError, match="calibrated at world size 8, not 4; .*--rescale-link"):
+        measured.for_world(4)
+    # Rescaled by the ring law: busbw and α kept, the 2(p−1)/p factor follows p.
+    rescaled = measured.for_world(4, rescale=True)
+    assert rescaled.allreduce_s(10**6, 4) == pytest.approx(1e-3 + 1.5e-3)
+    for bad in (1, 0, 2.5, "4"):
+        with pytest.raises(InputError, match="--world-size must be an integer >= 2"):
+            anywhere.for_world(bad)
+
+
+def test_with_overrides_replaces_alpha_and_busbw_and_drops_pieces():
+    link = Link("eth", 1e-3, 1.0, world_size=4, pieces=(LinkPiece(None, 5e-3, 3.0),),
+                compute_slowdown=1.2)
+    assert link.with_overrides() is link
+    faster = link.with_overrides(alpha_us=50)
+    assert (faster.name, faster.busbw_gbps, faster.pieces) == ("eth*", 1.0, ())
+    assert faster.alpha_s == pytest.approx(50e-6, rel=1e-12)
+    assert (faster.world_size, faster.compute_slowdown) == (4, 1.2)
+    wider = link.with_overrides(busbw_gbps=10.0)
+    assert (wider.alpha_s, wider.busbw_gbps) == (1e-3, 10.0)
+    assert wider.allreduce_s(10**7, 2) == pytest.approx(1e-3 + 1e-3)
+    with pytest.raises(InputError, match="busbw_gbps"):
+        link.with_overrides(busbw_gbps=0.0)
+
+
+# --- properties on random models -----------------------------------------------------------
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 + 1e-9 * abs(b)
+
+
+def random_link(rng: np.random.RandomState, **contention) -> Link:
+    alpha_s = 0.0 if rng.rand() < 0.3 else float(rng.uniform(0, 1e-3))
+    return Link("random", alpha_s, float(10 ** rng.uniform(-1, 2)), **contention)
+
+
+def check_lanes(r, profile, p, link, world_size) -> None:
+    """Each lane does one thing at a time; comm spans are the plan's collectives in order."""
+    for lane in (COMPUTE, COMM):
+        spans = sorted((s.start_s, s.end_s) for s in r.spans if s.lane == lane)
+        assert all(b0 <= a1 + 1e-12 for (_, b0), (a1, _) in zip(spans, spans[1:]))
+    comm = [s for s in r.spans if s.lane == COMM]
+    assert [s.label for s in comm] == [c.label for c in p.collectives]
+    for s, c in zip(comm, p.collectives):   # never faster than the link alone
+        assert s.duration_s >= link.allreduce_s(c.nbytes, world_size) * (1 - 1e-9) - 1e-12
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_engine_matches_closed_form_and_strategies_order(seed, random_profile):
+    rng = np.random.RandomState(seed)
+    for case in range(25):
+        profile = random_profile(rng, measured=bool(rng.rand() < 0.3), grid=bool(rng.rand() < 0.3))
+        link, world_size = random_link(rng), int(rng.randint(2, 17))
+        k = int(rng.randint(1, 5))
+        bucket_mb = float(10 ** rng.uniform(-3, 2.5))
+        name = (STRATEGIES + (ACCUM_BASELINE,))[rng.randint(len(STRATEGIES) + 1)]
+        slower, faster = ("naive", "overlap") if case % 2 else (ACCUM_BASELINE, "no_sync")
+        steps = {}
+        for n in dict.fromkeys((name, slower, faster)):
+            p = plan(profile, make_strategy(n, bucket_mb, accum_steps=k))
+            r = simulate(profile, link, p, world_size)
+            where = f"seed {seed} case {case} {n} K={k} {bucket_mb} MB"
+            assert close(r.step_s, closed_form_step_s(profile, link, p, world_size)), where
+            assert r.exposed_comm_s >= 0 and r.collectives == len(p.collectives)
+            assert r.step_s >= compute_only_s(profile, k) * (1 - 1e-12), where
+            assert close(r.exposed_comm_s, max(0.0, r.step_s - compute_only_s(profile, k)))
+            check_lanes(r, profile, p, link, world_size)
+            if n == "flat":                     # one collective per synced micro-step
+                assert r.collectives == (k if profile.n_tensors else 0), where
+            steps[n] = r.step_s
+        assert steps[faster] <= steps[slower] * (1 + 1e-12), (seed, case, faster, slower)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_contention_lies_between_no_contention_and_the_worst_slowdown(seed, random_profile):
+    # Every rate is in [1/max slowdown, 1] and the lanes run in a fixed order, so the step is
+    # bounded by the uncontended step and that step × the larger slowdown. Half the models sit
+    # on a 0.5 ms / 1 MiB grid with a link of 1 MiB per ms, so lanes switch at the same instants.
+    rng = np.random.RandomState(50 + seed)
+    for case in range(25):
+        grid = case % 2 == 0
+        profile = random_profile(rng, grid=grid)
+        cs, ms = (float(rng.choice([1.0, 1.5, 2.0, rng.uniform(1, 3)])) for _ in range(2))
+        if grid:
+            world_size, link = 2, Link("grid", float(rng.randint(0, 3)) * 0.5e-3, MB / 1e6)
+        else:
+            world_size, link = int(rng.randint(2, 17)), random_link(rng)
+        contended = Link(link.name, link.alpha_s, link.busbw_gbps,
+                         compute_slowdown=cs, comm_slowdown=ms)
+        name = STRATEGIES[rng.randint(len(STRATEGIES))]
+        p = plan(profile, make_strategy(name, float(rng.choice([0.5, 2, 25])),
+                                        accum_steps=int(rng.randint(1, 4))))
+        plain = closed_form_step_s(profile, link, p, world_size)
+        r = simulate(profile, contended, p, world_size)
+        where = f"seed {seed} case {case} {name} slowdowns {cs} {ms}"
+        assert plain * (1 - 1e-9) <= r.step_s <= max(cs, ms) * plain * (1 + 1e-9) + 1e-12, where
+        check_lanes(r, profile, p, contended, world_size)
+        if not p.strategy.overlap:
+            assert close(r.step_s, plain), where     # the lanes never overlap: no cost at all
+    # Slowdowns of exactly 1.0 are no contention at all.
+    p = plan(TOY, make_strategy("overlap"))
+    same = Link("unit", 0.0, MB / 1e6, compute_slowdown=1.0, comm_slowdown=1.0)
+    assert timeline(simulate(TOY, same, p, 2)) == timeline(simulate(TOY, unit_link(), p, 2))
