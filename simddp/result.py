@@ -51,10 +51,6 @@ class Result:
     def __post_init__(self) -> None:
         spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
         object.__setattr__(self, "spans", spans)
-        for name in ("step_s", "exposed_comm_s", "compute_s", "collectives", "samples"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"result {self.strategy!r}: {name} must be >= 0, got {value!r}")
 
     @property
     def step_ms(self) -> float:

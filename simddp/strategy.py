@@ -61,6 +61,8 @@ class Strategy:
 def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
     if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not math.isfinite(mb) or mb <= 0:
         raise InputError(f"{flag}: {mb!r} is not a number > 0 (MB, e.g. 25)")
+    if mb * MB > 2**62:  # beyond any real model; int() of 1e308 would overflow
+        raise InputError(f"{flag}: {mb!r} MB is too large")
     return max(1, int(mb * MB))
 
 

@@ -1,0 +1,152 @@
+"""How fast is the simulator? The sweep users run, and how it scales with tensor count.
+
+    python bench/bench_sim.py                 # both parts, 7 repeats each after a warm-up
+    python bench/bench_sim.py --repeats 15
+
+(a) The 5 × 20 sweep: naive, flat, overlap, bucketed, ddp × 20 bucket sizes (1…1000 MB, log
+    spaced) on transformer-xl (435 gradient tensors) over eth-100g, 2 ranks — what
+    ``python -m simddp sweep --model transformer-xl`` does. Bucket-less strategies do not
+    depend on the bucket size, so the 100 configurations are 43 simulations. Reports the
+    whole ``simddp.sweep.sweep()`` (plans + engine) and the engine alone, with events/s
+    (SimPy events processed, as counted by ``engine.simulate(stats=...)``).
+(b) Scaling: mlp-Nx1024 profiles with N = 100, 1k, 3k, 10k gradient tensors (4 MiB each),
+    strategies naive (one all-reduce per tensor: the most events) and ddp at 25 MB. If the
+    engine is linear, µs per tensor stays about constant.
+
+Each figure is the median over the repeats with min–max spread; wall time (perf_counter) and
+CPU time (process_time — steadier when other jobs share the machine). A script, not a test:
+it asserts nothing about time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+import numpy as np  # noqa: E402
+import simpy  # noqa: E402
+
+from simddp.engine import simulate  # noqa: E402
+from simddp.links import get_link  # noqa: E402
+from simddp.models import build_profile, parse_model  # noqa: E402
+from simddp.plan import plan  # noqa: E402
+from simddp.sweep import sweep, sweep_strategies  # noqa: E402
+
+SWEEP_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
+SWEEP_BUCKETS_MB = tuple(float(f"{x:.3g}") for x in np.geomspace(1, 1000, 20))
+SCALING_TENSORS = (100, 1_000, 3_000, 10_000)
+
+
+def timed(fn, repeats: int):
+    """Run ``fn`` once to warm up, then ``repeats`` times: (wall list, cpu list, last value)."""
+    value = fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        value = fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return wall, cpu, value
+
+
+def spread(xs: list[float], scale: float = 1e3, unit: str = "ms") -> str:
+    return (f"{statistics.median(xs) * scale:8.1f} {unit} "
+            f"(min {min(xs) * scale:.1f}, max {max(xs) * scale:.1f})")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return (f"Python {platform.python_version()}, SimPy {simpy.__version__}, {cpu}, "
+            f"{os.cpu_count()} CPUs, load average {load}")
+
+
+def bench_sweep(repeats: int) -> None:
+    profile = build_profile(parse_model("transformer-xl"))
+    link = get_link("eth-100g")
+    configs = sweep_strategies(SWEEP_STRATEGIES, SWEEP_BUCKETS_MB)
+    print(f"(a) sweep: {len(SWEEP_STRATEGIES)} strategies × {len(SWEEP_BUCKETS_MB)} bucket sizes "
+          f"({SWEEP_BUCKETS_MB[0]:g}…{SWEEP_BUCKETS_MB[-1]:g} MB) on {profile.name} "
+          f"({profile.n_tensors} tensors), {link.name}, 2 ranks = {len(configs)} simulations; "
+          f"{repeats} repeats after 1 warm-up")
+
+    def whole():
+        stats: dict = {}
+        sweep(profile, link, 2, SWEEP_STRATEGIES, SWEEP_BUCKETS_MB, stats=stats)
+        return stats["events"]
+
+    wall, cpu, events = timed(whole, repeats)
+    print(f"    sweep() incl. plans  wall {spread(wall)}   cpu {spread(cpu)}")
+    plans = [plan(profile, s) for s in configs]
+
+    def engine_only():
+        stats: dict = {}
+        for p in plans:
+            simulate(profile, link, p, 2, record=False, stats=stats)
+        return stats["events"]
+
+    wall, cpu, events = timed(engine_only, repeats)
+    rates = [events / w for w in wall]
+    print(f"    engine only          wall {spread(wall)}   cpu {spread(cpu)}")
+    print(f"    {events} events per sweep: {statistics.median(rates) / 1e3:.0f}k events/s "
+          f"(min {min(rates) / 1e3:.0f}k, max {max(rates) / 1e3:.0f}k, wall)")
+
+
+def bench_scaling(repeats: int) -> None:
+    link = get_link("eth-100g")
+    print(f"(b) scaling with tensor count: mlp-Nx1024 (4 MiB per tensor), {link.name}, 2 ranks; "
+          f"engine only, {repeats} repeats after 1 warm-up")
+    print(f"    {'tensors':>7}  {'strategy':<8}  {'collectives':>11}  {'events':>7}  "
+          f"{'median ms':>9}  {'min–max ms':>15}  {'µs/tensor':>9}  {'k events/s':>10}  "
+          f"{'plan ms':>7}")
+    for n in SCALING_TENSORS:
+        profile = build_profile(parse_model(f"mlp-{n}x1024"))
+        for name in ("naive", "ddp"):
+            strategy = sweep_strategies([name], [25.0])[0]
+            p_wall, _, p = timed(lambda: plan(profile, strategy), repeats)
+
+            def run():
+                stats: dict = {}
+                simulate(profile, link, p, 2, record=False, stats=stats)
+                return stats["events"]
+
+            wall, _, events = timed(run, repeats)
+            med = statistics.median(wall)
+            print(f"    {n:>7}  {name:<8}  {len(p.collectives):>11}  {events:>7}  "
+                  f"{med * 1e3:>9.1f}  {min(wall) * 1e3:>6.1f}–{max(wall) * 1e3:<8.1f}  "
+                  f"{med / n * 1e6:>9.2f}  {events / med / 1e3:>10.0f}  "
+                  f"{statistics.median(p_wall) * 1e3:>7.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=7, help="measured runs per figure (default 7)")
+    ap.add_argument("--part", choices=("all", "sweep", "scaling"), default="all")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    print(machine())
+    if args.part in ("all", "sweep"):
+        bench_sweep(args.repeats)
+    if args.part in ("all", "scaling"):
+        bench_scaling(args.repeats)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""Simulate one configuration; optionally write its timeline as a Chrome trace and a Gantt PNG.
+
+    python -m simddp simulate --strategy ddp --bucket-mb 25
+    python -m simddp simulate --strategy no_sync --bucket-mb 25 --accum-steps 4
+    python -m simddp simulate --strategy overlap --trace trace.json --plot gantt.png
+    python -m simddp simulate --strategy bucketed --bucket-mb 10 --format json
+
+Prints the step time (per optimizer step), the exposed communication (step time no compute
+covers), the number of collectives and the compute-only time. --trace FILE writes the Trace
+Event Format (open it at https://ui.perfetto.dev): a compute track and a comm track.
+--plot FILE draws both lanes, compute coloured by phase, with the exposed gaps hatched.
+--bucket-mb is ignored by naive, flat and overlap; --accum-steps defaults to 4 for no_sync
+and sync_each (the same K micro-steps, synced every time) and to 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from simddp.commands.common import (add_link_args, add_model_args, parse_positive_floats,
+                                    resolve_link, resolve_model)
+from simddp.engine import simulate
+from simddp.errors import InputError
+from simddp.io import write_atomic
+from simddp.plan import plan
+from simddp.result import COMM
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
+                             make_strategy)
+from simddp.sweep import DEFAULT_ACCUM_STEPS
+from simddp.table import fmt_mb, setup_line
+
+HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
+CHOICES = STRATEGIES + (ACCUM_BASELINE,)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("simulate")
+    g.add_argument("--strategy", default="ddp", metavar="S",
+                   help=f"{', '.join(CHOICES)} (default %(default)s)")
+    g.add_argument("--bucket-mb", default=f"{DDP_DEFAULT_BUCKET_MB:g}", metavar="MB",
+                   help="bucket cap in MB (2^20 bytes), as torch's bucket_cap_mb "
+                        "(default %(default)s)")
+    g.add_argument("--accum-steps", type=int, default=None, metavar="K",
+                   help=f"micro-steps per optimizer step (default {DEFAULT_ACCUM_STEPS} for "
+                        "no_sync and sync_each, else 1)")
+    g.add_argument("--trace", metavar="FILE", help="write a Chrome trace JSON (Perfetto)")
+    g.add_argument("--plot", metavar="FILE", help="write a Gantt chart PNG of the two lanes")
+    g.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table for people, json (one document on stdout) for scripts")
+    add_model_args(p)
+    add_link_args(p)
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    if path is not None and Path(path).is_dir():
+        raise InputError(f"{flag}: {path!r} is a directory; give a file name")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.strategy not in CHOICES:
+        raise InputError(f"--strategy: unknown {args.strategy!r}; choose from {', '.join(CHOICES)}")
+    mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
+    if len(mbs) != 1:
+        raise InputError(f"--bucket-mb: {args.bucket_mb!r} is a list; simulate takes one size "
+                         "(use python -m simddp sweep for several)")
+    if not math.isfinite(mbs[0] * MB):
+        raise InputError(f"--bucket-mb: {args.bucket_mb!r} is too large (MB, e.g. 25)")
+    accum = args.accum_steps
+    if accum is None:
+        accum = DEFAULT_ACCUM_STEPS if args.strategy in ("no_sync", ACCUM_BASELINE) else 1
+    strategy = make_strategy(args.strategy, mbs[0], accum)
+    _check_output(args.trace, "--trace")
+    _check_output(args.plot, "--plot")
+    profile = resolve_model(args)
+    link = resolve_link(args)
+
+    p = plan(profile, strategy)
+    result = simulate(profile, link, p, args.world_size, record=True)
+    comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
+    n_bytes = sum(c.nbytes for c in p.collectives)
+
+    outputs: dict[str, bytes | str] = {}  # rendered before any is written
+    if args.trace:
+        from simddp.trace import trace_events
+        outputs[args.trace] = json.dumps(trace_events(result)) + "\n"
+    if args.plot:
+        from simddp.plots import figure_png, gantt_figure
+        outputs[args.plot] = figure_png(gantt_figure(result))
+    for path, payload in outputs.items():
+        write_atomic(path, payload)
+    if outputs:
+        print(f"wrote {', '.join(outputs)}", file=sys.stderr)
+
+    bucketed = args.strategy in BUCKETED + (ACCUM_BASELINE,)
+    if args.format == "json":
+        print(json.dumps({
+            "strategy": result.strategy,
+            "bucket_mb": round(result.bucket_mb, 6) if bucketed else None,
+            "accum_steps": result.accum_steps, "step_ms": result.step_s * 1e3,
+            "exposed_comm_ms": result.exposed_comm_s * 1e3, "collectives": result.collectives,
+            "compute_ms": result.compute_s * 1e3, "comm_ms": comm_s * 1e3,
+            "allreduce_bytes": n_bytes, "model": result.model, "link": result.link,
+            "world_size": result.world_size}, indent=1))
+        return 0
+    per = "per optimizer step" if accum > 1 else "per step"
+    what = args.strategy + (f", bucket_cap_mb {fmt_mb(result.bucket_mb)}" if bucketed else "")
+    if strategy.first_bucket_bytes and strategy.first_bucket_bytes != strategy.bucket_bytes:
+        what += f" (first bucket {fmt_mb(strategy.first_bucket_bytes / 2**20)} MB)"
+    if accum > 1:
+        what += f", {accum} micro-steps"
+    hidden_s = max(comm_s - result.exposed_comm_s, 0.0)
+    rows = [
+        ("step", f"{result.step_s * 1e3:.2f} ms", per),
+        ("compute only", f"{result.compute_s * 1e3:.2f} ms",
+         "forward + backward + optimizer, no sync"),
+        ("exposed comm", f"{result.exposed_comm_s * 1e3:.2f} ms",
+         f"{100 * result.exposed_comm_s / max(result.step_s, 1e-300):.1f}% of the step: "
+         "compute waits for comm"),
+        ("collectives", str(result.collectives),
+         f"{n_bytes / 2**20:.1f} MiB all-reduced; link busy {comm_s * 1e3:.2f} ms, "
+         f"{hidden_s * 1e3:.2f} ms of it hidden under compute"),
+    ]
+    print(setup_line(profile, link, args.world_size))
+    print()
+    print(what)
+    for key, value, note in rows:
+        print(f"  {key:<13} {value:>10}  {note}")
+    return 0

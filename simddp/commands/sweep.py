@@ -1,0 +1,205 @@
+"""Predict every strategy at every bucket size and recommend a bucket_cap_mb.
+
+    python -m simddp sweep                                     # documented defaults
+    python -m simddp sweep --bucket-mb 1,10,100,1000
+    python -m simddp sweep --model transformer-xl --link ib-hdr --world-size 16
+    python -m simddp sweep --strategies ddp,no_sync --accum-steps 8 --format json
+    python -m simddp sweep --model profile.json --link link.json --out out/sweep
+
+Prints one setup line, a table (strategy, bucket MB, collectives per step, step ms, exposed
+communication ms, speedup vs naive), a second table for gradient accumulation (no_sync vs
+sync_each, per optimizer step of K micro-steps) and the recommended bucket size with its
+margin over the runner-up. --format json prints one JSON document and nothing else on stdout.
+--out DIR writes sweep.csv, sweep.json (simddp.results/1 plus the rows) and sweep.png.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+from simddp.commands.common import (add_link_args, add_model_args, parse_names,
+                                    parse_positive_floats, resolve_link, resolve_model)
+from simddp.errors import InputError
+from simddp.io import results_to_json, write_atomic
+from simddp.optimal_bucket import closed_form_optimum, format_optimum
+from simddp.result import Result
+from simddp.strategy import ACCUM_BASELINE, STRATEGIES
+from simddp.sweep import (DEFAULT_ACCUM_STEPS, DEFAULT_BUCKET_MB, Recommendation, recommend,
+                          sweep, sweep_rows, sweep_strategies)
+from simddp.table import (LazyProgress, fmt_mb, fmt_ms, fmt_speedup, render_table, setup_line)
+
+HELP = "predict every strategy at every bucket size; recommend bucket_cap_mb"
+CSV_FIELDS = ("strategy", "bucket_mb", "accum_steps", "collectives", "step_ms",
+              "exposed_comm_ms", "compute_ms", "speedup", "speedup_vs", "source")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sweep")
+    g.add_argument("--bucket-mb", default=",".join(f"{mb:g}" for mb in DEFAULT_BUCKET_MB),
+                   metavar="LIST", help="bucket sizes in MB (2^20 bytes, like torch's "
+                                        "bucket_cap_mb), comma-separated (default %(default)s)")
+    g.add_argument("--strategies", default="all", metavar="LIST",
+                   help=f"comma-separated from {', '.join(STRATEGIES)}, or all (default all)")
+    g.add_argument("--accum-steps", type=int, default=DEFAULT_ACCUM_STEPS, metavar="K",
+                   help="micro-steps per optimizer step for no_sync and its sync_each baseline "
+                        "(default %(default)s)")
+    g.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table for people, json (one document on stdout) for scripts")
+    g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
+    add_model_args(p)
+    add_link_args(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Everything is checked before anything is simulated or written.
+    bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
+    strategies = parse_names(args.strategies, STRATEGIES, "--strategies")
+    sweep_strategies(strategies, bucket_mbs, args.accum_steps)
+    out_dir = _check_out_dir(args.out)
+    profile = resolve_model(args)
+    link = resolve_link(args)
+
+    with LazyProgress("simulating") as progress:
+        # Spans are kept only for --out: sweep.json then holds every predicted timeline,
+        # which `simddp compare` draws next to a measured one.
+        results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
+                        args.accum_steps, on_progress=progress.update,
+                        record=out_dir is not None)
+    naive = next((r for r in results if r.strategy == "naive"), None)
+    if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
+        naive = sweep(profile, link, args.world_size, ["naive"])[0]
+    rows = sweep_rows(results, naive)
+    rec = recommend(results)
+    setup = {"model": profile.name, "tensors": profile.n_tensors,
+             "grad_bytes": profile.grad_total_bytes, "forward_ms": profile.forward_s * 1e3,
+             "backward_ms": profile.backward_s * 1e3, "optimizer_ms": profile.optimizer_s * 1e3,
+             "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
+             "world_size": args.world_size, "accum_steps": args.accum_steps,
+             "naive_step_ms": naive.step_s * 1e3}
+    summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
+               "recommended_from": None if rec is None else rec.strategy,
+               "fastest": _fastest(results, rec),
+               "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
+
+    if out_dir is not None:  # render everything in memory first: no partial output on error
+        files = _out_files(results, rows, setup, summary, rec)
+        for name, payload in files.items():
+            write_atomic(out_dir / name, payload)
+        print(f"wrote {', '.join(str(out_dir / n) for n in files)}", file=sys.stderr)
+
+    if args.format == "json":
+        print(json.dumps({"rows": rows, **summary, "setup": setup}, indent=1))
+    else:
+        print(setup_line(profile, link, args.world_size))
+        print()
+        print(render_report(results, rows, rec, naive))
+        # Issue 6: the α–β closed form beside the simulated optimum (docs/ACCOUNT.md says
+        # where they part: tensors are never split, uneven gradient readiness, first bucket).
+        print(format_optimum(summary["closed_form_optimum"]))
+    return 0
+
+
+def _check_out_dir(out: str | None) -> Path | None:
+    if out is None:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out: {out!r} exists and is not a directory")
+    parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"--out: cannot create files under {str(parent)!r} (not writable)")
+    return path
+
+
+def _fastest(results: list[Result], rec: Recommendation | None) -> dict | None:
+    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
+    best = rec.fastest if rec is not None else min(per_step, key=lambda r: r.step_s, default=None)
+    if best is None:
+        return None
+    return {"strategy": best.strategy, "step_ms": best.step_s * 1e3,
+            "bucket_mb": None if best.bucket_mb is None else round(best.bucket_mb, 6)}
+
+
+def render_report(results: list[Result], rows: list[dict], rec: Recommendation | None,
+                  naive: Result) -> str:
+    """The tables and the recommendation, as printed under the setup line."""
+    def cells(row: dict) -> list[str]:
+        return [row["strategy"], fmt_mb(row["bucket_mb"]), str(row["collectives"]),
+                f"{row['step_ms']:.2f}", f"{row['exposed_comm_ms']:.2f}",
+                fmt_speedup(row["speedup"])]
+
+    per_step = [row for row in rows if row["speedup_vs"] == "naive"]
+    accum = [row for row in rows if row["speedup_vs"] == ACCUM_BASELINE]
+    parts = []
+    if per_step:
+        parts.append(render_table(
+            ["strategy", "bucket MB", "collectives/step", "step ms", "exposed comm ms",
+             "speedup vs naive"], [cells(row) for row in per_step]))
+    if per_step and not any(row["strategy"] == "naive" for row in per_step):
+        parts.append(f"(naive, the speedup baseline: {fmt_ms(naive.step_s)} ms per step)")
+    if accum:
+        k = accum[0]["accum_steps"]
+        accum.sort(key=lambda row: (row["bucket_mb"], row["strategy"] != ACCUM_BASELINE))
+        parts.append(render_table(
+            ["strategy", "bucket MB", "collectives/opt step", "opt step ms", "exposed comm ms",
+             "speedup vs sync_each"], [cells(row) for row in accum],
+            title=f"gradient accumulation, K={k} micro-steps per optimizer step "
+                  "(no_sync: sync the last only; sync_each: sync every one)"))
+    parts.append(recommendation_text(rec, naive))
+    return "\n\n".join(parts)
+
+
+def recommendation_text(rec: Recommendation | None, naive: Result | None = None) -> str:
+    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest."""
+    if rec is None:
+        return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
+               "to recommend."
+    per = "per step"
+    if rec.strategy == "no_sync":
+        per = "per optimizer step (with gradient accumulation; ddp was not swept)"
+    text = (f"Recommended bucket_cap_mb: {fmt_mb(rec.bucket_mb)} — {rec.strategy} predicts "
+            f"{fmt_ms(rec.step_s)} ms {per}")
+    if rec.runner_up_mb is None:
+        text += " (only one bucket size swept: try --bucket-mb 1,10,100)."
+    else:
+        margin_pct = 100 * rec.margin_s / max(rec.step_s, 1e-300)
+        text += (f"; the runner-up, {fmt_mb(rec.runner_up_mb)} MB, is {fmt_ms(rec.margin_s)} ms "
+                 f"({margin_pct:.1f}%) slower ({fmt_ms(rec.runner_up_step_s)} ms).")
+        if round(margin_pct, 1) < 1:
+            text += " A margin under 1% is within what a prediction can promise: either is fine."
+    if rec.edge is not None:
+        text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
+                 f"extend --bucket-mb.")
+    f = rec.fastest
+    if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
+        return text
+    if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
+        text += "\nThat is also the fastest configuration overall"
+    else:
+        where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
+        text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
+    if naive is not None and f.step_s > 0 and f.strategy != "naive":
+        text += f" ({naive.step_s / f.step_s:.2f}× faster than naive)."
+    else:
+        text += "."
+    return text
+
+
+def _out_files(results: list[Result], rows: list[dict], setup: dict, summary: dict,
+               rec: Recommendation | None) -> dict[str, bytes | str]:
+    from simddp.plots import figure_png, sweep_figure  # matplotlib only when asked for
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    doc = results_to_json(results, rows=rows, setup=setup, **summary)
+    png = figure_png(sweep_figure(results, None if rec is None else (rec.strategy, rec.bucket_mb)))
+    return {"sweep.csv": buf.getvalue(), "sweep.json": json.dumps(doc, indent=1) + "\n",
+            "sweep.png": png}

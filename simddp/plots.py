@@ -1,0 +1,191 @@
+"""Plots of Results — predicted or measured, the same functions draw both.
+
+Two pictures: the Gantt of one step (a compute lane over a comm lane, with the time compute
+sits waiting for the all-reduce shaded), and step time against bucket size per strategy::
+
+    save_png("gantt.png", gantt_figure(result))            # result with spans
+    save_png("sweep.png", sweep_figure(results))            # sweep() output, measured too
+
+Figures are built with matplotlib's object API (``matplotlib.figure.Figure``, Agg canvas), never
+pyplot: no global state, no display needed, and a notebook can pass its own ``ax`` to
+:func:`draw_gantt` / :func:`draw_sweep`. Measured Results (``source="measured"``) are drawn
+dashed with their p5–p95 spread as error bars.
+"""
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from simddp.io import write_atomic
+from simddp.result import COMM, COMPUTE, Result
+from simddp.strategy import ACCUM_BASELINE
+from simddp.trace import describe, phase_of
+
+PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "optimizer": "#8172B2",
+                "compute": "#937860"}
+COMM_COLORS = ("#DD8452", "#F0B27A")  # alternate so back-to-back all-reduces stay distinct
+EXPOSED_COLOR = "#C44E52"
+STRATEGY_COLORS = {"naive": "#C44E52", "flat": "#8172B2", "overlap": "#937860",
+                   "bucketed": "#4C72B0", "ddp": "#55A868", "no_sync": "#55A868",
+                   ACCUM_BASELINE: "#4C72B0"}
+_LANE_Y = {COMPUTE: 1.0, COMM: 0.0}
+_BAR_H = 0.6
+
+
+def idle_gaps_s(result: Result) -> list[tuple[float, float]]:
+    """(start, end) intervals inside the step when the compute lane does nothing."""
+    spans = sorted((s for s in result.spans if s.lane == COMPUTE), key=lambda s: s.start_s)
+    gaps, t = [], (spans[0].start_s if spans else 0.0)
+    for s in spans:
+        if s.start_s > t + 1e-12:
+            gaps.append((t, s.start_s))
+        t = max(t, s.end_s)
+    return gaps
+
+
+def draw_gantt(ax, result: Result) -> None:
+    """Two lanes on ``ax``: compute spans coloured by phase, comm spans, exposed-comm gaps."""
+    if not result.spans:
+        from simddp.errors import InputError
+        raise InputError(f"{describe(result)}: no timeline to plot (spans are empty)")
+    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    n_comm = 0
+    for s in result.spans:
+        if s.lane == COMM:
+            key = (COMM, COMM_COLORS[n_comm % 2])
+            n_comm += 1
+        else:
+            key = (COMPUTE, PHASE_COLORS[phase_of(s)])
+        bars.setdefault(key, []).append((s.start_s * 1e3, s.duration_s * 1e3))
+    for (lane, color), xs in bars.items():
+        # Layer boundaries are not drawn: hundreds of them would grey out the lane.
+        ax.broken_barh(xs, (_LANE_Y[lane] - _BAR_H / 2, _BAR_H), facecolors=color,
+                       linewidth=0)
+    gaps = [(a * 1e3, (b - a) * 1e3) for a, b in idle_gaps_s(result)]
+    if gaps:
+        ax.broken_barh(gaps, (_LANE_Y[COMPUTE] - _BAR_H / 2, _BAR_H), facecolors="none",
+                       edgecolor=EXPOSED_COLOR, hatch="///", linewidth=0.8)
+    step_ms = result.step_s * 1e3
+    ax.axvline(step_ms, color="black", linewidth=0.8, linestyle=":")
+    ax.text(step_ms, 1.5, f" step ends {step_ms:.1f} ms", va="center", ha="right", fontsize=8)
+    ax.set_yticks([_LANE_Y[COMPUTE], _LANE_Y[COMM]], ["compute", "comm"])
+    ax.set_ylim(-0.6, 1.75)
+    ax.set_xlim(0, max(step_ms * 1.01, 1e-3))
+    ax.set_xlabel("time in step (ms)")
+    ax.grid(axis="x", alpha=0.3)
+    phases = sorted({phase_of(s) for s in result.spans if s.lane == COMPUTE},
+                    key=list(PHASE_COLORS).index)
+    handles = [Patch(facecolor=PHASE_COLORS[p], label=p) for p in phases]
+    handles.append(Patch(facecolor=COMM_COLORS[0], label=f"all-reduce ({n_comm})"))
+    if gaps:
+        handles.append(Patch(facecolor="none", edgecolor=EXPOSED_COLOR, hatch="///",
+                             label=f"exposed comm: compute waits "
+                                   f"({result.exposed_comm_s * 1e3:.1f} ms)"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28),
+              ncol=len(handles), fontsize=8, frameon=False)
+
+
+def gantt_figure(result: Result, title: str | None = None) -> Figure:
+    fig = Figure(figsize=(11, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    draw_gantt(ax, result)
+    per = " per optimizer step" if result.accum_steps > 1 else ""
+    ax.set_title(title or f"{describe(result)}\nstep {result.step_s * 1e3:.2f} ms{per}, exposed "
+                          f"comm {result.exposed_comm_s * 1e3:.2f} ms, "
+                          f"{result.collectives} all-reduces", fontsize=10)
+    return fig
+
+
+def _series(results: Sequence[Result]) -> dict[tuple[str, str], list[Result]]:
+    out: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        out.setdefault((r.strategy, r.source), []).append(r)
+    return out
+
+
+def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = None) -> None:
+    """Step time vs bucket size (log x): a line per bucketed strategy, flat lines for the rest.
+
+    ``mark=("ddp", 25.0)`` puts a star on that configuration (the recommendation).
+    """
+    series = _series(results)
+    bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
+    if bucketed:
+        ax.set_xscale("log")
+        ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    for (strategy, source), rs in series.items():
+        color = STRATEGY_COLORS.get(strategy, "gray")
+        measured = source == "measured"
+        label = strategy + (" (measured)" if measured else "")
+        with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
+        if with_buckets:
+            xs = [r.bucket_mb for r in with_buckets]
+            ys = [r.step_s * 1e3 for r in with_buckets]
+            ax.plot(xs, ys, color=color, marker="s" if measured else "o", markersize=4,
+                    linestyle="--" if measured else "-", label=label)
+            lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in with_buckets]
+            hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in with_buckets]
+            if any(lo) or any(hi):
+                ax.errorbar(xs, ys, yerr=[[v * 1e3 for v in lo], [v * 1e3 for v in hi]],
+                            fmt="none", ecolor=color, capsize=2, linewidth=0.8)
+        for r in (r for r in rs if r.bucket_mb is None):
+            ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
+                       linewidth=1.2, label=f"{label} (no buckets)")
+            if r.step_p5_s is not None and r.step_p95_s is not None:
+                ax.axhspan(r.step_p5_s * 1e3, r.step_p95_s * 1e3, color=color, alpha=0.12)
+    if mark is not None:
+        strategy, bucket_mb = mark
+        hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
+        if hit:
+            y_ms = min(r.step_s for r in hit) * 1e3
+            ax.plot([bucket_mb], [y_ms], marker="*", markersize=14, color="gold",
+                    markeredgecolor="black", linestyle="none", zorder=5,
+                    label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
+    ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+
+
+def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | None = None,
+                 title: str | None = None) -> Figure:
+    """One panel per step kind: per step, and (if present) per optimizer step with no_sync.
+
+    ``recommended=("ddp", 25.0)`` stars that point; accumulation rows (per optimizer step of K
+    micro-steps) get their own panel, since their times are K steps long.
+    """
+    accum = [r for r in results if r.strategy in ("no_sync", ACCUM_BASELINE)]
+    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
+    panels = [p for p in (per_step, accum) if p]
+    fig = Figure(figsize=(6.5 * len(panels), 4.5), layout="constrained")
+    for i, rs in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        draw_sweep(ax, rs, recommended if rs is per_step else None)
+        if rs is accum:
+            k = max(r.accum_steps for r in accum)
+            ax.set_title(f"gradient accumulation, K={k} micro-steps", fontsize=10)
+            ax.set_ylabel("time per optimizer step (ms)")
+        else:
+            ax.set_title("per step (no gradient accumulation)", fontsize=10)
+            ax.set_ylabel("step time (ms)")
+    if results:
+        r0 = results[0]
+        fig.suptitle(title or f"{r0.model} · {r0.link} ×{r0.world_size} ranks ({r0.source})",
+                     fontsize=11)
+    return fig
+
+
+def figure_png(fig: Figure, dpi: int = 120) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def save_png(path: str | os.PathLike, fig: Figure, dpi: int = 120) -> None:
+    """Render first, then write atomically: a failed plot leaves no file behind."""
+    write_atomic(path, figure_png(fig, dpi))

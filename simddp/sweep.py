@@ -1,0 +1,166 @@
+"""A sweep: every strategy at every bucket size, one :class:`Result` each, and the verdict.
+
+Picture the table a user wants before touching ``bucket_cap_mb``: each strategy's step time
+at each bucket size, and which size wins by how much::
+
+    >>> from simddp.models import build_profile, parse_model
+    >>> from simddp.links import get_link
+    >>> profile = build_profile(parse_model("transformer-small"))
+    >>> results = sweep(profile, get_link("eth-100g"), 2, ["naive", "ddp"], [10, 25, 100])
+    >>> [(r.strategy, r.bucket_mb) for r in results]
+    [('naive', None), ('ddp', 10.0), ('ddp', 25.0), ('ddp', 100.0)]
+    >>> recommend(results).bucket_mb
+    25.0
+
+Strategies without buckets (naive, flat, overlap) do not depend on the bucket size and are
+simulated once. ``no_sync`` (K micro-steps, only the last synced) always comes with its
+baseline ``sync_each`` (the same K micro-steps, DDP-synced every time), both per optimizer
+step. :func:`sweep_strategies` is the list of configurations, so ``realrun validate`` can
+measure exactly what was predicted; :func:`recommend` and :func:`sweep_rows` read measured
+Results too.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from simddp.engine import simulate
+from simddp.errors import InputError
+from simddp.link import Link
+from simddp.plan import plan
+from simddp.profile import ModelProfile
+from simddp.result import Result
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
+                             Strategy, make_strategy)
+
+# 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
+# link preset lies inside, and a 2.5× grid pins it to within ~10% of the step.
+DEFAULT_BUCKET_MB = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+DEFAULT_ACCUM_STEPS = 4
+# Which strategy's bucket size is "the" recommendation: ddp's, since bucket_cap_mb is the knob
+# users set on torch DDP; bucketed (no small first bucket), then no_sync, stand in when ddp was
+# not swept.
+RECOMMEND_FROM = ("ddp", "bucketed", "no_sync")
+
+
+def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
+                     accum_steps: int = DEFAULT_ACCUM_STEPS) -> list[Strategy]:
+    """The configurations a sweep covers, in table order; all input checked before any run."""
+    if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or accum_steps < 1:
+        raise InputError(f"--accum-steps must be an integer >= 1, got {accum_steps!r}")
+    for name in strategies:
+        if name not in STRATEGIES:
+            raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    mbs = sorted({float(mb) for mb in bucket_mbs}) if bucket_mbs else []
+    for mb in mbs:
+        if not (math.isfinite(mb) and mb > 0 and math.isfinite(mb * MB)):
+            raise InputError(f"--bucket-mb: {mb!r} is not a finite number > 0 (MB, e.g. 25)")
+    if any(name in BUCKETED for name in strategies) and not mbs:
+        raise InputError("--bucket-mb: no bucket sizes given (e.g. 1,10,100)")
+    out: list[Strategy] = []
+    for name in (s for s in STRATEGIES if s in strategies):  # canonical order, no duplicates
+        if name not in BUCKETED:
+            out.append(make_strategy(name))
+        elif name == "no_sync":
+            for mb in mbs:
+                out.append(make_strategy(ACCUM_BASELINE, mb, accum_steps))
+                out.append(make_strategy("no_sync", mb, accum_steps))
+        else:
+            out.extend(make_strategy(name, mb) for mb in mbs)
+    return out
+
+
+def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequence[str],
+          bucket_mbs: Sequence[float] = DEFAULT_BUCKET_MB,
+          accum_steps: int = DEFAULT_ACCUM_STEPS, *,
+          on_progress: Callable[[int, int], None] | None = None,
+          record: bool = False, stats: dict | None = None) -> list[Result]:
+    """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans."""
+    configs = sweep_strategies(strategies, bucket_mbs, accum_steps)
+    link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
+    results = []
+    for i, strategy in enumerate(configs):
+        results.append(simulate(profile, link, plan(profile, strategy), world_size,
+                                record=record, stats=stats))
+        if on_progress is not None:
+            on_progress(i + 1, len(configs))
+    return results
+
+
+def baseline_name(result: Result) -> str:
+    """What a row's speedup is measured against: naive per step; sync_each per optimizer step."""
+    return ACCUM_BASELINE if result.strategy in ("no_sync", ACCUM_BASELINE) else "naive"
+
+
+def speedups(results: Sequence[Result], naive: Result | None = None) -> list[float | None]:
+    """Each result's speedup vs its baseline (naive, or sync_each at the same bucket size)."""
+    naive = naive or next((r for r in results if r.strategy == "naive"), None)
+    sync_each = {r.bucket_mb: r for r in results if r.strategy == ACCUM_BASELINE}
+    out = []
+    for r in results:
+        base = sync_each.get(r.bucket_mb) if baseline_name(r) == ACCUM_BASELINE else naive
+        out.append(base.step_s / r.step_s if base is not None and r.step_s > 0 else None)
+    return out
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The bucket size to set, the runner-up it beats, and the fastest configuration overall."""
+
+    strategy: str                 # whose bucket size is recommended: "ddp" (or "bucketed")
+    bucket_mb: float
+    step_s: float
+    runner_up_mb: float | None    # None when only one bucket size was swept
+    runner_up_step_s: float | None
+    edge: str | None              # "smallest"/"largest" when the best is at the swept range's end
+    fastest: Result | None        # over the per-step strategies; None if only accumulation
+
+    @property
+    def margin_s(self) -> float | None:
+        return None if self.runner_up_step_s is None else self.runner_up_step_s - self.step_s
+
+
+def recommend(results: Sequence[Result]) -> Recommendation | None:
+    """The bucket_cap_mb minimising ddp's step (else bucketed's, else no_sync's); None if none.
+
+    Ties (comm fully hidden at several sizes) go to the size closest to torch's default 25 MB,
+    the one a user need not change.
+    """
+    per_step = [r for r in results if baseline_name(r) == "naive"]
+    for name in RECOMMEND_FROM:
+        rows = [r for r in results if r.strategy == name and r.bucket_mb is not None]
+        if rows:
+            break
+    else:
+        return None
+    rows.sort(key=lambda r: (r.step_s, abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))))
+    best = rows[0]
+    runner = rows[1] if len(rows) > 1 else None
+    sizes = sorted(r.bucket_mb for r in rows)
+    edge = None
+    if runner is not None and runner.step_s > best.step_s:  # a strict optimum at an end
+        edge = {sizes[0]: "smallest", sizes[-1]: "largest"}.get(best.bucket_mb)
+    # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
+    # whenever the first bucket is no smaller than the cap would make it).
+    fastest = min(per_step, key=lambda r: (r.step_s, r is not best), default=None)
+    return Recommendation(name, best.bucket_mb, best.step_s,
+                          runner.bucket_mb if runner else None,
+                          runner.step_s if runner else None, edge, fastest)
+
+
+def sweep_rows(results: Sequence[Result], naive: Result | None = None) -> list[dict]:
+    """One plain dict per result, ms on the outside: what --format json and sweep.csv carry."""
+    rows = []
+    for r, x in zip(results, speedups(results, naive)):
+        row = {"strategy": r.strategy,
+               "bucket_mb": None if r.bucket_mb is None else round(r.bucket_mb, 6),
+               "accum_steps": r.accum_steps, "collectives": r.collectives,
+               "step_ms": r.step_s * 1e3, "exposed_comm_ms": r.exposed_comm_s * 1e3,
+               "compute_ms": r.compute_s * 1e3,
+               "speedup": x, "speedup_vs": baseline_name(r), "source": r.source}
+        if r.step_p5_s is not None or r.step_p95_s is not None:
+            row["step_p5_ms"] = None if r.step_p5_s is None else r.step_p5_s * 1e3
+            row["step_p95_ms"] = None if r.step_p95_s is None else r.step_p95_s * 1e3
+        rows.append(row)
+    return rows
