@@ -51,6 +51,7 @@ def _run(workdir: Path, rank: int) -> None:
     torch.set_num_threads(job["threads_per_rank"])
     import torch.distributed as dist
 
+    from realrun.errors import result_path
     from realrun.launch import as_json, init_group, make_context, resolve_target
 
     fn = resolve_target(job["target"])
@@ -66,7 +67,7 @@ def _run(workdir: Path, rank: int) -> None:
         dist.barrier()
     tmp = workdir / f".result-{rank}.tmp"
     tmp.write_text(json.dumps(value))
-    os.replace(tmp, workdir / f"result-{rank}.json")
+    os.replace(tmp, result_path(workdir, rank))  # atomic: the parent never reads half a file
     dist.destroy_process_group()
 
 

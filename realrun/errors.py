@@ -9,11 +9,14 @@ in one line, and leave no process behind.
 
 How the culprit is found: each worker writes its exception (one line, wall time, whether it
 was a timeout) to error-<rank>.json and exits 1; the parent polls its children. After the
-first failure it waits _GRACE_S for the peers' follow-on errors, then blames the earliest
-event. A rank that died without a file (os._exit, a signal, a crash) counts from the last
-poll that saw it alive, so it beats the "connection closed" errors its peers raise after it.
-If the earliest event is a peer's timeout while some rank is still running, the running rank
-is the one that hung, and it is named. Then every rank's process group is SIGKILLed.
+first failure it waits _GRACE_S for the peers' follow-on errors, then sorts what it has:
+- *primary* events are a rank's own error, or a death without a file (os._exit, a signal, a
+  crash), dated by the last poll that saw it alive; the earliest primary is blamed.
+- *secondary* events only report another rank's trouble: timeouts, "connection reset/closed
+  by peer", and SIGABRT (NCCL's watchdog aborts a rank whose collective timed out). They are
+  never blamed while a primary exists, since a dead rank's sockets can close before the
+  parent can see the death. With only secondaries, a rank still running is the one that hung.
+Then every rank's process group is SIGKILLed.
 
 Also here: NetnsUnavailable (no root, no `ip`: tests turn it into a skip with its reason) and
 `sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that `finally`
@@ -23,15 +26,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-_MESSAGE_LIMIT_CHARS = 400  # long enough for gloo's "[file:line] Timed out waiting 5000ms ..." lines
+# Long enough for gloo's "Read error [10.71.0.2]:40836: Connection reset by peer. This is ..."
+_MESSAGE_LIMIT_CHARS = 400
+_CXX_LOCATION_RE = re.compile(r"^\[[^\]\s]+\.(?:cc|cpp|h|hpp):\d+\]\s*")
 _POLL_S = 0.05  # the parent looks at its children 20 times a second: cheap, far below timeouts
 # After a first failure, peers notice the closed sockets within milliseconds; 1 s lets their
 # errors land so the earliest one can be picked, and bounds how long a hung rank is waited for.
@@ -40,7 +47,16 @@ _KILL_WAIT_S = 5.0  # SIGKILL is not ignorable; this only bounds waiting for the
 
 
 class LaunchError(RuntimeError):
-    """A rank raised, died or hung; str(e) is one line: "rank 1 failed: ValueError: boom"."""
+    """A rank raised, died or hung; str(e) is one line: "rank 1 failed: ValueError: boom".
+
+    `e.rank` is the rank blamed (None if unknown) and `e.traceback` its Python traceback
+    when it raised one (for a --verbose flag; the one line is what users read first).
+    """
+
+    def __init__(self, message: str, *, rank: int | None = None, traceback: str = "") -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.traceback = traceback
 
 
 class PortTaken(RuntimeError):
@@ -58,8 +74,9 @@ def one_line(text: str, limit_chars: int = _MESSAGE_LIMIT_CHARS) -> str:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """'ValueError: boom' -- the type name and the first lines of the message, on one line."""
-    message = one_line(str(exc))
+    """'ValueError: boom' -- the type name and the message on one line, without the C++
+    source location gloo puts first ("[.../gloo/transport/tcp/pair.cc:537] ")."""
+    message = one_line(_CXX_LOCATION_RE.sub("", str(exc).lstrip()))
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
@@ -72,8 +89,9 @@ def is_timeout(exc: BaseException) -> bool:
     """
     if isinstance(exc, TimeoutError):
         return True
-    text = f"{type(exc).__name__} {exc}".lower()
-    return "timed out" in text or "timeout" in text
+    # Phrases, not the bare word: a user's ValueError("bad timeout_s") is this rank's own bug.
+    text = str(exc).lower()
+    return any(phrase in text for phrase in ("timed out", "timing out", "operation timeout"))
 
 
 @contextmanager
@@ -103,9 +121,14 @@ def error_path(workdir: Path, rank: int) -> Path:
     return workdir / f"error-{rank}.json"
 
 
+def result_path(workdir: Path, rank: int) -> Path:
+    return workdir / f"result-{rank}.json"
+
+
 def write_error(workdir: Path, rank: int, exc: BaseException) -> None:
     """Called by a failing worker: record its error for the parent (atomically, via rename)."""
-    record = {"message": describe_exception(exc), "time": time.time(), "timeout": is_timeout(exc)}
+    record = {"message": describe_exception(exc), "time": time.time(), "timeout": is_timeout(exc),
+              "traceback": "".join(traceback.format_exception(exc))}
     tmp = workdir / f".error-{rank}.tmp"
     tmp.write_text(json.dumps(record))
     os.replace(tmp, error_path(workdir, rank))
@@ -158,34 +181,53 @@ def clear_rank_files(workdir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def is_peer_loss(message: str) -> bool:
+    """Errors that a rank raises because a peer went away, e.g. gloo's
+    "Connection closed by peer [10.71.0.2]:41234" or the store's "Connection reset by peer"."""
+    text = message.lower()
+    return any(phrase in text for phrase in (
+        "closed by peer", "reset by peer", "broken pipe", "connection refused"))
+
+
 def _blame(codes: list, last_alive_time: list[float], workdir: Path,
            timeout_s: float) -> Exception:
     alive = [rank for rank, code in enumerate(codes) if code is None]
-    events = []  # (time, rank, message, is_timeout)
+    primary, secondary = [], []  # (time, rank, message, is_timeout, traceback)
     for rank, code in enumerate(codes):
-        if code in (None, 0):
+        if code is None or (code == 0 and result_path(workdir, rank).exists()):
             continue
         try:
             record = json.loads(error_path(workdir, rank).read_text())
-            events.append((record["time"], rank, record["message"], record["timeout"]))
+            event = (record["time"], rank, record["message"], record["timeout"],
+                     record.get("traceback", ""))
+            follow_on = event[3] or is_peer_loss(event[2])
         except (OSError, ValueError, KeyError):
-            events.append((last_alive_time[rank], rank, _describe_exit(code), False))
-    also = f" (also still running: ranks {alive[1:]})" if len(alive) > 1 else ""
-    if not events:
+            event = (last_alive_time[rank], rank, _describe_exit(code), code == -signal.SIGABRT, "")
+            follow_on = code == -signal.SIGABRT
+        (secondary if follow_on else primary).append(event)
+    also = (f" (also still running: ranks {', '.join(map(str, alive[1:]))})"
+            if len(alive) > 1 else "")
+    if primary:
+        _, rank, message, _, trace = min(primary)
+        lowered = message.lower()
+        if rank == 0 and ("address already in use" in lowered or "eaddrinuse" in lowered):
+            return PortTaken(message)
+        return LaunchError(f"rank {rank} failed: {message}", rank=rank, traceback=trace)
+    if not secondary:
         done = [rank for rank, code in enumerate(codes) if code == 0]
         return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
-                           f"after rank {done[0]} finished{also}")
-    _, rank, message, timed_out = min(events)
+                           f"after rank {done[0]} finished{also}", rank=alive[0])
+    _, rank, message, timed_out, trace = min(secondary)
     if timed_out and alive:
         return LaunchError(f"rank {alive[0]} failed: stuck, no reply within timeout_s="
-                           f"{timeout_s:g} s (rank {rank} gave up waiting: {message}){also}")
-    lowered = message.lower()
-    if rank == 0 and ("address already in use" in lowered or "eaddrinuse" in lowered):
-        return PortTaken(message)
-    return LaunchError(f"rank {rank} failed: {message}")
+                           f"{timeout_s:g} s (rank {rank} gave up waiting: {message}){also}",
+                           rank=alive[0])
+    return LaunchError(f"rank {rank} failed: {message}", rank=rank, traceback=trace)
 
 
 def _describe_exit(code: int) -> str:
+    if code == 0:
+        return "exited with code 0 before returning a value (os._exit(0) in the target?)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"

@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from realrun.errors import (LaunchError, PortTaken, clear_rank_files, describe_exception,
-                            kill_all, sigterm_as_interrupt, watch)
+                            kill_all, result_path, sigterm_as_interrupt, watch)
 from realrun.netns import Cluster, emulated_cluster
 
 __all__ = ["LaunchError", "RankContext", "run_world", "make_context", "resolve_target"]
@@ -112,7 +112,12 @@ def as_json(value: Any) -> Any:
 def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str = "gloo",
               threads_per_rank: int = 1, timeout_s: float = 60.0,
               emulate_hosts: int | None = None, link_gbit: float | None = None) -> list | None:
-    """Call `target(payload, ctx)` on every rank; return all ranks' values (None on torchrun rank > 0)."""
+    """Call `target(payload, ctx)` on every rank; return all ranks' values, index = rank
+    (None on torchrun ranks other than 0).
+
+    Raises ValueError for bad arguments (before starting anything), LaunchError when a rank
+    raises, dies or hangs, NetnsUnavailable when emulate_hosts can't be honoured here.
+    """
     _check_args(target, world_size, backend, threads_per_rank, timeout_s, emulate_hosts, link_gbit)
     if all(name in os.environ for name in _TORCHRUN_VARS):
         if emulate_hosts is not None:
@@ -123,11 +128,7 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
     resolve_target(target)  # fail here, not in world_size children
     if backend == "nccl":
         _require_gpus(world_size)
-    try:
-        payload_text = json.dumps(payload)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"payload must be JSON-able: {e}") from e
-    job = {"target": target, "payload_json": payload_text, "backend": backend,
+    job = {"target": target, "payload_json": _payload_text(payload), "backend": backend,
            "threads_per_rank": threads_per_rank, "timeout_s": timeout_s}
     with sigterm_as_interrupt():
         if emulate_hosts is None:
@@ -143,6 +144,7 @@ def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: st
     if env_world != world_size:
         raise LaunchError(f"torchrun started {env_world} ranks but world_size={world_size} "
                           f"was asked; pass world_size={env_world}")
+    payload = json.loads(_payload_text(payload))  # the payload a spawned rank would see
     torch.set_num_threads(threads_per_rank)
     fn = resolve_target(target)
     ctx = make_context(rank, env_world, int(os.environ.get("LOCAL_RANK", "0")), backend)
@@ -153,7 +155,7 @@ def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: st
         value = as_json(fn(payload, ctx))
     except Exception as e:
         # torchrun's agent sees this process fail and stops the other ranks.
-        raise LaunchError(f"rank {rank} failed: {describe_exception(e)}") from e
+        raise LaunchError(f"rank {rank} failed: {describe_exception(e)}", rank=rank) from e
     values: list = [None] * env_world
     dist.all_gather_object(values, value)
     if owns_group:
@@ -161,19 +163,25 @@ def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: st
     return values if rank == 0 else None
 
 
+def _payload_text(payload: dict) -> str:
+    try:
+        return json.dumps(payload)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"payload must be JSON-able: {e}") from e
+
+
 def _spawn_world(job: dict, world_size: int, cluster: Cluster | None) -> list:
     workdir = Path(tempfile.mkdtemp(prefix="realrun-"))
     try:
         (workdir / "job.json").write_text(json.dumps(job))
-        for attempt in range(_PORT_ATTEMPTS):
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
                 return _spawn_once(workdir, job, world_size, cluster)
-            except PortTaken:
-                if attempt == _PORT_ATTEMPTS - 1:
-                    raise LaunchError("rank 0 failed: the master port was taken "
-                                      f"{_PORT_ATTEMPTS} times in a row") from None
+            except PortTaken as e:
+                if attempt == _PORT_ATTEMPTS:
+                    raise LaunchError(f"rank 0 failed: the master port was taken "
+                                      f"{_PORT_ATTEMPTS} times in a row ({e})") from None
                 clear_rank_files(workdir)
-        raise AssertionError("unreachable")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -200,9 +208,17 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
                 # then kills each rank's whole group.
                 start_new_session=True))
         watch(procs, workdir, job["timeout_s"])
-        return [json.loads((workdir / f"result-{r}.json").read_text()) for r in range(world_size)]
+        return [_read_result(workdir, rank) for rank in range(world_size)]
     finally:
         kill_all(procs)
+
+
+def _read_result(workdir: Path, rank: int) -> Any:
+    try:
+        return json.loads(result_path(workdir, rank).read_text())
+    except FileNotFoundError:
+        raise LaunchError(f"rank {rank} failed: exited with code 0 before returning a value",
+                          rank=rank) from None
 
 
 def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, job: dict,

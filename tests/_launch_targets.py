@@ -51,18 +51,25 @@ def hang_on_rank(payload: dict, ctx) -> int:
     return ctx.rank
 
 
-def allreduce_seconds(payload: dict, ctx) -> list[float]:
-    """Wall seconds of `repeats` all-reduces of `n_bytes` float32 after one warm-up."""
-    tensor = torch.ones(payload["n_bytes"] // 4, device=ctx.device)
+def timed_allreduce(payload: dict, ctx) -> dict:
+    """Wall seconds of `repeats` all-reduces of `n_bytes` of float32 after one warm-up, and
+    the reduced value, which must be 1 + 2 + ... + world_size."""
+    tensor = torch.empty(payload["n_bytes"] // 4, device=ctx.device)
     dist.all_reduce(tensor)  # warm-up: connections and buffers
     seconds = []
     for _ in range(payload["repeats"]):
+        tensor.fill_(float(ctx.rank + 1))
         dist.barrier()
         start_s = time.perf_counter()
         dist.all_reduce(tensor)
         ctx.synchronize()
         seconds.append(time.perf_counter() - start_s)
-    return seconds
+    return {"seconds": seconds, "sum": tensor[-1].item(), "local_rank": ctx.local_rank}
+
+
+def allreduce_seconds(payload: dict, ctx) -> list[float]:
+    """Only the seconds of timed_allreduce."""
+    return timed_allreduce(payload, ctx)["seconds"]
 
 
 if __name__ == "__main__":

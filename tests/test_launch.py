@@ -1,0 +1,239 @@
+"""realrun.launch: argument checks and blame rules (fast), real 2-rank gloo worlds (slow).
+
+    python -m pytest tests/test_launch.py -q            # all
+    python -m pytest tests/test_launch.py -q -m "not slow"
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from realrun import errors
+from realrun.errors import LaunchError
+from realrun.launch import RankContext, make_context, run_world
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = "tests._launch_targets"
+TAG_VAR = "REALRUN_TEST_TAG"  # children inherit it, so /proc tells which processes are ours
+
+
+# --- fast: no processes ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"world_size": 0}, "world_size=0: must be an int >= 1"),
+    ({"backend": "mpi"}, "backend='mpi': expected one of gloo, nccl"),
+    ({"threads_per_rank": 0}, "threads_per_rank=0"),
+    ({"timeout_s": -1.0}, "timeout_s=-1.0"),
+    ({"emulate_hosts": 3}, "emulate_hosts=3: must equal world_size=2"),
+    ({"link_gbit": 1.0}, "link_gbit=1.0: shapes emulated hosts"),
+    ({"emulate_hosts": 2, "link_gbit": 0.0}, "link_gbit=0.0: must be a rate"),
+])
+def test_bad_arguments_name_the_value(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment.replace("(", r"\(")) as info:
+        run_world(f"{TARGETS}:allreduce_rank", {}, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("target, fragment", [
+    ("no_colon", "expected 'package.module:function'"),
+    ("a.b:c:d", "expected 'package.module:function'"),
+    ("tests.no_such_module:fn", "cannot import tests.no_such_module"),
+    (f"{TARGETS}:no_such_fn", "has no function no_such_fn"),
+])
+def test_bad_target_names_it(target, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        run_world(target, {})
+
+
+def test_payload_must_be_json():
+    with pytest.raises(ValueError, match="payload must be JSON-able"):
+        run_world(f"{TARGETS}:allreduce_rank", {"n": object()})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this box has CUDA")
+def test_nccl_without_cuda_fails_before_spawning():
+    with pytest.raises(ValueError, match="backend nccl needs CUDA GPUs; none found"):
+        run_world(f"{TARGETS}:allreduce_rank", {}, backend="nccl")
+
+
+def test_torchrun_world_mismatch_names_both_sizes(monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    with pytest.raises(LaunchError, match="torchrun started 4 ranks but world_size=2"):
+        run_world(f"{TARGETS}:allreduce_rank", {}, world_size=2)
+    with pytest.raises(ValueError, match="emulate_hosts=4: needs self-spawn mode"):
+        run_world(f"{TARGETS}:allreduce_rank", {}, world_size=4, emulate_hosts=4)
+
+
+def test_gloo_context_is_cpu_and_synchronize_is_a_no_op():
+    ctx = make_context(rank=1, world_size=2, local_rank=1, backend="gloo")
+    assert ctx == RankContext(1, 2, 1, "gloo", torch.device("cpu"))
+    ctx.synchronize()
+
+
+def _error_file(workdir: Path, rank: int, time_s: float, message: str, timeout: bool) -> None:
+    record = {"message": message, "time": time_s, "timeout": timeout}
+    errors.error_path(workdir, rank).write_text(json.dumps(record))
+
+
+def test_blame_a_silent_death_before_the_peer_error_it_caused(tmp_path):
+    # Rank 1 exited 3. Its sockets closed before the parent could see the exit, so rank 0's
+    # error (9.99) is dated before rank 1 was last seen alive (10.0); rank 1 is still the cause.
+    _error_file(tmp_path, 0, 9.99, "RuntimeError: Connection closed by peer [10.0.0.2]:1", False)
+    e = errors._blame([1, 3], [10.05, 10.0], tmp_path, timeout_s=5)
+    assert str(e).startswith("rank 1 failed: exited with code 3 without a Python error")
+
+
+def test_blame_the_earliest_own_error_not_follow_on_errors(tmp_path):
+    _error_file(tmp_path, 0, 10.2, "ValueError: also bad", False)
+    _error_file(tmp_path, 1, 10.0, "RuntimeError: Connection reset by peer", False)
+    _error_file(tmp_path, 2, 10.1, "ValueError: boom", False)
+    e = errors._blame([1, 1, 1], [10.3, 10.3, 10.3], tmp_path, timeout_s=5)
+    assert (str(e), e.rank) == ("rank 2 failed: ValueError: boom", 2)
+
+
+def test_blame_the_rank_still_running_when_a_peer_timed_out(tmp_path):
+    _error_file(tmp_path, 0, 15.0, "RuntimeError: Timed out waiting 5000ms for recv", True)
+    e = errors._blame([1, None, None], [15.0, 16.0, 16.0], tmp_path, timeout_s=5)
+    assert str(e) == ("rank 1 failed: stuck, no reply within timeout_s=5 s (rank 0 gave up "
+                      "waiting: RuntimeError: Timed out waiting 5000ms for recv) "
+                      "(also still running: ranks 2)")
+    # NCCL's watchdog aborts the waiting rank instead of raising: same verdict.
+    errors.error_path(tmp_path, 0).unlink()
+    e = errors._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
+    assert str(e) == ("rank 1 failed: stuck, no reply within timeout_s=5 s (rank 0 gave up "
+                      "waiting: killed by SIGABRT)")
+
+
+def test_blame_a_signal_and_a_straggler(tmp_path):
+    assert str(errors._blame([-9, 1], [3.0, 4.0], tmp_path, 5)) == (
+        "rank 0 failed: killed by SIGKILL")
+    # Rank 0 left without a value (os._exit(0)) while rank 1 kept running.
+    assert str(errors._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
+        "rank 0 failed: exited with code 0 before returning a value (os._exit(0) in the target?)")
+    errors.result_path(tmp_path, 0).write_text("1")
+    assert str(errors._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
+        "rank 1 failed: stuck, still running 5 s after rank 0 finished")
+
+
+def test_is_timeout_and_one_line():
+    assert errors.is_timeout(RuntimeError("[x.cc:78] Timed out waiting 5000ms for recv"))
+    assert errors.is_timeout(RuntimeError("Watchdog caught collective operation timeout: ..."))
+    assert not errors.is_timeout(ValueError("timeout_s=-1 is not a timeout"))
+    assert errors.describe_exception(ValueError("a\n  b")) == "ValueError: a b"
+    gloo = RuntimeError("[/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read "
+                        "error [127.0.0.1]:40836: Connection reset by peer.")
+    assert errors.describe_exception(gloo) == (
+        "RuntimeError: Read error [127.0.0.1]:40836: Connection reset by peer.")
+
+
+# --- slow: real gloo worlds on this host -----------------------------------------------------
+
+@pytest.fixture
+def tag(monkeypatch) -> str:
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG_VAR, value)
+    return value
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Processes whose environment carries this test's tag (ranks and any launcher we started)."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+        if needle in environ.split(b"\0"):
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.slow
+def test_two_ranks_all_reduce_in_rank_order(tag):
+    values = run_world(f"{TARGETS}:allreduce_rank", {"n": 3}, world_size=2, threads_per_rank=2,
+                       timeout_s=30)
+    assert [v["rank"] for v in values] == [0, 1]
+    assert [v["sum"] for v in values] == [[3.0, 3.0, 3.0]] * 2  # (0 + 1) + (1 + 1)
+    assert [v["threads"] for v in values] == [2, 2]
+    assert [v["local_rank"] for v in values] == [0, 1]
+    assert len({v["pid"] for v in values} | {os.getpid()}) == 3
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, expected", [
+    ("raise_on_rank", "rank 1 failed: ValueError: boom on rank 1"),
+    ("exit_on_rank", "rank 1 failed: exited with code 3 without a Python error"),
+])
+def test_failing_rank_is_named(tag, target, expected):
+    with pytest.raises(LaunchError) as info:
+        run_world(f"{TARGETS}:{target}", {"rank": 1}, world_size=2, timeout_s=20)
+    assert str(info.value).startswith(expected)
+    assert "\n" not in str(info.value)
+    assert info.value.rank == 1
+    if target == "raise_on_rank":  # the full traceback travels along for --verbose output
+        assert "in raise_on_rank" in info.value.traceback
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+def test_hanging_rank_is_named_within_bounded_time(tag):
+    timeout_s = 5.0
+    start_s = time.monotonic()
+    with pytest.raises(LaunchError, match=r"^rank 1 failed: stuck, no reply within timeout_s=5 s"):
+        run_world(f"{TARGETS}:hang_on_rank", {"rank": 1}, world_size=2, timeout_s=timeout_s)
+    # ~3 s to start two torch processes, 5 s gloo timeout, 1 s grace: 3x timeout is generous.
+    assert time.monotonic() - start_s < 3 * timeout_s + 10
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+def test_torchrun_mode_gathers_on_rank_0(tag):
+    # torchrun sets RANK/WORLD_SIZE/MASTER_ADDR; run_world then must not spawn but gather.
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            "2", "-m", TARGETS]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    values = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(v["rank"], v["sum"]) for v in values] == [(0, [3.0] * 3), (1, [3.0] * 3)]
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_the_launcher_ends_its_ranks(tag, signum):
+    code = (f"from realrun.launch import run_world\n"
+            f"run_world('{TARGETS}:hang_on_rank', {{'rank': 0}}, world_size=2, timeout_s=600)")
+    launcher = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
+                                env={**os.environ, "PYTHONPATH": str(REPO)},
+                                stderr=subprocess.DEVNULL)
+    try:
+        deadline_s = time.monotonic() + 60
+        while len(tagged_pids(tag)) < 3 and time.monotonic() < deadline_s:
+            time.sleep(0.1)  # launcher + 2 ranks; signal as soon as the ranks exist
+        assert len(tagged_pids(tag)) == 3
+        launcher.send_signal(signum)
+        launcher.wait(timeout=30)
+        deadline_s = time.monotonic() + 10
+        while tagged_pids(tag) and time.monotonic() < deadline_s:
+            time.sleep(0.1)
+        assert tagged_pids(tag) == []
+    finally:
+        launcher.kill()
+        for pid in tagged_pids(tag):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,137 @@
+"""realrun.netns: the emulated cluster (namespaces, bridge, tbf) and run_world on top of it.
+
+    python -m pytest tests/test_netns.py -q
+
+Needs root and iproute2; otherwise the namespace tests skip with the reason.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+
+import pytest
+
+from realrun import netns
+from realrun.errors import LaunchError, NetnsUnavailable
+from realrun.launch import run_world
+
+TARGETS = "tests._launch_targets"
+MIB = 1 << 20
+
+
+def our_namespaces() -> list[str]:
+    """Namespaces made by this test process (other runs on the box have other pids)."""
+    prefix = f"{netns.PREFIX}-{os.getpid()}-"
+    return [name for name in netns._list_namespaces() if name.startswith(prefix)]
+
+
+@pytest.fixture
+def need_netns():
+    try:
+        netns.check_available()
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
+    yield
+    assert our_namespaces() == []
+
+
+# --- fast ------------------------------------------------------------------------------------
+
+def test_tbf_arguments():
+    # 1 gbit: 1 ms of traffic is 125 000 B, below the two-GSO-packet floor of 131 072 B.
+    assert netns.tbf_args(1.0) == ["tbf", "rate", "1000mbit", "burst", "131072",
+                                   "latency", "20ms"]
+    # 10 gbit: 1 ms of traffic is 1.25 MB.
+    assert netns.tbf_args(10.0)[3:5] == ["burst", "1250000"]
+    with pytest.raises(ValueError, match="link_gbit=0: must be a rate"):
+        netns.tbf_args(0)
+
+
+def test_bad_host_count():
+    with pytest.raises(ValueError, match="n_hosts=0: must be an int from 1 to 250"):
+        with netns.emulated_cluster(0):
+            pass
+
+
+# --- namespaces (root) -----------------------------------------------------------------------
+
+def _run_in(cluster: netns.Cluster, host: int, argv: list[str]) -> str:
+    done = subprocess.run(cluster.exec_argv(host, argv), capture_output=True, text=True,
+                          check=True)
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_cluster_layout_and_teardown(need_netns):
+    try:
+        with netns.emulated_cluster(3, link_gbit=2.0) as cluster:
+            names = [h.netns for h in cluster.hosts] + [cluster.hub_netns]
+            assert sorted(our_namespaces()) == sorted(names)
+            ips = [h.ip for h in cluster.hosts]
+            assert len({ip.rsplit(".", 1)[0] for ip in ips}) == 1  # one /24
+            assert [ip.rsplit(".", 1)[1] for ip in ips] == ["1", "2", "3"]
+            assert f"{ips[1]}/24" in _run_in(cluster, 1, ["ip", "-br", "addr", "show", "veth1"])
+            assert "UNKNOWN" in _run_in(cluster, 1, ["ip", "-br", "link", "show", "lo"])  # up
+            qdisc = _run_in(cluster, 2, ["tc", "qdisc", "show", "dev", "veth2"])
+            assert "tbf" in qdisc and "rate 2Gbit" in qdisc
+            assert 0 < cluster.free_port(0) < 65536
+            assert cluster.env(1)["GLOO_SOCKET_IFNAME"] == "veth1"
+            raise KeyError("leave the block with an error")
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
+    except KeyError:
+        pass
+    assert our_namespaces() == []
+
+
+@pytest.mark.slow
+def test_stale_namespaces_of_dead_pids_are_removed(need_netns):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{netns.PREFIX}-{dead.pid}-abcdef-h0"
+    if subprocess.run(["ip", "netns", "add", stale], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a network namespace here")
+    try:
+        assert stale in netns.remove_stale_namespaces()
+        assert stale not in netns._list_namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
+
+
+def _busbw_gbit(n_bytes: int, values: list[dict]) -> float:
+    """nccl-tests' busbw for a 2-rank all-reduce (factor 2(p-1)/p = 1), from the median step,
+    where a step lasts as long as its slowest rank."""
+    step_s = statistics.median(max(steps) for steps in zip(*(v["seconds"] for v in values)))
+    return n_bytes / step_s * 8 / 1e9
+
+
+@pytest.mark.slow
+def test_two_hosts_at_1_gbit(need_netns):
+    """Correct sums across namespaces, and 64 MiB all-reduces that run near 1 gbit/s."""
+    payload = {"n_bytes": 64 * MIB, "repeats": 3}
+    try:
+        shaped = run_world(f"{TARGETS}:timed_allreduce", payload, world_size=2,
+                           emulate_hosts=2, link_gbit=1.0, timeout_s=60)
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
+    assert [(v["sum"], v["local_rank"]) for v in shaped] == [(3.0, 0), (3.0, 0)]  # 1 + 2
+    loopback = run_world(f"{TARGETS}:timed_allreduce", payload, world_size=2, timeout_s=60)
+    shaped_gbit = _busbw_gbit(64 * MIB, shaped)
+    loopback_gbit = _busbw_gbit(64 * MIB, loopback)
+    print(f"64 MiB all-reduce busbw: tbf 1 gbit {shaped_gbit:.2f}, "
+          f"loopback {loopback_gbit:.2f} gbit/s")
+    # Generous: the shaped link can't beat its rate by half, nor fall below half of it, and
+    # loopback (2.3 to 8.5 gbit/s seen on a busy 2-core box) must be clearly faster.
+    assert 0.5 < shaped_gbit < 1.5
+    assert loopback_gbit > 1.5 * shaped_gbit
+
+
+@pytest.mark.slow
+def test_failing_rank_on_emulated_hosts_still_tears_down(need_netns):
+    try:
+        with pytest.raises(LaunchError, match="^rank 0 failed: ValueError: boom on rank 0$"):
+            run_world(f"{TARGETS}:raise_on_rank", {"rank": 0}, world_size=2, emulate_hosts=2,
+                      link_gbit=1.0, timeout_s=20)
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
