@@ -52,7 +52,8 @@ def results_to_json(results: list[Result], **extra: Any) -> dict:
 
 def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
     body = _body(data, PROFILE_FORMAT, where)
-    extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order"})
+    # "measured": free-form notes on how a profile was measured (realrun profile writes it)
+    extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order", "measured"})
     if extra:
         raise InputError(f"{where}: unknown profile field(s) {', '.join(extra)}")
     return _build(where, lambda: ModelProfile(
