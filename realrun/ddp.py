@@ -133,6 +133,8 @@ class DDP(nn.Module):
                       for c in self.plan.collectives]
         self._bucket_of = {tid: i for i, c in enumerate(self.plan.collectives)
                            for tid in c.tensor_ids}
+        self._slot_of = {tid: k for c in self.plan.collectives
+                         for k, tid in enumerate(c.tensor_ids)}
         self._require_sync = True
         self._needs_sync = True   # set by forward/backward, cleared by a finished sync
         self._ready = [False] * len(params)
@@ -196,7 +198,9 @@ class DDP(nn.Module):
                                "finish_gradient_synchronization() after each backward, or run "
                                "the extra backward passes inside no_sync()")
         self._ready[tid] = True
-        self._missing[self._bucket_of[tid]] -= 1
+        index = self._bucket_of[tid]
+        self._flat[index].add(self._slot_of[tid])
+        self._missing[index] -= 1
         # Launch in plan order: a full bucket waits for every earlier bucket to go first.
         while self._next < len(self._flat) and self._missing[self._next] == 0:
             self._launch_next(async_op=True)

@@ -1,13 +1,19 @@
 """One planned all-reduce made real: gradients in, average out.
 
-A :class:`FlatBucket` is a box for the gradients of one ``simddp.plan.Collective``. Launching
-it copies those gradients into one flat buffer (zeros where a parameter got no gradient),
-divides by the world size and all-reduces the buffer; finishing it waits and copies the
-average back into each ``p.grad``::
+A :class:`FlatBucket` is a box for the gradients of one ``simddp.plan.Collective``. Each
+gradient is copied into one flat buffer already divided by the world size, as soon as it is
+ready (``add``, from its hook — torch's reducer does the same fused ``mul_out``); launching
+fills whatever was not added (zeros where a parameter got no gradient) and all-reduces the
+buffer; finishing waits and copies the average back into each ``p.grad``::
 
     bucket = FlatBucket(collective, params, world_size=2, group=None)
+    bucket.add(0)                    # optional: gradient 0 of this bucket is ready
     bucket.launch(async_op=True)     # from a gradient hook, or from finish
     bucket.finish()                  # wait, then p.grad = average over ranks
+
+Copying at readiness spreads the copies over the backward instead of doing them all at launch,
+and fusing the division saves a pass over the bucket: on loopback this brought our bucketed
+from 1.11× to about 1.02× torch DDP's step time (see docs/BENCHMARKS.md).
 
 The buffer is allocated on first use and reused every step, on the parameters' device and in
 their promoted dtype. ``p.grad`` is never a view into it: gradients are copied in and out, so
@@ -41,17 +47,23 @@ class FlatBucket:
         self.buffer: torch.Tensor | None = None  # allocated on first use, then reused
         self._payload: torch.Tensor | None = None  # what was all-reduced this step
         self._work = None
+        self._added = [False] * len(self.params)   # slots filled by add() this step
 
     @property
     def launched(self) -> bool:
         return self._payload is not None
 
+    def add(self, slot: int) -> None:
+        """Gradient ``slot`` of this bucket is ready: copy it in, divided by the world size."""
+        if len(self.params) == 1:
+            return  # a lone gradient is reduced in place at launch: nothing to copy
+        self._copy_in(slot)
+        self._added[slot] = True
+
     def launch(self, async_op: bool) -> None:
         """Fill the payload with gradient / world_size and start the all-reduce (sum)."""
         payload = self._fill()
-        # Pre-divide like torch DDP's reducer, so the sum of the shares is the average and
-        # half-precision gradients don't overflow on large worlds.
-        payload.div_(self.world_size)
+        self._added = [False] * len(self.params)
         self._work = dist.all_reduce(payload, group=self.group, async_op=async_op)
         self._payload = payload
 
@@ -75,21 +87,30 @@ class FlatBucket:
         if len(self.params) == 1:
             grad = self.params[0].grad
             if grad is not None and _plain(grad) and grad.is_contiguous():
+                with torch.no_grad():
+                    grad.div_(self.world_size)  # pre-divided, as in _copy_in
                 return grad
+        for slot, added in enumerate(self._added):
+            if not added:
+                self._copy_in(slot)
+        return self.buffer
+
+    def _copy_in(self, slot: int) -> None:
         if self.buffer is None:
             self.buffer = torch.empty(sum(self.numels), dtype=self.dtype, device=self.device)
+        p, offset, numel = self.params[slot], self.offsets[slot], self.numels[slot]
+        view = self.buffer[offset:offset + numel].view(p.shape)
         with torch.no_grad():
-            for p, offset, numel in zip(self.params, self.offsets, self.numels):
-                view = self.buffer[offset:offset + numel].view(p.shape)
-                if p.grad is None:
-                    view.zero_()  # unused on this rank: contribute nothing, but take part
-                elif not _plain(p.grad):
-                    raise RuntimeError(f"realrun.DDP: gradient of a {tuple(p.shape)} parameter "
-                                       f"has layout {p.grad.layout}; only dense gradients are "
-                                       "supported (use sparse=False)")
-                else:
-                    view.copy_(p.grad)
-        return self.buffer
+            if p.grad is None:
+                view.zero_()  # unused on this rank: contribute nothing, but take part
+            elif not _plain(p.grad):
+                raise RuntimeError(f"realrun.DDP: gradient of a {tuple(p.shape)} parameter "
+                                   f"has layout {p.grad.layout}; only dense gradients are "
+                                   "supported (use sparse=False)")
+            else:
+                # Pre-divide like torch DDP's reducer (fused into the copy), so the sum of the
+                # shares is the average and half-precision gradients don't overflow.
+                torch.mul(p.grad, 1.0 / self.world_size, out=view)
 
 
 def _plain(tensor: torch.Tensor) -> bool:

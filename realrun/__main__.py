@@ -1,0 +1,3 @@
+from realrun.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,219 @@
+"""Measure step time per gradient-sync strategy on real ranks, side by side in one run.
+
+    python -m realrun bench                                      # mlp-8x1024, 2 ranks, ~1 min
+    python -m realrun bench --model transformer-small --layers 2 --d-model 256 --d-ff 1024 \\
+        --heads 4 --vocab 2048 --batch 4 --seq 32 --strategies bucketed,ddp --bucket-mb 25
+    python -m realrun bench --emulate-hosts 2 --link-gbit 1      # each rank its own 1 Gbit/s host
+    python -m realrun bench --format json                        # {"rows": [...]} only, on stdout
+    python -m realrun bench --trace traces/ --scaling            # Chrome traces; vs one process
+    torchrun --nproc-per-node 2 -m realrun bench                 # ranks started by torchrun
+
+Configurations: ``compute-only`` (no communication: the compute baseline) always runs first;
+naive, flat and overlap run once; bucketed and ddp once per --bucket-mb. ``ddp`` is torch's
+DistributedDataParallel(model, bucket_cap_mb=X); the others are realrun.ddp.DDP. Every
+configuration trains the same model (same seed) on the same batch; after --warmup untimed
+steps each, the timed steps run round-robin in chunks of --chunk steps so drift on a shared
+box hits all alike. A step's time is the max over ranks; median, p5 and p95 are over steps.
+
+Writes OUT/bench.json (simddp results, source "measured") and OUT/bench.csv, only if every
+rank succeeded. Bad arguments: one line, exit 2. A rank failure: one line naming it, exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+
+from realrun.commands.common import add_model_args, require_int, require_seconds, resolve_spec
+from simddp.commands.common import parse_names, parse_positive_floats
+from simddp.errors import InputError
+from simddp.io import results_to_json, save_json, write_atomic
+
+HELP = "measure step time per strategy and bucket size on real ranks (gloo or nccl)"
+BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
+PER_BUCKET = ("bucketed", "ddp")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    g = p.add_argument_group("what to compare")
+    g.add_argument("--strategies", default=",".join(BENCH_STRATEGIES),
+                   help="comma list of naive, flat, overlap, bucketed, ddp (torch's "
+                        "DistributedDataParallel), or all (default %(default)s)")
+    g.add_argument("--bucket-mb", default="1,10,100",
+                   help="bucket caps in MiB for bucketed and ddp (default %(default)s)")
+    g.add_argument("--steps", type=int, default=30, help="timed steps per config (default %(default)s)")
+    g.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps per config first; >= 1, and >= 2 with ddp: torch DDP "
+                        "rebuilds its buckets in the forward of its second step "
+                        "(default %(default)s)")
+    g.add_argument("--chunk", type=int, default=5,
+                   help="timed steps per config per round-robin turn (default %(default)s)")
+    g.add_argument("--scaling", action="store_true",
+                   help="also time compute-only in ONE process and report samples/s and "
+                        "efficiency = (N-rank samples/s) / (N x single samples/s)")
+    w = p.add_argument_group("world")
+    w.add_argument("--world-size", type=int, default=None,
+                   help="ranks (default 2; under torchrun, its WORLD_SIZE)")
+    w.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
+                   help="gloo (CPU) or nccl (one GPU per rank) (default %(default)s)")
+    w.add_argument("--emulate-hosts", type=int, default=None,
+                   help="run each rank in its own network namespace (root; = --world-size)")
+    w.add_argument("--link-gbit", type=float, default=None,
+                   help="shape each emulated host's link to this many Gbit/s (tbf)")
+    w.add_argument("--timeout-s", type=float, default=60.0,
+                   help="seconds any collective may wait before the run fails (default %(default)s)")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default="out/bench", help="folder for bench.json and bench.csv "
+                                                      "(default %(default)s)")
+    o.add_argument("--format", default="table", choices=("table", "json"),
+                   help='stdout: a table, or only {"rows": [...]} as JSON (default %(default)s)')
+    o.add_argument("--trace", metavar="DIR", default=None,
+                   help="after timing, run --trace-steps more steps per config under "
+                        "torch.profiler; write DIR/<config>.rank<r>.json (Chrome/Perfetto)")
+    o.add_argument("--trace-steps", type=int, default=3, help="steps per trace (default %(default)s)")
+
+
+def build_configs(strategies: list[str], buckets_mb: list[float]) -> list[dict]:
+    """compute-only first; bucket-less strategies once; bucketed/ddp once per cap."""
+    configs = [{"strategy": "compute-only", "bucket_mb": None}]
+    for name in strategies:
+        if name in PER_BUCKET:
+            configs += [{"strategy": name, "bucket_mb": mb} for mb in buckets_mb]
+        else:
+            configs.append({"strategy": name, "bucket_mb": None})
+    return configs
+
+
+def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
+    under_torchrun = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
+    if args.world_size is None:
+        args.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun else 2
+    for flag in ("steps", "warmup", "chunk", "world_size", "trace_steps"):
+        require_int("--" + flag.replace("_", "-"), getattr(args, flag))
+    require_seconds("--timeout-s", args.timeout_s)
+    if "ddp" in strategies and args.warmup < 2:
+        raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
+                         "forward of its second step; use --warmup >= 2")
+    if args.emulate_hosts is not None and args.emulate_hosts != args.world_size:
+        raise InputError(f"--emulate-hosts {args.emulate_hosts}: must equal --world-size "
+                         f"{args.world_size} (one rank per emulated host)")
+    if args.link_gbit is not None:
+        if args.emulate_hosts is None:
+            raise InputError(f"--link-gbit {args.link_gbit:g}: shapes emulated hosts; "
+                             "add --emulate-hosts N")
+        if not args.link_gbit > 0:
+            raise InputError(f"--link-gbit must be a rate in Gbit/s > 0, got {args.link_gbit!r}")
+    if under_torchrun and (args.scaling or args.emulate_hosts is not None):
+        raise InputError("--scaling and --emulate-hosts start their own ranks; run them "
+                         "without torchrun")
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = resolve_spec(args)
+    strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
+    buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
+    check_args(args, strategies)
+    import realrun.bench as bench  # torch is imported here, after the cheap checks
+
+    payload = {"spec": _spec_dict(spec), "configs": build_configs(strategies, buckets_mb),
+               "batch": args.batch, "seq": args.seq, "steps": args.steps, "warmup": args.warmup,
+               "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
+               "trace_dir": None, "trace_steps": args.trace_steps,
+               "progress": sys.stderr.isatty()}
+    world = dict(backend=args.backend, threads=args.threads, timeout_s=args.timeout_s)
+    try:
+        out = bench.run_bench(payload, world_size=args.world_size, emulate_hosts=args.emulate_hosts,
+                              link_gbit=args.link_gbit, trace_dir=args.trace, **world)
+        if out is None:
+            return 0  # a torchrun rank other than 0: rank 0 reports
+        single = None
+        if args.scaling:
+            solo = {**payload, "configs": payload["configs"][:1]}
+            single = bench.run_bench(solo, world_size=1, **world)[1][0]
+    except ValueError as e:  # run_world's checks of its arguments
+        raise InputError(str(e)) from None
+    results, stats = out
+    scaling = _scaling(stats, single, args.world_size, args.batch) if single else None
+    _write_files(args, results, stats, scaling)
+    if args.format == "json":
+        rows = [{"strategy": s["strategy"], "bucket_mb": s["bucket_mb"],
+                 "median_ms": s["median_s"] * 1e3, "p95_ms": s["p95_s"] * 1e3,
+                 "steps": s["n"]} for s in stats]
+        print(json.dumps({"rows": rows}))
+    else:
+        print(format_table(args, results, stats, scaling))
+    return 0
+
+
+def _spec_dict(spec) -> dict:
+    return {f: getattr(spec, f) for f in ("kind", "layers", "d_model", "d_ff", "heads",
+                                          "vocab", "name")}
+
+
+def _scaling(stats: list[dict], single: dict, world_size: int, batch: int) -> list[dict]:
+    """samples/s per config, and efficiency against N copies of one process alone."""
+    single_sps = batch / single["median_s"]
+    return [{"strategy": s["strategy"], "bucket_mb": s["bucket_mb"], "ranks": world_size,
+             "samples_per_s": world_size * batch / s["median_s"],
+             "efficiency": (world_size * batch / s["median_s"]) / (world_size * single_sps)}
+            for s in stats] + [{"strategy": "single-process", "bucket_mb": None, "ranks": 1,
+                                "samples_per_s": single_sps, "efficiency": 1.0}]
+
+
+def _write_files(args, results, stats, scaling) -> None:
+    meta = {"model": results[0].model, "batch": args.batch, "seq": args.seq,
+            "optimizer": args.optimizer, "world_size": args.world_size, "backend": args.backend,
+            "threads": args.threads, "link": results[0].link, "steps": args.steps,
+            "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed}
+    data = results_to_json(results, bench=meta,
+                           steps_s={s["label"]: s["steps_s"] for s in stats},
+                           scaling=scaling)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["model", "link", "world_size", "strategy", "bucket_mb", "collectives",
+                     "median_ms", "p5_ms", "p95_ms", "steps", "exposed_comm_ms", "compute_ms"])
+    for r in results:
+        writer.writerow([r.model, r.link, r.world_size, r.strategy,
+                         "" if r.bucket_mb is None else f"{r.bucket_mb:g}", r.collectives,
+                         f"{r.step_s * 1e3:.3f}", f"{r.step_p5_s * 1e3:.3f}",
+                         f"{r.step_p95_s * 1e3:.3f}", r.samples,
+                         f"{r.exposed_comm_s * 1e3:.3f}", f"{r.compute_s * 1e3:.3f}"])
+    save_json(os.path.join(args.out, "bench.json"), data)
+    write_atomic(os.path.join(args.out, "bench.csv"), text.getvalue())
+
+
+def format_table(args, results, stats, scaling) -> str:
+    """nccl-tests style: '#' header lines, then one aligned row per configuration."""
+    r0 = results[0]
+    ddp_ms = {s["bucket_mb"]: s["median_s"] for s in stats if s["strategy"] == "ddp"}
+    lines = [f"# realrun bench: {r0.model}, batch {args.batch} x seq {args.seq} per rank, "
+             f"{args.optimizer}; {r0.world_size} ranks, {args.backend}, {r0.link}, "
+             f"{args.threads} thread(s)/rank",
+             f"# {args.steps} timed steps per config after {args.warmup} warm-up, round-robin "
+             f"in chunks of {args.chunk}; step = max over ranks; exposed = median - compute-only",
+             f"# {'strategy':<13}{'bucket_MB':>10}{'colls':>7}{'median_ms':>11}{'p5_ms':>9}"
+             f"{'p95_ms':>9}{'exposed_ms':>12}{'vs_ddp':>8}"]
+    for r in results:
+        ratio = "-"
+        if r.strategy in PER_BUCKET and r.bucket_mb in ddp_ms:
+            ratio = f"{r.step_s / ddp_ms[r.bucket_mb]:.3f}"
+        mb = "-" if r.bucket_mb is None else f"{r.bucket_mb:g}"
+        lines.append(f"  {r.strategy:<13}{mb:>10}{r.collectives:>7}{r.step_s * 1e3:>11.2f}"
+                     f"{r.step_p5_s * 1e3:>9.2f}{r.step_p95_s * 1e3:>9.2f}"
+                     f"{r.exposed_comm_s * 1e3:>12.2f}{ratio:>8}")
+    lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"
+                 + (f"; traces in {args.trace}" if args.trace else ""))
+    if scaling:
+        lines += ["#", f"# scaling vs one process alone (compute-only, 1 rank, {args.threads} "
+                  f"thread(s)): efficiency = N-rank samples/s / (N x single samples/s)",
+                  f"# {'strategy':<15}{'bucket_MB':>10}{'ranks':>7}{'samples_per_s':>15}"
+                  f"{'efficiency':>12}"]
+        for row in scaling:
+            mb = "-" if row["bucket_mb"] is None else f"{row['bucket_mb']:g}"
+            lines.append(f"  {row['strategy']:<15}{mb:>10}{row['ranks']:>7}"
+                         f"{row['samples_per_s']:>15.1f}{row['efficiency']:>12.3f}")
+    return "\n".join(lines)

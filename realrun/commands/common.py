@@ -1,0 +1,85 @@
+"""Flags that ``profile`` and ``bench`` share: which preset, shrunk how, at what batch.
+
+Shrink flags replace a preset's dims so it runs on a CPU, and name the result the way simddp
+does, so simulated and measured runs of the same model share a name::
+
+    --model transformer-small --layers 2 --d-model 384   ->  transformer-small[d_model=384,layers=2]
+
+Default model: mlp-8x1024 (eight bias-free 1024×1024 layers, 8 × 4 MiB of fp32 gradients) at
+batch 2 × seq 8 per rank — one rank's step is ~40 ms on one core of this kind of box, so a
+default ``python -m realrun bench`` (10 configurations × 35 steps, 2 ranks) takes 40-90 s
+depending on load, and bucket caps of 1, 10 and 100 MB give 8, 3 and 1 all-reduces.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from simddp.errors import InputError
+from simddp.models import ModelSpec, parse_model
+
+DEFAULT_MODEL = "mlp-8x1024"
+DEFAULT_BATCH, DEFAULT_SEQ = 2, 8
+# Which shrink flags change which family (the others have no such dim).
+SHRINK_FLAGS = ("layers", "d_model", "d_ff", "heads", "vocab")
+APPLIES = {"transformer": set(SHRINK_FLAGS), "mlp": {"layers", "d_model"},
+           "ffn": {"layers", "d_model", "d_ff"}}
+PRESETS_HELP = ("a preset: transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWIDTH, "
+                "ffn-LAYERSxDMODELxDFF")
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{PRESETS_HELP} (default %(default)s). Presets only: a profile "
+                        "FILE.json has sizes and times but no torch module to run")
+    g.add_argument("--layers", type=int, help="shrink: number of layers/blocks")
+    g.add_argument("--d-model", type=int, help="shrink: model width (all families)")
+    g.add_argument("--d-ff", type=int, help="shrink: FFN hidden width (transformer, ffn)")
+    g.add_argument("--heads", type=int, help="shrink: attention heads (transformer)")
+    g.add_argument("--vocab", type=int, help="shrink: vocabulary size (transformer)")
+    g.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                   help="samples per rank (default %(default)s)")
+    g.add_argument("--seq", type=int, default=DEFAULT_SEQ,
+                   help="tokens (transformer) or rows (mlp, ffn) per sample (default %(default)s)")
+    g.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"),
+                   help="optimizer whose step is run and timed (default %(default)s)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="intra-op threads per rank (torch.set_num_threads; default %(default)s)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="weights seed; rank r's batch uses seed + r (default %(default)s)")
+
+
+def resolve_spec(args: argparse.Namespace) -> ModelSpec:
+    """The preset named by --model with the shrink flags applied; InputError otherwise."""
+    if args.model.endswith(".json") or os.sep in args.model:
+        raise InputError(f"--model {args.model!r}: a profile file has no torch module to run; "
+                         f"choose {PRESETS_HELP}")
+    spec = parse_model(args.model)
+    dims = {}
+    for field in SHRINK_FLAGS:
+        value = getattr(args, field)
+        if value is None:
+            continue
+        flag = "--" + field.replace("_", "-")
+        require_int(flag, value)
+        if field not in APPLIES[spec.kind]:
+            accepted = ", ".join("--" + f.replace("_", "-") for f in SHRINK_FLAGS
+                                 if f in APPLIES[spec.kind])
+            raise InputError(f"{flag} does not apply to {args.model} ({spec.kind}); "
+                             f"its shrink flags are {accepted}")
+        dims[field] = value
+    for flag in ("batch", "seq", "threads"):
+        require_int(f"--{flag}", getattr(args, flag))
+    return spec.shrunk(**dims)
+
+
+def require_int(flag: str, value: int, minimum: int = 1) -> None:
+    if not isinstance(value, int) or value < minimum:
+        raise InputError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+
+
+def require_seconds(flag: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise InputError(f"{flag} must be a number of seconds > 0, got {value!r}")

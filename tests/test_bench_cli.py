@@ -1,0 +1,123 @@
+"""`python -m realrun bench`: argument checks, aggregation, failure handling, one real run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from argparse import Namespace
+
+import pytest
+
+import realrun.bench as bench
+from realrun.cli import main
+from realrun.commands.bench import build_configs, format_table
+from realrun.errors import LaunchError
+from simddp.io import load_results
+from simddp.models import parse_model
+
+TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategies", "naive,bogus"], "--strategies: unknown 'bogus'"),
+    (["--bucket-mb", "1,0"], "--bucket-mb: '0' must be a finite number > 0"),
+    (["--bucket-mb", "ten"], "--bucket-mb: 'ten' is not a number"),
+    (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
+    (["--warmup", "0"], "--warmup must be an integer >= 1, got 0"),
+    (["--warmup", "1"], "--warmup 1: torch ddp rebuilds its buckets in the forward of its"),
+    (["--world-size", "0"], "--world-size must be an integer >= 1, got 0"),
+    (["--link-gbit", "1"], "--link-gbit 1: shapes emulated hosts; add --emulate-hosts N"),
+    (["--emulate-hosts", "3"], "--emulate-hosts 3: must equal --world-size 2"),
+    (["--timeout-s", "-1"], "--timeout-s must be a number of seconds > 0"),
+    (["--d-ff", "8"], "--d-ff does not apply to mlp-2x64 (mlp)"),
+    (["--model", "out/profile.json"], "a profile file has no torch module to run"),
+    (["--backend", "mpi"], "invalid choice: 'mpi'"),
+    (["--steps", "three"], "invalid int value: 'three'"),
+])
+def test_bad_args_exit_2_with_one_line_and_no_files(argv, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _exit_code(["bench", *TINY, *argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1
+    assert captured.out == "" and not out.exists()
+
+
+def _exit_code(argv: list[str]) -> int:
+    """main's return value, or the code argparse exits with on a usage error."""
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+def test_rank_failure_exits_1_naming_the_rank_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    def fail(*args, **kwargs):
+        raise LaunchError("rank 1 failed: RuntimeError: boom")
+    monkeypatch.setattr(bench, "run_world", fail)
+    out, traces = tmp_path / "out", tmp_path / "traces"
+    assert main(["bench", *TINY, "--out", str(out), "--trace", str(traces)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "error: rank 1 failed: RuntimeError: boom\n" and captured.out == ""
+    assert not out.exists() and not traces.exists()
+
+
+def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies():
+    assert build_configs(["naive", "bucketed", "ddp"], [1.0, 10.0]) == [
+        {"strategy": "compute-only", "bucket_mb": None}, {"strategy": "naive", "bucket_mb": None},
+        {"strategy": "bucketed", "bucket_mb": 1.0}, {"strategy": "bucketed", "bucket_mb": 10.0},
+        {"strategy": "ddp", "bucket_mb": 1.0}, {"strategy": "ddp", "bucket_mb": 10.0}]
+    assert bench.label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
+
+
+def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
+    spec = parse_model("mlp-2x4")
+    payload = {"spec": {f: getattr(spec, f) for f in
+                        ("kind", "layers", "d_model", "d_ff", "heads", "vocab", "name")},
+               "configs": build_configs(["bucketed"], [1.0])}
+    ranks = [{"steps_s": [[0.010, 0.030, 0.020], [0.015, 0.040, 0.050]], "collectives": [0, 2]},
+             {"steps_s": [[0.020, 0.010, 0.020], [0.045, 0.030, 0.035]], "collectives": [0, 2]}]
+    results, stats = bench.summarize(ranks, payload, link="loopback")
+    assert stats[0]["steps_s"] == [0.020, 0.030, 0.020] and stats[0]["median_s"] == 0.020
+    assert stats[1]["steps_s"] == [0.045, 0.040, 0.050] and stats[1]["median_s"] == 0.045
+    compute, bucketed = results
+    assert (compute.strategy, compute.collectives, compute.exposed_comm_s) == ("compute-only", 0, 0)
+    assert bucketed.exposed_comm_s == pytest.approx(0.025)
+    assert (bucketed.source, bucketed.samples, bucketed.model, bucketed.world_size,
+            bucketed.collectives, bucketed.link) == ("measured", 3, "mlp-2x4", 2, 2, "loopback")
+    table = format_table(Namespace(batch=1, seq=2, optimizer="sgd", backend="gloo", threads=1,
+                                   steps=3, warmup=1, chunk=2, out="o", trace=None),
+                         results, stats, None)
+    assert "bucketed" in table and table.count("\n") == 5
+
+
+@pytest.mark.slow
+def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
+    out, traces = tmp_path / "out", tmp_path / "traces"
+    argv = [sys.executable, "-m", "realrun", "bench", *TINY, "--strategies", "naive,bucketed,ddp",
+            "--bucket-mb", "0.01", "--steps", "3", "--warmup", "2", "--chunk", "2",
+            "--format", "json", "--out", str(out), "--trace", str(traces), "--trace-steps", "1",
+            "--scaling", "--timeout-s", "30"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]           # stdout is exactly one JSON document
+    assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
+        ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("ddp", 0.01)]
+    assert all(set(r) == {"strategy", "bucket_mb", "median_ms", "p95_ms", "steps"} for r in rows)
+    assert all(r["steps"] == 3 and r["p95_ms"] >= r["median_ms"] > 0 for r in rows)
+
+    results = load_results(out / "bench.json")
+    assert {r.source for r in results} == {"measured"} and results[0].model == "mlp-2x64"
+    # 0.01 MiB caps hold one 16 KiB tensor each: two all-reduces for bucketed; torch DDP keeps
+    # its 1 MiB first bucket (simddp's ddp plan), which holds both tensors: one all-reduce
+    assert [r.collectives for r in results] == [0, 2, 2, 1]
+    assert (out / "bench.csv").read_text().count("\n") == 5
+    scaling = json.loads((out / "bench.json").read_text())["scaling"]
+    assert scaling[-1]["strategy"] == "single-process" and scaling[-1]["ranks"] == 1
+
+    names = sorted(p.name for p in traces.iterdir())
+    assert names == sorted(f"{c}.rank{r}.json" for r in (0, 1)
+                           for c in ("compute-only", "naive", "bucketed-0.01MB", "ddp-0.01MB"))
+    trace = (traces / "bucketed-0.01MB.rank0.json").read_text()
+    assert all(f'"{name}"' in trace for name in ("forward", "backward", "sync", "optimizer"))
