@@ -175,11 +175,17 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
     if rec.edge is not None:
         text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
                  f"extend --bucket-mb.")
+    if rec.strategy == "ddp":
+        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (see docs/CLI.md)
+        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, "
+                 f"{fmt_mb(rec.bucket_mb)}]) runs the ddp rows; a plain bucket_cap_mb="
+                 f"{fmt_mb(rec.bucket_mb)} also makes the first bucket that size (the bucketed rows).")
     f = rec.fastest
     if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
         return text
     if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
-        text += "\nThat is also the fastest configuration overall"
+        text += (f"\nThe recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
+                 "fastest configuration overall")
     else:
         where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
         text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
