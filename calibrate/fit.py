@@ -1,0 +1,230 @@
+"""Fit the ring law ``t(n) = α + 2(p−1)/p · n / busbw`` to measured all-reduce times.
+
+Pure numpy/scipy, no torch, so tests run in milliseconds::
+
+    fit = fit_alpha_beta(sizes_bytes, times_s, world_size=2)       # relative residuals
+    fit.alpha_s, fit.busbw_gbps, fit.alpha_ci_s, fit.busbw_ci_gbps, fit.r2
+    pw = fit_piecewise(sizes_bytes, times_s, world_size=2)         # one breakpoint
+    pw.breakpoint_bytes, pw.lower.busbw_gbps, pw.upper.busbw_gbps
+    err = heldout_error(sizes_bytes, times_s, 2, every=3)          # fit 2/3, score the rest
+
+Why relative residuals: times span 3 decades (0.4 ms at 1 KiB to 90 ms at 64 MiB here), so
+plain least squares is decided by the biggest sizes alone and α comes out as noise, often
+negative. Dividing each residual by its measured time makes every size count the same.
+R² is computed on log10(time) for the same reason: the log-log plot is what users judge.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+from simddp.link import GB, Link, LinkPiece
+
+# Suggest --piecewise when the single line misses by more than this (rms of relative
+# residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.
+SUGGEST_PIECEWISE_RMS = 0.15
+MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
+# busbw's upper bound: 1e6 GB/s is 1000x NVLink. A flat (latency-bound) segment has no
+# measurable slope and ends up here; the report prints it as unresolved.
+MAX_BUSBW_GBPS = 1e6
+
+
+@dataclass(frozen=True)
+class AlphaBetaFit:
+    """One α–β line over ``[min_bytes, max_bytes]``; intervals are 95% (Student t)."""
+
+    alpha_s: float
+    busbw_gbps: float
+    alpha_ci_s: tuple[float, float]
+    busbw_ci_gbps: tuple[float, float]
+    r2: float
+    rms_rel_err: float
+    max_rel_err: float
+    min_bytes: int
+    max_bytes: int
+    n_points: int
+    world_size: int
+    weights: str
+
+    def predict_s(self, sizes_bytes) -> np.ndarray:
+        return predict_s(self.alpha_s, self.busbw_gbps, sizes_bytes, self.world_size)
+
+
+@dataclass(frozen=True)
+class PiecewiseFit:
+    """Two α–β lines: ``lower`` for sizes <= ``breakpoint_bytes``, ``upper`` above."""
+
+    breakpoint_bytes: int
+    lower: AlphaBetaFit
+    upper: AlphaBetaFit
+    r2: float
+    rms_rel_err: float
+    max_rel_err: float
+
+    def predict_s(self, sizes_bytes) -> np.ndarray:
+        sizes = np.asarray(sizes_bytes, dtype=float)
+        return np.where(sizes <= self.breakpoint_bytes, self.lower.predict_s(sizes),
+                        self.upper.predict_s(sizes))
+
+
+def bus_factor(world_size: int) -> float:
+    """Bytes each rank sends per byte reduced in a ring all-reduce: 2(p−1)/p (1.0 at p=2)."""
+    return 2 * (world_size - 1) / world_size
+
+
+def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int) -> np.ndarray:
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    return alpha_s + bus_factor(world_size) * sizes / (busbw_gbps * GB)
+
+
+def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
+                   weights: str | np.ndarray = "relative") -> AlphaBetaFit:
+    """Weighted least squares for α >= 0 and busbw > 0.
+
+    ``weights``: "relative" (residual / measured time, the default), "absolute" (plain
+    least squares, dominated by the largest sizes) or an array, one weight per point.
+    """
+    sizes, times = _check(sizes_bytes, times_s)
+    w = _weights(weights, times)
+    x = bus_factor(world_size) * sizes / GB  # GB moved per rank; its coefficient is 1/busbw
+    # Unknowns in µs and ns/byte-ish units (s/GB) so both are O(1)-O(1000) for the solver.
+    design = np.column_stack([np.full_like(x, 1e-6), x])
+    start, *_ = np.linalg.lstsq(design * w[:, None], times * w, rcond=None)
+    start = np.clip(start, [0.0, 2 / MAX_BUSBW_GBPS], None)
+    res = optimize.least_squares(lambda p: (design @ p - times) * w, start,
+                                 bounds=([0.0, 1 / MAX_BUSBW_GBPS], [np.inf, np.inf]),
+                                 x_scale="jac",
+                                 method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    alpha_us, inv_busbw = (float(v) for v in res.x)
+    dof = len(times) - 2
+    half = np.full(2, np.nan)
+    if dof > 0:
+        jac = res.jac
+        sigma2 = float(res.fun @ res.fun) / dof
+        try:
+            cov = np.linalg.inv(jac.T @ jac) * sigma2
+            half = float(stats.t.ppf(0.975, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        except np.linalg.LinAlgError:
+            pass
+    busbw = 1.0 / inv_busbw
+    lo_inv, hi_inv = inv_busbw - half[1], inv_busbw + half[1]
+    busbw_ci = (1.0 / hi_inv if np.isfinite(hi_inv) else np.nan,
+                1.0 / lo_inv if lo_inv > 0 else np.inf)
+    model = design @ res.x
+    return AlphaBetaFit(
+        alpha_s=alpha_us * 1e-6, busbw_gbps=float(busbw),
+        alpha_ci_s=(float(alpha_us - half[0]) * 1e-6, float(alpha_us + half[0]) * 1e-6),
+        busbw_ci_gbps=(float(busbw_ci[0]), float(busbw_ci[1])),
+        **_quality(times, model), min_bytes=int(sizes.min()), max_bytes=int(sizes.max()),
+        n_points=len(times), world_size=world_size,
+        weights=weights if isinstance(weights, str) else "custom")
+
+
+def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relative",
+                  min_points: int = MIN_POINTS) -> PiecewiseFit:
+    """Best single breakpoint: try every split leaving ``min_points`` on each side."""
+    sizes, times = _check(sizes_bytes, times_s)
+    order = np.argsort(sizes)
+    sizes, times = sizes[order], times[order]
+    if len(sizes) < 2 * min_points:
+        raise ValueError(f"a piecewise fit needs >= {2 * min_points} sizes, got {len(sizes)}")
+    best = None
+    for k in range(min_points, len(sizes) - min_points + 1):
+        lower = fit_alpha_beta(sizes[:k], times[:k], world_size, weights)
+        upper = fit_alpha_beta(sizes[k:], times[k:], world_size, weights)
+        model = np.concatenate([lower.predict_s(sizes[:k]), upper.predict_s(sizes[k:])])
+        cost = float(np.sum(((model - times) * _weights(weights, times)) ** 2))
+        if best is None or cost < best[0]:
+            best = (cost, k, lower, upper, model)
+    _, k, lower, upper, model = best
+    return PiecewiseFit(breakpoint_bytes=int(sizes[k - 1]), lower=lower, upper=upper,
+                        **_quality(times, model))
+
+
+def heldout_mask(n_sizes: int, every: int = 3) -> np.ndarray:
+    """True for held-out sizes: every ``every``-th from the second, never the two ends (so the
+    fit's range covers them). ``every`` = 0 holds nothing out.
+
+    >>> heldout_mask(8, 3).nonzero()[0].tolist()
+    [1, 4]
+    """
+    mask = np.zeros(n_sizes, dtype=bool)
+    if every and every > 1:
+        mask[1:n_sizes - 1:every] = True
+    return mask
+
+
+def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,
+                  piecewise: bool = False, weights: str = "relative") -> dict:
+    """Fit on the kept sizes, predict the held-out ones: relative errors there."""
+    sizes, times = _check(sizes_bytes, times_s)
+    mask = heldout_mask(len(sizes), every)
+    fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights)
+    rel = np.abs(fit.predict_s(sizes[mask]) - times[mask]) / times[mask]
+    return {"fit": fit, "mask": mask.tolist(), "heldout_bytes": sizes[mask].astype(int).tolist(),
+            "rel_err": rel.tolist(),
+            "median_rel_err": float(np.median(rel)) if rel.size else float("nan"),
+            "max_rel_err": float(rel.max()) if rel.size else float("nan")}
+
+
+def fit_any(sizes_bytes, times_s, world_size: int, piecewise: bool = False,
+            weights: str = "relative") -> AlphaBetaFit | PiecewiseFit:
+    if piecewise:
+        return fit_piecewise(sizes_bytes, times_s, world_size, weights)
+    return fit_alpha_beta(sizes_bytes, times_s, world_size, weights)
+
+
+def suggest_piecewise(fit: AlphaBetaFit) -> bool:
+    return fit.rms_rel_err > SUGGEST_PIECEWISE_RMS
+
+
+def to_link(fit: AlphaBetaFit | PiecewiseFit, name: str, world_size: int, backend: str,
+            compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
+            source: str = "") -> Link:
+    """The simddp Link; a piecewise fit keeps the upper (large-message) line as α/busbw."""
+    main = fit.upper if isinstance(fit, PiecewiseFit) else fit
+    pieces = ()
+    if isinstance(fit, PiecewiseFit):
+        pieces = (LinkPiece(float(fit.breakpoint_bytes), fit.lower.alpha_s, fit.lower.busbw_gbps),
+                  LinkPiece(None, fit.upper.alpha_s, fit.upper.busbw_gbps))
+    return Link(name=name, alpha_s=main.alpha_s, busbw_gbps=main.busbw_gbps,
+                world_size=world_size, backend=backend, pieces=pieces,
+                compute_slowdown=compute_slowdown, comm_slowdown=comm_slowdown, source=source)
+
+
+def _check(sizes_bytes, times_s) -> tuple[np.ndarray, np.ndarray]:
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    times = np.asarray(times_s, dtype=float)
+    if sizes.shape != times.shape or sizes.ndim != 1:
+        raise ValueError(f"sizes and times must be 1-D of equal length, got {sizes.shape} "
+                         f"and {times.shape}")
+    if len(sizes) < MIN_POINTS:
+        raise ValueError(f"a fit needs >= {MIN_POINTS} sizes, got {len(sizes)}")
+    if not (np.all(np.isfinite(times)) and np.all(times > 0) and np.all(sizes > 0)):
+        raise ValueError("sizes and times must be finite and > 0")
+    return sizes, times
+
+
+def _weights(weights, times: np.ndarray) -> np.ndarray:
+    if isinstance(weights, str):
+        if weights == "relative":
+            return 1.0 / times
+        if weights == "absolute":
+            return np.full_like(times, 1.0 / np.median(times))  # scale only, for the solver
+        raise ValueError(f"weights={weights!r}: expected 'relative', 'absolute' or an array")
+    w = np.asarray(weights, dtype=float)
+    if w.shape != times.shape or np.any(~np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite, >= 0, one per size")
+    return w
+
+
+def _quality(times: np.ndarray, model: np.ndarray) -> dict:
+    rel = (model - times) / times
+    log_t = np.log10(times)
+    ss_tot = float(np.sum((log_t - log_t.mean()) ** 2))
+    ss_res = float(np.sum((log_t - np.log10(np.maximum(model, 1e-30))) ** 2))
+    return {"r2": 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+            "rms_rel_err": float(np.sqrt(np.mean(rel ** 2))),
+            "max_rel_err": float(np.max(np.abs(rel)))}

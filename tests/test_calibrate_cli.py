@@ -1,0 +1,164 @@
+"""``python -m calibrate``: bad input is one line and exit 2, a failed rank one line and exit 1
+with nothing written, and small real runs (marked slow) write a link simddp can load.
+
+    python -m pytest tests/test_calibrate_cli.py -q              # all (~1 min here)
+    python -m pytest tests/test_calibrate_cli.py -q -m "not slow"  # bad input only, seconds
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from calibrate import cli
+from calibrate.bench import sweep_sizes
+from calibrate.contention import combine
+from realrun.errors import LaunchError
+from simddp.io import load_link
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Small and quick: 1 KiB..64 KiB is 7 sizes, 5 kept for the fit with every 3rd held out.
+SMALL = ["--min-bytes", "1K", "--max-bytes", "64K", "--warmup", "1", "--iters", "3"]
+
+
+def run_main(argv, capsys):
+    rc = cli.main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--min-bytes", "2M", "--max-bytes", "1M"], "--min-bytes 2097152 is larger"),
+    (["--min-bytes", "lots"], "--min-bytes: 'lots' is not a size"),
+    (["--factor", "1"], "--factor must be a number > 1"),
+    (["--factor", "0.5"], "--factor must be a number > 1"),
+    (["--factor", "x"], "--factor must be a number > 1"),
+    (["--backend", "mpi"], "argument --backend: invalid choice: 'mpi'"),
+    (["--dtype", "float8"], "argument --dtype: invalid choice"),
+    (["--world-sizes", "1"], "--world-sizes: '1' is not a comma list"),
+    (["--world-sizes", "2,x"], "--world-sizes: '2,x'"),
+    (["--world-sizes", "2,2"], "distinct"),
+    (["--world-size", "0"], "--world-sizes: '0'"),
+    (["--iters", "0"], "--iters must be an integer >= 1"),
+    (["--holdout-every", "1"], "--holdout-every must be 0"),
+    (["--link-gbit", "1"], "--link-gbit 1.0: needs --emulate-hosts"),
+    (["--emulate-hosts", "2", "--world-sizes", "2,4"], "the world size must be 2"),
+    (["--min-bytes", "1K", "--max-bytes", "4K"], "leave 2 to fit, need >= 3"),
+    (["--min-bytes", "1K", "--max-bytes", "64K", "--piecewise"], "leave 5 to fit, need >= 6"),
+])
+def test_bad_input_is_one_line_exit_2(argv, words, capsys, tmp_path):
+    rc, out, err = run_main(argv + ["--out", str(tmp_path / "o")], capsys)
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("calibrate: error: "), err
+    assert words in err
+    assert out == "" and not (tmp_path / "o").exists()
+
+
+def test_nccl_without_gpus(capsys, tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this box has CUDA GPUs")
+    rc, _, err = run_main(["--backend", "nccl", "--out", str(tmp_path)], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "--backend nccl needs CUDA GPUs" in err
+
+
+def test_unwritable_out_dir(capsys, tmp_path):
+    # Root ignores permission bits, so "unwritable" here is a path through a regular file.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc, _, err = run_main(["--out", str(blocker / "sub")], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "is not a directory" in err
+
+
+def test_failed_rank_exit_1_and_no_files(capsys, tmp_path, monkeypatch):
+    import realrun.launch
+
+    def fail(*args, **kwargs):
+        raise LaunchError("rank 1 failed: RuntimeError: boom")
+    monkeypatch.setattr(realrun.launch, "run_world", fail)
+    rc, out, err = run_main(SMALL + ["--out", str(tmp_path / "o")], capsys)
+    assert (rc, out) == (1, "")
+    assert err == "calibrate: rank 1 failed: RuntimeError: boom\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_parse_bytes_and_sizes():
+    assert [cli.parse_bytes("-b", t) for t in ("1024", "1K", "1KiB", "64M", "1.5k", "1G")] == [
+        1024, 1024, 1024, 64 * 2 ** 20, 1536, 2 ** 30]
+    assert sweep_sizes(1024, 64 * 2 ** 20, 2, 4)[-1] == 64 * 2 ** 20
+    assert len(sweep_sizes(1024, 64 * 2 ** 20, 2, 4)) == 17  # the default sweep
+    assert sweep_sizes(1, 16, 2, 4) == [4, 8, 16]  # rounded to whole float32 elements
+    assert sweep_sizes(1000, 5000, 1.5, 1) == [1000, 1500, 2250, 3375]
+
+
+def test_contention_clamps_below_one_and_says_so():
+    r = {"comm_alone_s": 0.02, "comm_together_s": 0.019, "compute_rate_alone_hz": 3000.0,
+         "compute_rate_together_hz": 1500.0, "chunks_together": 30}
+    c = combine([r, {**r, "compute_rate_together_hz": 2000.0}])
+    assert (c["compute_slowdown"], c["comm_slowdown"]) == (2.0, 1.0)  # max over ranks; clamp
+    assert c["clamped"] == ["comm_slowdown"]
+    assert "comm_slowdown measured 0.950 < 1.0 (noise), clamped to 1.0" in c["notes"]
+    short = combine([{**r, "comm_alone_s": 0.001}])  # 3 chunks of work: too short to resolve
+    assert any("raise --contention-bytes" in n for n in short["notes"])
+
+
+@pytest.mark.slow
+def test_small_real_run(tmp_path):
+    """The real entry point: 2 Gloo ranks, 7 sizes, contention on a 1 MiB all-reduce."""
+    out = tmp_path / "cal"
+    proc = subprocess.run(
+        [sys.executable, "-m", "calibrate", *SMALL, "--contention-bytes", "1M",
+         "--contention-repeats", "2", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "algbw" in proc.stdout and "held-out 2 sizes" in proc.stdout
+    assert "contention (1 MiB all-reduce" in proc.stdout
+    link = load_link(out / "link.json")
+    assert (link.world_size, link.backend) == (2, "gloo")
+    assert link.alpha_s > 0 and link.busbw_gbps > 0
+    assert link.compute_slowdown >= 1.0 and link.comm_slowdown >= 1.0
+    assert "1024..65536 B x2 (7 sizes)" in link.source and "R²" in link.source
+    results = json.loads((out / "allreduce.json").read_text())
+    (run,) = results["runs"]
+    assert [r["size_bytes"] for r in run["rows"]] == sweep_sizes(1024, 65536, 2, 4)
+    assert run["heldout"]["heldout_bytes"] == [2048, 16384]
+    assert all(r["time_s"] <= r["p95_s"] for r in run["rows"])
+    rows = list(csv.DictReader((out / "allreduce.csv").open()))
+    assert len(rows) == 7 and rows[0]["busbw_gbps"] == rows[0]["algbw_gbps"]  # p=2: equal
+    assert (out / "allreduce_time.png").stat().st_size > 10_000
+    assert (out / "allreduce_busbw.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_two_world_sizes_one_link_each(tmp_path, capsys):
+    out = tmp_path / "cal"
+    rc, stdout, _ = run_main(SMALL + ["--world-sizes", "2,3", "--no-contention", "--no-plots",
+                                      "--name", "lo", "--out", str(out)], capsys)
+    assert rc == 0
+    links = {p: load_link(out / f"link-p{p}.json") for p in (2, 3)}
+    assert {p: (link.name, link.world_size) for p, link in links.items()} == {
+        2: ("lo-p2", 2), 3: ("lo-p3", 3)}
+    assert not (out / "link.json").exists()
+    assert "# world size" in stdout and "busbw x" in stdout
+    if (os.cpu_count() or 1) < 3:
+        assert "3 ranks x 1 thread(s) on" in stdout and "oversubscribed" in stdout
+
+
+@pytest.mark.slow
+def test_under_torchrun(tmp_path):
+    """torchrun starts the ranks; calibrate uses its world, and only rank 0 writes."""
+    out = tmp_path / "cal"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "calibrate", *SMALL, "--no-contention", "--no-plots", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("# all_reduce gloo, 2 ranks") == 1  # rank 0 reports, once
+    assert load_link(out / "link.json").world_size == 2
