@@ -10,45 +10,13 @@ stderr and exit code 2; a failed rank in one line naming it and exit code 1.
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
-
-from simddp.cli import OneLineParser
-from simddp.errors import InputError
+from simddp.cli import build_parser, run_command
 
 COMMANDS = ("profile", "bench", "validate")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m realrun", description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"realrun.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"realrun.commands.{name}":
-                raise
-            continue  # a command still being written; the others work
-        p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(run=module.run)
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from realrun.errors import LaunchError, NetnsUnavailable
-    try:
-        return args.run(args) or 0
-    except (InputError, NetnsUnavailable) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except LaunchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    parser = build_parser("python -m realrun", __doc__, "realrun.commands", COMMANDS)
+    args = parser.parse_args(argv)
+    from realrun.errors import LaunchError, NetnsUnavailable  # after --help: no torch for it
+    return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})

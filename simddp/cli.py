@@ -26,15 +26,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m simddp", description=__doc__,
+def build_parser(prog: str = "python -m simddp", description: str = __doc__,
+                 package: str = "simddp.commands",
+                 commands: tuple[str, ...] = COMMANDS) -> argparse.ArgumentParser:
+    """A parser with one subcommand per module ``<package>.<name>`` (realrun uses it too)."""
+    parser = OneLineParser(prog=prog, description=description,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in commands:
         try:
-            module = importlib.import_module(f"simddp.commands.{name}")
+            module = importlib.import_module(f"{package}.{name}")
         except ModuleNotFoundError as e:
-            if e.name != f"simddp.commands.{name}":
+            if e.name != f"{package}.{name}":
                 raise
             continue  # a command still being written; the others work
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
@@ -44,16 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_command(args: argparse.Namespace, exit_codes: dict | None = None) -> int:
+    """Run the chosen subcommand; a listed error type ends in one line and its exit code."""
+    codes = {InputError: 2, **(exit_codes or {})}
     try:
         return args.run(args) or 0
-    except InputError as e:
+    except tuple(codes) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return next(code for kind, code in codes.items() if isinstance(e, kind))
     except BrokenPipeError:  # `... | head` closed stdout: not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser().parse_args(argv))
