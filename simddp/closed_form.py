@@ -7,8 +7,9 @@ ends when both the backward and the last collective are done, plus the optimizer
     start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
-Contention makes the lanes' rates depend on each other and has no such recurrence; this
-evaluator refuses a contended link instead of being silently wrong.
+Contention makes the lanes' rates depend on each other and has no such recurrence, and the
+wrapper's copy costs (``link.copy_gbps``) are not in it; this evaluator refuses such a link
+instead of being silently wrong.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from simddp.profile import ModelProfile
 
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int) -> float:
-    if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0:
-        raise ValueError("the closed form has no contention model; use the engine")
+    if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None:
+        raise ValueError("the closed form models neither contention nor wrapper copies; "
+                         "use the engine")
     by_micro: dict[int, list] = {}
     for c in plan.collectives:
         by_micro.setdefault(c.micro_step, []).append(c)

@@ -100,6 +100,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ev)
     done = {k: env.event() for k in {c.micro_step for c in collectives}}
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
+    copy_in, copy_out = host_copies(profile, link, plan)
+    coll_done = [env.event() for _ in collectives] if copy_out else []
 
     def compute():
         for k in range(micro_steps):
@@ -120,11 +122,22 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                         yield timeout(backward_s)
                         if record:
                             spans.append((COMPUTE, label, start_s, env.now))
+                extra_s = copy_in[k].get(li) if copy_in else None
+                if extra_s:  # the wrapper's copy-in / in-place 1/p, before the launches
+                    yield from lanes.work(COMPUTE, "copy-in", extra_s, compute_ref)
                 evs = ready_k.get(li)
                 if evs:
                     for ev in evs:
                         ev.succeed()
-            if k in done:  # the step's end waits for its collectives (DDP's finalize_backward)
+            if k in done and copy_out:  # wait for each bucket in launch order, copy it out
+                for i, c in enumerate(collectives):
+                    if c.micro_step == k:
+                        if not coll_done[i].triggered:
+                            yield coll_done[i]
+                        if copy_out[i] > 0:
+                            yield from lanes.work(COMPUTE, f"{c.label} copy-out", copy_out[i],
+                                                  compute_ref)
+            elif k in done:  # the step's end waits for its collectives (DDP's finalize_backward)
                 yield done[k]
         if profile.optimizer_s > 0:
             yield from lanes.work(COMPUTE, "optimizer", profile.optimizer_s, compute_ref)
@@ -142,6 +155,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                 yield timeout(comm_s[i])
                 if record:
                     spans.append((COMM, c.label, start_s, env.now))
+            if coll_done:
+                coll_done[i].succeed()
             if last_of[c.micro_step] == i:
                 done[c.micro_step].succeed()
 
@@ -161,6 +176,34 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     if stats is not None:
         stats["events"] = stats.get("events", 0) + events
     return make_result(profile, link, plan, world_size, end_s[0], spans if record else ())
+
+
+def host_copies(profile: ModelProfile, link: Link, plan: Plan
+                ) -> tuple[list[dict[int, float]], list[float]]:
+    """Seconds of the wrapper's gradient copies at ``link.copy_gbps`` (a lone tensor's in-place
+    scaling at ``link.scale_gbps``): ([micro-step]{layer:
+    copy-in s}, [collective] copy-out s); ([], []) when copies are free (``copy_gbps`` None).
+
+    As realrun.DDP (flat_bucket.py) does them: a bucket of several tensors copies each
+    gradient in (scaled by 1/p) from its gradient hook when the plan overlaps, else at launch
+    after the backward, and copies the average back out once its all-reduce is done; a lone
+    tensor is scaled in place at launch and needs no copy-out.
+    """
+    if link.copy_gbps is None:
+        return [], []
+    rate = link.copy_gbps * 1e9
+    scale_rate = (link.scale_gbps or link.copy_gbps) * 1e9
+    copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
+    copy_out = []
+    for c in plan.collectives:
+        per_layer = copy_in[c.micro_step]
+        several = len(c.tensor_ids) > 1
+        for t in c.tensor_ids:
+            layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
+            per_layer[layer] = (per_layer.get(layer, 0.0)
+                                + profile.tensor_bytes[t] / (rate if several else scale_rate))
+        copy_out.append(c.nbytes / rate if several else 0.0)
+    return copy_in, copy_out
 
 
 def compute_only_s(profile: ModelProfile, micro_steps: int) -> float:

@@ -12,6 +12,7 @@ with busbw in GB/s (1e9 bytes/s), exactly as nccl-tests reports it — a 2-rank 
 
 Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
 collective is in flight and how much the collective slows under compute; 1.0 means none.
+``copy_gbps`` (optional) charges the wrapper's gradient copies to the compute lane.
 Presets and their sources are in ``simddp.links`` and docs/LINKS.md.
 """
 from __future__ import annotations
@@ -54,6 +55,13 @@ class Link:
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
     source: str = ""
+    # Host-side gradient copies of a DDP wrapper (copy into a bucket scaled by 1/p, the
+    # in-place 1/p of a lone tensor, copy back out of the bucket), in GB/s on the compute lane;
+    # None: free. Measured by ``realrun validate`` on the ranks (docs/VALIDATION.md).
+    copy_gbps: float | None = None
+    # The in-place 1/p of a lone tensor (one pass, read and write the same memory); None: at
+    # copy_gbps.
+    scale_gbps: float | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -75,6 +83,9 @@ class Link:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
                 raise InputError(f"link {self.name!r}: {name} must be >= 1.0, got {value!r}")
+        for name in ("copy_gbps", "scale_gbps"):
+            if getattr(self, name) is not None:
+                _positive(self.name, name, getattr(self, name))
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")

@@ -1,0 +1,137 @@
+"""Predict every configuration with simddp, run it for real, and compare: is the simulator right?
+
+    python -m realrun validate                                     # defaults, ~2 min here
+    python -m realrun validate --model mlp-8x1024 --bucket-mb 1,4,10,40 --strategies all
+    python -m realrun validate --emulate-hosts 2 --link-gbit 2     # each rank its own host
+    python -m realrun validate --link cal/link.json --format json  # skip calibration
+    python -m realrun validate --model transformer-small --layers 8 --d-model 128 --d-ff 512 \\
+        --heads 4 --vocab 1024 --batch 2 --seq 32 --bucket-mb 0.25,0.5,1,2,4 --out out/val
+
+Without --link it first calibrates the link on the same world (a short ``calibrate`` sweep,
+in process), then profiles the model on every rank (``realrun profile``), simulates every
+configuration (``simddp.sweep``), measures each (``realrun bench``: compute-only, naive, flat,
+overlap, then bucketed and ddp per --bucket-mb) and compares them (``simddp.compare``).
+
+Prints a table (predicted ms, measured median and p95, error %), the summary (median and max
+APE, Spearman ρ, predicted-best vs measured-best bucket and the regret), simddp's
+recommendation and whether the measurement proves it. ``--format json`` prints only
+``{"rows": [...], "summary": {...}, "validate": {...}}``. --out DIR gets compare_scatter.png,
+compare_buckets.png, compare_timeline.png, compare.{json,csv}, validate.json,
+predicted.json, measured.json, link.json and profile.json.
+
+Bad input: one line, exit 2. If the shared run fails, each configuration is rerun alone;
+failures are named and the other rows kept (exit 1 if any failed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from realrun.commands.common import add_model_args, resolve_spec
+from simddp.commands.common import parse_positive_floats
+from simddp.errors import InputError
+
+HELP = "predict, run for real and compare every strategy and bucket size"
+STRATEGY_NAMES = ("naive", "flat", "overlap", "bucketed", "ddp")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    g = p.add_argument_group("what to validate")
+    g.add_argument("--strategies", default="all",
+                   help="comma list of naive, flat, overlap, bucketed, ddp, or all "
+                        "(default %(default)s)")
+    g.add_argument("--bucket-mb", default="1,4,10,40",
+                   help="bucket caps in MiB for bucketed and ddp (default %(default)s)")
+    g.add_argument("--steps", type=int, default=30, help="timed steps per config (default %(default)s)")
+    g.add_argument("--warmup", type=int, default=5, help="untimed steps per config (default %(default)s)")
+    g.add_argument("--chunk", type=int, default=5,
+                   help="steps per config per round-robin turn (default %(default)s)")
+    g.add_argument("--profile-repeats", type=int, default=15,
+                   help="profiled steps; per-layer medians (default %(default)s)")
+    w = p.add_argument_group("world and link")
+    w.add_argument("--world-size", type=int, default=2, help="ranks (default %(default)s)")
+    w.add_argument("--emulate-hosts", type=int, default=None,
+                   help="each rank in its own network namespace (root; = --world-size)")
+    w.add_argument("--link-gbit", type=float, default=None,
+                   help="shape each emulated host's link to this many Gbit/s (tbf)")
+    w.add_argument("--link", metavar="FILE", default=None,
+                   help="a simddp link JSON (e.g. from python -m calibrate); skips calibration")
+    w.add_argument("--sequence-alpha", action="store_true",
+                   help="after calibrating, time this model's all-reduces back to back and "
+                        "use their per-collective cost as α when it is larger")
+    w.add_argument("--piecewise", action="store_true",
+                   help="calibrate two α–β lines joined at a fitted breakpoint (default one)")
+    w.add_argument("--calibrate-iters", type=int, default=20,
+                   help="timed all-reduces per size when calibrating (default %(default)s)")
+    w.add_argument("--free-copies", action="store_true",
+                   help="do not charge the wrapper's gradient copies (Link.copy_gbps) in the "
+                        "prediction: the simulator without that physics, for comparison")
+    w.add_argument("--rank-max", action="store_true",
+                   help="scale the profile by the measured slowest-rank factor (jitter: "
+                        "per-step max over ranks / rank 0); off by default")
+    w.add_argument("--timeout-s", type=float, default=60.0,
+                   help="seconds any collective may wait (default %(default)s)")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default="out/validate", help="folder for plots and JSON "
+                                                         "(default %(default)s)")
+    o.add_argument("--format", default="table", choices=("table", "json"),
+                   help="stdout: the report, or one JSON document (default %(default)s)")
+
+
+def settings_from_args(args: argparse.Namespace):
+    """ValidateSettings from the flags; InputError (one line) on anything bad."""
+    from realrun.validate import ValidateSettings
+    spec = resolve_spec(args)  # checks --model, shrink flags, --batch, --seq, --threads
+    text = args.strategies.strip()
+    names = STRATEGY_NAMES if text == "all" else tuple(n.strip() for n in text.split(","))
+    for n in names:
+        if n not in STRATEGY_NAMES:
+            raise InputError(f"--strategies: unknown strategy {n!r}; choose from "
+                             f"{', '.join(STRATEGY_NAMES)} or all")
+    if not args.bucket_mb.strip():
+        raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
+    buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
+    link = None
+    if args.link is not None:
+        from simddp.io import load_link
+        link = load_link(args.link)  # InputError on a missing or malformed file
+    shrink = {f: getattr(args, f) for f in ("layers", "d_model", "d_ff", "heads", "vocab")
+              if getattr(args, f) is not None}
+    del spec
+    return ValidateSettings(
+        model=args.model, shrink=shrink, batch=args.batch, seq=args.seq,
+        optimizer=args.optimizer, threads=args.threads, seed=args.seed,
+        strategies=tuple(names), bucket_mbs=tuple(buckets), world_size=args.world_size,
+        emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit, link=link,
+        steps=args.steps, warmup=args.warmup, chunk=args.chunk,
+        profile_repeats=args.profile_repeats, timeout_s=args.timeout_s,
+        calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
+        rank_max=args.rank_max, piecewise=args.piecewise,
+        sequence_alpha=args.sequence_alpha)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    from simddp.commands.sweep import _check_out_dir
+    _check_out_dir(args.out)
+    from realrun.validate import MeasureFailed, validate
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    try:
+        report = validate(settings, log=log)
+    except MeasureFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # run_world's checks of its arguments
+        raise InputError(str(e).splitlines()[0]) from None
+    report.write(args.out)
+    if args.format == "json":
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.text())
+        print(f"# wrote plots and JSON to {args.out}/")
+    return 1 if report.failures else 0

@@ -1,0 +1,109 @@
+"""validate, step 5: a measured timeline of one configuration, clocked on rank 0.
+
+Split from :mod:`realrun.validate`; the rank target is ``realrun.validate_timeline:timeline_rank``.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from simddp.models import ModelSpec
+from simddp.result import COMM, COMPUTE, Span
+
+if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
+    from realrun.validate import ValidateSettings
+
+# ---------------------------------------------------------------------------------------------
+# 5. measured timeline
+
+
+def timeline_rank(payload: dict, ctx) -> dict:
+    """Rank function: run one configuration; rank 0 clocks its spans. Median-length step kept.
+
+    Compute spans: forward, backward (``loss.backward()`` returns; with overlap it includes
+    launching collectives), optimizer. Comm spans: launch (or the end of the previous
+    collective, Gloo runs them one at a time) to completion, read in the work's future
+    callback. Only realrun.DDP strategies have the hooks; ``ddp`` gets compute spans only.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from realrun.bench import Trainer
+    from realrun.models import make_batch
+    torch.set_flush_denormal(True)
+    spec = ModelSpec(**payload["spec"])
+    batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
+    trainer = Trainer(payload["config"], spec, batch, ctx, payload)
+    clock = time.perf_counter
+    comm: list[list] = []          # [label, launch_s, end_s]
+
+    ddp = trainer.model if trainer.sync is not None else None
+    if ddp is not None and ctx.rank == 0:
+        def on_launch(collective) -> None:
+            comm.append([collective.label, clock(), None])
+
+        ddp.on_collective_launch = on_launch
+        for bucket in ddp._flat:
+            _clock_bucket(bucket, comm, clock)
+    for _ in range(payload["warmup"]):
+        trainer.step()
+    steps = []
+    for _ in range(payload["steps"]):
+        dist.barrier()
+        comm.clear()
+        t0 = clock()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        loss = trainer.model(*trainer.batch)
+        t1 = clock()
+        loss.backward()
+        t2 = clock()
+        if trainer.sync is not None:
+            trainer.sync()
+        t3 = clock()
+        trainer.optimizer.step()
+        t4 = clock()
+        spans = [(COMPUTE, "forward", t0, t1), (COMPUTE, "backward", t1, t2),
+                 (COMPUTE, "optimizer", t3, t4)]
+        prev_end = t0
+        for label, start, end in comm:
+            end = t3 if end is None else end
+            start = max(start, prev_end)
+            spans.append((COMM, label, start, end))
+            prev_end = end
+        steps.append({"step_s": t4 - t0, "spans": [[a, b, c - t0, d - t0] for a, b, c, d in spans]})
+    steps.sort(key=lambda x: x["step_s"])
+    return steps[len(steps) // 2]
+
+
+def _clock_bucket(bucket, comm: list, clock) -> None:
+    """Wrap one FlatBucket's launch so its completion time lands in the last comm entry."""
+    launch = bucket.launch
+
+    def timed_launch(async_op: bool) -> None:
+        entry = comm[-1] if comm else None
+        launch(async_op)
+        if entry is None:
+            return
+        work = bucket._work
+        if not async_op or work is None:
+            entry[2] = clock()
+        else:
+            work.get_future().then(lambda _f, e=entry: e.__setitem__(2, clock()))
+    bucket.launch = timed_launch
+
+
+def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
+                     ) -> tuple[Span, ...]:
+    """Spans of one measured step (the median of ``timeline_steps``) on rank 0."""
+    from realrun.launch import run_world
+    from realrun.validate import (
+        bench_payload,  # lazily: realrun.validate imports this module
+    )
+    payload = {**bench_payload(s, []), "config": {"strategy": strategy, "bucket_mb": bucket_mb},
+               "steps": s.timeline_steps}
+    ranks = run_world("realrun.validate_timeline:timeline_rank", payload, world_size=s.world_size,
+                      threads_per_rank=s.threads, timeout_s=s.timeout_s,
+                      emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
+    return tuple(Span(*sp) for sp in ranks[0]["spans"])
+
+

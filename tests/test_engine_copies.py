@@ -1,0 +1,70 @@
+"""Link.copy_gbps: the DDP wrapper's gradient copies on the compute lane, hand-computed.
+
+Toy: two layers, one 1 MB gradient each, forward 1 ms and backward 2 ms per layer; a link
+with α = 0 and busbw 1 GB/s (2 ranks: 1 MB all-reduces in 1 ms) and copies at 1 GB/s (1 MB
+copied in 1 ms).
+"""
+from __future__ import annotations
+
+import pytest
+
+from simddp.engine import simulate
+from simddp.io import link_from_json, link_to_json
+from simddp.errors import InputError
+from simddp.link import Link
+from simddp.plan import plan
+from simddp.profile import Layer, ModelProfile
+from simddp.strategy import make_strategy
+
+TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
+LINK = Link("l", 0.0, 1.0, copy_gbps=1.0)
+
+
+def spans_ms(strategy: str, **kw):
+    r = simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), 2)
+    return r.step_ms, sorted((s.lane, s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
+                             for s in r.spans)
+
+
+def test_flat_copies_in_after_backward_and_out_after_the_collective():
+    step, spans = spans_ms("flat")
+    assert step == pytest.approx(12.0)
+    assert ("compute", "copy-in", 6.0, 8.0) in spans
+    assert ("comm", "flat", 8.0, 10.0) in spans
+    assert ("compute", "flat copy-out", 10.0, 12.0) in spans
+
+
+def test_lone_tensors_are_scaled_in_place_at_launch_with_no_copy_out():
+    step, spans = spans_ms("overlap")
+    assert step == pytest.approx(9.0)
+    assert [s for s in spans if s[1] == "copy-in"] == [("compute", "copy-in", 4.0, 5.0),
+                                                       ("compute", "copy-in", 7.0, 8.0)]
+    assert ("comm", "grad1", 5.0, 6.0) in spans and ("comm", "grad0", 8.0, 9.0) in spans
+
+
+def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
+    step, spans = spans_ms("bucketed", bucket_mb=8)
+    assert step == pytest.approx(12.0)
+    assert ("compute", "copy-in", 4.0, 5.0) in spans   # l1's gradient, then l0's backward
+    assert ("compute", "l0 bwd", 5.0, 7.0) in spans
+    assert ("comm", "bucket0", 8.0, 10.0) in spans
+    assert ("compute", "bucket0 copy-out", 10.0, 12.0) in spans
+
+
+def test_free_copies_change_nothing():
+    free = Link("l", 0.0, 1.0)
+    for name in ("naive", "flat", "overlap", "bucketed"):
+        p = plan(TOY, make_strategy(name))
+        assert simulate(TOY, free, p, 2).step_s == simulate(TOY, Link("l", 0.0, 1.0, copy_gbps=None), p, 2).step_s
+
+
+def test_copy_gbps_round_trips_and_is_checked():
+    assert link_from_json(link_to_json(LINK)).copy_gbps == 1.0
+    with pytest.raises(InputError, match="copy_gbps"):
+        Link("l", 0.0, 1.0, copy_gbps=0.0)
+
+
+def test_in_place_scaling_has_its_own_rate():
+    fast = Link("l", 0.0, 1.0, copy_gbps=1.0, scale_gbps=2.0)   # 1 MB scaled in 0.5 ms
+    r = simulate(TOY, fast, plan(TOY, make_strategy("overlap")), 2)
+    assert r.step_ms == pytest.approx(8.0)   # bwd 2-4, scale 4-4.5, bwd 4.5-6.5, scale -7, comm -8

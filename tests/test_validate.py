@@ -1,0 +1,131 @@
+"""realrun validate: bad input in one line (exit 2), failures kept per config, a tiny real run.
+
+Unit tests start no processes; the end-to-end test (2 ranks, mlp-2x64, 2 bucket sizes, a
+given --link so nothing is calibrated) is marked slow and takes ~15 s here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from realrun.cli import main
+from simddp.io import link_to_json, save_json
+from simddp.link import Link
+from simddp.result import Result
+
+TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
+
+
+def _one_line_exit_2(capsys, argv) -> str:
+    try:
+        code = main(["validate", *argv])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture
+def link_file(tmp_path):
+    path = tmp_path / "link.json"
+    save_json(path, link_to_json(Link("test-link", 200e-6, 1.0, world_size=2)))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--strategies", "naive,bogus"], "bogus"),
+    (["--bucket-mb", ""], "--bucket-mb"),
+    (["--bucket-mb", "1,-3"], "--bucket-mb"),
+    (["--world-size", "1"], "--world-size"),
+    (["--emulate-hosts", "3"], "--emulate-hosts"),
+    (["--link-gbit", "1"], "--link-gbit"),
+    (["--warmup", "1"], "--warmup"),
+    (["--steps", "0"], "--steps"),
+    (["--model", "nonsense-model"], "nonsense"),
+    (["--model", "mlp-2x64", "--heads", "2"], "--heads"),
+    (["--link", "/nonexistent/link.json"], "link.json"),
+    (["--no-such-flag"], "--no-such-flag"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, words):
+    assert words in _one_line_exit_2(capsys, TINY + argv if argv[0] != "--model" else argv)
+
+
+def test_link_of_another_world_size_is_refused(capsys, tmp_path):
+    path = tmp_path / "p4.json"
+    save_json(path, link_to_json(Link("four", 1e-4, 1.0, world_size=4)))
+    assert "world size 4" in _one_line_exit_2(capsys, TINY + ["--link", str(path)])
+
+
+def test_malformed_link_file_is_refused(capsys, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"format": "simddp.profile/1"}')
+    _one_line_exit_2(capsys, TINY + ["--link", str(path)])
+
+
+def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
+    """bench runs torch DDP with bucket_cap_mb_list=[1, X]: the plan is simddp's ddp rule."""
+    from realrun.validate import ValidateSettings, predict
+    from simddp.io import load_link
+    from simddp.profile import Layer, ModelProfile
+    prof = ModelProfile("toy", tuple(Layer(f"l{i}", (2 ** 20,), 1e-3, 2e-3) for i in range(4)))
+    s = ValidateSettings(model="mlp-2x64", strategies=("bucketed", "ddp"), bucket_mbs=(2,),
+                         link=load_link(link_file))
+    by = {r.strategy: r for r in predict(prof, load_link(link_file), s)}
+    # bucketed at 2 MiB: [l3, l2], [l1, l0]; ddp: [l3] (1 MiB first bucket), [l2, l1], [l0]
+    assert (by["bucketed"].collectives, by["ddp"].collectives) == (2, 3)
+
+
+def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
+    """The shared world fails; each config reruns alone; only the broken one is lost."""
+    import realrun.bench
+    from realrun.errors import LaunchError
+    from realrun.validate import ValidateSettings, measure
+    from simddp.io import load_link
+
+    def fake_run_bench(payload, **world):
+        configs = payload["configs"]
+        if any(c["strategy"] == "bucketed" and c["bucket_mb"] == 2.0 for c in configs):
+            raise LaunchError("rank 1 failed: RuntimeError: boom", rank=1)
+        return [Result("m", "l", c["strategy"], c["bucket_mb"], 2, 0.01, 0.0, 1,
+                       source="measured", step_p5_s=0.01, step_p95_s=0.01, samples=3)
+                for c in configs], []
+
+    monkeypatch.setattr(realrun.bench, "run_bench", fake_run_bench)
+    s = ValidateSettings(model="mlp-2x64", strategies=("naive", "bucketed"),
+                         bucket_mbs=(1, 2), link=load_link(link_file))
+    logs = []
+    results, failures = measure(s, log=logs.append)
+    assert failures == ["bucketed:2: rank 1 failed: RuntimeError: boom"]
+    assert sorted((r.strategy, r.bucket_mb) for r in results) == [
+        ("bucketed", 1.0), ("compute-only", None), ("naive", None)]
+    assert any("retrying" in line for line in logs)
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
+    out = tmp_path / "val"
+    cmd = [sys.executable, "-m", "realrun", "validate", *TINY, "--bucket-mb", "0.01,1",
+           "--steps", "4", "--warmup", "2", "--chunk", "2", "--profile-repeats", "3",
+           "--link", link_file, "--out", str(out), "--format", "json"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc) >= {"rows", "summary"}
+    assert set(doc["summary"]) >= {"median_ape", "max_ape", "spearman",
+                                   "predicted_best_bucket_mb", "measured_best_bucket_mb",
+                                   "regret"}
+    configs = {(r["strategy"], r["bucket_mb"]) for r in doc["rows"]}
+    assert ("bucketed", 1.0) in configs and ("ddp", 0.01) in configs and ("naive", None) in configs
+    assert doc["validate"]["verdict"]["recommendation"].startswith("Recommended bucket_cap_mb")
+    for name in ("compare_scatter.png", "compare_buckets.png", "compare_timeline.png",
+                 "validate.json", "predicted.json", "measured.json"):
+        assert (out / name).stat().st_size > 0, name
+    measured = json.loads((out / "measured.json").read_text())
+    assert any(r.get("spans") for r in measured["results"]), "no measured timeline spans"
