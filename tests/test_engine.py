@@ -256,8 +256,11 @@ def test_collective_ending_as_compute_switches_layers():
 
 
 def test_closed_form_refuses_a_contended_link():
-    with pytest.raises(ValueError, match="no contention model"):
+    with pytest.raises(ValueError, match="neither contention nor wrapper copies"):
         closed_form_step_s(TOY, CONTENDED, plan(TOY, make_strategy("overlap")), 2)
+    copying = Link("copies", alpha_s=0.0, busbw_gbps=1.0, copy_gbps=4.0)
+    with pytest.raises(ValueError, match="neither contention nor wrapper copies"):
+        closed_form_step_s(TOY, copying, plan(TOY, make_strategy("overlap")), 2)
 
 
 # --- the result ----------------------------------------------------------------------------
