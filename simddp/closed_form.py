@@ -7,6 +7,8 @@ ends when both the backward and the last collective are done, plus the optimizer
     start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
+α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one.
+
 Contention makes the lanes' rates depend on each other and has no such recurrence, and the
 wrapper's copy costs (``link.copy_gbps``) are not in it; this evaluator refuses such a link
 instead of being silently wrong.
@@ -35,6 +37,7 @@ def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size
         comm_end_s = 0.0
         for c in by_micro.get(k, ()):
             start_s = max(bwd_end_s[c.ready_layer], comm_end_s)
-            comm_end_s = start_s + link.allreduce_s(c.nbytes, world_size)
+            comm_end_s = start_s + link.allreduce_s(c.nbytes, world_size,
+                                                    blocking=not plan.strategy.overlap)
         t_s = max(t_s, comm_end_s)
     return t_s + profile.optimizer_s

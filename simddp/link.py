@@ -10,6 +10,12 @@ with busbw in GB/s (1e9 bytes/s), exactly as nccl-tests reports it — a 2-rank 
     >>> Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, world_size=2)
     0.00105
 
+``alpha_s`` is the per-collective latency of all-reduces issued asynchronously, back to back,
+as an overlapping DDP issues them; ``blocking_alpha_s`` (optional) is the latency when each
+all-reduce is waited for before the next is issued (naive, flat). ``python -m calibrate``
+measures both on sequences of all-reduces: on Gloo here they differ by ~1.5x, and both are
+2-4x a lone all-reduce's α (docs/CALIBRATE.md).
+
 Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
 collective is in flight and how much the collective slows under compute; 1.0 means none.
 ``copy_gbps`` (optional) charges the wrapper's gradient copies to the compute lane.
@@ -62,6 +68,9 @@ class Link:
     # The in-place 1/p of a lone tensor (one pass, read and write the same memory); None: at
     # copy_gbps.
     scale_gbps: float | None = None
+    # Per-collective latency when each all-reduce is waited for before the next is issued
+    # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
+    blocking_alpha_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -86,17 +95,22 @@ class Link:
         for name in ("copy_gbps", "scale_gbps"):
             if getattr(self, name) is not None:
                 _positive(self.name, name, getattr(self, name))
+        if self.blocking_alpha_s is not None:
+            _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
 
-    def allreduce_s(self, n_bytes: float, world_size: int) -> float:
-        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks."""
+    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
+        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
+        issued only after the previous one was waited for (``blocking_alpha_s``, if set)."""
         alpha_s, busbw_gbps = self.alpha_s, self.busbw_gbps
         for piece in self.pieces:
             if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
                 alpha_s, busbw_gbps = piece.alpha_s, piece.busbw_gbps
                 break
+        if blocking and self.blocking_alpha_s is not None:
+            alpha_s = self.blocking_alpha_s
         return alpha_s + 2 * (world_size - 1) / world_size * n_bytes / (busbw_gbps * GB)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":

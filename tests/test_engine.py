@@ -65,6 +65,26 @@ def test_naive_all_reduces_each_tensor_after_the_backward():
     assert (round(r.exposed_comm_s * 1e3, 9), round(r.compute_s * 1e3, 9)) == (3.0, 9.0)
 
 
+def test_blocking_alpha_applies_to_plans_that_wait_for_each_collective():
+    # α 0.25 ms for overlapped all-reduces, 0.5 ms when each is waited for before the next:
+    # naive (blocking) runs grad2 9-10.5, grad1 10.5-12, grad0 12-13.5; overlap is untouched
+    # (grad2 5-6.25, grad1 7-8.25, grad0 9-10.25), and the closed form agrees with both.
+    link = Link("unit", 0.25e-3, MB / 1e6, blocking_alpha_s=0.5e-3)
+    naive = run("naive", link)
+    assert timeline(naive)[4:] == [("comm", "grad2", 9.0, 10.5), ("comm", "grad1", 10.5, 12.0),
+                                   ("comm", "grad0", 12.0, 13.5)]
+    overlap = run("overlap", link)
+    assert timeline(overlap)[4:] == [("comm", "grad2", 5.0, 6.25), ("comm", "grad1", 7.0, 8.25),
+                                     ("comm", "grad0", 9.0, 10.25)]
+    assert step_ms(run("flat", link)) == 12.5       # one 3 MiB all-reduce: 9 + 0.5 + 3
+    for name, r in (("naive", naive), ("overlap", overlap)):
+        assert close(r.step_s, closed_form_step_s(TOY, link, plan(TOY, make_strategy(name)), 2))
+    assert link.allreduce_s(MB, 2) == pytest.approx(1.25e-3)
+    assert link.allreduce_s(MB, 2, blocking=True) == pytest.approx(1.5e-3)
+    with pytest.raises(InputError, match="blocking_alpha_s"):
+        Link("bad", 0.0, 1.0, blocking_alpha_s=-1e-3)
+
+
 def test_flat_all_reduces_everything_at_once_after_the_backward():
     # One 3 MiB collective from 9: 3 ms. With α = 0 this ties naive.
     r = run("flat")
