@@ -53,7 +53,8 @@ def run_rank(payload: dict, ctx) -> dict:
     dtype = DTYPES[payload["dtype"]]
     elem = element_bytes(payload["dtype"])
     sizes = payload["sizes_bytes"]
-    progress = _Progress(len(sizes) + (1 if payload.get("contention") else 0),
+    progress = _Progress(len(sizes) + (1 if payload.get("contention") else 0)
+                         + (1 if payload.get("sequence") else 0),
                          show=ctx.rank == 0 and payload.get("progress", True),
                          what=f"all-reduce sweep, {ctx.world_size} ranks")
     sweep = []
@@ -65,6 +66,10 @@ def run_rank(payload: dict, ctx) -> dict:
             progress.advance(f"{n_bytes} B")
             del tensor
         out = {"rank": ctx.rank, "world_size": ctx.world_size, "sweep": sweep}
+        if payload.get("sequence"):
+            from calibrate.sequence import measure_sequence
+            out["sequence"] = measure_sequence(payload["sequence"], ctx)
+            progress.advance("sequence")
         if payload.get("contention"):
             from calibrate.contention import measure_contention
             out["contention"] = measure_contention(payload["contention"], ctx)

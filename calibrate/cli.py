@@ -16,6 +16,7 @@ several are swept). Nothing is written unless every rank succeeded. Exit codes: 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import socket
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(protocol switches)")
     p.add_argument("--holdout-every", type=int, default=3, help="hold out every Nth size to "
                    "score the fit (3; 0 = none)")
+    p.add_argument("--sequence-count", type=int, default=None, help="all-reduces per "
+                   "sequence for α as a step sees it (default 32; calibrate/sequence.py)")
+    p.add_argument("--sequence-bytes", default=None, help="size of each (default 64K)")
+    p.add_argument("--sequence-repeats", type=int, default=None, help="repeats, median (10)")
+    p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
+                   "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--no-contention", action="store_true", help="skip the contention step")
     p.add_argument("--contention-bytes", default=None, help="all-reduce size for the "
                    "contention step (default min(16M, --max-bytes))")
@@ -99,7 +106,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.factor = float("nan")
     if not a.factor > 1:
         raise InputError(f"--factor must be a number > 1 (e.g. 2), got {a.factor!r}")
+    from calibrate import sequence
+    a.sequence_count = sequence.DEFAULT_COUNT if a.sequence_count is None else a.sequence_count
+    a.sequence_repeats = (sequence.DEFAULT_REPEATS if a.sequence_repeats is None
+                          else a.sequence_repeats)
+    each = (sequence.DEFAULT_BYTES if a.sequence_bytes is None
+            else parse_bytes("--sequence-bytes", a.sequence_bytes))
+    if a.piecewise and not a.no_sequence:  # each piece keeps its own fitted α
+        a.no_sequence = True
     for flag, value, low in (("--warmup", a.warmup, 0), ("--iters", a.iters, 1),
+                             ("--sequence-count", a.sequence_count, 1),
+                             ("--sequence-repeats", a.sequence_repeats, 1),
                              ("--threads-per-rank", a.threads_per_rank, 1),
                              ("--contention-repeats", a.contention_repeats, 1)):
         if value < low:
@@ -124,6 +141,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "--factor or pass --holdout-every 0")
     a.contention_bytes = (min(_CONTENTION_BYTES, a.max_bytes) if a.contention_bytes is None
                           else parse_bytes("--contention-bytes", a.contention_bytes))
+    # The sizes of one sequence; realrun validate replaces them with a model's gradients.
+    a.sequence_sizes = None if a.no_sequence else [each] * a.sequence_count
     a.rank0 = not a.torchrun or os.environ["RANK"] == "0"
     if a.rank0:
         check_out_dir(a.out)
@@ -183,8 +202,11 @@ def measure(a: argparse.Namespace, world_size: int) -> list[dict] | None:
     from realrun.launch import run_world
     contention = None if a.no_contention else {
         "size_bytes": a.contention_bytes, "dtype": a.dtype, "repeats": a.contention_repeats}
+    sequence = None if not a.sequence_sizes else {
+        "sizes_bytes": a.sequence_sizes, "dtype": a.dtype, "repeats": a.sequence_repeats}
     payload = {"sizes_bytes": a.sizes_bytes, "dtype": a.dtype, "warmup": a.warmup,
-               "iters": a.iters, "contention": contention, "progress": True}
+               "iters": a.iters, "contention": contention, "sequence": sequence,
+               "progress": True}
     try:
         return run_world("calibrate.bench:run_rank", payload, world_size=world_size,
                          backend=a.backend, threads_per_rank=a.threads_per_rank,
@@ -203,9 +225,23 @@ def analyse(a: argparse.Namespace, world_size: int, ranks: list[dict]) -> dict:
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
     held = fitting.heldout_error(sizes, times, world_size, a.holdout_every, a.piecewise)
-    fit = held["fit"]
+    fit = lone = held["fit"]
+    seq = None
+    if "sequence" in ranks[0]:
+        # α from the sequence step (async: Link.alpha_s; blocking: Link.blocking_alpha_s);
+        # busbw refitted under that α with plain least squares, which the large sizes decide
+        # (relative residuals would bend busbw to the erratic small sizes). α needs busbw for
+        # its bandwidth terms and busbw needs α: a few rounds settle both (they barely couple).
+        from calibrate.sequence import combine as combine_sequence
+        for _ in range(3):
+            seq = combine_sequence([r["sequence"] for r in ranks], a.sequence_sizes,
+                                   fit.busbw_gbps, world_size)
+            held = fitting.heldout_error(sizes, times, world_size, a.holdout_every,
+                                         weights="absolute", fixed_alpha_s=seq["alpha_s"])
+            fit = held["fit"]
+        seq["lone_alpha_s"] = lone.alpha_s
     alternative = None  # what --piecewise would give, shown when one line fits badly
-    if (not a.piecewise and fitting.suggest_piecewise(fit)
+    if (not a.piecewise and seq is None and fitting.suggest_piecewise(fit)
             and fit.n_points >= 2 * fitting.MIN_POINTS):
         kept = [i for i, h in enumerate(held["mask"]) if not h]
         alternative = fitting.fit_piecewise([sizes[i] for i in kept], [times[i] for i in kept],
@@ -215,8 +251,11 @@ def analyse(a: argparse.Namespace, world_size: int, ranks: list[dict]) -> dict:
     link = fitting.to_link(fit, _link_name(a, world_size), world_size, a.backend,
                            cont["compute_slowdown"] if cont else 1.0,
                            cont["comm_slowdown"] if cont else 1.0,
-                           _source(a, world_size, fit, held, oversubscribed))
+                           _source(a, world_size, fit, held, oversubscribed, seq))
+    if seq is not None:
+        link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     return {"world_size": world_size, "dtype": a.dtype, "rows": rows, "fit": fit,
+            "sequence": seq,
             "heldout_mask": held["mask"], "heldout": held, "alternative": alternative,
             "contention": cont, "oversubscribed": oversubscribed, "link": link}
 
@@ -229,7 +268,8 @@ def _link_name(a: argparse.Namespace, world_size: int) -> str:
     return f"{socket.gethostname()}-{a.backend}-p{world_size}"
 
 
-def _source(a: argparse.Namespace, world_size: int, fit, held: dict, oversubscribed: str) -> str:
+def _source(a: argparse.Namespace, world_size: int, fit, held: dict, oversubscribed: str,
+            seq: dict | None) -> str:
     """One line for the link's ``source``: where, when, what was swept, how well it fit."""
     where = f"{a.backend}, {world_size} ranks"
     if a.emulate_hosts:
@@ -244,6 +284,9 @@ def _source(a: argparse.Namespace, world_size: int, fit, held: dict, oversubscri
             f"{n_fit} sizes, R²(log t)={fit.r2:.4f}")
     if held["heldout_bytes"]:
         text += f", held-out median err {held['median_rel_err']:.1%}"
+    if seq is not None:
+        text += (f"; α from {seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
+                 f"lone α {seq['lone_alpha_s'] * 1e6:.0f} µs")
     return text + (" (CPU oversubscribed)" if oversubscribed else "")
 
 

@@ -80,34 +80,45 @@ def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int) -
 
 
 def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
-                   weights: str | np.ndarray = "relative") -> AlphaBetaFit:
+                   weights: str | np.ndarray = "relative",
+                   fixed_alpha_s: float | None = None) -> AlphaBetaFit:
     """Weighted least squares for α >= 0 and busbw > 0.
 
     ``weights``: "relative" (residual / measured time, the default), "absolute" (plain
     least squares, dominated by the largest sizes) or an array, one weight per point.
+    ``fixed_alpha_s``: α measured elsewhere (calibrate's sequence step); only busbw is fitted,
+    and α's interval is that single value.
     """
     sizes, times = _check(sizes_bytes, times_s)
     w = _weights(weights, times)
     x = bus_factor(world_size) * sizes / GB  # GB moved per rank; its coefficient is 1/busbw
     # Unknowns in µs and ns/byte-ish units (s/GB) so both are O(1)-O(1000) for the solver.
     design = np.column_stack([np.full_like(x, 1e-6), x])
+    lower = [0.0, 1 / MAX_BUSBW_GBPS]
+    upper = [np.inf, np.inf]
+    if fixed_alpha_s is not None:  # pin α by its bounds; the solver then fits busbw alone
+        alpha_us = max(0.0, float(fixed_alpha_s)) * 1e6
+        lower[0], upper[0] = alpha_us, alpha_us * (1 + 1e-12) + 1e-12
     start, *_ = np.linalg.lstsq(design * w[:, None], times * w, rcond=None)
-    start = np.clip(start, [0.0, 2 / MAX_BUSBW_GBPS], None)
+    start = np.clip(start, [lower[0], 2 / MAX_BUSBW_GBPS], [upper[0], np.inf])
     res = optimize.least_squares(lambda p: (design @ p - times) * w, start,
-                                 bounds=([0.0, 1 / MAX_BUSBW_GBPS], [np.inf, np.inf]),
-                                 x_scale="jac",
+                                 bounds=(lower, upper), x_scale="jac",
                                  method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15)
     alpha_us, inv_busbw = (float(v) for v in res.x)
-    dof = len(times) - 2
+    n_free = 1 if fixed_alpha_s is not None else 2
+    dof = len(times) - n_free
     half = np.full(2, np.nan)
     if dof > 0:
-        jac = res.jac
+        jac = res.jac[:, 2 - n_free:]
         sigma2 = float(res.fun @ res.fun) / dof
         try:
             cov = np.linalg.inv(jac.T @ jac) * sigma2
-            half = float(stats.t.ppf(0.975, dof)) * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+            half[2 - n_free:] = (float(stats.t.ppf(0.975, dof))
+                                 * np.sqrt(np.clip(np.diag(cov), 0.0, None)))
         except np.linalg.LinAlgError:
             pass
+    if fixed_alpha_s is not None:
+        half[0] = 0.0
     busbw = 1.0 / inv_busbw
     lo_inv, hi_inv = inv_busbw - half[1], inv_busbw + half[1]
     busbw_ci = (1.0 / hi_inv if np.isfinite(hi_inv) else np.nan,
@@ -157,11 +168,15 @@ def heldout_mask(n_sizes: int, every: int = 3) -> np.ndarray:
 
 
 def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,
-                  piecewise: bool = False, weights: str = "relative") -> dict:
+                  piecewise: bool = False, weights: str = "relative",
+                  fixed_alpha_s: float | None = None) -> dict:
     """Fit on the kept sizes, predict the held-out ones: relative errors there."""
     sizes, times = _check(sizes_bytes, times_s)
     mask = heldout_mask(len(sizes), every)
-    fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights)
+    if fixed_alpha_s is not None and not piecewise:
+        fit = fit_alpha_beta(sizes[~mask], times[~mask], world_size, weights, fixed_alpha_s)
+    else:
+        fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights)
     rel = np.abs(fit.predict_s(sizes[mask]) - times[mask]) / times[mask]
     return {"fit": fit, "mask": mask.tolist(), "heldout_bytes": sizes[mask].astype(int).tolist(),
             "rel_err": rel.tolist(),

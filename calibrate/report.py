@@ -95,6 +95,8 @@ def _line(f: AlphaBetaFit) -> str:
     busbw = (f"busbw = {f.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}]"
              if f.busbw_gbps < MAX_BUSBW_GBPS / 2 else
              "busbw unresolved (time flat in size: latency-bound)")
+    if f.alpha_ci_s[0] == f.alpha_ci_s[1]:  # held at the sequence step's α, not fitted
+        return f"α = {f.alpha_s * 1e6:.1f} µs (held: the sequence step's), {busbw}"
     return (f"α = {f.alpha_s * 1e6:.1f} µs [95% CI {f.alpha_ci_s[0] * 1e6:.1f}, "
             f"{f.alpha_ci_s[1] * 1e6:.1f}], {busbw}")
 
@@ -161,6 +163,10 @@ def write_plots(out_dir: str | Path, runs: list[dict],
             ax.plot(sizes[held], times[held] * 1e6, "s", mfc="none", color=color, ms=6,
                     label=f"p={p} held out")
         ax.plot(grid, model * 1e6, "-", color=color, lw=1, label=f"p={p} fit")
+        if run.get("sequence") is not None:  # the line's α is a sequence's, not a lone one's
+            lone = run["sequence"]["lone_alpha_s"] + (model - run["fit"].alpha_s)
+            ax.plot(grid, lone * 1e6, ":", color=color, lw=1,
+                    label=f"p={p} same busbw, lone α (sweep intercept)")
         rel = (times - run["fit"].predict_s(sizes)) / run["fit"].predict_s(sizes) * 100
         res_ax.plot(sizes, rel, "o-", color=color, ms=3, lw=0.8)
         res_ax.plot(sizes[held], rel[held], "s", mfc="none", color=color, ms=6)
@@ -219,8 +225,8 @@ def results_json(a, runs: list[dict], links: dict[int, Path]) -> dict:
                                                       "median_rel_err", "max_rel_err")},
             "piecewise_suggested": fit_to_json(run["alternative"]),
             "busbw_wire_fraction": wire_fraction(run["link"].busbw_gbps, a.link_gbit),
-            "contention": run["contention"], "oversubscribed": run["oversubscribed"] or None,
-            "link_file": str(links[p]), "link": link_to_json(run["link"])})
+            "contention": run["contention"], "sequence": run.get("sequence"),
+            "oversubscribed": run["oversubscribed"] or None, "link_file": str(links[p]), "link": link_to_json(run["link"])})
     return out
 
 
@@ -257,6 +263,15 @@ def print_report(a, runs: list[dict], paths: list[Path], elapsed_s: float) -> No
         if held["heldout_bytes"]:
             print(f"  held-out {len(held['heldout_bytes'])} sizes: median error "
                   f"{held['median_rel_err']:.1%}, max {held['max_rel_err']:.1%}")
+        seq = run.get("sequence")
+        if seq is not None:
+            print(f"  α in a step: {seq['count']} all-reduces ({human_bytes(seq['bytes'])} in "
+                  f"all) back to back, median of {seq['repeats']}: queued async "
+                  f"{seq['async_s'] * 1e3:.2f} ms -> α {seq['alpha_s'] * 1e6:.0f} µs (alpha_s), "
+                  f"each waited for {seq['blocking_s'] * 1e3:.2f} ms -> α "
+                  f"{seq['blocking_alpha_s'] * 1e6:.0f} µs (blocking_alpha_s); a lone "
+                  f"all-reduce's fitted α is {seq['lone_alpha_s'] * 1e6:.0f} µs. busbw is "
+                  "fitted with α held, by plain least squares (the large sizes decide it)")
         frac = wire_fraction(run["link"].busbw_gbps, a.link_gbit)
         if frac is not None:
             print(f"  busbw {run['link'].busbw_gbps:.4f} GB/s = {frac:.0%} of the "

@@ -22,7 +22,8 @@ from simddp.io import load_link
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Small and quick: 1 KiB..64 KiB is 7 sizes, 5 kept for the fit with every 3rd held out.
-SMALL = ["--min-bytes", "1K", "--max-bytes", "64K", "--warmup", "1", "--iters", "3"]
+SMALL = ["--min-bytes", "1K", "--max-bytes", "64K", "--warmup", "1", "--iters", "3",
+         "--sequence-count", "4", "--sequence-repeats", "2"]
 
 
 def run_main(argv, capsys):
@@ -44,6 +45,8 @@ def run_main(argv, capsys):
     (["--world-sizes", "2,2"], "distinct"),
     (["--world-size", "0"], "--world-sizes: '0'"),
     (["--iters", "0"], "--iters must be an integer >= 1"),
+    (["--sequence-count", "0"], "--sequence-count must be an integer >= 1"),
+    (["--sequence-bytes", "x"], "--sequence-bytes: 'x' is not a size"),
     (["--holdout-every", "1"], "--holdout-every must be 0"),
     (["--link-gbit", "1"], "--link-gbit 1.0: needs --emulate-hosts"),
     (["--emulate-hosts", "2", "--world-sizes", "2,4"], "the world size must be 2"),
@@ -121,10 +124,17 @@ def test_small_real_run(tmp_path):
     assert (link.world_size, link.backend) == (2, "gloo")
     assert link.alpha_s > 0 and link.busbw_gbps > 0
     assert link.compute_slowdown >= 1.0 and link.comm_slowdown >= 1.0
+    # α is the sequence step's (4 x 64 KiB back to back), and the blocking one is recorded
+    assert "α in a step: 4 all-reduces (256 KiB in all)" in proc.stdout
+    assert link.blocking_alpha_s is not None and "back-to-back" in link.source
     assert "1024..65536 B x2 (7 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())
     (run,) = results["runs"]
     assert [r["size_bytes"] for r in run["rows"]] == sweep_sizes(1024, 65536, 2, 4)
+    seq = run["sequence"]
+    assert (seq["count"], seq["bytes"], seq["repeats"]) == (4, 4 * 65536, 2)
+    assert link.alpha_s == pytest.approx(seq["alpha_s"]) == pytest.approx(run["fit"]["alpha_s"])
+    assert link.blocking_alpha_s == pytest.approx(seq["blocking_alpha_s"])
     assert run["heldout"]["heldout_bytes"] == [2048, 16384]
     assert all(r["time_s"] <= r["p95_s"] for r in run["rows"])
     rows = list(csv.DictReader((out / "allreduce.csv").open()))
@@ -137,9 +147,12 @@ def test_small_real_run(tmp_path):
 def test_two_world_sizes_one_link_each(tmp_path, capsys):
     out = tmp_path / "cal"
     rc, stdout, _ = run_main(SMALL + ["--world-sizes", "2,3", "--no-contention", "--no-plots",
-                                      "--name", "lo", "--out", str(out)], capsys)
+                                      "--no-sequence", "--name", "lo", "--out", str(out)], capsys)
     assert rc == 0
     links = {p: load_link(out / f"link-p{p}.json") for p in (2, 3)}
+    # --no-sequence: α is the sweep's intercept, one α for every plan
+    assert all(link.blocking_alpha_s is None for link in links.values())
+    assert "α in a step" not in stdout
     assert {p: (link.name, link.world_size) for p, link in links.items()} == {
         2: ("lo-p2", 2), 3: ("lo-p3", 3)}
     assert not (out / "link.json").exists()

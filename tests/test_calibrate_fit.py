@@ -170,3 +170,33 @@ def test_table_and_csv_rows():
                      "heldout_mask": mask}]).splitlines()
     assert len(csv) == 5 and csv[2].split(",")[:3] == ["2", "2048", "512"]
     assert csv[2].split(",")[9] == "1"
+
+
+def test_fixed_alpha_fits_busbw_alone_and_the_large_sizes_decide_it():
+    # α held at 1 ms (the sequence step's), true line α 0.3 ms, busbw 0.24 GB/s, and four
+    # erratic small sizes (3.3, 3.0, 1.6, 2.9 ms, as a shaped link here gives): plain least
+    # squares still finds busbw within 2%; α's interval is the held value itself.
+    sizes = np.array([2.0 ** k for k in range(12, 26)])
+    times = predict_s(300e-6, 0.24, sizes, 2)
+    times[:4] = [3.3e-3, 3.0e-3, 1.6e-3, 2.9e-3]
+    fit = fit_alpha_beta(sizes, times, 2, "absolute", fixed_alpha_s=1e-3)
+    assert fit.alpha_s == pytest.approx(1e-3) and fit.alpha_ci_s == (fit.alpha_s, fit.alpha_s)
+    assert fit.busbw_gbps == pytest.approx(0.24, rel=0.02)
+    assert fit.busbw_ci_gbps[0] < fit.busbw_gbps < fit.busbw_ci_gbps[1]
+    held = heldout_error(sizes, times, 2, every=3, weights="absolute", fixed_alpha_s=1e-3)
+    assert held["fit"].alpha_s == pytest.approx(1e-3)
+
+
+def test_sequence_alphas_are_totals_minus_bandwidth_over_count():
+    from calibrate.sequence import combine
+    # 10 x 1 MB at 1 GB/s (p=2) = 10 ms of bandwidth; the slower rank's median counts.
+    ranks = [{"blocking_s": [0.05, 0.04, 0.06], "async_s": [0.03, 0.03, 0.02]},
+             {"blocking_s": [0.045] * 3, "async_s": [0.035] * 3}]
+    r = combine(ranks, [10 ** 6] * 10, 1.0, 2)
+    assert (r["count"], r["bytes"], r["repeats"]) == (10, 10 ** 7, 3)
+    assert r["blocking_s"] == pytest.approx(0.05) and r["async_s"] == pytest.approx(0.035)
+    assert r["blocking_alpha_s"] == pytest.approx(0.004)
+    assert r["alpha_s"] == pytest.approx(0.0025)
+    # faster than the bandwidth terms allow (noise): α is clamped at 0, never negative
+    assert combine([{"blocking_s": [0.001], "async_s": [0.001]}], [10 ** 6] * 10, 1.0, 2)[
+        "alpha_s"] == 0.0

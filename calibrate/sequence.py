@@ -1,0 +1,81 @@
+"""α as a training step sees it: all-reduces issued back to back, blocking and asynchronous.
+
+The sweep times each all-reduce alone, after a barrier. A DDP step issues many in a row: an
+overlapping DDP queues them asynchronously (``async_op=True``) as gradients become ready, a
+naive one waits for each before issuing the next. Each repeat, on every rank::
+
+    barrier; clock; for t in tensors: all_reduce(t)                          -> blocking_s
+    barrier; clock; works = [all_reduce(t, async_op=True) for t in tensors]
+                    for w in works: w.wait()                                 -> async_s
+
+(``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
+Per rank the median over repeats, then the max over ranks. Each total minus the bandwidth
+terms of the fitted line, over the number of all-reduces, is that pattern's α::
+
+    α_async    = (async_s    − Σ 2(p−1)/p·n/busbw) / N      -> Link.alpha_s
+    α_blocking = (blocking_s − Σ 2(p−1)/p·n/busbw) / N      -> Link.blocking_alpha_s
+
+Why not the sweep's α: with Gloo on this 2-vCPU VM a lone 64 KiB all-reduce took 0.4-0.6 ms,
+while 32 of them took 1.0-2.2 ms each blocking and 1.0-1.6 ms each queued (thread hand-offs
+inside Gloo, measured 2026-11-22, docs/CALIBRATE.md); a sweep's small sizes jump between
+0.3 and 3.5 ms from one size to the next, so the fitted intercept is mostly noise.
+``realrun validate`` runs this with the model's own gradient sizes.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from calibrate.bench import DTYPES, barrier, element_bytes
+
+DEFAULT_COUNT = 32          # all-reduces per sequence: a small model's tensor count
+DEFAULT_BYTES = 64 * 2 ** 10  # each: the size of a typical bias/norm/small weight gradient
+DEFAULT_REPEATS = 10
+
+
+def measure_sequence(cfg: dict, ctx) -> dict:
+    """Rank side. ``cfg``: sizes_bytes (one all-reduce each, in order), dtype, repeats."""
+    elem = element_bytes(cfg["dtype"])
+    tensors = [torch.zeros(max(1, n // elem), dtype=DTYPES[cfg["dtype"]], device=ctx.device)
+               for n in cfg["sizes_bytes"]]
+    for t in tensors:  # connections and buffers for every size, untimed
+        dist.all_reduce(t)
+    blocking_s, async_s = [], []
+    for _ in range(cfg["repeats"]):
+        blocking_s.append(_timed(ctx, lambda: [dist.all_reduce(t) for t in tensors]))
+        async_s.append(_timed(ctx, lambda: [w.wait() for w in
+                                            [dist.all_reduce(t, async_op=True) for t in tensors]]))
+    return {"blocking_s": blocking_s, "async_s": async_s}
+
+
+def _timed(ctx, fn) -> float:
+    barrier(ctx)
+    ctx.synchronize()
+    start_s = time.perf_counter()
+    fn()
+    ctx.synchronize()
+    return time.perf_counter() - start_s
+
+
+def combine(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
+            world_size: int) -> dict:
+    """Parent side: the sequence totals (max over ranks of each rank's median) and both αs.
+
+    >>> r = combine([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
+    >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
+    (0.004, 0.002)
+    """
+    from calibrate.fit import bus_factor
+    from simddp.link import GB
+    out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
+           "repeats": len(per_rank[0]["async_s"]),
+           "bandwidth_s": sum(bus_factor(world_size) * n / (busbw_gbps * GB)
+                              for n in sizes_bytes)}
+    for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
+        total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
+        out[f"{pattern}_s"] = total_s
+        out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
+    return out
