@@ -4,11 +4,14 @@ The sweep times each all-reduce alone, after a barrier. A DDP step issues many i
 overlapping DDP queues them asynchronously (``async_op=True``) as gradients become ready, a
 naive one waits for each before issuing the next. Each repeat, on every rank::
 
-    barrier; clock; for t in tensors: all_reduce(t)                          -> blocking_s
-    barrier; clock; works = [all_reduce(t, async_op=True) for t in tensors]
-                    for w in works: w.wait()                                 -> async_s
+    barrier; compute; clock; for t in tensors: all_reduce(t)                 -> blocking_s
+    barrier; compute; clock; works = [all_reduce(t, async_op=True) for t in tensors]
+                             for w in works: w.wait()                        -> async_s
 
 (``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
+"compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward: issued
+from a busy CPU, 75 blocking ones took 105-111 ms here against 126-136 ms straight after a
+barrier (an idle vCPU is slow to wake); queued ones 92 ms either way.
 Per rank the median over repeats, then the max over ranks. Each total minus the bandwidth
 terms of the fitted line, over the number of all-reduces, is that pattern's α::
 
@@ -34,6 +37,8 @@ from calibrate.bench import DTYPES, barrier, element_bytes
 DEFAULT_COUNT = 32          # all-reduces per sequence: a small model's tensor count
 DEFAULT_BYTES = 64 * 2 ** 10  # each: the size of a typical bias/norm/small weight gradient
 DEFAULT_REPEATS = 10
+BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
+_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as calibrate/contention.py)
 
 
 def measure_sequence(cfg: dict, ctx) -> dict:
@@ -43,16 +48,26 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                for n in cfg["sizes_bytes"]]
     for t in tensors:  # connections and buffers for every size, untimed
         dist.all_reduce(t)
+    a = torch.randn(_MATMUL_N, _MATMUL_N, device=ctx.device)
+    busy_s = cfg.get("busy_s", BUSY_S)
+
+    def busy() -> None:
+        end_s = time.perf_counter() + busy_s
+        while time.perf_counter() < end_s:
+            torch.mm(a, a)
+            ctx.synchronize()
+
     blocking_s, async_s = [], []
     for _ in range(cfg["repeats"]):
-        blocking_s.append(_timed(ctx, lambda: [dist.all_reduce(t) for t in tensors]))
-        async_s.append(_timed(ctx, lambda: [w.wait() for w in
-                                            [dist.all_reduce(t, async_op=True) for t in tensors]]))
+        blocking_s.append(_timed(ctx, busy, lambda: [dist.all_reduce(t) for t in tensors]))
+        async_s.append(_timed(ctx, busy, lambda: [
+            w.wait() for w in [dist.all_reduce(t, async_op=True) for t in tensors]]))
     return {"blocking_s": blocking_s, "async_s": async_s}
 
 
-def _timed(ctx, fn) -> float:
+def _timed(ctx, before, fn) -> float:
     barrier(ctx)
+    before()
     ctx.synchronize()
     start_s = time.perf_counter()
     fn()
