@@ -10,7 +10,7 @@ ends when both the backward and the last collective are done, plus the optimizer
 α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one.
 
 Contention makes the lanes' rates depend on each other and has no such recurrence, and the
-wrapper's copy costs (``link.copy_gbps``) are not in it; this evaluator refuses such a link
+wrapper's copy and hook costs (``link.copy_gbps``, ``hook_s``) are not in it; this evaluator refuses such a link
 instead of being silently wrong.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from simddp.profile import ModelProfile
 
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int) -> float:
-    if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None:
+    if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None
+            or link.hook_s or link.ddp_hook_s):
         raise ValueError("the closed form models neither contention nor wrapper copies; "
                          "use the engine")
     by_micro: dict[int, list] = {}

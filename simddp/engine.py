@@ -102,6 +102,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     done = {k: env.event() for k in {c.micro_step for c in collectives}}
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
     copy_in, copy_out = host_copies(profile, link, plan)
+    hooked = link.ddp_hook_s if plan.strategy.name == "ddp" else link.hook_s
+    copy_in_label = "hooks+copy-in" if hooked else "copy-in"
     coll_done = [env.event() for _ in collectives] if copy_out else []
 
     def compute():
@@ -124,8 +126,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                         if record:
                             spans.append((COMPUTE, label, start_s, env.now))
                 extra_s = copy_in[k].get(li) if copy_in else None
-                if extra_s:  # the wrapper's copy-in / in-place 1/p, before the launches
-                    yield from lanes.work(COMPUTE, "copy-in", extra_s, compute_ref)
+                if extra_s:  # the wrapper's hooks, copy-in / in-place 1/p, before launches
+                    yield from lanes.work(COMPUTE, copy_in_label, extra_s, compute_ref)
                 evs = ready_k.get(li)
                 if evs:
                     for ev in evs:
@@ -181,19 +183,22 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
 
 def host_copies(profile: ModelProfile, link: Link, plan: Plan
                 ) -> tuple[list[dict[int, float]], list[float]]:
-    """Seconds of the wrapper's gradient copies at ``link.copy_gbps`` (a lone tensor's in-place
-    scaling at ``link.scale_gbps``): ([micro-step]{layer:
-    copy-in s}, [collective] copy-out s); ([], []) when copies are free (``copy_gbps`` None).
+    """Host seconds of the DDP implementation on the compute lane: ([micro-step]{layer:
+    copy-in and hook s}, [collective] copy-out s); ([], []) when the link charges none.
 
-    As realrun.DDP (flat_bucket.py) does them: a bucket of several tensors copies each
+    Copies at ``link.copy_gbps`` (a lone tensor's in-place scaling at ``link.scale_gbps``),
+    as realrun.DDP (flat_bucket.py) does them: a bucket of several tensors copies each
     gradient in (scaled by 1/p) from its gradient hook when the plan overlaps, else at launch
     after the backward, and copies the average back out once its all-reduce is done; a lone
-    tensor is scaled in place at launch and needs no copy-out.
+    tensor is scaled in place at launch and needs no copy-out. Each gradient's hook costs
+    ``link.hook_s`` (``ddp_hook_s`` for the ddp strategy, torch's reducer) where its copy-in is.
     """
-    if link.copy_gbps is None:
+    hook_s = link.ddp_hook_s if plan.strategy.name == "ddp" else link.hook_s
+    if link.copy_gbps is None and not hook_s:
         return [], []
-    rate = link.copy_gbps * 1e9
-    scale_rate = (link.scale_gbps or link.copy_gbps) * 1e9
+    rate = link.copy_gbps * 1e9 if link.copy_gbps else float("inf")
+    scale_rate = (link.scale_gbps or link.copy_gbps or float("inf")) * 1e9
+    hook_s = hook_s or 0.0
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
@@ -201,7 +206,7 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
         several = len(c.tensor_ids) > 1
         for t in c.tensor_ids:
             layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
-            per_layer[layer] = (per_layer.get(layer, 0.0)
+            per_layer[layer] = (per_layer.get(layer, 0.0) + hook_s
                                 + profile.tensor_bytes[t] / (rate if several else scale_rate))
         copy_out.append(c.nbytes / rate if several else 0.0)
     return copy_in, copy_out

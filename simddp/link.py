@@ -68,6 +68,12 @@ class Link:
     # The in-place 1/p of a lone tensor (one pass, read and write the same memory); None: at
     # copy_gbps.
     scale_gbps: float | None = None
+    # Host seconds per gradient of the DDP implementation's hook (Python dispatch, bookkeeping,
+    # launching), on the compute lane as each gradient is ready: ``hook_s`` for realrun's
+    # wrapper (every strategy but ddp), ``ddp_hook_s`` for torch's C++ reducer (the ddp
+    # strategy); None: free. Measured by ``realrun validate`` on 1-rank process groups.
+    hook_s: float | None = None
+    ddp_hook_s: float | None = None
     # Per-collective latency when each all-reduce is waited for before the next is issued
     # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
     blocking_alpha_s: float | None = None
@@ -95,8 +101,9 @@ class Link:
         for name in ("copy_gbps", "scale_gbps"):
             if getattr(self, name) is not None:
                 _positive(self.name, name, getattr(self, name))
-        if self.blocking_alpha_s is not None:
-            _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
+        for name in ("blocking_alpha_s", "hook_s", "ddp_hook_s"):
+            if getattr(self, name) is not None:
+                _positive(self.name, name, getattr(self, name), allow_zero=True)
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")

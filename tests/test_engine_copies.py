@@ -68,3 +68,24 @@ def test_in_place_scaling_has_its_own_rate():
     fast = Link("l", 0.0, 1.0, copy_gbps=1.0, scale_gbps=2.0)   # 1 MB scaled in 0.5 ms
     r = simulate(TOY, fast, plan(TOY, make_strategy("overlap")), 2)
     assert r.step_ms == pytest.approx(8.0)   # bwd 2-4, scale 4-4.5, bwd 4.5-6.5, scale -7, comm -8
+
+
+def test_hook_cost_per_gradient_on_the_compute_lane():
+    # hook_s 0.5 ms per gradient on top of the copies: overlap's l1 gradient is hooked and
+    # scaled 4-5.5, l0's backward 5.5-7.5, its hook + scale 7.5-9, grad0 9-10. torch's
+    # reducer (the ddp strategy) pays ddp_hook_s instead: 0.1 ms per gradient, so its bucket's
+    # two copy-ins take 1.1 ms each. Hooks alone (no copy rate) are charged too.
+    hooked = Link("l", 0.0, 1.0, copy_gbps=1.0, hook_s=0.5e-3, ddp_hook_s=0.1e-3)
+    r = simulate(TOY, hooked, plan(TOY, make_strategy("overlap")), 2)
+    spans = sorted((s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
+                   for s in r.spans if s.label == "hooks+copy-in")
+    assert spans == [("hooks+copy-in", 4.0, 5.5), ("hooks+copy-in", 7.5, 9.0)]
+    assert r.step_ms == pytest.approx(10.0)
+    ddp = simulate(TOY, hooked, plan(TOY, make_strategy("ddp", bucket_mb=8)), 2)
+    assert sorted(round(s.duration_s * 1e3, 6) for s in ddp.spans
+                  if s.label == "hooks+copy-in") == [1.1, 1.1]
+    only = Link("l", 0.0, 1.0, hook_s=1e-3)
+    assert simulate(TOY, only, plan(TOY, make_strategy("overlap")), 2).step_ms == \
+        pytest.approx(9.0)   # bwd 2-4, hook 4-5, bwd 5-7, hook 7-8, grad0 8-9
+    with pytest.raises(InputError, match="hook_s"):
+        Link("l", 0.0, 1.0, hook_s=-1.0)
