@@ -1,23 +1,23 @@
-"""Re-predict finished validations with and without each added piece of physics.
+"""Re-predict finished validations with and without each piece of physics added to them.
 
     python bench/validate_ab.py                                   # every cell under out/grid
     python bench/validate_ab.py out/grid/mlp-loopback out/grid/tfm-2gbit
 
 Reads DIR/profile.json, DIR/link.json, DIR/measured.json and DIR/validate.json written by
 ``python -m realrun validate --out DIR``. The measurements stay the same numbers; only the
-simulator's inputs change, one piece at a time:
+simulator's inputs change:
 
-- ``before``: one α–β line fitted to the calibration rows (every size; calibrate's own fit
-  holds every 3rd size out, so this differs slightly), copies free, rank 0's median
-  compute — the simulator as it was;
-- ``+copies``: plus the wrapper's gradient copies (link.copy_gbps, scale_gbps as measured) —
-  what ``realrun validate`` predicts by default (up to that held-out detail);
-- ``+jitter``: plus the slowest-rank compute (profile × the measured rank_max_factor), as
-  ``--rank-max`` would;
-- ``+piecewise``: copies with the link's two-line fit, as ``--piecewise`` would — only for
-  cells calibrated that way;
-- ``diag:oracle``: NOT a prediction — the compute total set to this run's own measured
-  compute-only median, so what remains is the communication/overlap model's error alone.
+- ``lone α``: one α–β line fitted to the calibration rows with relative residuals (every
+  size; calibrate holds every 3rd out, so this differs slightly) — α of a lone all-reduce,
+  one α for every plan, as ``--lone-alpha`` (and everything before 2026-11-22) predicted;
+- ``seq α``: the link as saved — α of this model's all-reduces issued back to back (async
+  for overlapping plans, blocking for the others), busbw fitted with that α held;
+- ``+anchor``: the compute total set to the compute-only median measured alongside the
+  strategies (the compute-only row then is an input, not scored), as ``realrun validate``
+  does by default; without it the profile phase's totals are used (``--profile-compute``).
+
+The wrapper's copy costs are charged in every variant (they were added before; their effect
+is in docs/VALIDATION.md's earlier tables).
 """
 from __future__ import annotations
 
@@ -28,21 +28,16 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from realrun.validate import ValidateSettings, predict  # noqa: E402
+from realrun.validate import COMPUTE_ONLY, ValidateSettings, predict  # noqa: E402
+from realrun.validate_inputs import anchor_compute  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
 from simddp.io import load_link, load_profile, load_results  # noqa: E402
 
-VARIANTS = (("before", False, False, False, False), ("+copies", False, True, False, False),
-            ("+jitter", False, True, True, False), ("+piecewise", True, True, False, False),
-            ("diag:oracle", False, True, False, True))
+VARIANTS = (("lone α", "lone", False), ("seq α", "seq", False),
+            ("lone α +anchor", "lone", True), ("seq α +anchor", "seq", True))
 
 
-def _scaled(profile, k: float):
-    return profile.scaled(forward_s=profile.forward_s * k, backward_s=profile.backward_s * k,
-                          optimizer_s=profile.optimizer_s * k)
-
-
-def summary(out_dir: str, piecewise: bool, copies: bool, jitter: bool, oracle: bool) -> dict:
+def summary(out_dir: str, alpha: str, anchor: bool) -> dict | None:
     path = os.path.join(out_dir, "profile.json")
     profile = load_profile(path)
     link = load_link(os.path.join(out_dir, "link.json"))
@@ -51,34 +46,31 @@ def summary(out_dir: str, piecewise: bool, copies: bool, jitter: bool, oracle: b
     cal = cal.get("calibrated_here") or {}
     info = json.load(open(path)).get("measured") or {}
     k = info.get("rank_max_factor")
-    applied = info.get("rank_max_applied", k is not None)  # runs before 03:10 applied it
-    if k and applied and not jitter:  # undo the slowest-rank scaling: rank 0's medians
-        profile = _scaled(profile, 1 / k)
-    elif k and jitter and not applied:
-        profile = _scaled(profile, k)
-    if piecewise and not link.pieces:
-        return None  # this cell was calibrated with one line
-    if not piecewise and cal.get("rows") and link.pieces:
+    if k and info.get("rank_max_applied", True):  # runs before 03:10 scaled by it: undo
+        profile = profile.scaled(forward_s=profile.forward_s / k,
+                                 backward_s=profile.backward_s / k,
+                                 optimizer_s=profile.optimizer_s / k)
+    if alpha == "seq" and link.blocking_alpha_s is None:
+        return None  # calibrated before the sequence step existed
+    if alpha == "lone" and cal.get("rows"):
         from calibrate.fit import fit_alpha_beta
         rows = cal["rows"]
         fit = fit_alpha_beta([r["size_bytes"] for r in rows],
                              [r["time_us"] / 1e6 for r in rows], measured[0].world_size)
         link = dataclasses.replace(link, alpha_s=fit.alpha_s, busbw_gbps=fit.busbw_gbps,
-                                   pieces=())
-    if not copies:
-        link = dataclasses.replace(link, copy_gbps=None, scale_gbps=None)
-    if oracle:
-        m = next(r for r in measured if r.strategy == "compute-only").step_s
-        profile = _scaled(profile, m / (profile.forward_s + profile.backward_s
-                                        + profile.optimizer_s))
-    strategies = tuple(sorted({r.strategy for r in measured} - {"compute-only"}))
+                                   pieces=(), blocking_alpha_s=None)
+    inputs = frozenset()
+    if anchor:
+        profile, _ = anchor_compute(profile, measured)
+        inputs = frozenset({COMPUTE_ONLY})
+    strategies = tuple(sorted({r.strategy for r in measured} - {COMPUTE_ONLY}))
     mbs = tuple(sorted({r.bucket_mb for r in measured if r.bucket_mb is not None}))
     s = ValidateSettings(strategies=strategies, bucket_mbs=mbs, world_size=measured[0].world_size)
-    return compare_results(predict(profile, link, s), measured).summary.to_json()
+    return compare_results(predict(profile, link, s), measured, inputs=inputs).summary.to_json()
 
 
 def main(dirs: list[str]) -> None:
-    print(f"{'cell':<16}{'simulator':<13}{'median APE':>11}{'max APE':>9}{'rho':>7}"
+    print(f"{'cell':<16}{'simulator':<16}{'median APE':>11}{'max APE':>9}{'rho':>7}"
           f"{'pred best':>10}{'meas best':>10}{'regret %':>9}")
     for d in dirs:
         for name, *flags in VARIANTS:
@@ -86,7 +78,7 @@ def main(dirs: list[str]) -> None:
             if s is None:
                 continue
             rho = "-" if s["spearman"] is None else f"{s['spearman']:.3f}"
-            print(f"{os.path.basename(d.rstrip('/')):<16}{name:<13}"
+            print(f"{os.path.basename(d.rstrip('/')):<16}{name:<16}"
                   f"{s['median_ape']:>11.1f}{s['max_ape']:>9.1f}{rho:>7}"
                   f"{s['predicted_best_bucket_mb']!s:>10}{s['measured_best_bucket_mb']!s:>10}"
                   f"{s['regret']:>9.1f}")

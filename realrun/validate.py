@@ -36,9 +36,9 @@ import time
 from dataclasses import dataclass, field
 
 from realrun.validate_inputs import (  # noqa: F401
+    anchor_compute,
     calibrate_link,
     measure_profile,
-    sequence_alpha,
     spec_dict,
 )
 from realrun.validate_timeline import measure_timeline  # noqa: F401
@@ -80,7 +80,8 @@ class ValidateSettings:
     timeout_s: float = 60.0
     calibrate_iters: int = 20
     piecewise: bool = False                          # calibrate two α–β lines (see below)
-    sequence_alpha: bool = False                     # α from back-to-back all-reduces
+    lone_alpha: bool = False                         # calibrate --no-sequence (old α)
+    anchor_compute: bool = True                      # compute total from the compute-only row
     model_copies: bool = True                        # charge the wrapper's copies (copy_gbps)
     rank_max: bool = False                           # compute = slowest rank's step (jitter)
 
@@ -212,6 +213,7 @@ class ValidationReport:
     failures: list[str]
     timeline_config: str | None
     timeline_note: str
+    compute_anchor: dict | None      # profile vs measured compute-only ms, and the factor
     load: tuple[float, float]        # 1-min load average before and after
     elapsed_s: float
 
@@ -255,16 +257,22 @@ class ValidationReport:
         doc["summary"]["failures"] = list(self.failures)
         doc["validate"] = {
             "link": {"name": self.link.name, "alpha_us": self.link.alpha_s * 1e6,
+                     "blocking_alpha_us": (None if self.link.blocking_alpha_s is None
+                                           else self.link.blocking_alpha_s * 1e6),
                      "busbw_gbps": self.link.busbw_gbps,
                      "compute_slowdown": self.link.compute_slowdown,
                      "comm_slowdown": self.link.comm_slowdown,
                      "copy_gbps": self.link.copy_gbps, "scale_gbps": self.link.scale_gbps,
+                     "hook_us": None if self.link.hook_s is None else self.link.hook_s * 1e6,
+                     "ddp_hook_us": (None if self.link.ddp_hook_s is None
+                                     else self.link.ddp_hook_s * 1e6),
                      "calibrated_here": self.link_info},
             "profile": {"forward_ms": self.profile.forward_s * 1e3,
                         "backward_ms": self.profile.backward_s * 1e3,
                         "optimizer_ms": self.profile.optimizer_s * 1e3,
                         "tensors": self.profile.n_tensors,
                         "grad_mib": self.profile.grad_total_bytes / 2 ** 20},
+            "compute_anchor": self.compute_anchor,
             "verdict": self.verdict(), "timeline_config": self.timeline_config,
             "timeline_note": self.timeline_note, "load_before_after": list(self.load),
             "elapsed_s": round(self.elapsed_s, 1)}
@@ -273,16 +281,26 @@ class ValidationReport:
     def text(self) -> str:
         s, l = self.settings, self.link
         lines = [f"# validate: {self.profile.name}, batch {s.batch} x seq {s.seq}, "
-                 f"{s.world_size} ranks; link {l.name}: α {l.alpha_s * 1e6:.0f} µs, busbw "
+                 f"{s.world_size} ranks; link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
+                 + ("" if l.blocking_alpha_s is None else
+                    f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
                  f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
                  f"comm x{l.comm_slowdown:.2f}, copies "
-                 + ("free" if l.copy_gbps is None else f"{l.copy_gbps:.2f} GB/s"),
+                 + ("free" if l.copy_gbps is None else f"{l.copy_gbps:.2f} GB/s")
+                 + ("" if l.hook_s is None else f", hooks {l.hook_s * 1e6:.0f} µs per gradient"
+                    f" (torch ddp {(l.ddp_hook_s or 0) * 1e6:.0f} µs)"),
                  f"# profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
                  f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
                  f"{self.profile.optimizer_s * 1e3:.2f} ms, {self.profile.n_tensors} tensors "
                  f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB); load "
                  f"{self.load[0]:.2f} -> {self.load[1]:.2f}; {self.elapsed_s:.0f} s",
                  format_table(self.comparison)]
+        a = self.compute_anchor
+        if a is not None:
+            lines.insert(2, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
+                         f" set to the compute-only median measured alongside the strategies, "
+                         f"{a['measured_ms']:.2f} ms (x{a['factor']:.3f}); --profile-compute "
+                         "keeps the profile's")
         for f in self.failures:
             lines.append(f"FAILED {f}")
         v = self.verdict()
@@ -327,31 +345,30 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
     link, link_info = s.link, None
     if link is None:
         log("validate: calibrating the link (short sweep, same world)...")
-        link, link_info = calibrate_link(s, piecewise=s.piecewise)
+        link, link_info = calibrate_link(s, piecewise=s.piecewise, lone_alpha=s.lone_alpha)
     profile_measured = None
     if profile is None:
         log("validate: profiling the model on every rank...")
         profile, profile_measured = measure_profile(s)
     if profile_measured is not None and link.copy_gbps is None and s.model_copies:
-        # The wrapper's gradient copies, measured on these ranks with this model's tensors.
+        # The DDP implementations' host costs — gradient copies and the hook path per
+        # gradient — measured on these ranks with this model (realrun/host_costs.py).
+        from realrun.host_costs import hook_fields
         copy = profile_measured["copy"]
         link = dataclasses.replace(link, copy_gbps=copy["copy_gbps"],
-                                   scale_gbps=copy["in_place_gbps"])
-    seq = None
-    if s.sequence_alpha and link_info is not None and not link.pieces:
-        # Per-collective cost in a sequence, measured on the same world with this model's
-        # tensors; replaces α when larger (a lone all-reduce after a barrier is cheaper).
-        log("validate: timing this model's all-reduces back to back...")
-        seq = sequence_alpha(s, link, list(profile.tensor_bytes))
-        link_info["sequence"] = seq
-        if seq["alpha_seq_s"] > link.alpha_s:
-            link = dataclasses.replace(link, alpha_s=seq["alpha_seq_s"])
-    predicted = predict(profile, link, s)
+                                   scale_gbps=copy["in_place_gbps"],
+                                   **hook_fields(profile_measured["hooks"], copy,
+                                                 list(profile.tensor_bytes)))
     log(f"validate: measuring {len(s.configs())} configurations x {s.steps} steps...")
     measured, failures = measure(s, log)
     if not measured:
         raise MeasureFailed("every configuration failed: " + "; ".join(failures))
-    comparison = compare_results(predicted, measured)
+    anchored = anchor_compute(profile, measured) if s.anchor_compute else None
+    anchor, inputs = None, frozenset()
+    if anchored is not None:
+        (sim_profile, anchor), inputs = anchored, frozenset({COMPUTE_ONLY})
+    predicted = predict(sim_profile if anchor else profile, link, s)
+    comparison = compare_results(predicted, measured, inputs=inputs)
     _, m = pick_timeline(comparison, None)
     timeline_config, note = None, ""
     if m is not None:
@@ -363,11 +380,11 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
         try:
             spans = measure_timeline(s, m.strategy, m.bucket_mb)
             measured = [dataclasses.replace(r, spans=spans) if r is m else r for r in measured]
-            comparison = compare_results(predicted, measured)
+            comparison = compare_results(predicted, measured, inputs=inputs)
         except Exception as e:  # the timeline is an illustration; the numbers stand without it
             note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
     return ValidationReport(s, link, link_info, profile, profile_measured, predicted, measured,
-                            comparison, failures, timeline_config, note,
+                            comparison, failures, timeline_config, note, anchor,
                             (load0, os.getloadavg()[0]), time.perf_counter() - start)
 
 

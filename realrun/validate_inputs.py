@@ -25,14 +25,16 @@ if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this modu
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
-                   piecewise: bool = False) -> tuple[Link, dict]:
+                   piecewise: bool = False, lone_alpha: bool = False) -> tuple[Link, dict]:
     """A short in-process ``python -m calibrate`` on the same world: (Link, its summary).
 
     Sizes 4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power
-    of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, contention measured.
-    ``piecewise`` fits two lines joined at a fitted breakpoint. Off by default: it fits the
-    large sizes better, but on this box it made 3 of 4 validation cells worse (the small-size
-    line is fitted to erratic 0.5-3 ms medians; docs/VALIDATION.md).
+    of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, contention measured,
+    and calibrate's sequence step run on *this model's* gradients (one all-reduce per
+    tensor, back to back, async and blocking: the α of each pattern, calibrate/sequence.py).
+    ``lone_alpha`` skips the sequence step (α = the sweep's intercept, as before 2026-11-22).
+    ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
+    default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
     """
     from calibrate.cli import analyse, parse_args
     from calibrate.cli import measure as cal_measure
@@ -50,7 +52,12 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
             argv += ["--link-gbit", f"{s.link_gbit:g}"]
         if piecewise:
             argv += ["--piecewise"]
+        if lone_alpha:
+            argv += ["--no-sequence"]
         a = parse_args(argv)
+        if a.sequence_sizes:
+            a.sequence_sizes = model_tensor_bytes(s.spec)
+            a.sequence_repeats = 15
         a.load_before = os.getloadavg()[0]
         ranks = cal_measure(a, s.world_size)
         run = analyse(a, s.world_size, ranks)
@@ -62,49 +69,16 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
                       "fit_us": link.allreduce_s(r["size_bytes"], s.world_size) * 1e6}
                      for r in run["rows"]],
             "compute_slowdown": link.compute_slowdown, "comm_slowdown": link.comm_slowdown,
-            "sizes": f"4K..{max_bytes}", "iters": s.calibrate_iters}
+            "sizes": f"4K..{max_bytes}", "iters": s.calibrate_iters,
+            "sequence": run["sequence"]}
     return link, info
 
 
-def sequence_rank(payload: dict, ctx) -> dict:
-    """Rank function: this model's gradients all-reduced one after another, as naive does.
-
-    One barrier, then every tensor's blocking all-reduce back to back (no barrier between),
-    ``repeats`` times; seconds per repeat. calibrate times each all-reduce alone after a
-    barrier; a step issues them in a row, and that is what this measures.
-    """
-    import torch
-    import torch.distributed as dist
-    grads = [torch.ones(max(1, n // 4)) for n in payload["tensor_bytes"]]
-    for g in grads:  # connections and buffers for each size
-        dist.all_reduce(g)
-    times = []
-    for _ in range(payload["repeats"]):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for g in grads:
-            dist.all_reduce(g)
-        times.append(time.perf_counter() - t0)
-    return {"times_s": times}
-
-
-def sequence_alpha(s: ValidateSettings, link: Link, tensor_bytes: list[int]) -> dict:
-    """The per-collective cost of back-to-back all-reduces of this model's tensors, on the
-    same world: α_seq = (median sequence time − Σ bandwidth terms) / tensors, max over ranks.
-    """
-    from realrun.launch import run_world
-    ranks = run_world("realrun.validate_inputs:sequence_rank",
-                      {"tensor_bytes": tensor_bytes, "repeats": 15},
-                      world_size=s.world_size, threads_per_rank=s.threads,
-                      timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts,
-                      link_gbit=s.link_gbit)
-    seq_s = max(statistics.median(r["times_s"]) for r in ranks)
-    alpha0 = link.for_world(s.world_size)
-    bw_s = sum(alpha0.allreduce_s(n, s.world_size) - alpha0.allreduce_s(0, s.world_size)
-               for n in tensor_bytes)
-    return {"sequence_s": seq_s, "tensors": len(tensor_bytes),
-            "alpha_seq_s": max(0.0, (seq_s - bw_s) / len(tensor_bytes)),
-            "alpha_calibrated_s": link.alpha_s}
+def model_tensor_bytes(spec: ModelSpec) -> list[int]:
+    """Bytes of each gradient realrun.DDP all-reduces for ``spec``, in parameter order."""
+    from realrun.ddp import module_profile
+    from realrun.models import build_model
+    return list(module_profile(build_model(spec)).tensor_bytes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,8 +96,10 @@ def profile_rank(payload: dict, ctx) -> dict:
     profile, measured = profile_model(spec, batch=payload["batch"], seq=payload["seq"],
                                       repeats=payload["repeats"], warmup=payload["warmup"],
                                       optimizer=payload["optimizer"], seed=payload["seed"])
+    from realrun.host_costs import measure_copies, measure_hooks
     measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
     measured["plain_steps_s"] = plain_steps(spec, payload, ctx)
+    measured["hooks"] = measure_hooks(spec, payload, ctx)
     return {"profile": profile_to_json(profile), "measured": measured}
 
 
@@ -149,55 +125,6 @@ def plain_steps(spec: ModelSpec, payload: dict, ctx) -> list[float]:
         if i >= 3:
             times.append(time.perf_counter() - t0)
     return times
-
-
-def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
-    """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once.
-
-    The three passes of flat_bucket.py: copy-in scaled by 1/p (``torch.mul(g, 1/p, out=)``),
-    copy-out (``g.copy_(view)``) and a lone tensor's in-place ``g.div_(p)``; each is timed
-    over every tensor of the model, median of ``repeats`` after a barrier. ``copy_gbps`` (what
-    simddp's Link uses for all three) = bytes moved / time over copy-in plus copy-out.
-    """
-    import statistics
-
-    import torch
-    import torch.distributed as dist
-    grads = [torch.randn(max(1, n // 4)) for n in tensor_bytes]
-    flat = torch.empty(sum(g.numel() for g in grads))
-    views, offset = [], 0
-    for g in grads:
-        views.append(flat[offset:offset + g.numel()])
-        offset += g.numel()
-    scale = 1.0 / ctx.world_size
-
-    def copy_in():
-        for g, v in zip(grads, views):
-            torch.mul(g, scale, out=v)
-
-    def copy_out():
-        for g, v in zip(grads, views):
-            g.copy_(v)
-
-    def in_place():
-        for g in grads:
-            g.div_(1.0)  # same pass as div_(p), without shrinking the values every repeat
-
-    out = {}
-    for name, fn in (("copy_in", copy_in), ("copy_out", copy_out), ("in_place", in_place)):
-        fn()
-        times = []
-        for _ in range(max(5, repeats)):
-            dist.barrier()
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        out[f"{name}_s"] = statistics.median(times)
-    total = sum(g.numel() * 4 for g in grads)
-    out["bytes"] = total
-    out["copy_gbps"] = 2 * total / (out["copy_in_s"] + out["copy_out_s"]) / 1e9
-    out["in_place_gbps"] = total / out["in_place_s"] / 1e9
-    return out
 
 
 def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
@@ -227,6 +154,9 @@ def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
     measured["rank_max_factor"] = k
     measured["rank_max_step_s"] = statistics.median(per_step)
     measured["rank_max_applied"] = bool(s.rank_max)
+    # The hook path's step medians from the slowest rank (realrun/host_costs.py).
+    measured["hooks"] = {k: max(r["measured"]["hooks"][k] for r in ranks)
+                         for k in ranks[0]["measured"]["hooks"]}
     if s.rank_max:
         profile = profile.scaled(forward_s=profile.forward_s * k,
                                  backward_s=profile.backward_s * k,
@@ -238,3 +168,25 @@ def spec_dict(spec: ModelSpec) -> dict:
     return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
 
 
+
+
+def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:
+    """``profile`` with its compute total set to the measured compute-only median, and what
+    was changed; None when compute-only was not measured.
+
+    Why: measured here, the same compute-only step timed twice a few seconds apart differs
+    by up to 30 % (29-42 ms for the transformer on 2026-11-22), so a profile taken a minute
+    before the runs carries a common error into every row (-35 % … +21 % in the compute-only
+    row of earlier grids). realrun bench times compute-only round-robin with the strategies,
+    so its median is the compute those runs saw. The per-layer split, the optimizer share
+    and the ready order stay the profile's; every phase is scaled by one factor.
+    """
+    from simddp.engine import compute_only_s
+    row = next((r for r in measured if r.strategy == "compute-only"), None)
+    if row is None:
+        return None
+    before_s = compute_only_s(profile, 1)
+    k = row.step_s / before_s
+    scaled = profile.scaled(forward_s=profile.forward_s * k, backward_s=profile.backward_s * k,
+                            optimizer_s=profile.optimizer_s * k)
+    return scaled, {"profile_ms": before_s * 1e3, "measured_ms": row.step_s * 1e3, "factor": k}

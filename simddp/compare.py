@@ -55,6 +55,7 @@ class Row:
     measured_p5_s: float | None
     measured_p95_s: float | None
     samples: int
+    is_input: bool = False            # the prediction was set from this measurement: no score
 
     @property
     def error_pct(self) -> float:
@@ -75,7 +76,7 @@ class Row:
                 "accum_steps": self.accum_steps, "predicted_ms": ms(self.predicted_s),
                 "measured_ms": ms(self.measured_s), "measured_p5_ms": ms(self.measured_p5_s),
                 "measured_p95_ms": ms(self.measured_p95_s), "error_pct": self.error_pct,
-                "samples": self.samples}
+                "samples": self.samples, "input": self.is_input}
 
 
 @dataclass(frozen=True)
@@ -121,17 +122,19 @@ class Comparison:
         w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         for row in rows:
-            w.writerow({k: "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
-                        for k, v in row.items()})
+            w.writerow({k: "" if v is None else str(v).lower() if isinstance(v, bool)
+                        else f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()})
         return out.getvalue()
 
 
 def compare_results(predicted: list[Result], measured: list[Result], *,
-                    check_model: bool = True, where: tuple[str, str] = ("predicted", "measured")
-                    ) -> Comparison:
+                    check_model: bool = True, where: tuple[str, str] = ("predicted", "measured"),
+                    inputs: frozenset[str] = frozenset()) -> Comparison:
     """Pair every measured result with its prediction and compute the summary.
 
     ``where`` names the two inputs in error messages (the command passes the file paths).
+    ``inputs``: strategies whose measurement the prediction was built from (realrun validate
+    sets the compute total from the compute-only row): tabled, marked, left out of the summary.
     Raises :class:`InputError` on mismatched inputs (model, world size, sources), a measured
     configuration with no prediction, a configuration listed twice, or nothing to compare.
     """
@@ -167,9 +170,10 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
             raise InputError(f"{wm}: measured config {config_label(*m.config)} has no prediction "
                              f"in {wp} (predicted: {_config_list(predicted)})")
         rows.append(Row(m.strategy, m.bucket_mb, m.accum_steps, p.step_s, m.step_s,
-                        m.step_p5_s, m.step_p95_s, m.samples))
+                        m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs))
     rows.sort(key=lambda r: config_sort_key(r.config))
-    summary = summarize(rows, model=model_m if model_m == model_p else f"{model_p} / {model_m}",
+    scored = [r for r in rows if not r.is_input]
+    summary = summarize(scored, model=model_m if model_m == model_p else f"{model_p} / {model_m}",
                         world_size=world_m, predicted_link=_joined(r.link for r in predicted),
                         measured_link=_joined(r.link for r in measured),
                         unmeasured=len(predicted) - len(used))
@@ -308,7 +312,8 @@ def format_table(comparison: Comparison) -> str:
                        str(r.accum_steps), f"{r.predicted_s * 1e3:.2f}",
                        f"{r.measured_s * 1e3:.2f}",
                        "-" if r.measured_p95_s is None else f"{r.measured_p95_s * 1e3:.2f}",
-                       f"{r.error_pct:+.1f}", str(r.samples)) for r in c.rows]
+                       "input" if r.is_input else f"{r.error_pct:+.1f}", str(r.samples))
+                      for r in c.rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     for t in table:  # names left-aligned, numbers right-aligned, as nccl-tests prints
         lines.append("  ".join([t[0].ljust(widths[0])]
@@ -326,6 +331,10 @@ def format_table(comparison: Comparison) -> str:
                      f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket)")
     else:
         lines.append("best bucket: n/a (no bucketed or ddp configs measured)")
+    for r in c.rows:
+        if r.is_input:
+            lines.append(f"({r.label}: an input — the predictions' compute was set from this "
+                         "measurement — so not scored)")
     if s.unmeasured_predictions:
         lines.append(f"({s.unmeasured_predictions} predicted configs were not measured; "
                      "not compared)")

@@ -146,7 +146,7 @@ def test_text_table_and_csv():
     assert "regret 25.0 %" in text and "1 predicted configs were not measured" in text
     lines = c.to_csv().splitlines()
     assert lines[0].startswith("strategy,bucket_mb,accum_steps,predicted_ms,measured_ms")
-    assert lines[1] == "naive,,1,90,100,90,120,-10,20" and len(lines) == 6
+    assert lines[1] == "naive,,1,90,100,90,120,-10,20,false" and len(lines) == 6
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_json_output_is_one_document(tmp_path, capsys):
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
     assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
                                    "measured_ms", "measured_p5_ms", "measured_p95_ms",
-                                   "error_pct", "samples"}
+                                   "error_pct", "samples", "input"}
     assert doc["rows"][2]["predicted_ms"] == pytest.approx(100.0)
     assert doc["summary"]["regret"] == pytest.approx(25.0)
 
@@ -272,6 +272,18 @@ def test_realrun_bench_naming_and_compute_only_baseline():
         [("compute-only", 20.0), ("naive", -10.0), ("ddp:25", 0.0)]   # 60 vs 50 ms: +20 %
     assert c.summary.unmeasured_predictions == 0
     assert c.summary.model == "toy@a100,b8s1024 / toy"
+    assert c.summary.configs == 3 and c.summary.max_ape == pytest.approx(20.0)
+    # realrun validate builds the predictions' compute from compute-only: an input, tabled
+    # and marked but not scored (max APE is naive's 10 %, over 2 configs)
+    anchored = compare_results(predicted, [meas("compute-only", None, 50),
+                                           meas("naive", None, 100), meas("ddp", 25, 70)],
+                               inputs=frozenset({"compute-only"}))
+    assert [r.is_input for r in anchored.rows] == [True, False, False]
+    assert anchored.summary.configs == 2 and anchored.summary.max_ape == pytest.approx(10.0)
+    assert anchored.to_json()["rows"][0]["input"] is True
+    text = format_table(anchored)
+    assert "compute-only" in text.splitlines()[2] and " input " in text.splitlines()[2]
+    assert "(compute-only: an input" in text
     with pytest.raises(InputError, match="compute-only has no prediction"):
         compare_results([res("naive", None, 90)], [meas("compute-only", None, 50)])  # compute_s 0
     with pytest.raises(InputError, match="model differs"):

@@ -1,7 +1,6 @@
 """notebooks/walkthrough.ipynb runs top to bottom without errors (small sizes, < ~60 s)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -129,3 +129,37 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
         assert (out / name).stat().st_size > 0, name
     measured = json.loads((out / "measured.json").read_text())
     assert any(r.get("spans") for r in measured["results"]), "no measured timeline spans"
+    # compute anchored to the measured compute-only row, which is then an input, not scored
+    anchor = doc["validate"]["compute_anchor"]
+    compute_row = next(r for r in doc["rows"] if r["strategy"] == "compute-only")
+    assert compute_row["input"] and compute_row["predicted_ms"] == pytest.approx(
+        anchor["measured_ms"]) == pytest.approx(compute_row["measured_ms"])
+    assert doc["summary"]["configs"] == len(doc["rows"]) - 1
+    # the host costs measured on the ranks are in the link used for the prediction
+    link = doc["validate"]["link"]
+    assert link["copy_gbps"] > 0 and link["hook_us"] >= 0 and link["ddp_hook_us"] >= 0
+
+
+def test_anchor_compute_scales_every_phase_by_one_factor():
+    from realrun.validate_inputs import anchor_compute
+    from simddp.profile import Layer, ModelProfile
+    profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
+                           optimizer_s=0.010)            # 50 ms of compute per step
+    row = Result("m", "l", "compute-only", None, 2, 0.060, 0.0, 0, source="measured")
+    scaled, info = anchor_compute(profile, [row])
+    assert info == {"profile_ms": pytest.approx(50.0), "measured_ms": pytest.approx(60.0),
+                    "factor": pytest.approx(1.2)}
+    assert [layer.backward_s for layer in scaled.layers] == pytest.approx([0.024, 0.006])
+    assert scaled.optimizer_s == pytest.approx(0.012)
+    assert anchor_compute(profile, []) is None
+
+
+def test_hook_fields_subtract_each_implementations_copies():
+    from realrun.host_costs import hook_fields
+    copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
+    out = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "torch_s": 0.049}, copy,
+                      [10 ** 6] * 4)                           # torch: 8 ms of copies
+    assert out == {"hook_s": pytest.approx(0.002), "ddp_hook_s": pytest.approx(0.00025)}
+    # noise can make a step look cheaper than its copies: never a negative cost
+    assert hook_fields({"plain_s": 0.04, "wrapper_s": 0.04, "torch_s": 0.04}, copy,
+                       [10 ** 6] * 4) == {"hook_s": 0.0, "ddp_hook_s": 0.0}

@@ -58,16 +58,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shape each emulated host's link to this many Gbit/s (tbf)")
     w.add_argument("--link", metavar="FILE", default=None,
                    help="a simddp link JSON (e.g. from python -m calibrate); skips calibration")
-    w.add_argument("--sequence-alpha", action="store_true",
-                   help="after calibrating, time this model's all-reduces back to back and "
-                        "use their per-collective cost as α when it is larger")
+    w.add_argument("--lone-alpha", action="store_true",
+                   help="calibrate α from lone all-reduces (the sweep's intercept) instead of "
+                        "this model's all-reduces issued back to back, as a step issues them")
     w.add_argument("--piecewise", action="store_true",
                    help="calibrate two α–β lines joined at a fitted breakpoint (default one)")
     w.add_argument("--calibrate-iters", type=int, default=20,
                    help="timed all-reduces per size when calibrating (default %(default)s)")
     w.add_argument("--free-copies", action="store_true",
-                   help="do not charge the wrapper's gradient copies (Link.copy_gbps) in the "
-                        "prediction: the simulator without that physics, for comparison")
+                   help="do not charge the DDP implementations' host costs (gradient copies, "
+                        "hooks: Link.copy_gbps, hook_s) in the prediction, for comparison")
+    w.add_argument("--profile-compute", action="store_true",
+                   help="predict with the profile phase's compute totals; by default they are "
+                        "set to the compute-only steps measured alongside the strategies")
     w.add_argument("--rank-max", action="store_true",
                    help="scale the profile by the measured slowest-rank factor (jitter: "
                         "per-step max over ranks / rank 0); off by default")
@@ -109,7 +112,7 @@ def settings_from_args(args: argparse.Namespace):
         profile_repeats=args.profile_repeats, timeout_s=args.timeout_s,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
         rank_max=args.rank_max, piecewise=args.piecewise,
-        sequence_alpha=args.sequence_alpha)
+        lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeline-config", metavar="STRATEGY[:BUCKET_MB]", default=None,
                    help="configuration whose timelines --out draws, e.g. ddp:25 or naive "
                         "(default: the measured-best bucketed config)")
+    p.add_argument("--inputs", metavar="STRATEGIES", default="",
+                   help="comma list of measured strategies the prediction was built from, "
+                        "shown but not scored (realrun validate's files: compute-only)")
     p.add_argument("--ignore-model", action="store_true",
                    help="compare even if the two files name different models "
                         "(e.g. a preset's prediction against a measured profile)")
@@ -47,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     predicted = load_results(args.predicted)
     measured = load_results(args.measured)
     comparison = compare_results(predicted, measured, check_model=not args.ignore_model,
-                                 where=(args.predicted, args.measured))
+                                 where=(args.predicted, args.measured),
+                                 inputs=frozenset(x.strip() for x in args.inputs.split(",")
+                                                  if x.strip()))
     written = []
     if args.out is not None:
         # imported here: matplotlib costs ~0.5 s, and a table needs none of it

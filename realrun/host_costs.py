@@ -1,0 +1,129 @@
+"""What a DDP implementation costs the host per step, besides the all-reduces themselves.
+
+Measured by ``realrun validate`` on the ranks (all at once, as in the real run) and handed to
+simddp as Link fields, which the engine charges on the compute lane (simddp.engine.host_copies):
+
+- :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
+  ``scale_gbps``);
+- :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
+  Python wrapper, ``ddp_hook_s`` for torch's C++ reducer): each implementation runs the
+  model's steps on a 1-rank process group, where an all-reduce has nobody to wait for,
+  interleaved with plain steps; (wrapper step − plain step − its copies) / tensors. Measured
+  2026-11-22 on the 75-tensor transformer: realrun's wrapper +16 ms per step (~140 µs per
+  gradient after its copies), torch DDP +7.5 ms (~30 µs), on a 38 ms plain step.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from simddp.models import ModelSpec
+
+
+def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
+    """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once.
+
+    The three passes of flat_bucket.py: copy-in scaled by 1/p (``torch.mul(g, 1/p, out=)``),
+    copy-out (``g.copy_(view)``) and a lone tensor's in-place ``g.div_(p)``; each is timed
+    over every tensor of the model, median of ``repeats`` after a barrier. ``copy_gbps`` (what
+    simddp's Link uses for all three) = bytes moved / time over copy-in plus copy-out.
+    """
+    grads = [torch.randn(max(1, n // 4)) for n in tensor_bytes]
+    flat = torch.empty(sum(g.numel() for g in grads))
+    views, offset = [], 0
+    for g in grads:
+        views.append(flat[offset:offset + g.numel()])
+        offset += g.numel()
+    scale = 1.0 / ctx.world_size
+
+    def copy_in():
+        for g, v in zip(grads, views):
+            torch.mul(g, scale, out=v)
+
+    def copy_out():
+        for g, v in zip(grads, views):
+            g.copy_(v)
+
+    def in_place():
+        for g in grads:
+            g.div_(1.0)  # same pass as div_(p), without shrinking the values every repeat
+
+    out = {}
+    for name, fn in (("copy_in", copy_in), ("copy_out", copy_out), ("in_place", in_place)):
+        fn()
+        times = []
+        for _ in range(max(5, repeats)):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[f"{name}_s"] = statistics.median(times)
+    total = sum(g.numel() * 4 for g in grads)
+    out["bytes"] = total
+    out["copy_gbps"] = 2 * total / (out["copy_in_s"] + out["copy_out_s"]) / 1e9
+    out["in_place_gbps"] = total / out["in_place_s"] / 1e9
+    return out
+
+
+def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
+    """Rank side: median step seconds of the plain model, realrun.DDP("overlap") and torch
+    DDP, each on this rank's own 1-rank group, round-robin (3 steps per turn, 8 turns)."""
+    from realrun.bench import make_optimizer, torch_ddp_bucket_args
+    from realrun.ddp import DDP
+    from realrun.models import build_model, make_batch
+    from torch.nn.parallel import DistributedDataParallel
+    groups = [dist.new_group([r]) for r in range(ctx.world_size)]  # every rank creates each
+    solo = groups[ctx.rank]
+    inputs, target = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
+
+    def trainer(wrap):
+        torch.manual_seed(payload["seed"])
+        model = wrap(build_model(spec).to(ctx.device))
+        opt = make_optimizer(payload["optimizer"], model.parameters())
+        sync = getattr(model, "finish_gradient_synchronization", lambda: None)
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            model(inputs, target).backward()
+            sync()
+            opt.step()
+        return step
+
+    steps = {"plain": trainer(lambda m: m),
+             "wrapper": trainer(lambda m: DDP(m, strategy="overlap", process_group=solo)),
+             "torch": trainer(lambda m: DistributedDataParallel(
+                 m, process_group=solo, **torch_ddp_bucket_args(25.0)))}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)
+        for step in steps.values():
+            step()
+    for _ in range(8):
+        for name, step in steps.items():
+            for _ in range(3):
+                dist.barrier()
+                t0 = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - t0)
+    return {f"{name}_s": statistics.median(t) for name, t in times.items()}
+
+
+def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
+    """Link fields ``hook_s`` and ``ddp_hook_s`` from the ranks' medians (max over ranks).
+
+    The wrapper ran "overlap": every gradient scaled in place (``scale_gbps``); torch DDP
+    copies every gradient into its buckets and back (``copy_gbps`` both ways). What is left
+    over the plain step, per gradient, is the hook path; never below 0 (noise).
+
+    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "torch_s": 0.043},
+    ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)
+    {'hook_s': 0.002, 'ddp_hook_s': 0.0}
+    """
+    n, total = len(tensor_bytes), sum(tensor_bytes)
+    scale_s = total / (copy["in_place_gbps"] * 1e9)
+    copies_s = 2 * total / (copy["copy_gbps"] * 1e9)
+    return {"hook_s": round(max(0.0, (hooks["wrapper_s"] - hooks["plain_s"] - scale_s) / n), 9),
+            "ddp_hook_s": round(max(0.0, (hooks["torch_s"] - hooks["plain_s"] - copies_s) / n),
+                                9)}
