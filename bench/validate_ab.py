@@ -7,17 +7,25 @@ Reads DIR/profile.json, DIR/link.json, DIR/measured.json and DIR/validate.json w
 ``python -m realrun validate --out DIR``. The measurements stay the same numbers; only the
 simulator's inputs change:
 
-- ``lone α``: one α–β line fitted to the calibration rows with relative residuals (every
-  size; calibrate holds every 3rd out, so this differs slightly) — α of a lone all-reduce,
-  one α for every plan, as ``--lone-alpha`` (and everything before 2026-11-22) predicted;
-- ``seq α``: the link as saved — α of this model's all-reduces issued back to back (async
-  for overlapping plans, blocking for the others), busbw fitted with that α held;
-- ``+anchor``: the compute total set to the compute-only median measured alongside the
-  strategies (the compute-only row then is an input, not scored), as ``realrun validate``
-  does by default; without it the profile phase's totals are used (``--profile-compute``).
+Cumulative, one piece at a time:
 
-The wrapper's copy costs are charged in every variant (they were added before; their effect
-is in docs/VALIDATION.md's earlier tables).
+- ``before``: one α–β line fitted to the calibration rows with relative residuals (every
+  size; calibrate holds every 3rd out, so this differs slightly) — a lone all-reduce's α for
+  every plan — no hook costs, the profile phase's compute: the simulator as this issue's
+  previous runs predicted (``--lone-alpha --profile-compute``, hooks off);
+- ``+seq α``: the calibration phase's α — this model's all-reduces issued back to back
+  (async for overlapping plans, blocking for the others), busbw fitted with that α held;
+- ``+hooks``: plus the host costs per gradient and per launch (``hook_s``, ``launch_s``,
+  ``ddp_hook_s``) from the profile phase;
+- ``+anchor``: plus the compute total set to the compute-only median measured alongside the
+  strategies (that row then is an input, not scored);
+- ``+probes``: α, blocking α, busbw and the host costs from the probes run in the same rounds
+  as the strategies (realrun/probes.py) instead of the calibration and profile phases — what
+  ``realrun validate`` predicts;
+- ``anchor only``: ``before`` with the anchor, to separate the physics from the anchor.
+
+The wrapper's copy costs are charged in every variant (added earlier; their effect is in
+docs/VALIDATION.md's older tables).
 """
 from __future__ import annotations
 
@@ -33,25 +41,34 @@ from realrun.validate_inputs import anchor_compute  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
 from simddp.io import load_link, load_profile, load_results  # noqa: E402
 
-VARIANTS = (("lone α", "lone", False), ("seq α", "seq", False),
-            ("lone α +anchor", "lone", True), ("seq α +anchor", "seq", True))
+VARIANTS = (("before", "lone", False, False), ("+seq α", "seq", False, False),
+            ("+hooks", "seq", True, False), ("+anchor", "seq", True, True),
+            ("+probes", "probes", True, True), ("anchor only", "lone", False, True))
+HOST_FIELDS = {"hook_s": None, "ddp_hook_s": None, "launch_s": None}
 
 
-def summary(out_dir: str, alpha: str, anchor: bool) -> dict | None:
+def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
     path = os.path.join(out_dir, "profile.json")
     profile = load_profile(path)
     link = load_link(os.path.join(out_dir, "link.json"))
     measured = load_results(os.path.join(out_dir, "measured.json"))
-    cal = json.load(open(os.path.join(out_dir, "validate.json")))["validate"]["link"]
-    cal = cal.get("calibrated_here") or {}
+    doc = json.load(open(os.path.join(out_dir, "validate.json")))["validate"]
+    cal = doc["link"].get("calibrated_here") or {}
+    probes = doc.get("probes")
+    if alpha == "probes" and not (probes and probes["fields"]):
+        return None
+    if alpha != "probes" and probes:  # back to the calibration and profile phases' values
+        link = dataclasses.replace(link, **probes["calibrated"])
     info = json.load(open(path)).get("measured") or {}
     k = info.get("rank_max_factor")
     if k and info.get("rank_max_applied", True):  # runs before 03:10 scaled by it: undo
         profile = profile.scaled(forward_s=profile.forward_s / k,
                                  backward_s=profile.backward_s / k,
                                  optimizer_s=profile.optimizer_s / k)
-    if alpha == "seq" and link.blocking_alpha_s is None:
-        return None  # calibrated before the sequence step existed
+    if (alpha == "seq" and link.blocking_alpha_s is None) or (hooks and link.hook_s is None):
+        return None  # measured before that piece existed
+    if not hooks:
+        link = dataclasses.replace(link, **HOST_FIELDS)
     if alpha == "lone" and cal.get("rows"):
         from calibrate.fit import fit_alpha_beta
         rows = cal["rows"]

@@ -118,10 +118,14 @@ def run_rank(payload: dict, ctx) -> dict:
     steps, warmup = payload["steps"], payload["warmup"]
     progress = Progress(len(configs) * (warmup + steps), payload.get("progress", False) and
                         ctx.rank == 0, f"{ctx.world_size} rank(s), {len(configs)} configs")
+    from realrun.probes import Probe, is_probe, solo_groups
+    solo = solo_groups(configs, ctx)
     try:
         trainers = []
         for config in configs:
-            trainers.append(Trainer(config, spec, batch, ctx, payload))
+            trainers.append(Probe(config["strategy"], spec, batch, ctx, payload, solo)
+                            if is_probe(config["strategy"])
+                            else Trainer(config, spec, batch, ctx, payload))
             for _ in range(warmup):
                 trainers[-1].step()
                 progress.advance(label(config))
@@ -132,7 +136,9 @@ def run_rank(payload: dict, ctx) -> dict:
                 i = (k + round_index) % len(configs)
                 for _ in range(n):
                     _barrier(ctx)
-                    steps_s[i].append(timed(ctx, trainers[i].step))
+                    step_s = timed(ctx, trainers[i].step)
+                    # a probe may time only part of its step (realrun/probes.py)
+                    steps_s[i].append(getattr(trainers[i], "inner_s", None) or step_s)
                     progress.advance(label(configs[i]))
         if payload.get("trace_dir"):
             for config, trainer in zip(configs, trainers):

@@ -6,9 +6,10 @@ simddp as Link fields, which the engine charges on the compute lane (simddp.engi
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
   ``scale_gbps``);
 - :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
-  Python wrapper, ``ddp_hook_s`` for torch's C++ reducer): each implementation runs the
-  model's steps on a 1-rank process group, where an all-reduce has nobody to wait for,
-  interleaved with plain steps; (wrapper step − plain step − its copies) / tensors. Measured
+  Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
+  launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
+  group, where an all-reduce has nobody to wait for, interleaved with plain steps; what is
+  left over the plain step and the copies is split by :func:`hook_fields`. Measured
   2026-11-22 on the 75-tensor transformer: realrun's wrapper +16 ms per step (~140 µs per
   gradient after its copies), torch DDP +7.5 ms (~30 µs), on a 38 ms plain step.
 """
@@ -69,8 +70,9 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
 
 
 def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
-    """Rank side: median step seconds of the plain model, realrun.DDP("overlap") and torch
-    DDP, each on this rank's own 1-rank group, round-robin (3 steps per turn, 8 turns)."""
+    """Rank side: median step seconds of the plain model, realrun.DDP("overlap"), realrun.DDP
+    with one bucket and torch DDP, each on this rank's own 1-rank group, round-robin (3 steps
+    per turn, 8 turns)."""
     from realrun.bench import make_optimizer, torch_ddp_bucket_args
     from realrun.ddp import DDP
     from realrun.models import build_model, make_batch
@@ -94,6 +96,8 @@ def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
 
     steps = {"plain": trainer(lambda m: m),
              "wrapper": trainer(lambda m: DDP(m, strategy="overlap", process_group=solo)),
+             "bucket": trainer(lambda m: DDP(m, strategy="bucketed", bucket_mb=1e6,
+                                             process_group=solo)),
              "torch": trainer(lambda m: DistributedDataParallel(
                  m, process_group=solo, **torch_ddp_bucket_args(25.0)))}
     times: dict[str, list[float]] = {k: [] for k in steps}
@@ -111,19 +115,27 @@ def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
 
 
 def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
-    """Link fields ``hook_s`` and ``ddp_hook_s`` from the ranks' medians (max over ranks).
+    """Link fields ``hook_s``, ``launch_s`` and ``ddp_hook_s`` from solo-step medians.
 
-    The wrapper ran "overlap": every gradient scaled in place (``scale_gbps``); torch DDP
-    copies every gradient into its buckets and back (``copy_gbps`` both ways). What is left
-    over the plain step, per gradient, is the hook path; never below 0 (noise).
+    ``hooks``: ``plain_s`` (no DDP), ``wrapper_s`` (realrun.DDP "overlap": N gradients, N
+    collectives, each gradient scaled in place at ``in_place_gbps``), optionally ``bucket_s``
+    (realrun.DDP with one bucket: N gradients, 1 collective, copied in and out at
+    ``copy_gbps``) and ``torch_s`` (torch DDP, copies both ways). What is left over the plain
+    step and the copies: overlap N·hook + N·launch, one bucket N·hook + launch — two equations
+    for the two costs; without ``bucket_s`` it is all hook. Never below 0 (noise).
 
-    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "torch_s": 0.043},
+    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043},
     ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)
-    {'hook_s': 0.002, 'ddp_hook_s': 0.0}
+    {'hook_s': 0.0, 'launch_s': 0.002, 'ddp_hook_s': 0.0}
     """
     n, total = len(tensor_bytes), sum(tensor_bytes)
-    scale_s = total / (copy["in_place_gbps"] * 1e9)
     copies_s = 2 * total / (copy["copy_gbps"] * 1e9)
-    return {"hook_s": round(max(0.0, (hooks["wrapper_s"] - hooks["plain_s"] - scale_s) / n), 9),
-            "ddp_hook_s": round(max(0.0, (hooks["torch_s"] - hooks["plain_s"] - copies_s) / n),
-                                9)}
+    over_overlap = hooks["wrapper_s"] - hooks["plain_s"] - total / (copy["in_place_gbps"] * 1e9)
+    launch_s = 0.0
+    if "bucket_s" in hooks and n > 1:
+        over_bucket = hooks["bucket_s"] - hooks["plain_s"] - copies_s
+        launch_s = max(0.0, (over_overlap - over_bucket) / (n - 1))
+    return {"hook_s": round(max(0.0, over_overlap / n - launch_s), 9),
+            "launch_s": round(launch_s, 9),
+            "ddp_hook_s": round(max(0.0, (hooks.get("torch_s", hooks["plain_s"])
+                                          - hooks["plain_s"] - copies_s) / n), 9)}

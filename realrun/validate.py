@@ -82,6 +82,7 @@ class ValidateSettings:
     piecewise: bool = False                          # calibrate two α–β lines (see below)
     lone_alpha: bool = False                         # calibrate --no-sequence (old α)
     anchor_compute: bool = True                      # compute total from the compute-only row
+    probes: bool = True                              # link + hooks measured in the same run
     model_copies: bool = True                        # charge the wrapper's copies (copy_gbps)
     rank_max: bool = False                           # compute = slowest rank's step (jitter)
 
@@ -131,6 +132,9 @@ class ValidateSettings:
                 out += [{"strategy": name, "bucket_mb": mb} for mb in mbs]
             else:
                 out.append({"strategy": name, "bucket_mb": None})
+        if self.probes:  # measured in the same rounds, not compared (realrun/probes.py)
+            from realrun.probes import PROBES
+            out += [{"strategy": name, "bucket_mb": None} for name in PROBES]
         return out
 
     def world(self) -> dict:
@@ -214,6 +218,7 @@ class ValidationReport:
     timeline_config: str | None
     timeline_note: str
     compute_anchor: dict | None      # profile vs measured compute-only ms, and the factor
+    probes: dict | None              # link fields set from the in-run probes, and medians
     load: tuple[float, float]        # 1-min load average before and after
     elapsed_s: float
 
@@ -264,6 +269,7 @@ class ValidationReport:
                      "comm_slowdown": self.link.comm_slowdown,
                      "copy_gbps": self.link.copy_gbps, "scale_gbps": self.link.scale_gbps,
                      "hook_us": None if self.link.hook_s is None else self.link.hook_s * 1e6,
+                     "launch_us": None if self.link.launch_s is None else self.link.launch_s * 1e6,
                      "ddp_hook_us": (None if self.link.ddp_hook_s is None
                                      else self.link.ddp_hook_s * 1e6),
                      "calibrated_here": self.link_info},
@@ -272,7 +278,7 @@ class ValidationReport:
                         "optimizer_ms": self.profile.optimizer_s * 1e3,
                         "tensors": self.profile.n_tensors,
                         "grad_mib": self.profile.grad_total_bytes / 2 ** 20},
-            "compute_anchor": self.compute_anchor,
+            "compute_anchor": self.compute_anchor, "probes": self.probes,
             "verdict": self.verdict(), "timeline_config": self.timeline_config,
             "timeline_note": self.timeline_note, "load_before_after": list(self.load),
             "elapsed_s": round(self.elapsed_s, 1)}
@@ -288,13 +294,23 @@ class ValidationReport:
                  f"comm x{l.comm_slowdown:.2f}, copies "
                  + ("free" if l.copy_gbps is None else f"{l.copy_gbps:.2f} GB/s")
                  + ("" if l.hook_s is None else f", hooks {l.hook_s * 1e6:.0f} µs per gradient"
-                    f" (torch ddp {(l.ddp_hook_s or 0) * 1e6:.0f} µs)"),
+                    f" + {(l.launch_s or 0) * 1e6:.0f} µs per launch (torch ddp "
+                    f"{(l.ddp_hook_s or 0) * 1e6:.0f} µs per gradient)"),
                  f"# profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
                  f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
                  f"{self.profile.optimizer_s * 1e3:.2f} ms, {self.profile.n_tensors} tensors "
                  f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB); load "
                  f"{self.load[0]:.2f} -> {self.load[1]:.2f}; {self.elapsed_s:.0f} s",
                  format_table(self.comparison)]
+        pr = self.probes
+        if pr is not None and pr["fields"]:
+            def show(k: str, v: float) -> str:
+                return f"busbw {v:.3g} GB/s" if k == "busbw_gbps" else f"{k} {v * 1e6:.0f} µs"
+            lines.insert(2, "# link from probes run alongside the strategies: "
+                         + ", ".join(show(k, v) for k, v in pr["fields"].items())
+                         + " (the calibration phase said: " + ", ".join(
+                             "-" if v is None else show(k, v)
+                             for k, v in pr["calibrated"].items()) + ")")
         a = self.compute_anchor
         if a is not None:
             lines.insert(2, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
@@ -338,15 +354,17 @@ class ValidationReport:
 
 
 def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
-             log=lambda msg: None) -> ValidationReport:
-    """Calibrate (unless ``s.link``), profile (unless given), predict, measure, compare."""
+             profile_measured: dict | None = None, log=lambda msg: None) -> ValidationReport:
+    """Calibrate (unless ``s.link``), profile (unless given), predict, measure, compare.
+
+    A given ``profile`` comes with ``profile_measured`` (both from :func:`measure_profile`) for
+    the host costs (copies, hooks) to be charged; without it they are not."""
     start = time.perf_counter()
     load0 = os.getloadavg()[0]
     link, link_info = s.link, None
     if link is None:
         log("validate: calibrating the link (short sweep, same world)...")
         link, link_info = calibrate_link(s, piecewise=s.piecewise, lone_alpha=s.lone_alpha)
-    profile_measured = None
     if profile is None:
         log("validate: profiling the model on every rank...")
         profile, profile_measured = measure_profile(s)
@@ -363,6 +381,14 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
     measured, failures = measure(s, log)
     if not measured:
         raise MeasureFailed("every configuration failed: " + "; ".join(failures))
+    from realrun.probes import is_probe, link_from_probes
+    probes = {r.strategy: r.step_s for r in measured if is_probe(r.strategy)}
+    measured = [r for r in measured if not is_probe(r.strategy)]
+    probe_info = None
+    if probes:
+        probes.update({r.strategy: r.step_s for r in measured if r.strategy == COMPUTE_ONLY})
+        link, probe_info = link_from_probes(link, probes, list(profile.tensor_bytes),
+                                            s.world_size)
     anchored = anchor_compute(profile, measured) if s.anchor_compute else None
     anchor, inputs = None, frozenset()
     if anchored is not None:
@@ -384,7 +410,7 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
         except Exception as e:  # the timeline is an illustration; the numbers stand without it
             note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
     return ValidationReport(s, link, link_info, profile, profile_measured, predicted, measured,
-                            comparison, failures, timeline_config, note, anchor,
+                            comparison, failures, timeline_config, note, anchor, probe_info,
                             (load0, os.getloadavg()[0]), time.perf_counter() - start)
 
 

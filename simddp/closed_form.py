@@ -22,7 +22,7 @@ from simddp.profile import ModelProfile
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int) -> float:
     if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None
-            or link.hook_s or link.ddp_hook_s):
+            or link.hook_s or link.ddp_hook_s or link.launch_s):
         raise ValueError("the closed form models neither contention nor wrapper copies; "
                          "use the engine")
     by_micro: dict[int, list] = {}

@@ -102,7 +102,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     done = {k: env.event() for k in {c.micro_step for c in collectives}}
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
     copy_in, copy_out = host_copies(profile, link, plan)
-    hooked = link.ddp_hook_s if plan.strategy.name == "ddp" else link.hook_s
+    hooked = (link.ddp_hook_s if plan.strategy.name == "ddp"
+              else (link.hook_s or link.launch_s))
     copy_in_label = "hooks+copy-in" if hooked else "copy-in"
     coll_done = [env.event() for _ in collectives] if copy_out else []
 
@@ -191,10 +192,13 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
     gradient in (scaled by 1/p) from its gradient hook when the plan overlaps, else at launch
     after the backward, and copies the average back out once its all-reduce is done; a lone
     tensor is scaled in place at launch and needs no copy-out. Each gradient's hook costs
-    ``link.hook_s`` (``ddp_hook_s`` for the ddp strategy, torch's reducer) where its copy-in is.
+    ``link.hook_s`` (``ddp_hook_s`` for the ddp strategy, torch's reducer) where its copy-in is,
+    and each collective ``link.launch_s`` at its launch (realrun's wrapper only).
     """
-    hook_s = link.ddp_hook_s if plan.strategy.name == "ddp" else link.hook_s
-    if link.copy_gbps is None and not hook_s:
+    ddp = plan.strategy.name == "ddp"
+    hook_s = link.ddp_hook_s if ddp else link.hook_s
+    launch_s = 0.0 if ddp else (link.launch_s or 0.0)
+    if link.copy_gbps is None and not hook_s and not launch_s:
         return [], []
     rate = link.copy_gbps * 1e9 if link.copy_gbps else float("inf")
     scale_rate = (link.scale_gbps or link.copy_gbps or float("inf")) * 1e9
@@ -204,6 +208,7 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
     for c in plan.collectives:
         per_layer = copy_in[c.micro_step]
         several = len(c.tensor_ids) > 1
+        per_layer[c.ready_layer] = per_layer.get(c.ready_layer, 0.0) + launch_s
         for t in c.tensor_ids:
             layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
             per_layer[layer] = (per_layer.get(layer, 0.0) + hook_s

@@ -74,6 +74,9 @@ class Link:
     # strategy); None: free. Measured by ``realrun validate`` on 1-rank process groups.
     hook_s: float | None = None
     ddp_hook_s: float | None = None
+    # Host seconds per collective realrun's wrapper launches (Python call, work future and its
+    # callback), on the compute lane at the launch; None: free. Not charged for ddp.
+    launch_s: float | None = None
     # Per-collective latency when each all-reduce is waited for before the next is issued
     # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
     blocking_alpha_s: float | None = None
@@ -101,7 +104,7 @@ class Link:
         for name in ("copy_gbps", "scale_gbps"):
             if getattr(self, name) is not None:
                 _positive(self.name, name, getattr(self, name))
-        for name in ("blocking_alpha_s", "hook_s", "ddp_hook_s"):
+        for name in ("blocking_alpha_s", "hook_s", "ddp_hook_s", "launch_s"):
             if getattr(self, name) is not None:
                 _positive(self.name, name, getattr(self, name), allow_zero=True)
         if self.world_size is not None and (not isinstance(self.world_size, int)

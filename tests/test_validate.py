@@ -98,7 +98,7 @@ def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
 
     monkeypatch.setattr(realrun.bench, "run_bench", fake_run_bench)
     s = ValidateSettings(model="mlp-2x64", strategies=("naive", "bucketed"),
-                         bucket_mbs=(1, 2), link=load_link(link_file))
+                         bucket_mbs=(1, 2), link=load_link(link_file), probes=False)
     logs = []
     results, failures = measure(s, log=logs.append)
     assert failures == ["bucketed:2: rank 1 failed: RuntimeError: boom"]
@@ -138,6 +138,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     # the host costs measured on the ranks are in the link used for the prediction
     link = doc["validate"]["link"]
     assert link["copy_gbps"] > 0 and link["hook_us"] >= 0 and link["ddp_hook_us"] >= 0
+    assert set(doc["validate"]["probes"]["medians_ms"]) >= {"probe:flat", "probe:solo-torch"}
+    assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
 
 
 def test_anchor_compute_scales_every_phase_by_one_factor():
@@ -159,7 +161,31 @@ def test_hook_fields_subtract_each_implementations_copies():
     copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
     out = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "torch_s": 0.049}, copy,
                       [10 ** 6] * 4)                           # torch: 8 ms of copies
-    assert out == {"hook_s": pytest.approx(0.002), "ddp_hook_s": pytest.approx(0.00025)}
+    assert out == {"hook_s": pytest.approx(0.002), "launch_s": 0.0,
+                   "ddp_hook_s": pytest.approx(0.00025)}
+    # with the one-bucket step, what overlap pays per collective splits off: overlap 8 ms
+    # over plain and copies = 4 hooks + 4 launches, one bucket 5 ms = 4 hooks + 1 launch
+    split = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "bucket_s": 0.053,
+                         "torch_s": 0.049}, copy, [10 ** 6] * 4)
+    assert split["launch_s"] == pytest.approx(0.001) and split["hook_s"] == pytest.approx(0.001)
     # noise can make a step look cheaper than its copies: never a negative cost
     assert hook_fields({"plain_s": 0.04, "wrapper_s": 0.04, "torch_s": 0.04}, copy,
-                       [10 ** 6] * 4) == {"hook_s": 0.0, "ddp_hook_s": 0.0}
+                       [10 ** 6] * 4) == {"hook_s": 0.0, "launch_s": 0.0, "ddp_hook_s": 0.0}
+
+
+def test_link_from_probes_solves_alpha_and_busbw_from_flat_and_sequences():
+    # 4 tensors of 1 MB, p = 2 (1 MB moved each): flat 5 ms = α_b + b, blocking sequence
+    # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; async 7 ms =
+    # 4 α + 3 ms -> α 1 ms. Solo steps as in the test above.
+    from realrun.probes import link_from_probes
+    link = Link("cal", 5e-3, 0.5, world_size=2, copy_gbps=1.0, scale_gbps=2.0)
+    medians = {"probe:flat": 0.005, "probe:seq-blocking": 0.011, "probe:seq-async": 0.007,
+               "compute-only": 0.040, "probe:solo-wrapper": 0.050, "probe:solo-bucket": 0.053,
+               "probe:solo-torch": 0.049}
+    new, info = link_from_probes(link, medians, [10 ** 6] * 4, 2)
+    assert new.blocking_alpha_s == pytest.approx(0.002) and new.alpha_s == pytest.approx(0.001)
+    assert new.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
+    assert (new.hook_s, new.launch_s, new.ddp_hook_s) == pytest.approx((0.001, 0.001, 0.00025))
+    assert info["calibrated"]["alpha_s"] == 5e-3 and info["calibrated"]["busbw_gbps"] == 0.5
+    # no probes measured: the link is unchanged
+    assert link_from_probes(link, {}, [10 ** 6] * 4, 2)[0] == link

@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--profile-compute", action="store_true",
                    help="predict with the profile phase's compute totals; by default they are "
                         "set to the compute-only steps measured alongside the strategies")
+    w.add_argument("--no-probes", action="store_true",
+                   help="predict with the calibration phase's α, busbw and hook costs instead "
+                        "of probes measured in the same rounds as the strategies")
     w.add_argument("--rank-max", action="store_true",
                    help="scale the profile by the measured slowest-rank factor (jitter: "
                         "per-step max over ranks / rank 0); off by default")
@@ -112,7 +115,8 @@ def settings_from_args(args: argparse.Namespace):
         profile_repeats=args.profile_repeats, timeout_s=args.timeout_s,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
         rank_max=args.rank_max, piecewise=args.piecewise,
-        lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute)
+        lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute,
+        probes=not args.no_probes)
 
 
 def run(args: argparse.Namespace) -> int:

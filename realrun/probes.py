@@ -1,0 +1,154 @@
+"""Probes: the link and host costs, measured round-robin with the strategies they predict.
+
+On this VM a measurement repeated a minute later moves by 20-40 %: calibrate's busbw came out
+0.73 GB/s in one validation and 1.1-1.2 GB/s in others, and the hook cost 140-225 µs per
+gradient. Parameters measured in a separate phase carry that drift into every prediction, so
+``realrun validate`` also runs these as extra configurations of ``realrun bench``, timed in the
+same rounds as compute-only and the strategies (docs/VALIDATION.md):
+
+====================  =====================================================================
+probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
+probe:seq-blocking    the model's gradients all-reduced one by one, each waited for
+probe:seq-async       the same, all queued (``async_op=True``), then waited for
+probe:solo-wrapper    a training step under realrun.DDP("overlap") on this rank's own 1-rank
+                      group: the wrapper's host costs with no one to wait for
+probe:solo-bucket     the same with all gradients in one bucket (one collective)
+probe:solo-torch      the same under torch's DistributedDataParallel
+====================  =====================================================================
+
+The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
+(calibrate/sequence.py); only the all-reduces are timed. :func:`link_from_probes` turns the
+medians into Link fields: with S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
+
+    flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
+    seq-async = N·α + b                          ->   α
+    solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
+    bucket), N·ddp_hook (torch)          ->   hook_s, launch_s, ddp_hook_s
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+import torch.distributed as dist
+
+from realrun.ddp import module_profile
+from realrun.models import build_model
+from simddp.link import GB, Link
+
+PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:solo-wrapper",
+          "probe:solo-bucket", "probe:solo-torch")
+_SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
+BUSY_S = 0.020  # compute before each timed sequence (calibrate/sequence.py: why)
+
+
+def is_probe(strategy: str) -> bool:
+    return strategy.startswith("probe:")
+
+
+class Probe:
+    """One probe on one rank, with realrun bench's Trainer interface (``step``,
+    ``collectives``); ``inner_s`` is what a step timed, when only part of it counts."""
+
+    def __init__(self, kind: str, spec, batch: tuple, ctx, payload: dict, solo) -> None:
+        self.ctx = ctx
+        self.inner_s = None
+        if kind in _SOLO:
+            self.step = _solo_step(kind, spec, batch, ctx, payload, solo)
+            return
+        sizes = module_profile(build_model(spec)).tensor_bytes
+        if kind == "probe:flat":
+            flat = torch.zeros(sum(sizes) // 4, device=ctx.device)
+            self.step = lambda ranges=False: dist.all_reduce(flat)
+            return
+        grads = [torch.zeros(max(1, n // 4), device=ctx.device) for n in sizes]
+        matrix = torch.randn(256, 256, device=ctx.device)
+        blocking = kind == "probe:seq-blocking"
+
+        def step(ranges: bool = False) -> None:
+            end_s = time.perf_counter() + BUSY_S
+            while time.perf_counter() < end_s:
+                torch.mm(matrix, matrix)
+                ctx.synchronize()
+            start_s = time.perf_counter()
+            if blocking:
+                for g in grads:
+                    dist.all_reduce(g)
+            else:
+                for work in [dist.all_reduce(g, async_op=True) for g in grads]:
+                    work.wait()
+            ctx.synchronize()
+            self.inner_s = time.perf_counter() - start_s
+        self.step = step
+
+    def collectives(self) -> int:
+        return 0
+
+
+def _solo_step(kind: str, spec, batch: tuple, ctx, payload: dict, solo):
+    from realrun.bench import make_optimizer, torch_ddp_bucket_args
+    from realrun.ddp import DDP
+    torch.manual_seed(payload["seed"])
+    module = build_model(spec).to(ctx.device)
+    if kind in ("probe:solo-wrapper", "probe:solo-bucket"):
+        model = (DDP(module, strategy="overlap", process_group=solo)
+                 if kind == "probe:solo-wrapper" else
+                 DDP(module, strategy="bucketed", bucket_mb=1e6, process_group=solo))
+        sync = model.finish_gradient_synchronization
+    else:
+        from torch.nn.parallel import DistributedDataParallel
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        model = DistributedDataParallel(module, device_ids=device_ids, process_group=solo,
+                                        **torch_ddp_bucket_args(25.0))
+        sync = None
+    opt = make_optimizer(payload["optimizer"], model.parameters())
+    inputs, target = (t.to(ctx.device) for t in batch)
+
+    def step(ranges: bool = False) -> None:
+        opt.zero_grad(set_to_none=True)
+        model(inputs, target).backward()
+        if sync is not None:
+            sync()
+        opt.step()
+    return step
+
+
+def solo_groups(configs: list[dict], ctx):
+    """This rank's 1-rank process group if a solo probe is configured (every rank creates
+    every group, in the same order, as new_group requires), else None."""
+    if not any(c["strategy"] in _SOLO for c in configs):
+        return None
+    return [dist.new_group([r]) for r in range(ctx.world_size)][ctx.rank]
+
+
+def link_from_probes(link: Link, medians_s: dict[str, float], tensor_bytes: list[int],
+                     world_size: int) -> tuple[Link, dict]:
+    """``link`` with α, blocking α, busbw and the hook costs set from the probes' medians
+    (``medians_s`` also holds "compute-only"); what was derived, for the report. A quantity
+    whose probe is missing, or that comes out unphysical (≤ 0), keeps the link's value."""
+    n, total = len(tensor_bytes), sum(tensor_bytes)
+    m = medians_s
+    out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
+    fields: dict = {}
+    if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
+        alpha_b = (m["probe:seq-blocking"] - m["probe:flat"]) / (n - 1)
+        bandwidth_s = m["probe:flat"] - max(alpha_b, 0.0)
+        if bandwidth_s > 0:
+            fields["busbw_gbps"] = 2 * (world_size - 1) / world_size * total / bandwidth_s / GB
+        if alpha_b >= 0:
+            fields["blocking_alpha_s"] = alpha_b
+        if "probe:seq-async" in m and bandwidth_s > 0:
+            fields["alpha_s"] = max(0.0, (m["probe:seq-async"] - bandwidth_s) / n)
+    if "compute-only" in m and link.copy_gbps:
+        from realrun.host_costs import hook_fields
+        hooks = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
+                 if f"probe:solo-{name}" in m}
+        copy = {"copy_gbps": link.copy_gbps, "in_place_gbps": link.scale_gbps or link.copy_gbps}
+        if "wrapper_s" in hooks:
+            derived = hook_fields({"plain_s": m["compute-only"], **hooks}, copy, tensor_bytes)
+            fields.update({k: v for k, v in derived.items()
+                           if k != "ddp_hook_s" or "torch_s" in hooks})
+    out["fields"] = dict(fields)
+    out["calibrated"] = {k: getattr(link, k) for k in fields}
+    return dataclasses.replace(link, **fields), out
