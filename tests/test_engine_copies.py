@@ -89,3 +89,16 @@ def test_hook_cost_per_gradient_on_the_compute_lane():
         pytest.approx(9.0)   # bwd 2-4, hook 4-5, bwd 5-7, hook 7-8, grad0 8-9
     with pytest.raises(InputError, match="hook_s"):
         Link("l", 0.0, 1.0, hook_s=-1.0)
+
+
+def test_launch_cost_per_collective_of_the_wrapper_only():
+    # launch_s 1 ms per collective, nothing else: overlap launches two (l1's at 4-5, l0's at
+    # 7-8: step 9 ms); one bucket of both gradients launches once (backward ends 6, launch
+    # 6-7, 2 MB all-reduce 7-9); torch's ddp plan pays no launch cost (step 8 ms).
+    link = Link("l", 0.0, 1.0, launch_s=1e-3)
+
+    def step(name, **kw):
+        return simulate(TOY, link, plan(TOY, make_strategy(name, **kw)), 2).step_ms
+    assert step("overlap") == pytest.approx(9.0)
+    assert step("bucketed", bucket_mb=8) == pytest.approx(9.0)
+    assert step("ddp", bucket_mb=8) == pytest.approx(8.0)
