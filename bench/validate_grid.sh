@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The validation grid of docs/VALIDATION.md: 2 models x 2 links, all strategies, >= 4 buckets.
 #
-#   bash bench/validate_grid.sh                 # all four cells, ~10-15 min on 2 quiet cores
+#   bash bench/validate_grid.sh                 # all four cells, ~15 min on 2 cores
 #   bash bench/validate_grid.sh mlp-loopback    # one cell (mlp|tfm)-(loopback|2gbit)
 #
 # Each cell is one `python -m realrun validate` (calibrate on the same world, profile on every
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/grid}
-STEPS=${STEPS:-30}
+STEPS=${STEPS:-60}
 
 MLP=(--model mlp-8x1024 --batch 4 --seq 16 --bucket-mb 1,4,10,40)
 TFM=(--model transformer-small --layers 8 --d-model 128 --d-ff 512 --heads 4 --vocab 1024
