@@ -70,36 +70,19 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
 
 
 def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
-    """Rank side: median step seconds of the plain model, realrun.DDP("overlap"), realrun.DDP
-    with one bucket and torch DDP, each on this rank's own 1-rank group, round-robin (3 steps
-    per turn, 8 turns)."""
-    from realrun.bench import make_optimizer, torch_ddp_bucket_args
-    from realrun.ddp import DDP
-    from realrun.models import build_model, make_batch
-    from torch.nn.parallel import DistributedDataParallel
-    groups = [dist.new_group([r]) for r in range(ctx.world_size)]  # every rank creates each
-    solo = groups[ctx.rank]
-    inputs, target = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
-
-    def trainer(wrap):
-        torch.manual_seed(payload["seed"])
-        model = wrap(build_model(spec).to(ctx.device))
-        opt = make_optimizer(payload["optimizer"], model.parameters())
-        sync = getattr(model, "finish_gradient_synchronization", lambda: None)
-
-        def step() -> None:
-            opt.zero_grad(set_to_none=True)
-            model(inputs, target).backward()
-            sync()
-            opt.step()
-        return step
-
-    steps = {"plain": trainer(lambda m: m),
-             "wrapper": trainer(lambda m: DDP(m, strategy="overlap", process_group=solo)),
-             "bucket": trainer(lambda m: DDP(m, strategy="bucketed", bucket_mb=1e6,
-                                             process_group=solo)),
-             "torch": trainer(lambda m: DistributedDataParallel(
-                 m, process_group=solo, **torch_ddp_bucket_args(25.0)))}
+    """Rank side: median step seconds of the plain model and of realrun.bench's solo probes
+    (realrun.DDP "overlap", realrun.DDP with one bucket, torch DDP, each on this rank's own
+    1-rank group), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
+    from realrun.bench import COMPUTE_ONLY, Trainer
+    from realrun.models import make_batch
+    from realrun.probes import Probe, solo_groups
+    kinds = {"wrapper": "probe:solo-wrapper", "bucket": "probe:solo-bucket",
+             "torch": "probe:solo-torch"}
+    solo = solo_groups([{"strategy": k} for k in kinds.values()], ctx)
+    batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
+    plain = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, spec, batch, ctx, payload)
+    steps = {"plain": plain.step, **{name: Probe(kind, spec, batch, ctx, payload, solo).step
+                                      for name, kind in kinds.items()}}
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)
         for step in steps.values():

@@ -1,0 +1,168 @@
+"""validate, step 7: the report — table, summary, recommendation and verdict, JSON, files.
+
+Split from :mod:`realrun.validate` (the pipeline), which builds a :class:`ValidationReport`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from simddp.compare import Comparison, format_table
+from simddp.link import Link
+from simddp.profile import ModelProfile
+from simddp.result import Result
+from simddp.sweep import recommend
+
+if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
+    from realrun.validate import ValidateSettings
+
+
+
+@dataclass
+class ValidationReport:
+    settings: ValidateSettings
+    link: Link
+    link_info: dict | None
+    profile: ModelProfile
+    profile_measured: dict | None
+    predicted: list[Result]
+    measured: list[Result]
+    comparison: Comparison
+    failures: list[str]
+    timeline_config: str | None
+    timeline_note: str
+    compute_anchor: dict | None      # profile vs measured compute-only ms, and the factor
+    probes: dict | None              # link fields set from the in-run probes, and medians
+    load: tuple[float, float]        # 1-min load average before and after
+    elapsed_s: float
+
+    def verdict(self) -> dict:
+        """simddp's recommendation and whether the measurement proves or refutes it."""
+        from simddp.commands.sweep import recommendation_text
+        rec = recommend(self.predicted)
+        naive = next((r for r in self.predicted if r.strategy == "naive"), None)
+        out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
+        if rec is None:
+            return out
+        measured = [r for r in self.measured if r.strategy == rec.strategy
+                    and r.bucket_mb is not None]
+        at_rec = next((r for r in measured if abs(r.bucket_mb - rec.bucket_mb)
+                       <= 1e-3 * rec.bucket_mb), None)
+        if at_rec is None:
+            out["text"] = (f"Not measured: {rec.strategy} at {rec.bucket_mb:g} MB did not run, "
+                           "so the recommendation is neither proven nor refuted.")
+            return out
+        best = min(measured, key=lambda r: r.step_s)
+        regret = 100 * (at_rec.step_s / best.step_s - 1)
+        # Within the measured p5-p95 spread of the best, the two are not distinguishable.
+        tied = best.step_p95_s is not None and at_rec.step_s <= best.step_p95_s
+        proven = best is at_rec or tied
+        out.update(proven=proven, measured_best_mb=best.bucket_mb, regret_pct=regret)
+        if best is at_rec:
+            out["text"] = (f"PROVEN: measured, {rec.strategy} at {rec.bucket_mb:g} MB is the "
+                           f"fastest bucket size ({at_rec.step_ms:.2f} ms median).")
+        elif tied:
+            out["text"] = (f"PROVEN within noise: the measured best is {best.bucket_mb:g} MB "
+                           f"({best.step_ms:.2f} ms); {rec.bucket_mb:g} MB is {regret:.1f}% "
+                           f"slower, inside the best's p95 ({best.step_p95_s * 1e3:.2f} ms).")
+        else:
+            out["text"] = (f"REFUTED: the measured best is {best.bucket_mb:g} MB "
+                           f"({best.step_ms:.2f} ms); following the recommendation costs "
+                           f"{regret:.1f}% ({at_rec.step_ms:.2f} ms).")
+        return out
+
+    def to_json(self) -> dict:
+        doc = self.comparison.to_json()
+        doc["summary"]["failures"] = list(self.failures)
+        doc["validate"] = {
+            "link": {"name": self.link.name, "alpha_us": self.link.alpha_s * 1e6,
+                     "blocking_alpha_us": (None if self.link.blocking_alpha_s is None
+                                           else self.link.blocking_alpha_s * 1e6),
+                     "busbw_gbps": self.link.busbw_gbps,
+                     "compute_slowdown": self.link.compute_slowdown,
+                     "comm_slowdown": self.link.comm_slowdown,
+                     "copy_gbps": self.link.copy_gbps, "scale_gbps": self.link.scale_gbps,
+                     "hook_us": None if self.link.hook_s is None else self.link.hook_s * 1e6,
+                     "launch_us": None if self.link.launch_s is None else self.link.launch_s * 1e6,
+                     "ddp_hook_us": (None if self.link.ddp_hook_s is None
+                                     else self.link.ddp_hook_s * 1e6),
+                     "calibrated_here": self.link_info},
+            "profile": {"forward_ms": self.profile.forward_s * 1e3,
+                        "backward_ms": self.profile.backward_s * 1e3,
+                        "optimizer_ms": self.profile.optimizer_s * 1e3,
+                        "tensors": self.profile.n_tensors,
+                        "grad_mib": self.profile.grad_total_bytes / 2 ** 20},
+            "compute_anchor": self.compute_anchor, "probes": self.probes,
+            "verdict": self.verdict(), "timeline_config": self.timeline_config,
+            "timeline_note": self.timeline_note, "load_before_after": list(self.load),
+            "elapsed_s": round(self.elapsed_s, 1)}
+        return doc
+
+    def text(self) -> str:
+        s, l = self.settings, self.link
+        lines = [f"# validate: {self.profile.name}, batch {s.batch} x seq {s.seq}, "
+                 f"{s.world_size} ranks; link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
+                 + ("" if l.blocking_alpha_s is None else
+                    f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
+                 f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
+                 f"comm x{l.comm_slowdown:.2f}, copies "
+                 + ("free" if l.copy_gbps is None else f"{l.copy_gbps:.2f} GB/s")
+                 + ("" if l.hook_s is None else f", hooks {l.hook_s * 1e6:.0f} µs per gradient"
+                    f" + {(l.launch_s or 0) * 1e6:.0f} µs per launch (torch ddp "
+                    f"{(l.ddp_hook_s or 0) * 1e6:.0f} µs per gradient)"),
+                 f"# profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
+                 f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
+                 f"{self.profile.optimizer_s * 1e3:.2f} ms, {self.profile.n_tensors} tensors "
+                 f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB); load "
+                 f"{self.load[0]:.2f} -> {self.load[1]:.2f}; {self.elapsed_s:.0f} s",
+                 format_table(self.comparison)]
+        pr = self.probes
+        if pr is not None and pr["fields"]:
+            def show(k: str, v: float) -> str:
+                return f"busbw {v:.3g} GB/s" if k == "busbw_gbps" else f"{k} {v * 1e6:.0f} µs"
+            lines.insert(2, "# link from probes run alongside the strategies: "
+                         + ", ".join(show(k, v) for k, v in pr["fields"].items())
+                         + " (the calibration phase said: " + ", ".join(
+                             "-" if v is None else show(k, v)
+                             for k, v in pr["calibrated"].items()) + ")")
+        a = self.compute_anchor
+        if a is not None:
+            lines.insert(2, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
+                         f" set to the compute-only median measured alongside the strategies, "
+                         f"{a['measured_ms']:.2f} ms (x{a['factor']:.3f}); --profile-compute "
+                         "keeps the profile's")
+        for f in self.failures:
+            lines.append(f"FAILED {f}")
+        v = self.verdict()
+        lines += ["", v["recommendation"]]
+        if v["text"]:
+            lines.append(v["text"])
+        if self.timeline_note:
+            lines.append(self.timeline_note)
+        return "\n".join(lines)
+
+    def write(self, out_dir: str) -> list[str]:
+        """validate.json, compare.{json,csv}, predicted.json, measured.json, link.json, PNGs."""
+        import json
+
+        from simddp.compare_plots import write_compare_files
+        from simddp.io import (
+            link_to_json,
+            profile_to_json,
+            results_to_json,
+            write_atomic,
+        )
+        paths = [str(p) for p in write_compare_files(self.comparison, out_dir,
+                                                     timeline=self.timeline_config)]
+        files = {"validate.json": self.to_json(),
+                 "predicted.json": results_to_json(self.predicted),
+                 "measured.json": results_to_json(self.measured),
+                 "link.json": link_to_json(self.link),
+                 "profile.json": {**profile_to_json(self.profile),
+                                  "measured": self.profile_measured}}
+        for name, doc in files.items():
+            path = os.path.join(out_dir, name)
+            write_atomic(path, json.dumps(doc, indent=1) + "\n")
+            paths.append(path)
+        return paths
