@@ -4,7 +4,7 @@ Measured by ``realrun validate`` on the ranks (all at once, as in the real run) 
 simddp as Link fields, which the engine charges on the compute lane (simddp.engine.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
-  ``scale_gbps``);
+  ``scale_gbps``), also timed as probes (realrun/probes.py);
 - :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
   Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
   launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
@@ -24,36 +24,45 @@ import torch.distributed as dist
 from simddp.models import ModelSpec
 
 
-def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
-    """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once.
-
-    The three passes of flat_bucket.py: copy-in scaled by 1/p (``torch.mul(g, 1/p, out=)``),
-    copy-out (``g.copy_(view)``) and a lone tensor's in-place ``g.div_(p)``; each is timed
-    over every tensor of the model, median of ``repeats`` after a barrier. ``copy_gbps`` (what
-    simddp's Link uses for all three) = bytes moved / time over copy-in plus copy-out.
-    """
-    grads = [torch.randn(max(1, n // 4)) for n in tensor_bytes]
-    flat = torch.empty(sum(g.numel() for g in grads))
+def copy_passes(tensor_bytes: list[int], ctx):
+    """(copy, in_place): the passes of flat_bucket.py over gradients of ``tensor_bytes`` —
+    copy-in scaled by 1/p (``torch.mul(g, 1/p, out=view)``) then copy-out (``g.copy_(view)``),
+    and a lone tensor's in-place 1/p (``div_(1.0)``: the same pass, without shrinking the
+    values every repeat)."""
+    grads = [torch.randn(max(1, n // 4), device=ctx.device) for n in tensor_bytes]
+    flat = torch.empty(sum(g.numel() for g in grads), device=ctx.device)
     views, offset = [], 0
     for g in grads:
         views.append(flat[offset:offset + g.numel()])
         offset += g.numel()
     scale = 1.0 / ctx.world_size
 
-    def copy_in():
+    def copy(ranges: bool = False) -> None:
         for g, v in zip(grads, views):
             torch.mul(g, scale, out=v)
-
-    def copy_out():
         for g, v in zip(grads, views):
             g.copy_(v)
+        ctx.synchronize()
 
-    def in_place():
+    def in_place(ranges: bool = False) -> None:
         for g in grads:
-            g.div_(1.0)  # same pass as div_(p), without shrinking the values every repeat
+            g.div_(1.0)
+        ctx.synchronize()
+    return copy, in_place
 
+
+def copy_rates(tensor_bytes: list[int], copy_s: float, in_place_s: float) -> dict:
+    """``copy_gbps`` (bytes moved in and out / time) and ``in_place_gbps``."""
+    total = sum(tensor_bytes)
+    return {"bytes": total, "copy_gbps": 2 * total / copy_s / 1e9,
+            "in_place_gbps": total / in_place_s / 1e9}
+
+
+def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
+    """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once:
+    each pass of :func:`copy_passes` timed after a barrier, median of ``repeats``."""
     out = {}
-    for name, fn in (("copy_in", copy_in), ("copy_out", copy_out), ("in_place", in_place)):
+    for name, fn in zip(("copy", "in_place"), copy_passes(tensor_bytes, ctx)):
         fn()
         times = []
         for _ in range(max(5, repeats)):
@@ -62,11 +71,7 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
             fn()
             times.append(time.perf_counter() - t0)
         out[f"{name}_s"] = statistics.median(times)
-    total = sum(g.numel() * 4 for g in grads)
-    out["bytes"] = total
-    out["copy_gbps"] = 2 * total / (out["copy_in_s"] + out["copy_out_s"]) / 1e9
-    out["in_place_gbps"] = total / out["in_place_s"] / 1e9
-    return out
+    return {**out, **copy_rates(tensor_bytes, out["copy_s"], out["in_place_s"])}
 
 
 def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:

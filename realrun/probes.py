@@ -10,6 +10,8 @@ same rounds as compute-only and the strategies (docs/VALIDATION.md):
 probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
 probe:seq-blocking    the model's gradients all-reduced one by one, each waited for
 probe:seq-async       the same, all queued (``async_op=True``), then waited for
+probe:copy            the wrapper's copies of every gradient into a bucket (× 1/p) and back
+probe:scale           a lone gradient's in-place 1/p, over every gradient
 probe:solo-wrapper    a training step under realrun.DDP("overlap") on this rank's own 1-rank
                       group: the wrapper's host costs with no one to wait for
 probe:solo-bucket     the same with all gradients in one bucket (one collective)
@@ -22,6 +24,7 @@ medians into Link fields: with S the gradient bytes, N the tensors and b = S·2(
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
     seq-async = N·α + b                          ->   α
+    copy = 2S / copy_gbps,  scale = S / scale_gbps
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
     bucket), N·ddp_hook (torch)          ->   hook_s, launch_s, ddp_hook_s
 """
@@ -37,8 +40,8 @@ from realrun.ddp import module_profile
 from realrun.models import build_model
 from simddp.link import GB, Link
 
-PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:solo-wrapper",
-          "probe:solo-bucket", "probe:solo-torch")
+PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
+          "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 BUSY_S = 0.020  # compute before each timed sequence (calibrate/sequence.py: why)
 
@@ -58,6 +61,11 @@ class Probe:
             self.step = _solo_step(kind, spec, batch, ctx, payload, solo)
             return
         sizes = module_profile(build_model(spec)).tensor_bytes
+        if kind in ("probe:copy", "probe:scale"):
+            from realrun.host_costs import copy_passes
+            copy, in_place = copy_passes(list(sizes), ctx)
+            self.step = copy if kind == "probe:copy" else in_place
+            return
         if kind == "probe:flat":
             flat = torch.zeros(sum(sizes) // 4, device=ctx.device)
             self.step = lambda ranges=False: dist.all_reduce(flat)
@@ -128,7 +136,7 @@ def link_from_probes(link: Link, medians_s: dict[str, float], tensor_bytes: list
     (``medians_s`` also holds "compute-only"); what was derived, for the report. A quantity
     whose probe is missing, or that comes out unphysical (≤ 0), keeps the link's value."""
     n, total = len(tensor_bytes), sum(tensor_bytes)
-    m = medians_s
+    m, calibrated = medians_s, link
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
     fields: dict = {}
     if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
@@ -140,6 +148,11 @@ def link_from_probes(link: Link, medians_s: dict[str, float], tensor_bytes: list
             fields["blocking_alpha_s"] = alpha_b
         if "probe:seq-async" in m and bandwidth_s > 0:
             fields["alpha_s"] = max(0.0, (m["probe:seq-async"] - bandwidth_s) / n)
+    if {"probe:copy", "probe:scale"} <= m.keys():
+        from realrun.host_costs import copy_rates
+        rates = copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
+        fields.update(copy_gbps=rates["copy_gbps"], scale_gbps=rates["in_place_gbps"])
+        link = dataclasses.replace(link, **fields)  # the hook split below uses these rates
     if "compute-only" in m and link.copy_gbps:
         from realrun.host_costs import hook_fields
         hooks = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
@@ -150,5 +163,5 @@ def link_from_probes(link: Link, medians_s: dict[str, float], tensor_bytes: list
             fields.update({k: v for k, v in derived.items()
                            if k != "ddp_hook_s" or "torch_s" in hooks})
     out["fields"] = dict(fields)
-    out["calibrated"] = {k: getattr(link, k) for k in fields}
-    return dataclasses.replace(link, **fields), out
+    out["calibrated"] = {k: getattr(calibrated, k) for k in fields}
+    return dataclasses.replace(calibrated, **fields), out

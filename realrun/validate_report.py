@@ -120,7 +120,9 @@ class ValidationReport:
         pr = self.probes
         if pr is not None and pr["fields"]:
             def show(k: str, v: float) -> str:
-                return f"busbw {v:.3g} GB/s" if k == "busbw_gbps" else f"{k} {v * 1e6:.0f} µs"
+                if k.endswith("_gbps"):
+                    return f"{k[:-5]} {v:.3g} GB/s"
+                return f"{k} {v * 1e6:.0f} µs"
             lines.insert(2, "# link from probes run alongside the strategies: "
                          + ", ".join(show(k, v) for k, v in pr["fields"].items())
                          + " (the calibration phase said: " + ", ".join(

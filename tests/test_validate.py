@@ -5,6 +5,7 @@ given --link so nothing is calibrated) is marked slow and takes ~15 s here.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -187,5 +188,13 @@ def test_link_from_probes_solves_alpha_and_busbw_from_flat_and_sequences():
     assert new.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
     assert (new.hook_s, new.launch_s, new.ddp_hook_s) == pytest.approx((0.001, 0.001, 0.00025))
     assert info["calibrated"]["alpha_s"] == 5e-3 and info["calibrated"]["busbw_gbps"] == 0.5
+    # the copy probes set the copy rates the hook split then uses: 8 ms both ways for 4 MB
+    # (1 GB/s) and 2 ms in place (2 GB/s) leave the solo steps' costs as above
+    again, info = link_from_probes(dataclasses.replace(link, copy_gbps=9.0, scale_gbps=9.0),
+                                   {**medians, "probe:copy": 0.008, "probe:scale": 0.002},
+                                   [10 ** 6] * 4, 2)
+    assert (again.copy_gbps, again.scale_gbps) == pytest.approx((1.0, 2.0))
+    assert (again.hook_s, again.launch_s) == pytest.approx((0.001, 0.001))
+    assert info["calibrated"]["copy_gbps"] == 9.0
     # no probes measured: the link is unchanged
     assert link_from_probes(link, {}, [10 ** 6] * 4, 2)[0] == link
