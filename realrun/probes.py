@@ -43,6 +43,7 @@ from simddp.link import GB, Link
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
+HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run with free copies
 BUSY_S = 0.020  # compute before each timed sequence (calibrate/sequence.py: why)
 
 

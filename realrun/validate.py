@@ -137,8 +137,9 @@ class ValidateSettings:
             else:
                 out.append({"strategy": name, "bucket_mb": None})
         if self.probes:  # measured in the same rounds, not compared (realrun/probes.py)
-            from realrun.probes import PROBES
-            out += [{"strategy": name, "bucket_mb": None} for name in PROBES]
+            from realrun.probes import HOST_PROBES, PROBES
+            out += [{"strategy": name, "bucket_mb": None} for name in PROBES
+                    if self.model_copies or name not in HOST_PROBES]  # --free-copies
         return out
 
     def world(self) -> dict:

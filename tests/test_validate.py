@@ -143,6 +143,17 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
 
 
+def test_free_copies_runs_no_host_cost_probes():
+    from realrun.validate import ValidateSettings
+    names = lambda s: [c["strategy"] for c in s.configs() if c["strategy"].startswith("probe:")]  # noqa: E731
+    assert names(ValidateSettings()) == ["probe:flat", "probe:seq-blocking", "probe:seq-async",
+                                         "probe:copy", "probe:scale", "probe:solo-wrapper",
+                                         "probe:solo-bucket", "probe:solo-torch"]
+    assert names(ValidateSettings(model_copies=False)) == [
+        "probe:flat", "probe:seq-blocking", "probe:seq-async"]
+    assert names(ValidateSettings(probes=False)) == []
+
+
 def test_anchor_compute_scales_every_phase_by_one_factor():
     from realrun.validate_inputs import anchor_compute
     from simddp.profile import Layer, ModelProfile
