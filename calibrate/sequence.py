@@ -48,29 +48,29 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                for n in cfg["sizes_bytes"]]
     for t in tensors:  # connections and buffers for every size, untimed
         dist.all_reduce(t)
-    a = torch.randn(_MATMUL_N, _MATMUL_N, device=ctx.device)
-    busy_s = cfg.get("busy_s", BUSY_S)
-
-    def busy() -> None:
-        end_s = time.perf_counter() + busy_s
-        while time.perf_counter() < end_s:
-            torch.mm(a, a)
-            ctx.synchronize()
-
     blocking_s, async_s = [], []
     for _ in range(cfg["repeats"]):
-        blocking_s.append(_timed(ctx, busy, lambda: [dist.all_reduce(t) for t in tensors]))
-        async_s.append(_timed(ctx, busy, lambda: [
-            w.wait() for w in [dist.all_reduce(t, async_op=True) for t in tensors]]))
+        for blocking, times in ((True, blocking_s), (False, async_s)):
+            barrier(ctx)
+            times.append(timed_sequence(tensors, blocking, ctx))
     return {"blocking_s": blocking_s, "async_s": async_s}
 
 
-def _timed(ctx, before, fn) -> float:
-    barrier(ctx)
-    before()
-    ctx.synchronize()
+def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
+    """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back: each waited
+    for (``blocking``) or all queued, then waited for. realrun's probes time the same."""
+    matrix = torch.ones(_MATMUL_N, _MATMUL_N, device=ctx.device)
+    end_s = time.perf_counter() + busy_s
+    while time.perf_counter() < end_s:
+        torch.mm(matrix, matrix)
+        ctx.synchronize()
     start_s = time.perf_counter()
-    fn()
+    if blocking:
+        for t in tensors:
+            dist.all_reduce(t)
+    else:
+        for work in [dist.all_reduce(t, async_op=True) for t in tensors]:
+            work.wait()
     ctx.synchronize()
     return time.perf_counter() - start_s
 

@@ -31,12 +31,10 @@ medians into Link fields: with S the gradient bytes, N the tensors and b = S·2(
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import torch
 import torch.distributed as dist
 
-from realrun.ddp import module_profile
 from realrun.models import build_model
 from simddp.link import GB, Link
 
@@ -44,7 +42,6 @@ PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run with free copies
-BUSY_S = 0.020  # compute before each timed sequence (calibrate/sequence.py: why)
 
 
 def is_probe(strategy: str) -> bool:
@@ -61,34 +58,23 @@ class Probe:
         if kind in _SOLO:
             self.step = _solo_step(kind, spec, batch, ctx, payload, solo)
             return
-        sizes = module_profile(build_model(spec)).tensor_bytes
+        from realrun.validate_inputs import model_tensor_bytes
+        sizes = model_tensor_bytes(spec)
         if kind in ("probe:copy", "probe:scale"):
             from realrun.host_costs import copy_passes
-            copy, in_place = copy_passes(list(sizes), ctx)
+            copy, in_place = copy_passes(sizes, ctx)
             self.step = copy if kind == "probe:copy" else in_place
             return
         if kind == "probe:flat":
             flat = torch.zeros(sum(sizes) // 4, device=ctx.device)
             self.step = lambda ranges=False: dist.all_reduce(flat)
             return
+        from calibrate.sequence import timed_sequence
         grads = [torch.zeros(max(1, n // 4), device=ctx.device) for n in sizes]
-        matrix = torch.randn(256, 256, device=ctx.device)
         blocking = kind == "probe:seq-blocking"
 
         def step(ranges: bool = False) -> None:
-            end_s = time.perf_counter() + BUSY_S
-            while time.perf_counter() < end_s:
-                torch.mm(matrix, matrix)
-                ctx.synchronize()
-            start_s = time.perf_counter()
-            if blocking:
-                for g in grads:
-                    dist.all_reduce(g)
-            else:
-                for work in [dist.all_reduce(g, async_op=True) for g in grads]:
-                    work.wait()
-            ctx.synchronize()
-            self.inner_s = time.perf_counter() - start_s
+            self.inner_s = timed_sequence(grads, blocking, ctx)
         self.step = step
 
     def collectives(self) -> int:

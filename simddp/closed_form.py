@@ -15,6 +15,7 @@ instead of being silently wrong.
 """
 from __future__ import annotations
 
+from simddp.engine import hook_costs
 from simddp.link import Link
 from simddp.plan import Plan
 from simddp.profile import ModelProfile
@@ -22,7 +23,7 @@ from simddp.profile import ModelProfile
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int) -> float:
     if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None
-            or link.hook_s or link.ddp_hook_s or link.launch_s):
+            or any(hook_costs(link, plan))):
         raise ValueError("the closed form models neither contention nor wrapper copies; "
                          "use the engine")
     by_micro: dict[int, list] = {}

@@ -102,9 +102,7 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     done = {k: env.event() for k in {c.micro_step for c in collectives}}
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
     copy_in, copy_out = host_copies(profile, link, plan)
-    hooked = (link.ddp_hook_s if plan.strategy.name == "ddp"
-              else (link.hook_s or link.launch_s))
-    copy_in_label = "hooks+copy-in" if hooked else "copy-in"
+    copy_in_label = "hooks+copy-in" if any(hook_costs(link, plan)) else "copy-in"
     coll_done = [env.event() for _ in collectives] if copy_out else []
 
     def compute():
@@ -195,14 +193,11 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
     ``link.hook_s`` (``ddp_hook_s`` for the ddp strategy, torch's reducer) where its copy-in is,
     and each collective ``link.launch_s`` at its launch (realrun's wrapper only).
     """
-    ddp = plan.strategy.name == "ddp"
-    hook_s = link.ddp_hook_s if ddp else link.hook_s
-    launch_s = 0.0 if ddp else (link.launch_s or 0.0)
+    hook_s, launch_s = hook_costs(link, plan)
     if link.copy_gbps is None and not hook_s and not launch_s:
         return [], []
     rate = link.copy_gbps * 1e9 if link.copy_gbps else float("inf")
     scale_rate = (link.scale_gbps or link.copy_gbps or float("inf")) * 1e9
-    hook_s = hook_s or 0.0
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
@@ -215,6 +210,15 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
                                 + profile.tensor_bytes[t] / (rate if several else scale_rate))
         copy_out.append(c.nbytes / rate if several else 0.0)
     return copy_in, copy_out
+
+
+def hook_costs(link: Link, plan: Plan) -> tuple[float, float]:
+    """(seconds per gradient hook, per collective launch) of the implementation running
+    ``plan``: torch's reducer (``ddp_hook_s``, no launch cost) for ddp, realrun's wrapper
+    (``hook_s``, ``launch_s``) for the rest; 0 where the link has none."""
+    if plan.strategy.name == "ddp":
+        return link.ddp_hook_s or 0.0, 0.0
+    return link.hook_s or 0.0, link.launch_s or 0.0
 
 
 def compute_only_s(profile: ModelProfile, micro_steps: int) -> float:
