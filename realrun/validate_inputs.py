@@ -36,7 +36,8 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
     """
-    from calibrate.cli import analyse, parse_args
+    from calibrate.analysis import analyse
+    from calibrate.cli import parse_args
     from calibrate.cli import measure as cal_measure
     if max_bytes is None:
         total = 4 * s.spec.n_params  # float32 gradients
