@@ -33,10 +33,10 @@ import numpy as np  # noqa: E402
 import simpy  # noqa: E402
 
 from simddp.engine import simulate  # noqa: E402
-from simddp.links import get_link  # noqa: E402
-from simddp.models import build_profile, parse_model  # noqa: E402
-from simddp.plan import plan  # noqa: E402
-from simddp.sweep import sweep, sweep_strategies  # noqa: E402
+from simddp.presets.links import get_link  # noqa: E402
+from simddp.presets.models import build_profile, parse_model  # noqa: E402
+from simddp.plans import plan  # noqa: E402
+from simddp.sweeps import sweep, sweep_strategies  # noqa: E402
 
 SWEEP_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 SWEEP_BUCKETS_MB = tuple(float(f"{x:.3g}") for x in np.geomspace(1, 1000, 20))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from simddp.link import GB, Link, LinkPiece
+from simddp.link import GB, Link, LinkPiece, bus_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
 # residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.
@@ -67,11 +67,6 @@ class PiecewiseFit:
         sizes = np.asarray(sizes_bytes, dtype=float)
         return np.where(sizes <= self.breakpoint_bytes, self.lower.predict_s(sizes),
                         self.upper.predict_s(sizes))
-
-
-def bus_factor(world_size: int) -> float:
-    """Bytes each rank sends per byte reduced in a ring all-reduce: 2(p−1)/p (1.0 at p=2)."""
-    return 2 * (world_size - 1) / world_size
 
 
 def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int) -> np.ndarray:

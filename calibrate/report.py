@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit, bus_factor
+from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from simddp.io import write_atomic
-from simddp.link import GB
+from simddp.link import GB, bus_factor
 
 _NCCL_TYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
               "float64": "double", "int32": "int32", "int64": "int64", "uint8": "uint8"}

@@ -83,8 +83,7 @@ def combine(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
     (0.004, 0.002)
     """
-    from calibrate.fit import bus_factor
-    from simddp.link import GB
+    from simddp.link import GB, bus_factor
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]),
            "bandwidth_s": sum(bus_factor(world_size) * n / (busbw_gbps * GB)

@@ -40,7 +40,7 @@ import torch.distributed as dist
 from realrun.launch import run_world
 from realrun.models import build_model, make_batch
 from realrun.timing import phase, timed, write_trace
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.strategy import DDP_FIRST_BUCKET_MB
 from simddp.result import Result
 

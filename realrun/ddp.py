@@ -44,7 +44,7 @@ from torch import nn
 
 from realrun.flat_bucket import FlatBucket
 from simddp.errors import InputError
-from simddp.plan import Collective, Plan, plan as make_plan
+from simddp.plans import Collective, Plan, plan as make_plan
 from simddp.profile import Layer, ModelProfile
 from simddp.strategy import STRATEGIES, make_strategy, mb_to_bytes
 

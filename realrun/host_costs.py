@@ -1,7 +1,8 @@
 """What a DDP implementation costs the host per step, besides the all-reduces themselves.
 
 Measured by ``realrun validate`` on the ranks (all at once, as in the real run) and handed to
-simddp as Link fields, which the engine charges on the compute lane (simddp.engine.host_copies):
+simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the compute lane for
+the implementation that runs each strategy (simddp.engine.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
   ``scale_gbps``), also timed as probes (realrun/probes.py);
@@ -21,7 +22,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from simddp.models import ModelSpec
+from simddp.host import Host, HostCosts
+from simddp.presets.models import ModelSpec
 
 
 def copy_passes(tensor_bytes: list[int], ctx):
@@ -102,8 +104,28 @@ def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
     return {f"{name}_s": statistics.median(t) for name, t in times.items()}
 
 
+def host_from_measurements(name: str, copy: dict, hooks: dict | None,
+                           tensor_bytes: list[int], source: str = "") -> Host:
+    """The :class:`Host` of realrun's wrapper and torch's DDP from the copy rates
+    (:func:`measure_copies`) and the solo-step medians (:func:`measure_hooks`, or None: hooks
+    free). Both implementations copy at the same rates.
+
+    >>> h = host_from_measurements("box", {"copy_gbps": 1.0, "in_place_gbps": 2.0},
+    ...     {"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043}, [10**6] * 4)
+    >>> h.costs("realrun").launch_s, h.costs("torch").copy_gbps
+    (0.002, 1.0)
+    """
+    copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
+    f = hook_fields(hooks, copy, tensor_bytes) if hooks else {}
+    return Host(name, {"realrun": HostCosts(**copies, hook_s=f.get("hook_s", 0.0),
+                                            launch_s=f.get("launch_s", 0.0)),
+                       "torch": HostCosts(**copies, hook_s=f.get("ddp_hook_s", 0.0))},
+                source=source)
+
+
 def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
-    """Link fields ``hook_s``, ``launch_s`` and ``ddp_hook_s`` from solo-step medians.
+    """Host seconds ``hook_s``, ``launch_s`` (realrun's wrapper) and ``ddp_hook_s`` (torch's
+    reducer) from solo-step medians.
 
     ``hooks``: ``plain_s`` (no DDP), ``wrapper_s`` (realrun.DDP "overlap": N gradients, N
     collectives, each gradient scaled in place at ``in_place_gbps``), optionally ``bucket_s``

@@ -3,7 +3,7 @@
 A simulated and a measured run of "transformer-small[d_model=256,layers=2]" are about the same
 model because both start from one :class:`simddp.models.ModelSpec`::
 
-    >>> from simddp.models import parse_model
+    >>> from simddp.presets.models import parse_model
     >>> spec = parse_model("mlp-4x64")
     >>> model = build_model(spec)
     >>> [n for n, _ in model.named_parameters()] == [n for n, _ in spec.parameters()]
@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 
 RMS_EPS = 1e-6
 

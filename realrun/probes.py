@@ -19,8 +19,9 @@ probe:solo-torch      the same under torch's DistributedDataParallel
 ====================  =====================================================================
 
 The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
-(calibrate/sequence.py); only the all-reduces are timed. :func:`link_from_probes` turns the
-medians into Link fields: with S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
+(calibrate/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
+medians into Link and Host fields: with S the gradient bytes, N the tensors and
+b = S·2(p−1)/p/busbw,
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
     seq-async = N·α + b                          ->   α
@@ -36,7 +37,8 @@ import torch
 import torch.distributed as dist
 
 from realrun.models import build_model
-from simddp.link import GB, Link
+from simddp.host import Host, HostCosts
+from simddp.link import GB, Link, bus_factor
 
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
@@ -117,38 +119,53 @@ def solo_groups(configs: list[dict], ctx):
     return [dist.new_group([r]) for r in range(ctx.world_size)][ctx.rank]
 
 
-def link_from_probes(link: Link, medians_s: dict[str, float], tensor_bytes: list[int],
-                     world_size: int) -> tuple[Link, dict]:
-    """``link`` with α, blocking α, busbw and the hook costs set from the probes' medians
-    (``medians_s`` also holds "compute-only"); what was derived, for the report. A quantity
-    whose probe is missing, or that comes out unphysical (≤ 0), keeps the link's value."""
+def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float],
+                       tensor_bytes: list[int], world_size: int
+                       ) -> tuple[Link, Host | None, dict]:
+    """``link`` with α, blocking α and busbw, and ``host`` with the copy rates and hook costs,
+    set from the probes' medians (``medians_s`` also holds "compute-only"); what was derived,
+    for the report. A quantity whose probe is missing, or that comes out unphysical (≤ 0),
+    keeps its earlier value."""
     n, total = len(tensor_bytes), sum(tensor_bytes)
-    m, calibrated = medians_s, link
+    m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
     fields: dict = {}
     if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
         alpha_b = (m["probe:seq-blocking"] - m["probe:flat"]) / (n - 1)
         bandwidth_s = m["probe:flat"] - max(alpha_b, 0.0)
         if bandwidth_s > 0:
-            fields["busbw_gbps"] = 2 * (world_size - 1) / world_size * total / bandwidth_s / GB
+            fields["busbw_gbps"] = bus_factor(world_size) * total / bandwidth_s / GB
         if alpha_b >= 0:
             fields["blocking_alpha_s"] = alpha_b
         if "probe:seq-async" in m and bandwidth_s > 0:
             fields["alpha_s"] = max(0.0, (m["probe:seq-async"] - bandwidth_s) / n)
+    out["fields"] = dict(fields)
+    out["calibrated"] = {k: getattr(link, k) for k in fields}
+    before = host or Host("none")
+    copy = None  # the copy rates: probed now, else those measured earlier (if any)
     if {"probe:copy", "probe:scale"} <= m.keys():
         from realrun.host_costs import copy_rates
-        rates = copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
-        fields.update(copy_gbps=rates["copy_gbps"], scale_gbps=rates["in_place_gbps"])
-        link = dataclasses.replace(link, **fields)  # the hook split below uses these rates
-    if "compute-only" in m and link.copy_gbps:
+        copy = copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
+    elif before.costs("realrun").copy_gbps:
+        c = before.costs("realrun")
+        copy = {"copy_gbps": c.copy_gbps, "in_place_gbps": c.scale_gbps or c.copy_gbps}
+    hooks_probed = "compute-only" in m and "probe:solo-wrapper" in m
+    if copy is not None and ({"probe:copy", "probe:scale"} <= m.keys() or hooks_probed):
         from realrun.host_costs import hook_fields
-        hooks = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
-                 if f"probe:solo-{name}" in m}
-        copy = {"copy_gbps": link.copy_gbps, "in_place_gbps": link.scale_gbps or link.copy_gbps}
-        if "wrapper_s" in hooks:
-            derived = hook_fields({"plain_s": m["compute-only"], **hooks}, copy, tensor_bytes)
-            fields.update({k: v for k, v in derived.items()
-                           if k != "ddp_hook_s" or "torch_s" in hooks})
-    out["fields"] = dict(fields)
-    out["calibrated"] = {k: getattr(calibrated, k) for k in fields}
-    return dataclasses.replace(calibrated, **fields), out
+        hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
+        torch_hook_s = before.costs("torch").hook_s
+        if hooks_probed:
+            solo = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
+                    if f"probe:solo-{name}" in m}
+            f = hook_fields({"plain_s": m["compute-only"], **solo}, copy, tensor_bytes)
+            hook_s, launch_s = f["hook_s"], f["launch_s"]
+            if "torch_s" in solo:
+                torch_hook_s = f["ddp_hook_s"]
+        copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
+        host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s),
+                               "torch": HostCosts(**copies, hook_s=torch_hook_s)},
+                    source="probes run alongside the strategies (realrun/probes.py)")
+        out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
+        out["host_before"] = {impl: dataclasses.asdict(c)
+                              for impl, c in before.implementations.items()}
+    return dataclasses.replace(link, **fields), host, out

@@ -40,7 +40,7 @@ import torch
 
 from realrun.bench import make_optimizer
 from realrun.models import build_model, make_batch
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.profile import Layer, ModelProfile
 
 

@@ -48,11 +48,12 @@ from realrun.validate_report import ValidationReport
 from realrun.validate_timeline import measure_timeline  # noqa: F401
 from simddp.compare import compare_results, pick_timeline
 from simddp.errors import InputError
+from simddp.host import Host
 from simddp.link import Link
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
 from simddp.result import Result
-from simddp.sweep import sweep
+from simddp.sweeps import sweep
 
 BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 PER_BUCKET = ("bucketed", "ddp")
@@ -124,7 +125,7 @@ class ValidateSettings:
 
     @property
     def spec(self) -> ModelSpec:
-        from simddp.models import parse_model
+        from simddp.presets.models import parse_model
         return parse_model(self.model).shrunk(**self.shrink)
 
     def configs(self) -> list[dict]:
@@ -151,12 +152,13 @@ class ValidateSettings:
 # 3. predict
 
 
-def predict(profile: ModelProfile, link: Link, s: ValidateSettings) -> list[Result]:
+def predict(profile: ModelProfile, link: Link, host: Host | None,
+            s: ValidateSettings) -> list[Result]:
     """simddp's prediction of every configuration (spans kept for the timeline plot)."""
     link = link.for_world(s.world_size)
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
-    return sweep(profile, link, s.world_size, s.strategies, mbs, record=True)
+    return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,32 +222,31 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
     if profile is None:
         log("validate: profiling the model on every rank...")
         profile, profile_measured = measure_profile(s)
-    if profile_measured is not None and link.copy_gbps is None and s.model_copies:
+    host = None
+    if profile_measured is not None and s.model_copies:
         # The DDP implementations' host costs — gradient copies and the hook path per
         # gradient — measured on these ranks with this model (realrun/host_costs.py).
-        from realrun.host_costs import hook_fields
-        copy = profile_measured["copy"]
-        link = dataclasses.replace(link, copy_gbps=copy["copy_gbps"],
-                                   scale_gbps=copy["in_place_gbps"],
-                                   **hook_fields(profile_measured["hooks"], copy,
-                                                 list(profile.tensor_bytes)))
+        from realrun.host_costs import host_from_measurements
+        host = host_from_measurements("profile phase", profile_measured["copy"],
+                                      profile_measured["hooks"], list(profile.tensor_bytes),
+                                      "realrun validate's profile phase on these ranks")
     log(f"validate: measuring {len(s.configs())} configurations x {s.steps} steps...")
     measured, failures = measure(s, log)
     if not measured:
         raise MeasureFailed("every configuration failed: " + "; ".join(failures))
-    from realrun.probes import is_probe, link_from_probes
+    from realrun.probes import inputs_from_probes, is_probe
     probes = {r.strategy: r.step_s for r in measured if is_probe(r.strategy)}
     measured = [r for r in measured if not is_probe(r.strategy)]
     probe_info = None
     if probes:
         probes.update({r.strategy: r.step_s for r in measured if r.strategy == COMPUTE_ONLY})
-        link, probe_info = link_from_probes(link, probes, list(profile.tensor_bytes),
-                                            s.world_size)
+        link, host, probe_info = inputs_from_probes(link, host, probes,
+                                                    list(profile.tensor_bytes), s.world_size)
     anchored = anchor_compute(profile, measured) if s.anchor_compute else None
     anchor, inputs = None, frozenset()
     if anchored is not None:
         (sim_profile, anchor), inputs = anchored, frozenset({COMPUTE_ONLY})
-    predicted = predict(sim_profile if anchor else profile, link, s)
+    predicted = predict(sim_profile if anchor else profile, link, host, s)
     comparison = compare_results(predicted, measured, inputs=inputs)
     _, m = pick_timeline(comparison, None)
     timeline_config, note = None, ""
@@ -261,7 +262,8 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
             comparison = compare_results(predicted, measured, inputs=inputs)
         except Exception as e:  # the timeline is an illustration; the numbers stand without it
             note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
-    return ValidationReport(s, link, link_info, profile, profile_measured, predicted, measured,
+    return ValidationReport(s, link, host, link_info, profile, profile_measured, predicted,
+                            measured,
                             comparison, failures, timeline_config, note, anchor, probe_info,
                             (load0, os.getloadavg()[0]), time.perf_counter() - start)
 

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from simddp.link import Link
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
 
 if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from simddp.compare import Comparison, format_table
+from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import Result
-from simddp.sweep import recommend
+from simddp.sweeps import recommend
 
 if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
     from realrun.validate import ValidateSettings
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this modu
 class ValidationReport:
     settings: ValidateSettings
     link: Link
+    host: Host | None                # the DDP implementations' host costs (None: free)
     link_info: dict | None
     profile: ModelProfile
     profile_measured: dict | None
@@ -39,7 +41,7 @@ class ValidationReport:
 
     def verdict(self) -> dict:
         """simddp's recommendation and whether the measurement proves or refutes it."""
-        from simddp.commands.sweep import recommendation_text
+        from simddp.report.recommendation import recommendation_text
         rec = recommend(self.predicted)
         naive = next((r for r in self.predicted if r.strategy == "naive"), None)
         out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
@@ -82,12 +84,11 @@ class ValidationReport:
                      "busbw_gbps": self.link.busbw_gbps,
                      "compute_slowdown": self.link.compute_slowdown,
                      "comm_slowdown": self.link.comm_slowdown,
-                     "copy_gbps": self.link.copy_gbps, "scale_gbps": self.link.scale_gbps,
-                     "hook_us": None if self.link.hook_s is None else self.link.hook_s * 1e6,
-                     "launch_us": None if self.link.launch_s is None else self.link.launch_s * 1e6,
-                     "ddp_hook_us": (None if self.link.ddp_hook_s is None
-                                     else self.link.ddp_hook_s * 1e6),
                      "calibrated_here": self.link_info},
+            "host_costs": None if self.host is None else {
+                impl: {"copy_gbps": c.copy_gbps, "scale_gbps": c.scale_gbps,
+                       "hook_us": c.hook_s * 1e6, "launch_us": c.launch_s * 1e6}
+                for impl, c in self.host.implementations.items()},
             "profile": {"forward_ms": self.profile.forward_s * 1e3,
                         "backward_ms": self.profile.backward_s * 1e3,
                         "optimizer_ms": self.profile.optimizer_s * 1e3,
@@ -106,11 +107,8 @@ class ValidationReport:
                  + ("" if l.blocking_alpha_s is None else
                     f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
                  f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
-                 f"comm x{l.comm_slowdown:.2f}, copies "
-                 + ("free" if l.copy_gbps is None else f"{l.copy_gbps:.2f} GB/s")
-                 + ("" if l.hook_s is None else f", hooks {l.hook_s * 1e6:.0f} µs per gradient"
-                    f" + {(l.launch_s or 0) * 1e6:.0f} µs per launch (torch ddp "
-                    f"{(l.ddp_hook_s or 0) * 1e6:.0f} µs per gradient)"),
+                 f"comm x{l.comm_slowdown:.2f}",
+                 f"# host costs: {host_line(self.host)}",
                  f"# profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
                  f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
                  f"{self.profile.optimizer_s * 1e3:.2f} ms, {self.profile.n_tensors} tensors "
@@ -123,14 +121,14 @@ class ValidationReport:
                 if k.endswith("_gbps"):
                     return f"{k[:-5]} {v:.3g} GB/s"
                 return f"{k} {v * 1e6:.0f} µs"
-            lines.insert(2, "# link from probes run alongside the strategies: "
+            lines.insert(3, "# link from probes run alongside the strategies: "
                          + ", ".join(show(k, v) for k, v in pr["fields"].items())
                          + " (the calibration phase said: " + ", ".join(
                              "-" if v is None else show(k, v)
                              for k, v in pr["calibrated"].items()) + ")")
         a = self.compute_anchor
         if a is not None:
-            lines.insert(2, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
+            lines.insert(3, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
                          f" set to the compute-only median measured alongside the strategies, "
                          f"{a['measured_ms']:.2f} ms (x{a['factor']:.3f}); --profile-compute "
                          "keeps the profile's")
@@ -148,7 +146,7 @@ class ValidationReport:
         """validate.json, compare.{json,csv}, predicted.json, measured.json, link.json, PNGs."""
         import json
 
-        from simddp.compare_plots import write_compare_files
+        from simddp.compare.plots import write_compare_files
         from simddp.io import (
             link_to_json,
             profile_to_json,
@@ -161,10 +159,22 @@ class ValidationReport:
                  "predicted.json": results_to_json(self.predicted),
                  "measured.json": results_to_json(self.measured),
                  "link.json": link_to_json(self.link),
-                 "profile.json": {**profile_to_json(self.profile),
+                 "profile.json": {**profile_to_json(self.profile, host=self.host),
                                   "measured": self.profile_measured}}
         for name, doc in files.items():
             path = os.path.join(out_dir, name)
             write_atomic(path, json.dumps(doc, indent=1) + "\n")
             paths.append(path)
         return paths
+
+
+def host_line(host: Host | None) -> str:
+    """'realrun copies 2.1 GB/s, hooks 140 µs/gradient + 60 µs/launch; torch ...' or 'free'."""
+    if host is None or host.free:
+        return "free (not charged)"
+    parts = []
+    for impl, c in host.implementations.items():
+        copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
+        parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"
+                     + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else ""))
+    return "; ".join(parts)

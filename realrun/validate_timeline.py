@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.result import COMM, COMPUTE, Span
 
 if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module

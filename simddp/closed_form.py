@@ -10,21 +10,22 @@ ends when both the backward and the last collective are done, plus the optimizer
 α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one.
 
 Contention makes the lanes' rates depend on each other and has no such recurrence, and the
-wrapper's copy and hook costs (``link.copy_gbps``, ``hook_s``) are not in it; this evaluator refuses such a link
-instead of being silently wrong.
+DDP implementation's host costs (:class:`simddp.host.Host`: copies, hooks) are not in it; this
+evaluator refuses such inputs instead of being silently wrong.
 """
 from __future__ import annotations
 
-from simddp.engine import hook_costs
+from simddp.host import Host
 from simddp.link import Link
-from simddp.plan import Plan
+from simddp.plans import Plan
 from simddp.profile import ModelProfile
 
 
-def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int) -> float:
-    if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0 or link.copy_gbps is not None
-            or any(hook_costs(link, plan))):
-        raise ValueError("the closed form models neither contention nor wrapper copies; "
+def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
+                       host: Host | None = None) -> float:
+    if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0
+            or (host is not None and not host.costs(plan.strategy.implementation).free)):
+        raise ValueError("the closed form models neither contention nor host costs; "
                          "use the engine")
     by_micro: dict[int, list] = {}
     for c in plan.collectives:

@@ -6,27 +6,28 @@ backward ends, the collectives the plan marked ready after that layer may launch
 lane runs collectives one at a time, in launch order, each for ``link.allreduce_s(bytes)``.
 The optimizer (and the next micro-step) waits until every collective of the step is done::
 
-    >>> from simddp.profile import Layer, ModelProfile
-    >>> from simddp.link import Link
-    >>> from simddp.plan import plan
-    >>> from simddp.strategy import make_strategy
+    >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
     >>> r = simulate(toy, Link("l", 0.0, 1.0), plan(toy, make_strategy("overlap")), world_size=2)
     >>> round(r.step_ms, 6)    # 2 ms fwd, bwd l1 ends 4 ms, l0 ends 6 ms, comm 1 ms each
     7.0
 
 With contention (``link.compute_slowdown``/``comm_slowdown`` > 1, measured by calibrate) a lane
-runs slower while the other is busy; progress is tracked as remaining full-speed work.
+runs slower while the other is busy; progress is tracked as remaining full-speed work. With a
+:class:`~simddp.host.Host`, the DDP implementation that runs the plan (``strategy.implementation``)
+also pays its hooks, launches and gradient copies on the compute lane (:func:`host_copies`).
 The engine never looks at a strategy's name: it only executes the plan.
 """
 from __future__ import annotations
 
 import simpy
 
+from simddp.host import FREE, Host, HostCosts
 from simddp.link import Link
-from simddp.plan import Plan
+from simddp.plans import Plan
 from simddp.profile import ModelProfile
-from simddp.result import COMM, COMPUTE, Result, Span
+from simddp.result import (ALL_REDUCE, BACKWARD, COMM, COMPUTE, COPY, FORWARD, OPTIMIZER,
+                           Result, Span)
 
 _EPS_S = 1e-15  # leftover work below this is float noise, not work
 
@@ -40,7 +41,7 @@ class _Lanes:
         self.contended = link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0
         self.busy = {COMPUTE: False, COMM: False}
         self.waiting: dict[str, simpy.Process | None] = {COMPUTE: None, COMM: None}
-        self.spans: list[tuple[str, str, float, float]] = []
+        self.spans: list[tuple[str, str, float, float, str]] = []
 
     def _set_busy(self, lane: str, busy: bool) -> None:
         self.busy[lane] = busy
@@ -50,7 +51,7 @@ class _Lanes:
             self.waiting[other] = None  # one interrupt: a 2nd could land after its work ended
             proc.interrupt()  # its rate just changed: let it re-plan its remaining work
 
-    def work(self, lane: str, label: str, work_s: float, proc_ref: list):
+    def work(self, lane: str, label: str, kind: str, work_s: float, proc_ref: list):
         """Generator: occupy ``lane`` for ``work_s`` of full-speed work (slowed under contention)."""
         start_s = self.env.now
         if not self.contended:
@@ -71,12 +72,15 @@ class _Lanes:
                 finally:
                     self.waiting[lane] = None
             self._set_busy(lane, False)
-        self.spans.append((lane, label, start_s, self.env.now))
+        self.spans.append((lane, label, start_s, self.env.now, kind))
 
 
 def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
-             record: bool = True, stats: dict | None = None) -> Result:
-    """Run one optimizer step of ``plan``; ``stats['events']`` gets the events processed."""
+             host: Host | None = None, record: bool = True, stats: dict | None = None) -> Result:
+    """Run one optimizer step of ``plan``; ``stats['events']`` gets the events processed.
+
+    ``host``: the DDP implementations' host costs (None: free, as for presets).
+    """
     env = simpy.Environment()
     lanes = _Lanes(env, link)
     contended = lanes.contended
@@ -101,32 +105,33 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ev)
     done = {k: env.event() for k in {c.micro_step for c in collectives}}
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
-    copy_in, copy_out = host_copies(profile, link, plan)
-    copy_in_label = "hooks+copy-in" if any(hook_costs(link, plan)) else "copy-in"
+    costs = host.costs(plan.strategy.implementation) if host is not None else FREE
+    copy_in, copy_out = host_copies(profile, costs, plan)
+    copy_in_label = "hooks+copy-in" if costs.hook_s or costs.launch_s else "copy-in"
     coll_done = [env.event() for _ in collectives] if copy_out else []
 
     def compute():
         for k in range(micro_steps):
             ready_k = ready_after[k]
             if contended:
-                yield from lanes.work(COMPUTE, "forward", forward_s, compute_ref)
+                yield from lanes.work(COMPUTE, "forward", FORWARD, forward_s, compute_ref)
             else:
                 start_s = env.now
                 yield timeout(forward_s)
                 if record:
-                    spans.append((COMPUTE, "forward", start_s, env.now))
+                    spans.append((COMPUTE, "forward", start_s, env.now, FORWARD))
             for label, backward_s, li in backward:
                 if backward_s > 0:
                     if contended:
-                        yield from lanes.work(COMPUTE, label, backward_s, compute_ref)
+                        yield from lanes.work(COMPUTE, label, BACKWARD, backward_s, compute_ref)
                     else:
                         start_s = env.now
                         yield timeout(backward_s)
                         if record:
-                            spans.append((COMPUTE, label, start_s, env.now))
+                            spans.append((COMPUTE, label, start_s, env.now, BACKWARD))
                 extra_s = copy_in[k].get(li) if copy_in else None
                 if extra_s:  # the wrapper's hooks, copy-in / in-place 1/p, before launches
-                    yield from lanes.work(COMPUTE, copy_in_label, extra_s, compute_ref)
+                    yield from lanes.work(COMPUTE, copy_in_label, COPY, extra_s, compute_ref)
                 evs = ready_k.get(li)
                 if evs:
                     for ev in evs:
@@ -137,12 +142,13 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                         if not coll_done[i].triggered:
                             yield coll_done[i]
                         if copy_out[i] > 0:
-                            yield from lanes.work(COMPUTE, f"{c.label} copy-out", copy_out[i],
-                                                  compute_ref)
+                            yield from lanes.work(COMPUTE, f"{c.label} copy-out", COPY,
+                                                  copy_out[i], compute_ref)
             elif k in done:  # the step's end waits for its collectives (DDP's finalize_backward)
                 yield done[k]
         if profile.optimizer_s > 0:
-            yield from lanes.work(COMPUTE, "optimizer", profile.optimizer_s, compute_ref)
+            yield from lanes.work(COMPUTE, "optimizer", OPTIMIZER, profile.optimizer_s,
+                                  compute_ref)
         end_s[0] = env.now  # not env.now after the run: interrupted timeouts linger in the queue
 
     def comm():
@@ -151,12 +157,12 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
             if not ev.triggered:
                 yield ev
             if contended:
-                yield from lanes.work(COMM, c.label, comm_s[i], comm_ref)
+                yield from lanes.work(COMM, c.label, ALL_REDUCE, comm_s[i], comm_ref)
             else:
                 start_s = env.now
                 yield timeout(comm_s[i])
                 if record:
-                    spans.append((COMM, c.label, start_s, env.now))
+                    spans.append((COMM, c.label, start_s, env.now, ALL_REDUCE))
             if coll_done:
                 coll_done[i].succeed()
             if last_of[c.micro_step] == i:
@@ -180,24 +186,24 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     return make_result(profile, link, plan, world_size, end_s[0], spans if record else ())
 
 
-def host_copies(profile: ModelProfile, link: Link, plan: Plan
+def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
                 ) -> tuple[list[dict[int, float]], list[float]]:
     """Host seconds of the DDP implementation on the compute lane: ([micro-step]{layer:
-    copy-in and hook s}, [collective] copy-out s); ([], []) when the link charges none.
+    copy-in and hook s}, [collective] copy-out s); ([], []) when ``costs`` are free.
 
-    Copies at ``link.copy_gbps`` (a lone tensor's in-place scaling at ``link.scale_gbps``),
-    as realrun.DDP (flat_bucket.py) does them: a bucket of several tensors copies each
-    gradient in (scaled by 1/p) from its gradient hook when the plan overlaps, else at launch
-    after the backward, and copies the average back out once its all-reduce is done; a lone
-    tensor is scaled in place at launch and needs no copy-out. Each gradient's hook costs
-    ``link.hook_s`` (``ddp_hook_s`` for the ddp strategy, torch's reducer) where its copy-in is,
-    and each collective ``link.launch_s`` at its launch (realrun's wrapper only).
+    Copies at ``costs.copy_gbps`` (a lone tensor's in-place scaling at ``scale_gbps``), as
+    realrun.DDP (flat_bucket.py) and torch's reducer do them: a bucket of several tensors
+    copies each gradient in (scaled by 1/p) from its gradient hook when the plan overlaps,
+    else at launch after the backward, and copies the average back out once its all-reduce is
+    done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
+    hook costs ``costs.hook_s`` where its copy-in is, and each collective ``costs.launch_s``
+    at its launch.
     """
-    hook_s, launch_s = hook_costs(link, plan)
-    if link.copy_gbps is None and not hook_s and not launch_s:
+    if costs.free:
         return [], []
-    rate = link.copy_gbps * 1e9 if link.copy_gbps else float("inf")
-    scale_rate = (link.scale_gbps or link.copy_gbps or float("inf")) * 1e9
+    rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
+    scale_rate = (costs.scale_gbps or costs.copy_gbps or float("inf")) * 1e9
+    hook_s, launch_s = costs.hook_s, costs.launch_s
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
@@ -212,15 +218,6 @@ def host_copies(profile: ModelProfile, link: Link, plan: Plan
     return copy_in, copy_out
 
 
-def hook_costs(link: Link, plan: Plan) -> tuple[float, float]:
-    """(seconds per gradient hook, per collective launch) of the implementation running
-    ``plan``: torch's reducer (``ddp_hook_s``, no launch cost) for ddp, realrun's wrapper
-    (``hook_s``, ``launch_s``) for the rest; 0 where the link has none."""
-    if plan.strategy.name == "ddp":
-        return link.ddp_hook_s or 0.0, 0.0
-    return link.hook_s or 0.0, link.launch_s or 0.0
-
-
 def compute_only_s(profile: ModelProfile, micro_steps: int) -> float:
     """Step seconds with no synchronisation at all: the floor every strategy is measured from."""
     return micro_steps * (profile.forward_s + profile.backward_s) + profile.optimizer_s
@@ -228,6 +225,7 @@ def compute_only_s(profile: ModelProfile, micro_steps: int) -> float:
 
 def make_result(profile: ModelProfile, link: Link, plan: Plan, world_size: int, step_s: float,
                 spans=()) -> Result:
+    # spans: (lane, label, start_s, end_s, kind) tuples or Spans
     """Wrap a predicted step time (engine or closed form) into a :class:`Result`."""
     strategy = plan.strategy
     compute_s = compute_only_s(profile, plan.micro_steps)

@@ -1,9 +1,11 @@
-"""JSON files: profiles, links and results, read with one-line errors and written atomically.
+"""JSON files: profiles, links, host costs and results, read with one-line errors and
+written atomically.
 
 Every file carries a ``"format"`` tag so a profile is never read as a link by mistake::
 
-    save_json("profile.json", profile_to_json(profile))
+    save_json("profile.json", profile_to_json(profile, host=host))
     profile = load_profile("profile.json")          # InputError on a missing/corrupt file
+    host = load_host("profile.json")                # its host_costs section (or a host file)
 
 Formats are documented in docs/FORMATS.md. Writes go to a temporary file that is renamed
 into place, so a failed command never leaves a half-written output.
@@ -19,18 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from simddp.errors import InputError
-from simddp.link import Link, LinkPiece
+from simddp.host import Host, host_from_legacy_link
+from simddp.link import LEGACY_HOST_FIELDS, Link, LinkPiece
 from simddp.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
 PROFILE_FORMAT = "simddp.profile/1"
 LINK_FORMAT = "simddp.link/1"
+HOST_FORMAT = "simddp.host/1"
 RESULTS_FORMAT = "simddp.results/1"
 
 
 def _plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(x) for x in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -38,12 +44,20 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def profile_to_json(profile: ModelProfile) -> dict:
-    return {"format": PROFILE_FORMAT, **_plain(profile)}
+def profile_to_json(profile: ModelProfile, host: Host | None = None) -> dict:
+    """The profile file; ``host`` (measured with it) goes in its ``host_costs`` section."""
+    doc = {"format": PROFILE_FORMAT, **_plain(profile)}
+    if host is not None:
+        doc["host_costs"] = _plain(host)
+    return doc
 
 
 def link_to_json(link: Link) -> dict:
     return {"format": LINK_FORMAT, **_plain(link)}
+
+
+def host_to_json(host: Host) -> dict:
+    return {"format": HOST_FORMAT, **_plain(host)}
 
 
 def results_to_json(results: list[Result], **extra: Any) -> dict:
@@ -52,8 +66,10 @@ def results_to_json(results: list[Result], **extra: Any) -> dict:
 
 def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
     body = _body(data, PROFILE_FORMAT, where)
-    # "measured": free-form notes on how a profile was measured (realrun profile writes it)
-    extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order", "measured"})
+    # "measured": free-form notes on how a profile was measured (realrun profile writes it);
+    # "host_costs": the DDP implementations' costs measured with it (load_host reads them)
+    extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order", "measured",
+                                "host_costs"})
     if extra:
         raise InputError(f"{where}: unknown profile field(s) {', '.join(extra)}")
     return _build(where, lambda: ModelProfile(
@@ -64,13 +80,29 @@ def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
 
 
 def link_from_json(data: dict, where: str = "link") -> Link:
+    """The link; host fields of links written before 2026-11-23 are left for
+    :func:`host_from_json` (they are the DDP implementation's, not the network's)."""
     body = _body(data, LINK_FORMAT, where)
+    body = {k: v for k, v in body.items() if k not in LEGACY_HOST_FIELDS}
     known = {f.name for f in dataclasses.fields(Link)}
     extra = sorted(set(body) - known)
     if extra:
         raise InputError(f"{where}: unknown link field(s) {', '.join(extra)}")
     return _build(where, lambda: Link(**{**body, "pieces": tuple(
         LinkPiece(**p) for p in body.get("pieces", ()))}))
+
+
+def host_from_json(data: dict, where: str = "host costs") -> Host | None:
+    """Host costs from a ``simddp.host/1`` file, a profile's ``host_costs`` section, or the
+    host fields of an old link file (None if that profile or link has none)."""
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt == PROFILE_FORMAT:
+        section = data.get("host_costs")
+        return None if section is None else _build(where, lambda: Host(**section))
+    if fmt == LINK_FORMAT:
+        return _build(where, lambda: host_from_legacy_link(data, str(data.get("name", where))))
+    body = _body(data, HOST_FORMAT, where)
+    return _build(where, lambda: Host(**body))
 
 
 def results_from_json(data: dict, where: str = "results") -> list[Result]:
@@ -87,8 +119,34 @@ def load_link(path: str | os.PathLike) -> Link:
     return link_from_json(read_json(path), str(path))
 
 
+def load_host(path: str | os.PathLike) -> Host | None:
+    """Host costs from a host, profile or (old) link file; see :func:`host_from_json`."""
+    return host_from_json(read_json(path), str(path))
+
+
 def load_results(path: str | os.PathLike) -> list[Result]:
     return results_from_json(read_json(path), str(path))
+
+
+def check_out_dir(out: str | os.PathLike | None, flag: str = "--out") -> Path | None:
+    """``out`` as a Path if files can be created under it (it may not exist yet); InputError
+    naming ``flag`` otherwise. Called before any work, so a bad folder fails in a second."""
+    if out is None:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag}: {str(out)!r} exists and is not a directory")
+    parent = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not parent.is_dir():
+        raise InputError(f"{flag}: {str(parent)!r} is not a directory")
+    try:  # a real file, not os.access: root passes access() on a read-only mount
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".simddp-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"{flag}: cannot create files under {str(parent)!r} "
+                         f"({e.strerror or e})") from None
+    return path
 
 
 def read_json(path: str | os.PathLike) -> Any:

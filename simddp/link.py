@@ -18,8 +18,9 @@ measures both on sequences of all-reduces: on Gloo here they differ by ~1.5x, an
 
 Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
 collective is in flight and how much the collective slows under compute; 1.0 means none.
-``copy_gbps`` (optional) charges the wrapper's gradient copies to the compute lane.
-Presets and their sources are in ``simddp.links`` and docs/LINKS.md.
+A link is the network and the collective library only: what a DDP implementation costs the
+host (hooks, gradient copies, launches) is :class:`simddp.host.Host`. Presets and their
+sources are in ``simddp.presets.links`` and docs/LINKS.md.
 """
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ from dataclasses import dataclass, replace
 from simddp.errors import InputError
 
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
+# Fields of links written before 2026-11-23, which now belong to simddp.host.Host.
+LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
+
+
+def bus_factor(world_size: int) -> float:
+    """Bytes each rank sends per byte all-reduced by a ring, 2(p−1)/p: nccl-tests' busbw
+    factor, so ``busbw = algbw · bus_factor(p)``.
+
+    >>> bus_factor(2), bus_factor(8)
+    (1.0, 1.75)
+    """
+    return 2 * (world_size - 1) / world_size
 
 
 def _positive(owner: str, name: str, value: float, allow_zero: bool = False) -> None:
@@ -61,22 +74,6 @@ class Link:
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
     source: str = ""
-    # Host-side gradient copies of a DDP wrapper (copy into a bucket scaled by 1/p, the
-    # in-place 1/p of a lone tensor, copy back out of the bucket), in GB/s on the compute lane;
-    # None: free. Measured by ``realrun validate`` on the ranks (docs/VALIDATION.md).
-    copy_gbps: float | None = None
-    # The in-place 1/p of a lone tensor (one pass, read and write the same memory); None: at
-    # copy_gbps.
-    scale_gbps: float | None = None
-    # Host seconds per gradient of the DDP implementation's hook (Python dispatch, bookkeeping,
-    # launching), on the compute lane as each gradient is ready: ``hook_s`` for realrun's
-    # wrapper (every strategy but ddp), ``ddp_hook_s`` for torch's C++ reducer (the ddp
-    # strategy); None: free. Measured by ``realrun validate`` on 1-rank process groups.
-    hook_s: float | None = None
-    ddp_hook_s: float | None = None
-    # Host seconds per collective realrun's wrapper launches (Python call, work future and its
-    # callback), on the compute lane at the launch; None: free. Not charged for ddp.
-    launch_s: float | None = None
     # Per-collective latency when each all-reduce is waited for before the next is issued
     # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
     blocking_alpha_s: float | None = None
@@ -101,12 +98,8 @@ class Link:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
                 raise InputError(f"link {self.name!r}: {name} must be >= 1.0, got {value!r}")
-        for name in ("copy_gbps", "scale_gbps"):
-            if getattr(self, name) is not None:
-                _positive(self.name, name, getattr(self, name))
-        for name in ("blocking_alpha_s", "hook_s", "ddp_hook_s", "launch_s"):
-            if getattr(self, name) is not None:
-                _positive(self.name, name, getattr(self, name), allow_zero=True)
+        if self.blocking_alpha_s is not None:
+            _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
@@ -121,7 +114,7 @@ class Link:
                 break
         if blocking and self.blocking_alpha_s is not None:
             alpha_s = self.blocking_alpha_s
-        return alpha_s + 2 * (world_size - 1) / world_size * n_bytes / (busbw_gbps * GB)
+        return alpha_s + bus_factor(world_size) * n_bytes / (busbw_gbps * GB)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":
         """Check that this link applies to ``world_size`` ranks.

@@ -1,19 +1,46 @@
 """Timelines and results, one type for predictions and measurements.
 
-A :class:`Span` is one interval on a lane ("compute" or "comm"); a :class:`Result` is one
-configuration's step time with the spans that explain it. ``source`` says whether it was
-predicted by the simulator or measured by realrun, so one plot function draws both::
+A :class:`Span` is one interval on a lane ("compute" or "comm") of one *kind* (forward,
+backward, optimizer, copy, all-reduce, …); a :class:`Result` is one configuration's step time
+with the spans that explain it. ``source`` says whether it was predicted by the simulator or
+measured by realrun, so one plot function draws both::
 
     >>> r = Result(model="toy", link="eth", strategy="naive", bucket_mb=None, world_size=2,
     ...            step_s=0.1, exposed_comm_s=0.02, collectives=3)
     >>> round(r.step_ms, 3)
     100.0
+    >>> Span("compute", "l3 bwd", 0.0, 0.002).kind      # old files have no kind: guessed once
+    'backward'
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 COMPUTE, COMM = "compute", "comm"
+# What a span is. Compute lane: the model's phases, and the DDP implementation's host work
+# (hooks and gradient copies, "copy"); comm lane: the collectives.
+FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = "forward", "backward", "optimizer", "copy", "compute"
+ALL_REDUCE = "all-reduce"
+KINDS = (FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER, ALL_REDUCE)
+# The configuration realrun bench always measures first: no gradient sync at all. Every
+# prediction carries its time as ``compute_s``, so compare scores it too.
+COMPUTE_ONLY = "compute-only"
+
+
+def guess_kind(lane: str, label: str) -> str:
+    """The kind of a span written before spans had one (simddp.results/1 files of 2026-11-22)."""
+    if lane == COMM:
+        return ALL_REDUCE
+    low = label.lower()
+    if low.startswith("forward") or low.endswith(" fwd"):
+        return FORWARD
+    if low.startswith("optim"):
+        return OPTIMIZER
+    if "copy" in low or "hook" in low:
+        return COPY
+    if low.endswith(" bwd") or "backward" in low:
+        return BACKWARD
+    return OTHER
 
 
 @dataclass(frozen=True)
@@ -22,6 +49,11 @@ class Span:
     label: str
     start_s: float
     end_s: float
+    kind: str = ""     # one of KINDS; "" is guessed from lane and label
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", guess_kind(self.lane, self.label))
 
     @property
     def duration_s(self) -> float:

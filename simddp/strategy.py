@@ -1,10 +1,11 @@
 """Gradient-sync strategies as data: what to group, when it may launch, how many micro-steps.
 
-A strategy is not a class hierarchy: :func:`simddp.plan.plan` reads these fields, and the
+A strategy is not a class hierarchy: :func:`simddp.plans.plan` reads these fields, and the
 simulator and the real wrapper only ever execute the plan::
 
-    >>> make_strategy("ddp", bucket_mb=25).first_bucket_bytes
-    1048576
+    >>> s = make_strategy("ddp", bucket_mb=25)
+    >>> s.first_bucket_bytes, s.implementation
+    (1048576, 'torch')
 
 ``bucket_mb`` follows torch's ``bucket_cap_mb``: 1 MB = 2**20 bytes.
 """
@@ -14,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from simddp.errors import InputError
+from simddp.host import IMPLEMENTATIONS
 
 MB = 2**20                 # torch's bucket_cap_mb counts MiB
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: "1MB is a reasonable value"
@@ -32,6 +34,8 @@ class Strategy:
     granularity: "tensor" (one collective per gradient), "all" (one flat collective) or
     "bucket" (torch DDP's size rule with ``first_bucket_bytes`` then ``bucket_bytes``).
     accum_steps: micro-steps per optimizer step; ``sync_last_only`` skips the others' syncs.
+    implementation: which DDP implementation runs it, so whose host costs apply
+      (:class:`simddp.host.Host`): "torch" (DistributedDataParallel) or "realrun" (realrun.DDP).
     """
 
     name: str
@@ -41,6 +45,7 @@ class Strategy:
     first_bucket_bytes: int | None = None
     accum_steps: int = 1
     sync_last_only: bool = False
+    implementation: str = "realrun"
 
     def __post_init__(self) -> None:
         if self.granularity not in ("tensor", "all", "bucket"):
@@ -51,6 +56,9 @@ class Strategy:
             raise InputError(f"strategy {self.name!r}: a bucketed strategy needs bucket sizes > 0")
         if not isinstance(self.accum_steps, int) or self.accum_steps < 1:
             raise InputError(f"--accum-steps must be an integer >= 1, got {self.accum_steps!r}")
+        if self.implementation not in IMPLEMENTATIONS:
+            raise InputError(f"strategy {self.name!r}: implementation must be one of "
+                             f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
 
     @property
     def bucket_mb(self) -> float | None:
@@ -71,6 +79,8 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
     """The named strategy. ``bucket_mb`` matters for bucketed, ddp, no_sync and sync_each.
 
     ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
+    ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
+    its ``no_sync()``); the others are realrun's wrapper.
     """
     if name in ("naive", "flat", "overlap"):
         gran = {"naive": "tensor", "flat": "all", "overlap": "tensor"}[name]
@@ -83,5 +93,5 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
         first_mb = DDP_FIRST_BUCKET_MB if first_bucket_mb is None else first_bucket_mb
         return Strategy(name, "bucket", True, mb_to_bytes(bucket_mb),
                         mb_to_bytes(first_mb, "--first-bucket-mb"), accum_steps,
-                        sync_last_only=(name == "no_sync"))
+                        sync_last_only=(name == "no_sync"), implementation="torch")
     raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")

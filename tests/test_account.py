@@ -11,9 +11,9 @@ import pytest
 
 from simddp.cli import main
 from simddp.errors import InputError
-from simddp.memory import (GiB, Precision, activation_terms, fsdp_device_bytes, fsdp_min_world,
+from simddp.account.memory import (GiB, Precision, activation_terms, fsdp_device_bytes, fsdp_min_world,
                            fsdp_units, memory_report)
-from simddp.models import ModelSpec, parse_model
+from simddp.presets.models import ModelSpec, parse_model
 
 # P = 126 blocks × 2 linears × 16384 × 53248 = 126 × 1,744,830,464 = 219,848,638,464
 P = 219_848_638_464

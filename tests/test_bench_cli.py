@@ -14,7 +14,7 @@ from realrun.cli import main
 from realrun.commands.bench import build_configs, format_table
 from realrun.errors import LaunchError
 from simddp.io import load_results
-from simddp.models import parse_model
+from simddp.presets.models import parse_model
 
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simddp.buckets import assign_buckets
-from simddp.plan import group_tensors
+from simddp.plans import group_tensors
 from simddp.profile import Layer, ModelProfile
 from simddp.strategy import MB, make_strategy
 

@@ -22,7 +22,7 @@ from simddp.link import Link
 from simddp.profile import Layer, ModelProfile
 from simddp.result import Result
 from simddp.strategy import STRATEGIES
-from simddp.sweep import recommend, sweep_strategies
+from simddp.sweeps import recommend, sweep_strategies
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKETS = "1,10,100,1000"

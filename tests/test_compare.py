@@ -13,8 +13,9 @@ import pytest
 
 from simddp.cli import main
 from simddp.compare import (Comparison, compare_results, config_label, format_table,
-                            pick_timeline, rank_average, spearman)
-from simddp.compare_plots import (BUCKETS_PNG, CSV_NAME, JSON_NAME, SCATTER_PNG, TIMELINE_PNG,
+                            pick_timeline)
+from simddp.compare.metrics import rank_average, spearman
+from simddp.compare.plots import (BUCKETS_PNG, CSV_NAME, JSON_NAME, SCATTER_PNG, TIMELINE_PNG,
                                   write_compare_files, write_compare_plots)
 from simddp.errors import InputError
 from simddp.io import results_to_json, save_json

@@ -16,7 +16,7 @@ import pytest
 from torch import nn
 
 from realrun.ddp import DDP, module_profile, trainable_parameters
-from simddp.plan import plan
+from simddp.plans import plan
 from simddp.strategy import make_strategy
 from tests._ddp_targets import Net
 

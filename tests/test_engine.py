@@ -19,8 +19,9 @@ import pytest
 from simddp.closed_form import closed_form_step_s
 from simddp.engine import compute_only_s, simulate
 from simddp.errors import InputError
+from simddp.host import Host, HostCosts
 from simddp.link import Link, LinkPiece
-from simddp.plan import plan
+from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
 from simddp.result import COMM, COMPUTE
 from simddp.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
@@ -275,12 +276,17 @@ def test_collective_ending_as_compute_switches_layers():
     assert step_ms(r) == 11.0
 
 
-def test_closed_form_refuses_a_contended_link():
-    with pytest.raises(ValueError, match="neither contention nor wrapper copies"):
+def test_closed_form_refuses_a_contended_link_or_host_costs():
+    with pytest.raises(ValueError, match="neither contention nor host costs"):
         closed_form_step_s(TOY, CONTENDED, plan(TOY, make_strategy("overlap")), 2)
-    copying = Link("copies", alpha_s=0.0, busbw_gbps=1.0, copy_gbps=4.0)
-    with pytest.raises(ValueError, match="neither contention nor wrapper copies"):
-        closed_form_step_s(TOY, copying, plan(TOY, make_strategy("overlap")), 2)
+    copying = Host("box", {"realrun": HostCosts(copy_gbps=4.0)})
+    free_link = Link("free", alpha_s=0.0, busbw_gbps=1.0)
+    with pytest.raises(ValueError, match="neither contention nor host costs"):
+        closed_form_step_s(TOY, free_link, plan(TOY, make_strategy("overlap")), 2, host=copying)
+    # torch's costs were not given: ddp runs free, so the closed form applies
+    ddp = plan(TOY, make_strategy("ddp", 1))
+    assert closed_form_step_s(TOY, free_link, ddp, 2, host=copying) == pytest.approx(
+        simulate(TOY, free_link, ddp, 2, host=copying).step_s, abs=1e-12)
 
 
 # --- the result ----------------------------------------------------------------------------

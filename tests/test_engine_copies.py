@@ -1,27 +1,32 @@
-"""Link.copy_gbps: the DDP wrapper's gradient copies on the compute lane, hand-computed.
+"""Host costs: the DDP implementation's hooks, launches and copies on the compute lane.
 
 Toy: two layers, one 1 MB gradient each, forward 1 ms and backward 2 ms per layer; a link
-with α = 0 and busbw 1 GB/s (2 ranks: 1 MB all-reduces in 1 ms) and copies at 1 GB/s (1 MB
-copied in 1 ms).
+with α = 0 and busbw 1 GB/s (2 ranks: 1 MB all-reduces in 1 ms); realrun's wrapper copying at
+1 GB/s (1 MB copied in 1 ms). Every timeline is computed by hand.
 """
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from simddp.engine import simulate
-from simddp.io import link_from_json, link_to_json
 from simddp.errors import InputError
+from simddp.host import Host, HostCosts
+from simddp.io import (host_from_json, host_to_json, link_from_json, load_host, load_link,
+                       profile_to_json)
 from simddp.link import Link
-from simddp.plan import plan
+from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
 from simddp.strategy import make_strategy
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
-LINK = Link("l", 0.0, 1.0, copy_gbps=1.0)
+LINK = Link("l", 0.0, 1.0)
+COPIES = Host("box", {"realrun": HostCosts(copy_gbps=1.0), "torch": HostCosts(copy_gbps=1.0)})
 
 
-def spans_ms(strategy: str, **kw):
-    r = simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), 2)
+def spans_ms(strategy: str, host: Host = COPIES, **kw):
+    r = simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), 2, host=host)
     return r.step_ms, sorted((s.lane, s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                              for s in r.spans)
 
@@ -49,56 +54,85 @@ def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
     assert ("compute", "l0 bwd", 5.0, 7.0) in spans
     assert ("comm", "bucket0", 8.0, 10.0) in spans
     assert ("compute", "bucket0 copy-out", 10.0, 12.0) in spans
+    kinds = {s.kind for s in simulate(TOY, LINK, plan(TOY, make_strategy("bucketed", 8)), 2,
+                                      host=COPIES).spans if "copy" in s.label}
+    assert kinds == {"copy"}
 
 
-def test_free_copies_change_nothing():
-    free = Link("l", 0.0, 1.0)
-    for name in ("naive", "flat", "overlap", "bucketed"):
+def test_no_host_or_free_costs_change_nothing():
+    for name in ("naive", "flat", "overlap", "bucketed", "ddp"):
         p = plan(TOY, make_strategy(name))
-        assert simulate(TOY, free, p, 2).step_s == simulate(TOY, Link("l", 0.0, 1.0, copy_gbps=None), p, 2).step_s
+        free = simulate(TOY, LINK, p, 2).step_s
+        assert simulate(TOY, LINK, p, 2, host=Host("empty")).step_s == free
+        assert simulate(TOY, LINK, p, 2, host=Host("zeros", {"realrun": HostCosts()})).step_s \
+            == free
 
 
-def test_copy_gbps_round_trips_and_is_checked():
-    assert link_from_json(link_to_json(LINK)).copy_gbps == 1.0
+def test_host_costs_round_trip_and_are_checked(tmp_path):
+    assert host_from_json(host_to_json(COPIES)) == COPIES
     with pytest.raises(InputError, match="copy_gbps"):
-        Link("l", 0.0, 1.0, copy_gbps=0.0)
+        HostCosts(copy_gbps=0.0)
+    with pytest.raises(InputError, match="hook_s"):
+        HostCosts(hook_s=-1.0)
+    with pytest.raises(InputError, match="unknown implementation 'nccl'"):
+        Host("box", {"nccl": HostCosts()})
+    # A profile carries them as its host_costs section
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile_to_json(TOY, host=COPIES)))
+    assert load_host(path) == COPIES
+    path.write_text(json.dumps(profile_to_json(TOY)))
+    assert load_host(path) is None
+
+
+def test_an_old_link_file_with_host_fields_still_loads(tmp_path):
+    """Links written before 2026-11-23 held the host costs: the link loads without them and
+    they come back as a Host (realrun's hook_s/launch_s, torch's ddp_hook_s, shared copies)."""
+    old = {"format": "simddp.link/1", "name": "cal", "alpha_s": 1e-4, "busbw_gbps": 1.0,
+           "copy_gbps": 2.0, "scale_gbps": 4.0, "hook_s": 1e-4, "ddp_hook_s": 3e-5,
+           "launch_s": 5e-5}
+    path = tmp_path / "link.json"
+    path.write_text(json.dumps(old))
+    assert load_link(path) == Link("cal", 1e-4, 1.0)
+    assert link_from_json(old) == Link("cal", 1e-4, 1.0)
+    host = load_host(path)
+    assert host.costs("realrun") == HostCosts(2.0, 4.0, hook_s=1e-4, launch_s=5e-5)
+    assert host.costs("torch") == HostCosts(2.0, 4.0, hook_s=3e-5, launch_s=0.0)
 
 
 def test_in_place_scaling_has_its_own_rate():
-    fast = Link("l", 0.0, 1.0, copy_gbps=1.0, scale_gbps=2.0)   # 1 MB scaled in 0.5 ms
-    r = simulate(TOY, fast, plan(TOY, make_strategy("overlap")), 2)
+    fast = Host("box", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0)})  # 1 MB in 0.5 ms
+    r = simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=fast)
     assert r.step_ms == pytest.approx(8.0)   # bwd 2-4, scale 4-4.5, bwd 4.5-6.5, scale -7, comm -8
 
 
-def test_hook_cost_per_gradient_on_the_compute_lane():
-    # hook_s 0.5 ms per gradient on top of the copies: overlap's l1 gradient is hooked and
-    # scaled 4-5.5, l0's backward 5.5-7.5, its hook + scale 7.5-9, grad0 9-10. torch's
-    # reducer (the ddp strategy) pays ddp_hook_s instead: 0.1 ms per gradient, so its bucket's
-    # two copy-ins take 1.1 ms each. Hooks alone (no copy rate) are charged too.
-    hooked = Link("l", 0.0, 1.0, copy_gbps=1.0, hook_s=0.5e-3, ddp_hook_s=0.1e-3)
-    r = simulate(TOY, hooked, plan(TOY, make_strategy("overlap")), 2)
+def test_each_implementation_pays_its_own_hook_cost():
+    # realrun's wrapper 0.5 ms per gradient on top of the copies: overlap's l1 gradient is
+    # hooked and scaled 4-5.5, l0's backward 5.5-7.5, its hook + scale 7.5-9, grad0 9-10.
+    # torch's reducer (the ddp strategy) 0.1 ms per gradient, so its bucket's two copy-ins
+    # take 1.1 ms each. Hooks alone (no copy rate) are charged too.
+    hooked = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=0.5e-3),
+                          "torch": HostCosts(copy_gbps=1.0, hook_s=0.1e-3)})
+    r = simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=hooked)
     spans = sorted((s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                    for s in r.spans if s.label == "hooks+copy-in")
     assert spans == [("hooks+copy-in", 4.0, 5.5), ("hooks+copy-in", 7.5, 9.0)]
     assert r.step_ms == pytest.approx(10.0)
-    ddp = simulate(TOY, hooked, plan(TOY, make_strategy("ddp", bucket_mb=8)), 2)
+    ddp = simulate(TOY, LINK, plan(TOY, make_strategy("ddp", bucket_mb=8)), 2, host=hooked)
     assert sorted(round(s.duration_s * 1e3, 6) for s in ddp.spans
                   if s.label == "hooks+copy-in") == [1.1, 1.1]
-    only = Link("l", 0.0, 1.0, hook_s=1e-3)
-    assert simulate(TOY, only, plan(TOY, make_strategy("overlap")), 2).step_ms == \
+    only = Host("box", {"realrun": HostCosts(hook_s=1e-3)})
+    assert simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=only).step_ms == \
         pytest.approx(9.0)   # bwd 2-4, hook 4-5, bwd 5-7, hook 7-8, grad0 8-9
-    with pytest.raises(InputError, match="hook_s"):
-        Link("l", 0.0, 1.0, hook_s=-1.0)
 
 
-def test_launch_cost_per_collective_of_the_wrapper_only():
-    # launch_s 1 ms per collective, nothing else: overlap launches two (l1's at 4-5, l0's at
-    # 7-8: step 9 ms); one bucket of both gradients launches once (backward ends 6, launch
-    # 6-7, 2 MB all-reduce 7-9); torch's ddp plan pays no launch cost (step 8 ms).
-    link = Link("l", 0.0, 1.0, launch_s=1e-3)
+def test_launch_cost_per_collective_of_the_implementation_that_has_one():
+    # realrun's launch_s 1 ms per collective, nothing else: overlap launches two (l1's at 4-5,
+    # l0's at 7-8: step 9 ms); one bucket of both gradients launches once (backward ends 6,
+    # launch 6-7, 2 MB all-reduce 7-9); torch's ddp plan has no costs here (step 8 ms).
+    host = Host("box", {"realrun": HostCosts(launch_s=1e-3)})
 
     def step(name, **kw):
-        return simulate(TOY, link, plan(TOY, make_strategy(name, **kw)), 2).step_ms
+        return simulate(TOY, LINK, plan(TOY, make_strategy(name, **kw)), 2, host=host).step_ms
     assert step("overlap") == pytest.approx(9.0)
     assert step("bucketed", bucket_mb=8) == pytest.approx(9.0)
     assert step("ddp", bucket_mb=8) == pytest.approx(8.0)

@@ -66,7 +66,8 @@ def test_results_round_trip_with_spans_and_extra_fields(tmp_path):
     data = json.loads(path.read_text())
     assert data["format"] == "simddp.results/1" and data["sweep"] == {"world_size": 2}
     assert data["results"][0]["spans"][1] == {"lane": "comm", "label": "bucket0",
-                                              "start_s": 0.02, "end_s": 0.03}
+                                              "start_s": 0.02, "end_s": 0.03,
+                                              "kind": "all-reduce"}
     assert data["results"][1]["bucket_mb"] is None and data["results"][1]["spans"] == []
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from realrun.models import build_model, make_batch
-from simddp.models import parse_model
+from simddp.presets.models import parse_model
 
 SMALL = {
     "transformer": parse_model("transformer-small").shrunk(layers=2, d_model=32, d_ff=64,

@@ -15,11 +15,11 @@ from simddp.closed_form import closed_form_step_s
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.link import Link, LinkPiece
-from simddp.models import build_profile, parse_model
-from simddp.links import get_link
-from simddp.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET, closed_form_optimum,
+from simddp.presets.models import build_profile, parse_model
+from simddp.presets.links import get_link
+from simddp.account.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET, closed_form_optimum,
                                    exposed_s, optimal_bucket_bytes, optimum, overhead_s)
-from simddp.plan import plan
+from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
 from simddp.strategy import Strategy, make_strategy
 

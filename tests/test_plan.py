@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from simddp.errors import InputError
-from simddp.plan import Collective, group_tensors, plan
+from simddp.plans import Collective, group_tensors, plan
 from simddp.profile import Layer, ModelProfile
 from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES, Strategy,
                              make_strategy, mb_to_bytes)
@@ -87,12 +87,17 @@ def test_make_strategy_fields():
     # The textbook bucketed DDP: no small first bucket.
     assert make_strategy("bucketed", 2) == Strategy("bucketed", "bucket", True, 2 * MB, 2 * MB)
     # torch DDP: 1 MiB first bucket ("1MB is a reasonable value"), then the cap (25 MiB default).
-    assert make_strategy("ddp") == Strategy("ddp", "bucket", True, 25 * MB, MB)
+    assert make_strategy("ddp") == Strategy("ddp", "bucket", True, 25 * MB, MB,
+                                            implementation="torch")
     assert make_strategy("ddp").bucket_mb == DDP_DEFAULT_BUCKET_MB
     assert make_strategy("no_sync", 4, accum_steps=2) == Strategy(
-        "no_sync", "bucket", True, 4 * MB, MB, 2, sync_last_only=True)
+        "no_sync", "bucket", True, 4 * MB, MB, 2, sync_last_only=True, implementation="torch")
     assert make_strategy(ACCUM_BASELINE, 4, accum_steps=2) == Strategy(
-        "sync_each", "bucket", True, 4 * MB, MB, 2, sync_last_only=False)
+        "sync_each", "bucket", True, 4 * MB, MB, 2, sync_last_only=False,
+        implementation="torch")
+    # Whose host costs apply is data on the strategy: torch's reducer or realrun's wrapper.
+    assert {make_strategy(n).implementation for n in ("naive", "flat", "overlap", "bucketed")} \
+        == {"realrun"}
     assert make_strategy("bucketed", 8, first_bucket_mb=0.5).first_bucket_bytes == MB // 2
     assert make_strategy("ddp", 8, first_bucket_mb=3).first_bucket_bytes == 3 * MB
     assert make_strategy("naive").bucket_mb is None

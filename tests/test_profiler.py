@@ -8,7 +8,7 @@ import pytest
 from realrun.cli import main as realrun_main
 from realrun.profiler import attribute, profile_model
 from simddp.io import load_profile
-from simddp.models import parse_model
+from simddp.presets.models import parse_model
 
 TINY = parse_model("transformer-small").shrunk(layers=2, d_model=32, d_ff=64, heads=4, vocab=50)
 

@@ -17,13 +17,14 @@ import pytest
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.link import Link
-from simddp.plan import plan
-from simddp.plots import (figure_png, gantt_figure, idle_gaps_s, save_png, sweep_figure)
+from simddp.plans import plan
+from simddp.report.gantt import idle_gaps_s
+from simddp.report.plots import figure_png, gantt_figure, save_png, sweep_figure
 from simddp.profile import Layer, ModelProfile
 from simddp.result import COMM, COMPUTE, Result, Span
 from simddp.strategy import make_strategy
-from simddp.sweep import recommend, sweep
-from simddp.trace import phase_of, save_trace, trace_events
+from simddp.sweeps import recommend, sweep
+from simddp.report.trace import save_trace, trace_events
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 1e-3, 2e-3) for i in range(2)), 1e-3)
 LINK = Link("unit", 0.0, 1.0)  # 1e6 bytes at p=2: 2·(1/2)·1e6 / 1e9 = 1 ms
@@ -50,7 +51,7 @@ def test_trace_has_two_named_tracks_and_one_complete_event_per_span(tmp_path):
     assert sorted(spans) == sorted([
         (1, "forward", "forward", 0.0, 2000.0), (1, "l1 bwd", "backward", 2000.0, 2000.0),
         (1, "l0 bwd", "backward", 4000.0, 2000.0), (1, "optimizer", "optimizer", 7000.0, 1000.0),
-        (2, "grad1", "comm", 4000.0, 1000.0), (2, "grad0", "comm", 6000.0, 1000.0)])
+        (2, "grad1", "all-reduce", 4000.0, 1000.0), (2, "grad0", "all-reduce", 6000.0, 1000.0)])
     assert all({"ph", "ts", "dur", "pid", "tid", "name"} <= set(e)
                for e in events if e["ph"] == "X")
     assert doc["otherData"]["step_ms"] == pytest.approx(8.0)
@@ -72,12 +73,23 @@ def test_a_result_without_spans_cannot_be_traced():
         trace_events(result)
 
 
-@pytest.mark.parametrize("label, lane, phase", [
+@pytest.mark.parametrize("label, lane, kind", [
     ("forward", COMPUTE, "forward"), ("blocks.3.w2 bwd", COMPUTE, "backward"),
     ("backward", COMPUTE, "backward"), ("optimizer", COMPUTE, "optimizer"),
-    ("bucket3", COMM, "comm"), ("something", COMPUTE, "compute")])
-def test_phase_of_a_span(label, lane, phase):
-    assert phase_of(Span(lane, label, 0.0, 1.0)) == phase
+    ("hooks+copy-in", COMPUTE, "copy"), ("bucket0 copy-out", COMPUTE, "copy"),
+    ("bucket3", COMM, "all-reduce"), ("something", COMPUTE, "compute")])
+def test_a_span_without_a_kind_gets_one_from_its_label(label, lane, kind):
+    """Files written before spans had kinds still draw with the right colours."""
+    assert Span(lane, label, 0.0, 1.0).kind == kind
+
+
+def test_the_engine_names_each_span_kind_and_the_trace_uses_it():
+    result = toy_result("ddp", bucket_mb=1)
+    kinds = {(s.lane, s.kind) for s in result.spans}
+    assert kinds == {(COMPUTE, "forward"), (COMPUTE, "backward"), (COMPUTE, "optimizer"),
+                     (COMM, "all-reduce")}
+    cats = {e["cat"] for e in trace_events(result)["traceEvents"] if e["ph"] == "X"}
+    assert cats == {"forward", "backward", "optimizer", "all-reduce"}
 
 
 # --- plots -----------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
     prof = ModelProfile("toy", tuple(Layer(f"l{i}", (2 ** 20,), 1e-3, 2e-3) for i in range(4)))
     s = ValidateSettings(model="mlp-2x64", strategies=("bucketed", "ddp"), bucket_mbs=(2,),
                          link=load_link(link_file))
-    by = {r.strategy: r for r in predict(prof, load_link(link_file), s)}
+    by = {r.strategy: r for r in predict(prof, load_link(link_file), None, s)}
     # bucketed at 2 MiB: [l3, l2], [l1, l0]; ddp: [l3] (1 MiB first bucket), [l2, l1], [l0]
     assert (by["bucketed"].collectives, by["ddp"].collectives) == (2, 3)
 
@@ -136,9 +136,12 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     assert compute_row["input"] and compute_row["predicted_ms"] == pytest.approx(
         anchor["measured_ms"]) == pytest.approx(compute_row["measured_ms"])
     assert doc["summary"]["configs"] == len(doc["rows"]) - 1
-    # the host costs measured on the ranks are in the link used for the prediction
-    link = doc["validate"]["link"]
-    assert link["copy_gbps"] > 0 and link["hook_us"] >= 0 and link["ddp_hook_us"] >= 0
+    # the host costs measured on the ranks are used for the prediction, apart from the link
+    host = doc["validate"]["host_costs"]
+    assert host["realrun"]["copy_gbps"] > 0 and host["realrun"]["hook_us"] >= 0
+    assert host["torch"]["hook_us"] >= 0 and "copy_gbps" not in doc["validate"]["link"]
+    saved = json.loads((out / "profile.json").read_text())["host_costs"]
+    assert set(saved["implementations"]) == {"realrun", "torch"}
     assert set(doc["validate"]["probes"]["medians_ms"]) >= {"probe:flat", "probe:solo-torch"}
     assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
 
@@ -185,27 +188,33 @@ def test_hook_fields_subtract_each_implementations_copies():
                        [10 ** 6] * 4) == {"hook_s": 0.0, "launch_s": 0.0, "ddp_hook_s": 0.0}
 
 
-def test_link_from_probes_solves_alpha_and_busbw_from_flat_and_sequences():
+def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     # 4 tensors of 1 MB, p = 2 (1 MB moved each): flat 5 ms = α_b + b, blocking sequence
     # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; async 7 ms =
     # 4 α + 3 ms -> α 1 ms. Solo steps as in the test above.
-    from realrun.probes import link_from_probes
-    link = Link("cal", 5e-3, 0.5, world_size=2, copy_gbps=1.0, scale_gbps=2.0)
+    from realrun.probes import inputs_from_probes
+    from simddp.host import Host, HostCosts
+    link = Link("cal", 5e-3, 0.5, world_size=2)
+    earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0)})
     medians = {"probe:flat": 0.005, "probe:seq-blocking": 0.011, "probe:seq-async": 0.007,
                "compute-only": 0.040, "probe:solo-wrapper": 0.050, "probe:solo-bucket": 0.053,
                "probe:solo-torch": 0.049}
-    new, info = link_from_probes(link, medians, [10 ** 6] * 4, 2)
+    new, host, info = inputs_from_probes(link, earlier, medians, [10 ** 6] * 4, 2)
     assert new.blocking_alpha_s == pytest.approx(0.002) and new.alpha_s == pytest.approx(0.001)
     assert new.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
-    assert (new.hook_s, new.launch_s, new.ddp_hook_s) == pytest.approx((0.001, 0.001, 0.00025))
+    r, t = host.costs("realrun"), host.costs("torch")
+    assert (r.hook_s, r.launch_s, t.hook_s) == pytest.approx((0.001, 0.001, 0.00025))
     assert info["calibrated"]["alpha_s"] == 5e-3 and info["calibrated"]["busbw_gbps"] == 0.5
     # the copy probes set the copy rates the hook split then uses: 8 ms both ways for 4 MB
     # (1 GB/s) and 2 ms in place (2 GB/s) leave the solo steps' costs as above
-    again, info = link_from_probes(dataclasses.replace(link, copy_gbps=9.0, scale_gbps=9.0),
-                                   {**medians, "probe:copy": 0.008, "probe:scale": 0.002},
-                                   [10 ** 6] * 4, 2)
-    assert (again.copy_gbps, again.scale_gbps) == pytest.approx((1.0, 2.0))
-    assert (again.hook_s, again.launch_s) == pytest.approx((0.001, 0.001))
-    assert info["calibrated"]["copy_gbps"] == 9.0
-    # no probes measured: the link is unchanged
-    assert link_from_probes(link, {}, [10 ** 6] * 4, 2)[0] == link
+    stale = Host("profile", {"realrun": HostCosts(copy_gbps=9.0, scale_gbps=9.0)})
+    _, again, info = inputs_from_probes(link, stale,
+                                        {**medians, "probe:copy": 0.008, "probe:scale": 0.002},
+                                        [10 ** 6] * 4, 2)
+    r = again.costs("realrun")
+    assert (r.copy_gbps, r.scale_gbps, again.costs("torch").copy_gbps) == pytest.approx(
+        (1.0, 2.0, 1.0))
+    assert (r.hook_s, r.launch_s) == pytest.approx((0.001, 0.001))
+    assert info["host_before"]["realrun"]["copy_gbps"] == 9.0
+    # no probes measured: link and host are unchanged
+    assert inputs_from_probes(link, earlier, {}, [10 ** 6] * 4, 2)[:2] == (link, earlier)

@@ -17,7 +17,7 @@ import math
 import os
 
 from simddp.errors import InputError
-from simddp.models import ModelSpec, parse_model
+from simddp.presets.models import ModelSpec, parse_model
 
 DEFAULT_MODEL = "mlp-8x1024"
 DEFAULT_BATCH, DEFAULT_SEQ = 2, 8

@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed all-reduces per size when calibrating (default %(default)s)")
     w.add_argument("--free-copies", action="store_true",
                    help="do not charge the DDP implementations' host costs (gradient copies, "
-                        "hooks: Link.copy_gbps, hook_s) in the prediction, for comparison")
+                        "hooks: the Host costs) in the prediction, for comparison")
     w.add_argument("--profile-compute", action="store_true",
                    help="predict with the profile phase's compute totals; by default they are "
                         "set to the compute-only steps measured alongside the strategies")
@@ -121,8 +121,8 @@ def settings_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    from simddp.commands.sweep import _check_out_dir
-    _check_out_dir(args.out)
+    from simddp.io import check_out_dir
+    check_out_dir(args.out)
     from realrun.validate import MeasureFailed, validate
 
     def log(msg: str) -> None:

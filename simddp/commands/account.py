@@ -21,17 +21,16 @@ import json
 import math
 from dataclasses import replace
 
-from simddp.commands.common import DEFAULT_MODEL, _is_file_arg, add_link_args, resolve_link
-from simddp.devices import DEVICES
-from simddp.errors import InputError
-from simddp.io import load_profile
-from simddp.link import Link
-from simddp.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, PROFILE_GRAD_BYTES,
+from simddp.account.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, PROFILE_GRAD_BYTES,
                            WEIGHT_COPIES, GiB, Precision, fsdp_units, memory_report,
                            profile_units)
-from simddp.models import MODEL_HELP, build_profile, parse_model
-from simddp.optimal_bucket import closed_form_optimum
-from simddp.plan import plan
+from simddp.account.optimal_bucket import closed_form_optimum
+from simddp.commands.common import DEFAULT_MODEL, _is_file_arg, add_link_args, resolve_link
+from simddp.errors import InputError
+from simddp.io import load_profile
+from simddp.link import Link, bus_factor
+from simddp.plans import plan
+from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
 from simddp.profile import ModelProfile
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, STRATEGIES, make_strategy, mb_to_bytes
 
@@ -88,10 +87,10 @@ def _row(name: str, kind: str, payloads: list[float], link: Link, world: int) ->
     all-gather or reduce-scatter (p−1)/p·n, i.e. half an all-reduce's bandwidth term."""
     if kind == "all-reduce":
         times = [link.allreduce_s(n, world) for n in payloads]
-        factor = 2 * (world - 1) / world
+        factor = bus_factor(world)
     else:
         times = [(link.allreduce_s(n, world) + _alpha_s(link, n)) / 2 for n in payloads]
-        factor = (world - 1) / world
+        factor = bus_factor(world) / 2
     alpha_s = sum(_alpha_s(link, n) for n in payloads)
     return {"strategy": name, "kind": kind, "collectives": len(payloads),
             "payload_bytes": sum(payloads), "sent_bytes_per_rank": factor * sum(payloads),

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 
-from simddp.devices import DEVICES
 from simddp.errors import InputError
-from simddp.io import load_link, load_profile
-from simddp.link import Link
-from simddp.links import DEFAULT_LINK, LINKS, get_link
-from simddp.models import MODEL_HELP, build_profile, parse_model
+from simddp.host import Host
+from simddp.io import load_host, load_link, load_profile, read_json
+from simddp.link import LEGACY_HOST_FIELDS, Link
+from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
+from simddp.presets import parse_model
 from simddp.profile import ModelProfile
 
 DEFAULT_MODEL = "transformer-small"
@@ -50,6 +51,16 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
                    help="accept a calibrated link at another world size, by the ring law")
 
 
+def add_host_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("host costs")
+    g.add_argument("--host", metavar="FILE", default=None,
+                   help="the DDP implementations' host costs (hooks, copies): a simddp.host/1 "
+                        "file or a profile with a host_costs section (default: the --model "
+                        "profile's section, if any; presets have none)")
+    g.add_argument("--free-host", action="store_true",
+                   help="charge no host costs even if the profile has them")
+
+
 def _is_file_arg(text: str) -> bool:
     return text.endswith(".json") or os.sep in text or os.path.exists(text)
 
@@ -74,6 +85,30 @@ def resolve_link(args: argparse.Namespace) -> Link:
             raise InputError(f"{flag} must be a number {'>= 0' if flag == '--alpha-us' else '> 0'}, got {v!r}")
     link = link.with_overrides(args.alpha_us, args.busbw_gbps)
     return link.for_world(args.world_size, rescale=args.rescale_link)
+
+
+def resolve_host(args: argparse.Namespace) -> Host | None:
+    """--host FILE; else the --model profile's host_costs; else the host fields of an old
+    --link file (moved there, with a note on stderr); else None (free)."""
+    if args.free_host:
+        return None
+    if args.host is not None:
+        host = load_host(args.host)
+        if host is None:
+            raise InputError(f"--host {args.host}: the file has no host costs")
+        return host
+    if _is_file_arg(args.model):
+        host = load_host(args.model)
+        if host is not None:
+            return host
+    if _is_file_arg(args.link):
+        data = read_json(args.link)
+        if isinstance(data, dict) and any(data.get(k) is not None for k in LEGACY_HOST_FIELDS):
+            print(f"note: {args.link} holds host costs ({', '.join(LEGACY_HOST_FIELDS)}) from "
+                  "before 2026-11-23; they now belong to a host file or the profile "
+                  "(docs/FORMATS.md). Using them.", file=sys.stderr)
+            return load_host(args.link)
+    return None
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

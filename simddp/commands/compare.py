@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     written = []
     if args.out is not None:
         # imported here: matplotlib costs ~0.5 s, and a table needs none of it
-        from simddp.compare_plots import write_compare_files
+        from simddp.compare.plots import write_compare_files
         written = write_compare_files(comparison, args.out, args.timeline_config)
     elif args.timeline_config is not None:
         from simddp.compare import pick_timeline

@@ -15,7 +15,7 @@ import argparse
 
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
-from simddp.links import DEFAULT_LINK, LINKS
+from simddp.presets import DEFAULT_LINK, LINKS
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, MB
 
 HELP = "list link presets (α, busbw, backend, source)"
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simddp.table import render_table
+    from simddp.report.table import render_table
 
     if args.world_size < 2:
         raise InputError(f"--world-size must be an integer >= 2, got {args.world_size}")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 
 from simddp.commands.common import DEFAULT_MODEL, add_model_args, resolve_model
-from simddp.devices import DEVICES
 from simddp.errors import InputError
-from simddp.models import GRAD_BYTES, TRANSFORMERS, build_profile, parse_model
+from simddp.presets import DEVICES
+from simddp.presets.models import GRAD_BYTES, TRANSFORMERS, build_profile, parse_model
 
 HELP = "list model presets (with predicted step times) and devices"
 # Family examples shown after the named presets: a deep MLP of many mid-size tensors and a
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simddp.table import render_table
+    from simddp.report.table import render_table
 
     names = [f"transformer-{size}" for size in TRANSFORMERS] + list(EXAMPLES)
     rows = []

@@ -20,17 +20,18 @@ import math
 import sys
 from pathlib import Path
 
-from simddp.commands.common import (add_link_args, add_model_args, parse_positive_floats,
-                                    resolve_link, resolve_model)
+from simddp.commands.common import (add_host_args, add_link_args, add_model_args,
+                                    parse_positive_floats, resolve_host, resolve_link,
+                                    resolve_model)
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.io import write_atomic
-from simddp.plan import plan
+from simddp.plans import plan
+from simddp.report.table import fmt_mb, setup_line
 from simddp.result import COMM
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
                              make_strategy)
-from simddp.sweep import DEFAULT_ACCUM_STEPS
-from simddp.table import fmt_mb, setup_line
+from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
 CHOICES = STRATEGIES + (ACCUM_BASELINE,)
@@ -52,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="table for people, json (one document on stdout) for scripts")
     add_model_args(p)
     add_link_args(p)
+    add_host_args(p)
 
 
 def _check_output(path: str | None, flag: str) -> None:
@@ -76,18 +78,19 @@ def run(args: argparse.Namespace) -> int:
     _check_output(args.plot, "--plot")
     profile = resolve_model(args)
     link = resolve_link(args)
+    host = resolve_host(args)
 
     p = plan(profile, strategy)
-    result = simulate(profile, link, p, args.world_size, record=True)
+    result = simulate(profile, link, p, args.world_size, host=host, record=True)
     comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
     n_bytes = sum(c.nbytes for c in p.collectives)
 
     outputs: dict[str, bytes | str] = {}  # rendered before any is written
     if args.trace:
-        from simddp.trace import trace_events
+        from simddp.report.trace import trace_events
         outputs[args.trace] = json.dumps(trace_events(result)) + "\n"
     if args.plot:
-        from simddp.plots import figure_png, gantt_figure
+        from simddp.report.plots import figure_png, gantt_figure
         outputs[args.plot] = figure_png(gantt_figure(result))
     for path, payload in outputs.items():
         write_atomic(path, payload)

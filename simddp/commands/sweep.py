@@ -18,20 +18,20 @@ import argparse
 import csv
 import io
 import json
-import os
 import sys
-from pathlib import Path
 
-from simddp.commands.common import (add_link_args, add_model_args, parse_names,
-                                    parse_positive_floats, resolve_link, resolve_model)
-from simddp.errors import InputError
-from simddp.io import results_to_json, write_atomic
-from simddp.optimal_bucket import closed_form_optimum, format_optimum
+from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
+from simddp.commands.common import (add_host_args, add_link_args, add_model_args, parse_names,
+                                    parse_positive_floats, resolve_host, resolve_link,
+                                    resolve_model)
+from simddp.io import check_out_dir, results_to_json, write_atomic
+from simddp.report.progress import Progress
+from simddp.report.recommendation import fastest_row, recommendation_text
+from simddp.report.table import fmt_mb, fmt_ms, fmt_speedup, render_table, setup_line
 from simddp.result import Result
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
-from simddp.sweep import (DEFAULT_ACCUM_STEPS, DEFAULT_BUCKET_MB, Recommendation, recommend,
-                          sweep, sweep_rows, sweep_strategies)
-from simddp.table import (LazyProgress, fmt_mb, fmt_ms, fmt_speedup, render_table, setup_line)
+from simddp.sweeps import (DEFAULT_ACCUM_STEPS, DEFAULT_BUCKET_MB, Recommendation, recommend,
+                           sweep, sweep_rows, sweep_strategies)
 
 HELP = "predict every strategy at every bucket size; recommend bucket_cap_mb"
 CSV_FIELDS = ("strategy", "bucket_mb", "accum_steps", "collectives", "step_ms",
@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
     add_model_args(p)
     add_link_args(p)
+    add_host_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,19 +61,20 @@ def run(args: argparse.Namespace) -> int:
     bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     strategies = parse_names(args.strategies, STRATEGIES, "--strategies")
     sweep_strategies(strategies, bucket_mbs, args.accum_steps)
-    out_dir = _check_out_dir(args.out)
+    out_dir = check_out_dir(args.out)
     profile = resolve_model(args)
     link = resolve_link(args)
+    host = resolve_host(args)
 
-    with LazyProgress("simulating") as progress:
+    with Progress("simulating", delay_s=1.0) as progress:
         # Spans are kept only for --out: sweep.json then holds every predicted timeline,
         # which `simddp compare` draws next to a measured one.
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
-                        args.accum_steps, on_progress=progress.update,
+                        args.accum_steps, host=host, on_progress=progress.update,
                         record=out_dir is not None)
     naive = next((r for r in results if r.strategy == "naive"), None)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
-        naive = sweep(profile, link, args.world_size, ["naive"])[0]
+        naive = sweep(profile, link, args.world_size, ["naive"], host=host)[0]
     rows = sweep_rows(results, naive)
     rec = recommend(results)
     setup = {"model": profile.name, "tensors": profile.n_tensors,
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
              "naive_step_ms": naive.step_s * 1e3}
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
                "recommended_from": None if rec is None else rec.strategy,
-               "fastest": _fastest(results, rec),
+               "fastest": fastest_row(results, rec),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
 
     if out_dir is not None:  # render everything in memory first: no partial output on error
@@ -102,27 +104,6 @@ def run(args: argparse.Namespace) -> int:
         # where they part: tensors are never split, uneven gradient readiness, first bucket).
         print(format_optimum(summary["closed_form_optimum"]))
     return 0
-
-
-def _check_out_dir(out: str | None) -> Path | None:
-    if out is None:
-        return None
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"--out: {out!r} exists and is not a directory")
-    parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"--out: cannot create files under {str(parent)!r} (not writable)")
-    return path
-
-
-def _fastest(results: list[Result], rec: Recommendation | None) -> dict | None:
-    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
-    best = rec.fastest if rec is not None else min(per_step, key=lambda r: r.step_s, default=None)
-    if best is None:
-        return None
-    return {"strategy": best.strategy, "step_ms": best.step_s * 1e3,
-            "bucket_mb": None if best.bucket_mb is None else round(best.bucket_mb, 6)}
 
 
 def render_report(results: list[Result], rows: list[dict], rec: Recommendation | None,
@@ -154,51 +135,9 @@ def render_report(results: list[Result], rows: list[dict], rec: Recommendation |
     return "\n\n".join(parts)
 
 
-def recommendation_text(rec: Recommendation | None, naive: Result | None = None) -> str:
-    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest."""
-    if rec is None:
-        return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
-               "to recommend."
-    per = "per step"
-    if rec.strategy == "no_sync":
-        per = "per optimizer step (with gradient accumulation; ddp was not swept)"
-    text = (f"Recommended bucket_cap_mb: {fmt_mb(rec.bucket_mb)} — {rec.strategy} predicts "
-            f"{fmt_ms(rec.step_s)} ms {per}")
-    if rec.runner_up_mb is None:
-        text += " (only one bucket size swept: try --bucket-mb 1,10,100)."
-    else:
-        margin_pct = 100 * rec.margin_s / max(rec.step_s, 1e-300)
-        text += (f"; the runner-up, {fmt_mb(rec.runner_up_mb)} MB, is {fmt_ms(rec.margin_s)} ms "
-                 f"({margin_pct:.1f}%) slower ({fmt_ms(rec.runner_up_step_s)} ms).")
-        if round(margin_pct, 1) < 1:
-            text += " A margin under 1% is within what a prediction can promise: either is fine."
-    if rec.edge is not None:
-        text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
-                 f"extend --bucket-mb.")
-    if rec.strategy == "ddp":
-        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (see docs/CLI.md)
-        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, "
-                 f"{fmt_mb(rec.bucket_mb)}]) runs the ddp rows; a plain bucket_cap_mb="
-                 f"{fmt_mb(rec.bucket_mb)} also makes the first bucket that size (the bucketed rows).")
-    f = rec.fastest
-    if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
-        return text
-    if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
-        text += (f"\nThe recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
-                 "fastest configuration overall")
-    else:
-        where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
-        text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
-    if naive is not None and f.step_s > 0 and f.strategy != "naive":
-        text += f" ({naive.step_s / f.step_s:.2f}× faster than naive)."
-    else:
-        text += "."
-    return text
-
-
 def _out_files(results: list[Result], rows: list[dict], setup: dict, summary: dict,
                rec: Recommendation | None) -> dict[str, bytes | str]:
-    from simddp.plots import figure_png, sweep_figure  # matplotlib only when asked for
+    from simddp.report.plots import figure_png, sweep_figure  # matplotlib only when asked
 
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")

@@ -11,15 +11,15 @@ A :class:`ModelSpec` names a model's shape; realrun builds the same spec as a to
 Presets: ``transformer-small|medium|large|xl|2.7b``, ``mlp-DEPTHxWIDTH`` (bias-free
 Linear+ReLU), ``ffn-LAYERSxDMODELxDFF`` (bias-free up/down blocks). Per-layer time is a
 roofline: ``max(flops / (peak·eff), bytes / (mem_bw·eff))`` on a device from
-:mod:`simddp.devices`; backward costs twice the forward (grad input + grad weight).
+:mod:`simddp.presets.devices`; backward costs twice the forward (grad input + grad weight).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
 
-from simddp.devices import Device, get_device
 from simddp.errors import InputError
+from simddp.presets.devices import Device, get_device
 from simddp.profile import Layer, ModelProfile
 
 GRAD_BYTES = 4  # fp32 gradients

@@ -16,31 +16,29 @@ that say whether the simulator can be trusted to *pick* a strategy and a bucket 
     >>> s.predicted_best_bucket_mb, s.measured_best_bucket_mb, round(s.regret, 6)
     (25.000001, 10, 25.0)
 
-Pure functions, no files and no plots: :mod:`simddp.compare_plots` draws a
-:class:`Comparison`, ``python -m simddp compare`` and ``python -m realrun validate`` print it.
+Pure functions, no files and no plots: the metrics are in :mod:`simddp.compare.metrics`, the
+text in :mod:`simddp.compare.text`; :mod:`simddp.compare.plots` draws a :class:`Comparison`,
+``python -m simddp compare`` and ``python -m realrun validate`` print it.
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
+from simddp.compare.metrics import Summary, summarize
+from simddp.compare.text import config_label, config_list, config_sort_key
 from simddp.errors import InputError
-from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, BUCKETED, STRATEGIES
+from simddp.result import COMPUTE_ONLY, Result
 
 # Bucket sizes travel as MB floats: a sweep stores int(mb * 2**20) / 2**20, so 0.1 MB comes back
 # as 0.09999943 (a relative error of 6e-6). 1e-3 relative is far above that rounding and far
 # below any step between two bucket sizes anyone sweeps.
 BUCKET_REL_TOL = 1e-3
-# realrun bench always measures a run without any gradient sync first: the compute baseline.
-# A sweep does not list it, but every prediction carries it as compute_s, so it is compared
-# too: it separates an error of the compute model from an error of the communication model.
-COMPUTE_ONLY = "compute-only"
-STRATEGY_ORDER = (COMPUTE_ONLY,) + STRATEGIES + (ACCUM_BASELINE,)
+# realrun bench always measures compute-only (no gradient sync) first. A sweep does not list
+# it, but every prediction carries it as compute_s, so it is compared too: it separates an
+# error of the compute model from an error of the communication model.
 
 
 @dataclass(frozen=True)
@@ -77,30 +75,6 @@ class Row:
                 "measured_ms": ms(self.measured_s), "measured_p5_ms": ms(self.measured_p5_s),
                 "measured_p95_ms": ms(self.measured_p95_s), "error_pct": self.error_pct,
                 "samples": self.samples, "input": self.is_input}
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Percentages are in %: ``median_ape`` 4.0 and ``regret`` 1.5 mean 4 % and 1.5 %."""
-
-    model: str
-    world_size: int
-    predicted_link: str
-    measured_link: str
-    configs: int                      # matched configurations (= measured results)
-    unmeasured_predictions: int       # predicted configurations nobody measured (not compared)
-    median_ape: float
-    max_ape: float
-    spearman: float | None            # None: fewer than 2 configs, or one side all equal
-    spearman_by_strategy: dict[str, float | None] = field(default_factory=dict)
-    bucket_strategy: str | None = None  # whose buckets the best-bucket numbers are about
-    bucket_accum_steps: int | None = None
-    predicted_best_bucket_mb: float | None = None
-    measured_best_bucket_mb: float | None = None
-    regret: float | None = None       # % slower, measured, at the predicted-best bucket
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -168,7 +142,7 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
             added.append(p)
         else:
             raise InputError(f"{wm}: measured config {config_label(*m.config)} has no prediction "
-                             f"in {wp} (predicted: {_config_list(predicted)})")
+                             f"in {wp} (predicted: {config_list(predicted)})")
         rows.append(Row(m.strategy, m.bucket_mb, m.accum_steps, p.step_s, m.step_s,
                         m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs))
     rows.sort(key=lambda r: config_sort_key(r.config))
@@ -189,68 +163,6 @@ def _compute_only_prediction(predicted: list[Result], m: Result) -> Result | Non
     return Result(model=base.model, link=base.link, strategy=COMPUTE_ONLY, bucket_mb=None,
                   world_size=base.world_size, step_s=base.compute_s, exposed_comm_s=0.0,
                   collectives=0, accum_steps=accum_steps, compute_s=base.compute_s)
-
-
-def summarize(rows: list[Row], *, model: str = "", world_size: int = 0,
-              predicted_link: str = "", measured_link: str = "", unmeasured: int = 0) -> Summary:
-    """APE, Spearman ρ and the best-bucket regret of matched rows (at least one)."""
-    if not rows:
-        raise InputError("no matched configurations to compare (empty grid)")
-    ape = [abs(r.error_pct) for r in rows]
-    by_strategy = {}
-    for s in sorted({r.strategy for r in rows}, key=lambda s: config_sort_key((s, None, 1))):
-        mine = [r for r in rows if r.strategy == s]
-        if len(mine) >= 3:  # two points always rank-agree or disagree: ±1 says nothing
-            by_strategy[s] = spearman([r.predicted_s for r in mine], [r.measured_s for r in mine])
-    best = best_bucket(rows)
-    return Summary(model=model, world_size=world_size, predicted_link=predicted_link,
-                   measured_link=measured_link, configs=len(rows),
-                   unmeasured_predictions=unmeasured,
-                   median_ape=float(np.median(ape)), max_ape=float(max(ape)),
-                   spearman=spearman([r.predicted_s for r in rows], [r.measured_s for r in rows]),
-                   spearman_by_strategy=by_strategy, **best)
-
-
-def best_bucket(rows: list[Row]) -> dict:
-    """Predicted-best and measured-best bucket of one bucketed strategy, and the regret in %.
-
-    The strategy is "bucketed" if measured, else "ddp", else "no_sync"; with several
-    accumulation settings the smallest is used. Only measured buckets are candidates, since the
-    regret needs the measured time at the predicted-best bucket.
-    """
-    for s in BUCKETED:
-        mine = [r for r in rows if r.strategy == s and r.bucket_mb is not None]
-        if mine:
-            accum = min(r.accum_steps for r in mine)
-            mine = [r for r in mine if r.accum_steps == accum]
-            pred_best = min(mine, key=lambda r: (r.predicted_s, r.bucket_mb))
-            meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
-            return {"bucket_strategy": s, "bucket_accum_steps": accum,
-                    "predicted_best_bucket_mb": pred_best.bucket_mb,
-                    "measured_best_bucket_mb": meas_best.bucket_mb,
-                    "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0}
-    return {}
-
-
-def rank_average(values) -> np.ndarray:
-    """Ranks 1..n, ties sharing their average rank: [10, 20, 20, 30] -> [1, 2.5, 2.5, 4]."""
-    x = np.asarray(values, dtype=float)
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return ((ends - counts + 1 + ends) / 2.0)[inverse.ravel()]
-
-
-def spearman(x, y) -> float | None:
-    """Spearman ρ: Pearson correlation of the average ranks. None when undefined (n < 2, or
-    one side has a single distinct value)."""
-    if len(x) != len(y):
-        raise ValueError(f"spearman: {len(x)} vs {len(y)} values")
-    if len(x) < 2:
-        return None
-    rx, ry = rank_average(x), rank_average(y)
-    dx, dy = rx - rx.mean(), ry - ry.mean()
-    denom = math.sqrt(float(dx @ dx) * float(dy @ dy))
-    return None if denom == 0 else float(dx @ dy) / denom
 
 
 def same_bucket(a: float | None, b: float | None) -> bool:
@@ -298,59 +210,8 @@ def pick_timeline(comparison: Comparison, spec: str | None = None
     predicted = find_result(c.predicted, *config)
     if predicted is None:
         raise InputError(f"--timeline-config: no prediction for {spec!r}; choose from "
-                         f"{_config_list(c.predicted)}")
+                         f"{config_list(c.predicted)}")
     return predicted, find_result(c.measured, *predicted.config)
-
-
-def format_table(comparison: Comparison) -> str:
-    """The text report: one line per configuration, then the summary, in ms and %."""
-    c, s = comparison, comparison.summary
-    lines = [f"compare: {s.model}, {s.world_size} ranks; predicted on {s.predicted_link}, "
-             f"measured on {s.measured_link}; {s.configs} configs"]
-    head = ("strategy", "bucket MB", "accum", "pred ms", "meas ms", "p95 ms", "error %", "steps")
-    table = [head] + [(r.strategy, "-" if r.bucket_mb is None else f"{r.bucket_mb:g}",
-                       str(r.accum_steps), f"{r.predicted_s * 1e3:.2f}",
-                       f"{r.measured_s * 1e3:.2f}",
-                       "-" if r.measured_p95_s is None else f"{r.measured_p95_s * 1e3:.2f}",
-                       "input" if r.is_input else f"{r.error_pct:+.1f}", str(r.samples))
-                      for r in c.rows]
-    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
-    for t in table:  # names left-aligned, numbers right-aligned, as nccl-tests prints
-        lines.append("  ".join([t[0].ljust(widths[0])]
-                               + [v.rjust(w) for v, w in zip(t[1:], widths[1:])]))
-    rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
-    lines.append(f"|error|: median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
-                 f"Spearman rho {rho} over {s.configs} configs")
-    if s.spearman_by_strategy:
-        lines.append("  rho per strategy: " + ", ".join(
-            f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))
-    if s.bucket_strategy is not None:
-        accum = f", accum {s.bucket_accum_steps}" if s.bucket_accum_steps != 1 else ""
-        lines.append(f"best bucket ({s.bucket_strategy}{accum}): predicted "
-                     f"{s.predicted_best_bucket_mb:g} MB, measured {s.measured_best_bucket_mb:g} "
-                     f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket)")
-    else:
-        lines.append("best bucket: n/a (no bucketed or ddp configs measured)")
-    for r in c.rows:
-        if r.is_input:
-            lines.append(f"({r.label}: an input — the predictions' compute was set from this "
-                         "measurement — so not scored)")
-    if s.unmeasured_predictions:
-        lines.append(f"({s.unmeasured_predictions} predicted configs were not measured; "
-                     "not compared)")
-    return "\n".join(lines)
-
-
-def config_label(strategy: str, bucket_mb: float | None, accum_steps: int | None = 1) -> str:
-    """'ddp:25', 'naive', 'no_sync:25 (accum 4)': the --timeline-config spelling."""
-    text = strategy if bucket_mb is None else f"{strategy}:{bucket_mb:g}"
-    return text if accum_steps in (None, 1) else f"{text} (accum {accum_steps})"
-
-
-def config_sort_key(config) -> tuple:
-    strategy, bucket_mb, accum = config
-    order = STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
-    return (order, strategy, accum, -1.0 if bucket_mb is None else bucket_mb)
 
 
 def _check_result(r: Result, where: str) -> None:
@@ -395,15 +256,3 @@ def _joined(names) -> str:
     return ", ".join(sorted(set(names)))
 
 
-def _config_list(results) -> str:
-    """'naive, ddp:{1,25,100}, no_sync:{25} (accum 4)': every config, grouped, on one line."""
-    groups: dict[tuple[str, int], list[float]] = {}
-    for r in sorted(results, key=lambda r: config_sort_key(r.config)):
-        groups.setdefault((r.strategy, r.accum_steps), [])
-        if r.bucket_mb is not None:
-            groups[(r.strategy, r.accum_steps)].append(r.bucket_mb)
-    parts = []
-    for (strategy, accum), buckets in groups.items():
-        text = strategy + (":{" + ",".join(f"{b:g}" for b in buckets) + "}" if buckets else "")
-        parts.append(text if accum == 1 else f"{text} (accum {accum})")
-    return ", ".join(parts)

@@ -4,8 +4,7 @@ This is the one place strategy semantics live. The SimPy engine, the closed form
 real wrapper (``realrun.DDP``) all execute a :class:`Plan` and never branch on a strategy
 name, so a prediction and a measurement of "bucketed, 25 MB" are about the same thing::
 
-    >>> from simddp.profile import Layer, ModelProfile
-    >>> from simddp.strategy import make_strategy
+    >>> from simddp import Layer, ModelProfile, make_strategy
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (4 * 2**20,), 0.01, 0.02) for i in range(3)))
     >>> [(c.tensor_ids, c.ready_layer) for c in plan(toy, make_strategy("bucketed", 8)).collectives]
     [((2, 1), 1), ((0,), 0)]

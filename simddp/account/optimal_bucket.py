@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from simddp.errors import InputError
-from simddp.link import GB, Link
+from simddp.link import GB, Link, bus_factor
 from simddp.profile import ModelProfile
 from simddp.strategy import MB
 
@@ -94,7 +94,7 @@ def _check(profile: ModelProfile, world_size: int) -> None:
 
 
 def _beta(busbw_gbps: float, world_size: int) -> float:
-    return 2 * (world_size - 1) / world_size / (busbw_gbps * GB)
+    return bus_factor(world_size) / (busbw_gbps * GB)
 
 
 def overhead_s(profile: ModelProfile, link: Link, world_size: int, bucket_bytes: float) -> float:

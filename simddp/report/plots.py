@@ -1,7 +1,8 @@
 """Plots of Results — predicted or measured, the same functions draw both.
 
-Two pictures: the Gantt of one step (a compute lane over a comm lane, with the time compute
-sits waiting for the all-reduce shaded), and step time against bucket size per strategy::
+Two pictures: the Gantt of one step (:mod:`simddp.report.gantt`: a compute lane over a comm
+lane, with the time compute sits waiting for the all-reduce shaded), and step time against
+bucket size per strategy::
 
     save_png("gantt.png", gantt_figure(result))            # result with spans
     save_png("sweep.png", sweep_figure(results))            # sweep() output, measured too
@@ -18,82 +19,25 @@ import os
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from simddp.errors import InputError
 from simddp.io import write_atomic
-from simddp.result import COMM, COMPUTE, Result
+from simddp.report.gantt import draw_gantt
+from simddp.report.style import strategy_colour
+from simddp.report.trace import describe
+from simddp.result import Result
 from simddp.strategy import ACCUM_BASELINE
-from simddp.trace import describe, phase_of
-
-PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "optimizer": "#8172B2",
-                "compute": "#937860"}
-COMM_COLORS = ("#DD8452", "#F0B27A")  # alternate so back-to-back all-reduces stay distinct
-EXPOSED_COLOR = "#C44E52"
-STRATEGY_COLORS = {"naive": "#C44E52", "flat": "#8172B2", "overlap": "#937860",
-                   "bucketed": "#4C72B0", "ddp": "#55A868", "no_sync": "#55A868",
-                   ACCUM_BASELINE: "#4C72B0"}
-_LANE_Y = {COMPUTE: 1.0, COMM: 0.0}
-_BAR_H = 0.6
-
-
-def idle_gaps_s(result: Result) -> list[tuple[float, float]]:
-    """(start, end) intervals inside the step when the compute lane does nothing."""
-    spans = sorted((s for s in result.spans if s.lane == COMPUTE), key=lambda s: s.start_s)
-    gaps, t = [], (spans[0].start_s if spans else 0.0)
-    for s in spans:
-        if s.start_s > t + 1e-12:
-            gaps.append((t, s.start_s))
-        t = max(t, s.end_s)
-    return gaps
-
-
-def draw_gantt(ax, result: Result) -> None:
-    """Two lanes on ``ax``: compute spans coloured by phase, comm spans, exposed-comm gaps."""
-    if not result.spans:
-        from simddp.errors import InputError
-        raise InputError(f"{describe(result)}: no timeline to plot (spans are empty)")
-    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    n_comm = 0
-    for s in result.spans:
-        if s.lane == COMM:
-            key = (COMM, COMM_COLORS[n_comm % 2])
-            n_comm += 1
-        else:
-            key = (COMPUTE, PHASE_COLORS[phase_of(s)])
-        bars.setdefault(key, []).append((s.start_s * 1e3, s.duration_s * 1e3))
-    for (lane, color), xs in bars.items():
-        # Layer boundaries are not drawn: hundreds of them would grey out the lane.
-        ax.broken_barh(xs, (_LANE_Y[lane] - _BAR_H / 2, _BAR_H), facecolors=color,
-                       linewidth=0)
-    gaps = [(a * 1e3, (b - a) * 1e3) for a, b in idle_gaps_s(result)]
-    if gaps:
-        ax.broken_barh(gaps, (_LANE_Y[COMPUTE] - _BAR_H / 2, _BAR_H), facecolors="none",
-                       edgecolor=EXPOSED_COLOR, hatch="///", linewidth=0.8)
-    step_ms = result.step_s * 1e3
-    ax.axvline(step_ms, color="black", linewidth=0.8, linestyle=":")
-    ax.text(step_ms, 1.5, f" step ends {step_ms:.1f} ms", va="center", ha="right", fontsize=8)
-    ax.set_yticks([_LANE_Y[COMPUTE], _LANE_Y[COMM]], ["compute", "comm"])
-    ax.set_ylim(-0.6, 1.75)
-    ax.set_xlim(0, max(step_ms * 1.01, 1e-3))
-    ax.set_xlabel("time in step (ms)")
-    ax.grid(axis="x", alpha=0.3)
-    phases = sorted({phase_of(s) for s in result.spans if s.lane == COMPUTE},
-                    key=list(PHASE_COLORS).index)
-    handles = [Patch(facecolor=PHASE_COLORS[p], label=p) for p in phases]
-    handles.append(Patch(facecolor=COMM_COLORS[0], label=f"all-reduce ({n_comm})"))
-    if gaps:
-        handles.append(Patch(facecolor="none", edgecolor=EXPOSED_COLOR, hatch="///",
-                             label=f"exposed comm: compute waits "
-                                   f"({result.exposed_comm_s * 1e3:.1f} ms)"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28),
-              ncol=len(handles), fontsize=8, frameon=False)
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
     fig = Figure(figsize=(11, 3.2), layout="constrained")
+    if not result.spans:
+        raise InputError(f"{describe(result)}: no timeline to plot (spans are empty)")
     ax = fig.add_subplot()
-    draw_gantt(ax, result)
+    handles = draw_gantt(ax, result)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28),
+              ncol=len(handles), fontsize=8, frameon=False)
     per = " per optimizer step" if result.accum_steps > 1 else ""
     ax.set_title(title or f"{describe(result)}\nstep {result.step_s * 1e3:.2f} ms{per}, exposed "
                           f"comm {result.exposed_comm_s * 1e3:.2f} ms, "
@@ -120,7 +64,7 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     for (strategy, source), rs in series.items():
-        color = STRATEGY_COLORS.get(strategy, "gray")
+        color = strategy_colour(strategy)
         measured = source == "measured"
         label = strategy + (" (measured)" if measured else "")
         with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)

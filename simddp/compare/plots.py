@@ -13,7 +13,7 @@ Three PNGs, each readable on its own, all times in ms:
   by side, compute and comm lanes on one time axis; predicted only when nothing was measured::
 
     from simddp.compare import compare_results
-    from simddp.compare_plots import write_compare_files
+    from simddp.compare.plots import write_compare_files
     write_compare_files(compare_results(predicted, measured), "out/")   # PNGs + json + csv
 
 Everything is rendered to bytes first and then written atomically, so a failure leaves no
@@ -34,26 +34,17 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 from matplotlib.transforms import blended_transform_factory
 
-from simddp.compare import (STRATEGY_ORDER, Comparison, config_label, config_sort_key,
-                            pick_timeline)
+from simddp.compare.match import Comparison, pick_timeline
+from simddp.compare.text import config_label, config_sort_key
 from simddp.io import write_atomic
-from simddp.result import COMM, COMPUTE, Result
+from simddp.report.gantt import draw_gantt, timeline_end_ms
+from simddp.report.style import strategy_colour
+from simddp.result import Result
 
 SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG = ("compare_scatter.png", "compare_buckets.png",
                                           "compare_timeline.png")
 JSON_NAME, CSV_NAME = "compare.json", "compare.csv"
-_TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf"]
 _DPI = 120
-# Timeline colours by what a span is; comm alternates two shades so neighbours stay apart.
-_KIND_COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "optimizer": "#55a868",
-                 "other compute": "#8c8c8c"}
-_COMM_COLOURS = ("#8172b3", "#c44e52")
-
-
-def strategy_colour(strategy: str) -> str:
-    i = STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
-    return _TAB10[i % len(_TAB10)]
 
 
 def plot_scatter(c: Comparison) -> Figure:
@@ -200,18 +191,24 @@ def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
     have_measured = measured is not None and bool(measured.spans)
     fig = Figure(figsize=(13 if have_measured else 8, 3.9), dpi=_DPI)
     axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]
-    _gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
+    handles = draw_gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
     if have_measured:
-        _gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms per step "
-                                  f"({measured.samples} steps); one step's spans")
+        handles += draw_gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms "
+                                                 f"per step ({measured.samples} steps); one "
+                                                 "step's spans")
+    shown = (predicted, measured) if have_measured else (predicted,)
+    axes[0].set_xlim(0, max(timeline_end_ms(r) for r in shown) * 1.01)  # shared by both
     fig.suptitle(f"Timeline of {config_label(*predicted.config)}, {predicted.model}, "
                  f"{predicted.world_size} ranks{_timeline_note(predicted, measured)}",
                  fontsize=10)
-    used = {_compute_kind(sp.label) for r in (predicted, measured) if r is not None
-            for sp in r.spans if sp.lane != COMM}
-    handles = [Patch(color=v, label=k) for k, v in _KIND_COLOURS.items() if k in used]
-    if any(sp.lane == COMM for r in (predicted, measured) if r is not None for sp in r.spans):
-        handles.append(Patch(color=_COMM_COLOURS[0], label="all-reduce (shades alternate)"))
+    # one legend for both panels: a kind once, the predicted panel's counts first
+    seen, unique = set(), []
+    for h in handles:
+        key = h.get_label().split(" (")[0]
+        if key not in seen:
+            seen.add(key)
+            unique.append(h)
+    handles = unique
     handles.append(Line2D([], [], color="k", ls=":", label="step end"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
@@ -270,47 +267,6 @@ def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     FigureCanvasAgg(fig).print_png(buf)
     return buf.getvalue()
-
-
-def _gantt(ax, result: Result, title: str) -> None:
-    lanes = {COMPUTE: 1, COMM: 0}
-    ax.set_yticks([1, 0], ["compute", "comm"])
-    ax.set_ylim(-0.6, 1.6)
-    ax.set_xlabel("time from step start (ms)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.axvline(result.step_ms, color="k", ls=":", lw=1)
-    if not result.spans:
-        ax.set_xlim(0, result.step_ms * 1.05)
-        ax.text(0.5, 0.5, f"no spans in the {result.source} result", transform=ax.transAxes,
-                ha="center", va="center", color="0.3")
-        return
-    t0 = min(s.start_s for s in result.spans)  # measured clocks need not start at 0
-    bars: dict[str, list[tuple[float, float]]] = {}
-    comm_index = 0
-    for span in sorted(result.spans, key=lambda s: s.start_s):
-        if span.lane == COMM:
-            kind = f"comm{comm_index % 2}"
-            comm_index += 1
-        else:
-            kind = _compute_kind(span.label)
-        bars.setdefault((kind, span.lane), []).append(
-            ((span.start_s - t0) * 1e3, max(span.duration_s, 0.0) * 1e3))
-    for (kind, lane), xs in bars.items():
-        colour = _COMM_COLOURS[int(kind[-1])] if kind.startswith("comm") else _KIND_COLOURS[kind]
-        ax.broken_barh(xs, (lanes.get(lane, 0) - 0.35, 0.7), facecolors=colour,
-                       edgecolor="white" if lane == COMM else "none", linewidth=0.5)
-
-
-def _compute_kind(label: str) -> str:
-    low = label.lower()
-    if "forward" in low or low.endswith(" fwd"):
-        return "forward"
-    if "backward" in low or low.endswith(" bwd"):
-        return "backward"
-    if "optim" in low:
-        return "optimizer"
-    return "other compute"
 
 
 def _spread_ms(rows) -> np.ndarray | None:

@@ -5,7 +5,7 @@ updates), their gradients, the optimizer's state, and the activations forward sa
 backward. Replicated data parallelism (DDP) keeps all four whole on every device; FSDP /
 ZeRO-3 slices the first three over N devices, plus one unsharded unit it gathers to compute::
 
-    >>> from simddp.models import parse_model
+    >>> from simddp.presets.models import parse_model
     >>> spec = parse_model("ffn-126x16384x53248")
     >>> prec = Precision(master="fp32", grad="fp32", optim="adam", act="bf16")
     >>> report = memory_report(spec, prec, batch=1, seq=1024, world_size=8, device_mem_gb=80)
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from simddp.errors import InputError
-from simddp.models import ModelSpec
+from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
 
 GB, GiB = 1e9, 2**30

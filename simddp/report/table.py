@@ -1,4 +1,4 @@
-"""Terminal output: plain-text tables, number formats, and a progress bar for long runs only.
+"""Terminal output: plain-text tables and number formats.
 
 Tables are plain text (no colour, no box drawing) so they read the same in a terminal, a CI
 log and a pasted issue — the nccl-tests habit of columns users can ``grep`` and ``awk``::
@@ -15,8 +15,6 @@ stripping a trailing ``×``, ``%`` or unit).
 from __future__ import annotations
 
 import re
-import sys
-import time
 from collections.abc import Sequence
 
 from simddp.link import Link
@@ -68,46 +66,3 @@ def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
             f"{fmt_ms(profile.forward_s, 1)} ms, backward {fmt_ms(profile.backward_s, 1)} ms, "
             f"optimizer {fmt_ms(profile.optimizer_s, 1)} ms | link {link.name}: {link_law}, "
             f"{world_size} ranks")
-
-
-class LazyProgress:
-    """A rich progress bar on stderr that appears only once a run has taken ``delay_s``.
-
-    Short runs print nothing, so tests and quick sweeps keep a clean stderr; a long sweep in a
-    terminal gets a live bar (removed when done), and in a log only one final line::
-
-        with LazyProgress("simulating") as progress:
-            results = sweep(..., on_progress=progress.update)
-    """
-
-    def __init__(self, description: str, delay_s: float = 1.0, stream=None) -> None:
-        self.description = description
-        self.delay_s = delay_s
-        self.stream = stream
-        self._start_s = 0.0
-        self._progress = None
-        self._task = None
-
-    def __enter__(self) -> "LazyProgress":
-        self._start_s = time.perf_counter()
-        return self
-
-    def update(self, done: int, total: int) -> None:
-        if self._progress is None:
-            if time.perf_counter() - self._start_s < self.delay_s or done >= total:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-            console = Console(file=self.stream or sys.stderr)
-            self._progress = Progress(f"[progress.description]{self.description}", BarColumn(),
-                                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                                      transient=console.is_terminal, redirect_stdout=False,
-                                      redirect_stderr=False)
-            self._progress.start()
-            self._task = self._progress.add_task(self.description, total=total)
-        self._progress.update(self._task, completed=done, total=total)
-
-    def __exit__(self, *exc) -> None:
-        if self._progress is not None:
-            self._progress.stop()

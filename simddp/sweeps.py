@@ -3,8 +3,7 @@
 Picture the table a user wants before touching ``bucket_cap_mb``: each strategy's step time
 at each bucket size, and which size wins by how much::
 
-    >>> from simddp.models import build_profile, parse_model
-    >>> from simddp.links import get_link
+    >>> from simddp import build_profile, get_link, parse_model
     >>> profile = build_profile(parse_model("transformer-small"))
     >>> results = sweep(profile, get_link("eth-100g"), 2, ["naive", "ddp"], [10, 25, 100])
     >>> [(r.strategy, r.bucket_mb) for r in results]
@@ -27,8 +26,9 @@ from dataclasses import dataclass
 
 from simddp.engine import simulate
 from simddp.errors import InputError
+from simddp.host import Host
 from simddp.link import Link
-from simddp.plan import plan
+from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.result import Result
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
@@ -73,16 +73,17 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
 
 def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequence[str],
           bucket_mbs: Sequence[float] = DEFAULT_BUCKET_MB,
-          accum_steps: int = DEFAULT_ACCUM_STEPS, *,
+          accum_steps: int = DEFAULT_ACCUM_STEPS, *, host: Host | None = None,
           on_progress: Callable[[int, int], None] | None = None,
           record: bool = False, stats: dict | None = None) -> list[Result]:
-    """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans."""
+    """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
+    ``host``: the DDP implementations' host costs (None: free)."""
     configs = sweep_strategies(strategies, bucket_mbs, accum_steps)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     results = []
     for i, strategy in enumerate(configs):
         results.append(simulate(profile, link, plan(profile, strategy), world_size,
-                                record=record, stats=stats))
+                                host=host, record=record, stats=stats))
         if on_progress is not None:
             on_progress(i + 1, len(configs))
     return results

@@ -5,8 +5,9 @@ Drop the file on https://ui.perfetto.dev (or chrome://tracing) to scroll and zoo
     save_trace("trace.json", result)     # result from simulate(..., record=True)
 
 The file is the Trace Event Format: one ``"X"`` (complete) event per span with ``ts``/``dur``
-in microseconds, on pid 1 with tid 1 = compute and tid 2 = comm, named by ``"M"`` metadata
-events (process_name, thread_name, thread_sort_index). A measured Result gives the same file.
+in microseconds and the span's kind as its category, on pid 1 with tid 1 = compute and
+tid 2 = comm, named by ``"M"`` metadata events (process_name, thread_name,
+thread_sort_index). A measured Result gives the same file.
 """
 from __future__ import annotations
 
@@ -15,24 +16,10 @@ import os
 
 from simddp.errors import InputError
 from simddp.io import write_atomic
-from simddp.result import COMM, COMPUTE, Result, Span
+from simddp.result import COMM, COMPUTE, Result
 
 TRACKS = {COMPUTE: 1, COMM: 2}  # tid per lane; compute on top
 TRACK_NAMES = {COMPUTE: "compute (forward, backward, optimizer)", COMM: "comm (all-reduce)"}
-
-
-def phase_of(span: Span) -> str:
-    """forward, backward, optimizer (compute lane) or comm, from a span's lane and label."""
-    if span.lane == COMM:
-        return "comm"
-    label = span.label.lower()
-    if label.startswith("forward") or label.endswith(" fwd"):
-        return "forward"
-    if label.startswith("optim"):
-        return "optimizer"
-    if label.endswith(" bwd") or "backward" in label:
-        return "backward"
-    return "compute"
 
 
 def describe(result: Result) -> str:
@@ -62,7 +49,7 @@ def trace_events(result: Result) -> dict:
         if span.lane not in TRACKS:
             raise InputError(f"span {span.label!r}: unknown lane {span.lane!r}")
         events.append({"ph": "X", "pid": pid, "tid": TRACKS[span.lane], "name": span.label,
-                       "cat": phase_of(span), "ts": span.start_s * 1e6,
+                       "cat": span.kind, "ts": span.start_s * 1e6,
                        "dur": span.duration_s * 1e6})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"strategy": result.strategy, "bucket_mb": result.bucket_mb,

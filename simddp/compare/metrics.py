@@ -1,0 +1,107 @@
+"""How good a prediction is: absolute percentage error, rank agreement, best-bucket regret.
+
+    >>> round(spearman([1, 2, 3, 4], [10, 20, 40, 30]), 3)    # one pair swapped
+    0.8
+    >>> rank_average([10, 20, 20, 30]).tolist()
+    [1.0, 2.5, 2.5, 4.0]
+
+:func:`summarize` turns matched rows (:class:`simddp.compare.match.Row`) into a
+:class:`Summary`: median and max APE, Spearman ρ overall and per strategy, and which bucket
+the simulator would pick against which measured fastest.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simddp.compare.text import config_sort_key
+from simddp.errors import InputError
+from simddp.strategy import BUCKETED
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Percentages are in %: ``median_ape`` 4.0 and ``regret`` 1.5 mean 4 % and 1.5 %."""
+
+    model: str
+    world_size: int
+    predicted_link: str
+    measured_link: str
+    configs: int                      # matched configurations (= measured results)
+    unmeasured_predictions: int       # predicted configurations nobody measured (not compared)
+    median_ape: float
+    max_ape: float
+    spearman: float | None            # None: fewer than 2 configs, or one side all equal
+    spearman_by_strategy: dict[str, float | None] = field(default_factory=dict)
+    bucket_strategy: str | None = None  # whose buckets the best-bucket numbers are about
+    bucket_accum_steps: int | None = None
+    predicted_best_bucket_mb: float | None = None
+    measured_best_bucket_mb: float | None = None
+    regret: float | None = None       # % slower, measured, at the predicted-best bucket
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize(rows: list, *, model: str = "", world_size: int = 0,
+              predicted_link: str = "", measured_link: str = "", unmeasured: int = 0) -> Summary:
+    """APE, Spearman ρ and the best-bucket regret of matched rows (at least one)."""
+    if not rows:
+        raise InputError("no matched configurations to compare (empty grid)")
+    ape = [abs(r.error_pct) for r in rows]
+    by_strategy = {}
+    for s in sorted({r.strategy for r in rows}, key=lambda s: config_sort_key((s, None, 1))):
+        mine = [r for r in rows if r.strategy == s]
+        if len(mine) >= 3:  # two points always rank-agree or disagree: ±1 says nothing
+            by_strategy[s] = spearman([r.predicted_s for r in mine], [r.measured_s for r in mine])
+    best = best_bucket(rows)
+    return Summary(model=model, world_size=world_size, predicted_link=predicted_link,
+                   measured_link=measured_link, configs=len(rows),
+                   unmeasured_predictions=unmeasured,
+                   median_ape=float(np.median(ape)), max_ape=float(max(ape)),
+                   spearman=spearman([r.predicted_s for r in rows], [r.measured_s for r in rows]),
+                   spearman_by_strategy=by_strategy, **best)
+
+
+def best_bucket(rows: list) -> dict:
+    """Predicted-best and measured-best bucket of one bucketed strategy, and the regret in %.
+
+    The strategy is "bucketed" if measured, else "ddp", else "no_sync"; with several
+    accumulation settings the smallest is used. Only measured buckets are candidates, since the
+    regret needs the measured time at the predicted-best bucket.
+    """
+    for s in BUCKETED:
+        mine = [r for r in rows if r.strategy == s and r.bucket_mb is not None]
+        if mine:
+            accum = min(r.accum_steps for r in mine)
+            mine = [r for r in mine if r.accum_steps == accum]
+            pred_best = min(mine, key=lambda r: (r.predicted_s, r.bucket_mb))
+            meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
+            return {"bucket_strategy": s, "bucket_accum_steps": accum,
+                    "predicted_best_bucket_mb": pred_best.bucket_mb,
+                    "measured_best_bucket_mb": meas_best.bucket_mb,
+                    "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0}
+    return {}
+
+
+def rank_average(values) -> np.ndarray:
+    """Ranks 1..n, ties sharing their average rank: [10, 20, 20, 30] -> [1, 2.5, 2.5, 4]."""
+    x = np.asarray(values, dtype=float)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[inverse.ravel()]
+
+
+def spearman(x, y) -> float | None:
+    """Spearman ρ: Pearson correlation of the average ranks. None when undefined (n < 2, or
+    one side has a single distinct value)."""
+    if len(x) != len(y):
+        raise ValueError(f"spearman: {len(x)} vs {len(y)} values")
+    if len(x) < 2:
+        return None
+    rx, ry = rank_average(x), rank_average(y)
+    dx, dy = rx - rx.mean(), ry - ry.mean()
+    denom = math.sqrt(float(dx @ dx) * float(dy @ dy))
+    return None if denom == 0 else float(dx @ dy) / denom

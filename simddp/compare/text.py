@@ -1,0 +1,76 @@
+"""The compare report as text, and how configurations are named and ordered.
+
+    >>> config_label("ddp", 25.0), config_label("no_sync", 25.0, 4)
+    ('ddp:25', 'no_sync:25 (accum 4)')
+"""
+from __future__ import annotations
+
+from simddp.result import COMPUTE_ONLY
+from simddp.strategy import ACCUM_BASELINE, STRATEGIES
+
+STRATEGY_ORDER = (COMPUTE_ONLY,) + STRATEGIES + (ACCUM_BASELINE,)
+
+
+def format_table(comparison) -> str:
+    """The text report: one line per configuration, then the summary, in ms and %."""
+    c, s = comparison, comparison.summary
+    lines = [f"compare: {s.model}, {s.world_size} ranks; predicted on {s.predicted_link}, "
+             f"measured on {s.measured_link}; {s.configs} configs"]
+    head = ("strategy", "bucket MB", "accum", "pred ms", "meas ms", "p95 ms", "error %", "steps")
+    table = [head] + [(r.strategy, "-" if r.bucket_mb is None else f"{r.bucket_mb:g}",
+                       str(r.accum_steps), f"{r.predicted_s * 1e3:.2f}",
+                       f"{r.measured_s * 1e3:.2f}",
+                       "-" if r.measured_p95_s is None else f"{r.measured_p95_s * 1e3:.2f}",
+                       "input" if r.is_input else f"{r.error_pct:+.1f}", str(r.samples))
+                      for r in c.rows]
+    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
+    for t in table:  # names left-aligned, numbers right-aligned, as nccl-tests prints
+        lines.append("  ".join([t[0].ljust(widths[0])]
+                               + [v.rjust(w) for v, w in zip(t[1:], widths[1:])]))
+    rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
+    lines.append(f"|error|: median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
+                 f"Spearman rho {rho} over {s.configs} configs")
+    if s.spearman_by_strategy:
+        lines.append("  rho per strategy: " + ", ".join(
+            f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))
+    if s.bucket_strategy is not None:
+        accum = f", accum {s.bucket_accum_steps}" if s.bucket_accum_steps != 1 else ""
+        lines.append(f"best bucket ({s.bucket_strategy}{accum}): predicted "
+                     f"{s.predicted_best_bucket_mb:g} MB, measured {s.measured_best_bucket_mb:g} "
+                     f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket)")
+    else:
+        lines.append("best bucket: n/a (no bucketed or ddp configs measured)")
+    for r in c.rows:
+        if r.is_input:
+            lines.append(f"({r.label}: an input — the predictions' compute was set from this "
+                         "measurement — so not scored)")
+    if s.unmeasured_predictions:
+        lines.append(f"({s.unmeasured_predictions} predicted configs were not measured; "
+                     "not compared)")
+    return "\n".join(lines)
+
+
+def config_label(strategy: str, bucket_mb: float | None, accum_steps: int | None = 1) -> str:
+    """'ddp:25', 'naive', 'no_sync:25 (accum 4)': the --timeline-config spelling."""
+    text = strategy if bucket_mb is None else f"{strategy}:{bucket_mb:g}"
+    return text if accum_steps in (None, 1) else f"{text} (accum {accum_steps})"
+
+
+def config_sort_key(config) -> tuple:
+    strategy, bucket_mb, accum = config
+    order = STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
+    return (order, strategy, accum, -1.0 if bucket_mb is None else bucket_mb)
+
+
+def config_list(results) -> str:
+    """'naive, ddp:{1,25,100}, no_sync:{25} (accum 4)': every config, grouped, on one line."""
+    groups: dict[tuple[str, int], list[float]] = {}
+    for r in sorted(results, key=lambda r: config_sort_key(r.config)):
+        groups.setdefault((r.strategy, r.accum_steps), [])
+        if r.bucket_mb is not None:
+            groups[(r.strategy, r.accum_steps)].append(r.bucket_mb)
+    parts = []
+    for (strategy, accum), buckets in groups.items():
+        text = strategy + (":{" + ",".join(f"{b:g}" for b in buckets) + "}" if buckets else "")
+        parts.append(text if accum == 1 else f"{text} (accum {accum})")
+    return ", ".join(parts)

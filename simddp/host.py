@@ -1,0 +1,113 @@
+"""What a DDP *implementation* costs the host per step, besides the collectives themselves.
+
+Picture one rank's backward. Each time a gradient is ready, the implementation's hook runs
+(Python in realrun's wrapper, C++ in torch's reducer), copies the gradient into its bucket
+scaled by 1/p, and launches the bucket's all-reduce once the bucket is full; when the
+all-reduce is done it copies the average back out. None of that is the network's: it is CPU
+time on the compute lane, and it differs between implementations on the same host::
+
+    >>> host = Host("box", {"realrun": HostCosts(hook_s=140e-6, launch_s=60e-6),
+    ...                     "torch": HostCosts(hook_s=30e-6)})
+    >>> host.costs("torch").hook_s, host.costs("none-such").free
+    (3e-05, True)
+
+A strategy says which implementation runs it (``Strategy.implementation``: "torch" for
+``ddp``, torch's own DistributedDataParallel; "realrun" for the others), and the engine charges
+that implementation's costs — it never looks at a strategy's name. How each cost lands on
+the timeline is :func:`simddp.engine.host_copies`. Measured by ``realrun validate`` (and
+``realrun profile``) on the ranks; stored as a profile's ``host_costs`` section or as a
+``simddp.host/1`` file (docs/FORMATS.md). Presets have none: their hosts are free.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from simddp.errors import InputError
+
+IMPLEMENTATIONS = ("realrun", "torch")
+
+
+def _check(owner: str, name: str, value, allow_none: bool, allow_zero: bool) -> None:
+    if value is None and allow_none:
+        return
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (value >= 0 if allow_zero else value > 0))
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InputError(f"host costs {owner!r}: {name} must be a finite number {bound}"
+                         f"{' or null' if allow_none else ''}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """One implementation's host costs on the compute lane.
+
+    copy_gbps: gradient copies into a bucket (scaled by 1/p) and back out, bytes moved per
+      second in GB/s (1e9 B/s); None: free.
+    scale_gbps: a lone tensor's in-place 1/p (one pass over it); None: at copy_gbps.
+    hook_s: seconds per gradient of the hook path (dispatch, bookkeeping).
+    launch_s: seconds per collective the implementation launches (call, work, callback).
+    """
+
+    copy_gbps: float | None = None
+    scale_gbps: float | None = None
+    hook_s: float = 0.0
+    launch_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("copy_gbps", "scale_gbps"):
+            _check(name, name, getattr(self, name), allow_none=True, allow_zero=False)
+        for name in ("hook_s", "launch_s"):
+            _check(name, name, getattr(self, name), allow_none=False, allow_zero=True)
+
+    @property
+    def free(self) -> bool:
+        """Nothing to charge: no copies, no hooks, no launches."""
+        return self.copy_gbps is None and not self.hook_s and not self.launch_s
+
+
+FREE = HostCosts()
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host costs of each DDP implementation, measured on one host with one model."""
+
+    name: str
+    implementations: dict[str, HostCosts] = field(default_factory=dict)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        costs = {}
+        for impl, c in dict(self.implementations).items():
+            if impl not in IMPLEMENTATIONS:
+                raise InputError(f"host {self.name!r}: unknown implementation {impl!r}; "
+                                 f"expected {', '.join(IMPLEMENTATIONS)}")
+            costs[impl] = c if isinstance(c, HostCosts) else HostCosts(**c)
+        object.__setattr__(self, "implementations", costs)
+
+    def costs(self, implementation: str) -> HostCosts:
+        """That implementation's costs; free when none were measured."""
+        return self.implementations.get(implementation, FREE)
+
+    @property
+    def free(self) -> bool:
+        return all(c.free for c in self.implementations.values())
+
+
+def host_from_legacy_link(fields: dict, name: str) -> Host | None:
+    """The host costs an old link file (before 2026-11-23) carried, or None if it had none.
+
+    Those links held ``copy_gbps``/``scale_gbps`` (both implementations copy), ``hook_s`` and
+    ``launch_s`` (realrun's wrapper) and ``ddp_hook_s`` (torch's reducer).
+    """
+    if all(fields.get(k) is None for k in ("copy_gbps", "scale_gbps", "hook_s",
+                                           "ddp_hook_s", "launch_s")):
+        return None
+    copies = {"copy_gbps": fields.get("copy_gbps"), "scale_gbps": fields.get("scale_gbps")}
+    return Host(name, {
+        "realrun": HostCosts(**copies, hook_s=fields.get("hook_s") or 0.0,
+                             launch_s=fields.get("launch_s") or 0.0),
+        "torch": HostCosts(**copies, hook_s=fields.get("ddp_hook_s") or 0.0)},
+        source=f"moved from the host fields of link {name!r}")

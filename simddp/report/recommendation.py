@@ -1,0 +1,71 @@
+"""The sentences a user reads after a sweep: which bucket_cap_mb, by how much, what is fastest.
+
+    >>> from simddp import build_profile, get_link, parse_model, recommend, sweep
+    >>> results = sweep(build_profile(parse_model("transformer-small")), get_link("eth-100g"),
+    ...                 2, ["naive", "ddp"], [1, 10, 100])
+    >>> print(recommendation_text(recommend(results), results[0]).splitlines()[0])
+    Recommended bucket_cap_mb: 10 — ddp predicts 73.40 ms per step; the runner-up, 1 MB, is 2.40 ms (3.3%) slower (75.80 ms).
+
+Used by ``simddp sweep`` and by ``realrun validate`` (which then says whether the measurement
+proves it).
+"""
+from __future__ import annotations
+
+from simddp.report.table import fmt_mb, fmt_ms
+from simddp.result import Result
+from simddp.strategy import ACCUM_BASELINE
+from simddp.sweeps import Recommendation
+
+
+def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:
+    """The fastest per-step configuration as JSON (sweep's ``fastest``); None if none."""
+    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
+    best = rec.fastest if rec is not None else min(per_step, key=lambda r: r.step_s, default=None)
+    if best is None:
+        return None
+    return {"strategy": best.strategy, "step_ms": best.step_s * 1e3,
+            "bucket_mb": None if best.bucket_mb is None else round(best.bucket_mb, 6)}
+
+
+def recommendation_text(rec: Recommendation | None, naive: Result | None = None) -> str:
+    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest."""
+    if rec is None:
+        return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
+               "to recommend."
+    per = "per step"
+    if rec.strategy == "no_sync":
+        per = "per optimizer step (with gradient accumulation; ddp was not swept)"
+    text = (f"Recommended bucket_cap_mb: {fmt_mb(rec.bucket_mb)} — {rec.strategy} predicts "
+            f"{fmt_ms(rec.step_s)} ms {per}")
+    if rec.runner_up_mb is None:
+        text += " (only one bucket size swept: try --bucket-mb 1,10,100)."
+    else:
+        margin_pct = 100 * rec.margin_s / max(rec.step_s, 1e-300)
+        text += (f"; the runner-up, {fmt_mb(rec.runner_up_mb)} MB, is {fmt_ms(rec.margin_s)} ms "
+                 f"({margin_pct:.1f}%) slower ({fmt_ms(rec.runner_up_step_s)} ms).")
+        if round(margin_pct, 1) < 1:
+            text += " A margin under 1% is within what a prediction can promise: either is fine."
+    if rec.edge is not None:
+        text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
+                 f"extend --bucket-mb.")
+    if rec.strategy == "ddp":
+        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (see docs/CLI.md)
+        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, "
+                 f"{fmt_mb(rec.bucket_mb)}]) runs the ddp rows; a plain bucket_cap_mb="
+                 f"{fmt_mb(rec.bucket_mb)} also makes the first bucket that size (the bucketed rows).")
+    f = rec.fastest
+    if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
+        return text
+    if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
+        text += (f"\nThe recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
+                 "fastest configuration overall")
+    else:
+        where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
+        text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
+    if naive is not None and f.step_s > 0 and f.strategy != "naive":
+        text += f" ({naive.step_s / f.step_s:.2f}× faster than naive)."
+    else:
+        text += "."
+    return text
+
+

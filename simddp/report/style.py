@@ -1,0 +1,29 @@
+"""One colour map for every picture: span kinds on timelines, strategies on curves.
+
+A backward is the same green in ``simddp simulate --plot``, ``simddp compare``'s timelines and
+``realrun validate``'s plots; ddp is the same colour on every curve::
+
+    >>> KIND_COLOURS["backward"], strategy_colour("ddp")
+    ('#55A868', '#55A868')
+"""
+from __future__ import annotations
+
+from simddp.result import ALL_REDUCE, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER, OTHER
+
+KIND_COLOURS = {FORWARD: "#4C72B0", BACKWARD: "#55A868", OPTIMIZER: "#8172B2",
+                COPY: "#CCB974", OTHER: "#937860"}
+# Collectives alternate two shades per kind, so back-to-back neighbours stay apart.
+COMM_SHADES = {ALL_REDUCE: ("#DD8452", "#F0B27A")}
+EXPOSED_COLOUR = "#C44E52"  # hatch over the time compute sits waiting for communication
+KIND_LABELS = {COPY: "DDP host work (hooks, copies)", OTHER: "other compute"}
+STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B2",
+                    "overlap": "#937860", "bucketed": "#4C72B0", "ddp": "#55A868",
+                    "no_sync": "#DA8BC3", "sync_each": "#64B5CD"}
+
+
+def strategy_colour(strategy: str) -> str:
+    return STRATEGY_COLOURS.get(strategy, "#333333")
+
+
+def comm_shades(kind: str) -> tuple[str, str]:
+    return COMM_SHADES.get(kind, COMM_SHADES[ALL_REDUCE])
