@@ -37,7 +37,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from realrun.validate import COMPUTE_ONLY, ValidateSettings, predict  # noqa: E402
-from realrun.validate_inputs import anchor_compute  # noqa: E402
+from realrun.validate.inputs import anchor_compute  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
 from simddp.io import load_link, load_profile, load_results  # noqa: E402
 

@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        from realrun.errors import LaunchError, NetnsUnavailable
+        from realrun.launch.errors import LaunchError, NetnsUnavailable
         if isinstance(e, NetnsUnavailable):  # no root / no `ip`: the flag can't work here
             print(f"calibrate: error: --emulate-hosts: {e}", file=sys.stderr)
             return 2

@@ -13,11 +13,11 @@ import importlib
 # exported name -> module that defines it
 _LAZY = {
     "DDP": "realrun.ddp",
-    "module_profile": "realrun.ddp",
-    "trainable_parameters": "realrun.ddp",
+    "module_profile": "realrun.tensors",
+    "trainable_parameters": "realrun.tensors",
     "run_world": "realrun.launch",
     "RankContext": "realrun.launch",
-    "LaunchError": "realrun.errors",
+    "LaunchError": "realrun.launch",
 }
 
 __all__ = sorted(_LAZY)

@@ -18,5 +18,5 @@ COMMANDS = ("profile", "bench", "validate")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser("python -m realrun", __doc__, "realrun.commands", COMMANDS)
     args = parser.parse_args(argv)
-    from realrun.errors import LaunchError, NetnsUnavailable  # after --help: no torch for it
+    from realrun.launch.errors import LaunchError, NetnsUnavailable  # after --help: no torch
     return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})

@@ -38,7 +38,7 @@ from statistics import median
 
 import torch
 
-from realrun.bench import make_optimizer
+from realrun.steps import make_optimizer
 from realrun.models import build_model, make_batch
 from simddp.presets.models import ModelSpec
 from simddp.profile import Layer, ModelProfile

@@ -1,6 +1,7 @@
 """`python -m realrun bench`: argument checks, aggregation, failure handling, one real run."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,8 +12,9 @@ import pytest
 
 import realrun.bench as bench
 from realrun.cli import main
-from realrun.commands.bench import build_configs, format_table
-from realrun.errors import LaunchError
+from realrun.commands.bench import format_table
+from realrun.configs import bench_configs, label
+from realrun.launch.errors import LaunchError
 from simddp.io import load_results
 from simddp.presets.models import parse_model
 
@@ -21,6 +23,7 @@ TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "naive,bogus"], "--strategies: unknown 'bogus'"),
+    (["--strategies", "naive,no_sync"], "--strategies: unknown 'no_sync'"),
     (["--bucket-mb", "1,0"], "--bucket-mb: '0' must be a finite number > 0"),
     (["--bucket-mb", "ten"], "--bucket-mb: 'ten' is not a number"),
     (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
@@ -63,21 +66,23 @@ def test_rank_failure_exits_1_naming_the_rank_and_writes_nothing(tmp_path, capsy
 
 
 def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies():
-    assert build_configs(["naive", "bucketed", "ddp"], [1.0, 10.0]) == [
+    """The grid is simddp's sweep grid (canonical order, sorted unique buckets): a benchmark
+    measures exactly what a sweep predicts."""
+    assert bench_configs(["ddp", "naive", "bucketed"], [10.0, 1.0, 1.0]) == [
         {"strategy": "compute-only", "bucket_mb": None}, {"strategy": "naive", "bucket_mb": None},
         {"strategy": "bucketed", "bucket_mb": 1.0}, {"strategy": "bucketed", "bucket_mb": 10.0},
         {"strategy": "ddp", "bucket_mb": 1.0}, {"strategy": "ddp", "bucket_mb": 10.0}]
-    assert bench.label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
+    assert label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
 
 
 def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     spec = parse_model("mlp-2x4")
-    payload = {"spec": {f: getattr(spec, f) for f in
-                        ("kind", "layers", "d_model", "d_ff", "heads", "vocab", "name")},
-               "configs": build_configs(["bucketed"], [1.0])}
+    payload = {"spec": dataclasses.asdict(spec), "configs": bench_configs(["bucketed"], [1.0])}
     ranks = [{"steps_s": [[0.010, 0.030, 0.020], [0.015, 0.040, 0.050]], "collectives": [0, 2]},
              {"steps_s": [[0.020, 0.010, 0.020], [0.045, 0.030, 0.035]], "collectives": [0, 2]}]
-    results, stats = bench.summarize(ranks, payload, link="loopback")
+    run = bench.summarize(ranks, payload, link="loopback")
+    results, stats = run.results, run.stats
+    assert run.extras == {}
     assert stats[0]["steps_s"] == [0.020, 0.030, 0.020] and stats[0]["median_s"] == 0.020
     assert stats[1]["steps_s"] == [0.045, 0.040, 0.050] and stats[1]["median_s"] == 0.045
     compute, bucketed = results

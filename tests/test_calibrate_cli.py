@@ -17,7 +17,7 @@ import pytest
 from calibrate import cli
 from calibrate.bench import sweep_sizes
 from calibrate.contention import combine
-from realrun.errors import LaunchError
+from realrun.launch.errors import LaunchError
 from simddp.io import load_link
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

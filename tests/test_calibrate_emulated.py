@@ -2,7 +2,7 @@
 
     python -m pytest tests/test_calibrate_emulated.py -q     # ~40 s here; root + iproute2
 
-Each host's NIC is shaped by tbf (realrun.netns), so the wire carries R/8 GB/s: 0.125 GB/s at
+Each host's NIC is shaped by tbf (realrun.launch.netns), so the wire carries R/8 GB/s: 0.125 GB/s at
 1 Gbit/s. At p=2 a ring all-reduce sends n bytes per rank (busbw = algbw), so the fitted busbw
 must double when R doubles, and stay below the wire rate. Sizes are 1..16 MiB, where the wire
 dominates: 16 MiB is 134 ms at 1 Gbit/s against ~0.5 ms of α.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from calibrate import cli
-from realrun import netns
-from realrun.errors import NetnsUnavailable
+from realrun.launch import netns
+from realrun.launch.errors import NetnsUnavailable
 from simddp.io import load_link
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from realrun import errors
-from realrun.errors import LaunchError
+from realrun.launch import errors, supervise
+from realrun.launch.errors import LaunchError
 from realrun.launch import RankContext, make_context, run_world
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,14 +83,14 @@ def test_gloo_context_is_cpu_and_synchronize_is_a_no_op():
 
 def _error_file(workdir: Path, rank: int, time_s: float, message: str, timeout: bool) -> None:
     record = {"message": message, "time": time_s, "timeout": timeout}
-    errors.error_path(workdir, rank).write_text(json.dumps(record))
+    supervise.error_path(workdir, rank).write_text(json.dumps(record))
 
 
 def test_blame_a_silent_death_before_the_peer_error_it_caused(tmp_path):
     # Rank 1 exited 3. Its sockets closed before the parent could see the exit, so rank 0's
     # error (9.99) is dated before rank 1 was last seen alive (10.0); rank 1 is still the cause.
     _error_file(tmp_path, 0, 9.99, "RuntimeError: Connection closed by peer [10.0.0.2]:1", False)
-    e = errors._blame([1, 3], [10.05, 10.0], tmp_path, timeout_s=5)
+    e = supervise._blame([1, 3], [10.05, 10.0], tmp_path, timeout_s=5)
     assert str(e).startswith("rank 1 failed: exited with code 3 without a Python error")
 
 
@@ -98,31 +98,31 @@ def test_blame_the_earliest_own_error_not_follow_on_errors(tmp_path):
     _error_file(tmp_path, 0, 10.2, "ValueError: also bad", False)
     _error_file(tmp_path, 1, 10.0, "RuntimeError: Connection reset by peer", False)
     _error_file(tmp_path, 2, 10.1, "ValueError: boom", False)
-    e = errors._blame([1, 1, 1], [10.3, 10.3, 10.3], tmp_path, timeout_s=5)
+    e = supervise._blame([1, 1, 1], [10.3, 10.3, 10.3], tmp_path, timeout_s=5)
     assert (str(e), e.rank) == ("rank 2 failed: ValueError: boom", 2)
 
 
 def test_blame_the_rank_still_running_when_a_peer_timed_out(tmp_path):
     _error_file(tmp_path, 0, 15.0, "RuntimeError: Timed out waiting 5000ms for recv", True)
-    e = errors._blame([1, None, None], [15.0, 16.0, 16.0], tmp_path, timeout_s=5)
+    e = supervise._blame([1, None, None], [15.0, 16.0, 16.0], tmp_path, timeout_s=5)
     assert str(e) == ("rank 1 failed: stuck, no reply within timeout_s=5 s (rank 0 gave up "
                       "waiting: RuntimeError: Timed out waiting 5000ms for recv) "
                       "(also still running: ranks 2)")
     # NCCL's watchdog aborts the waiting rank instead of raising: same verdict.
-    errors.error_path(tmp_path, 0).unlink()
-    e = errors._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
+    supervise.error_path(tmp_path, 0).unlink()
+    e = supervise._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
     assert str(e) == ("rank 1 failed: stuck, no reply within timeout_s=5 s (rank 0 gave up "
                       "waiting: killed by SIGABRT)")
 
 
 def test_blame_a_signal_and_a_straggler(tmp_path):
-    assert str(errors._blame([-9, 1], [3.0, 4.0], tmp_path, 5)) == (
+    assert str(supervise._blame([-9, 1], [3.0, 4.0], tmp_path, 5)) == (
         "rank 0 failed: killed by SIGKILL")
     # Rank 0 left without a value (os._exit(0)) while rank 1 kept running.
-    assert str(errors._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
+    assert str(supervise._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
         "rank 0 failed: exited with code 0 before returning a value (os._exit(0) in the target?)")
-    errors.result_path(tmp_path, 0).write_text("1")
-    assert str(errors._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
+    supervise.result_path(tmp_path, 0).write_text("1")
+    assert str(supervise._blame([0, None], [3.0, 9.0], tmp_path, 5)) == (
         "rank 1 failed: stuck, still running 5 s after rank 0 finished")
 
 

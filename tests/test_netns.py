@@ -1,4 +1,4 @@
-"""realrun.netns: the emulated cluster (namespaces, bridge, tbf) and run_world on top of it.
+"""realrun.launch.netns: the emulated cluster (namespaces, bridge, tbf) and run_world on top of it.
 
     python -m pytest tests/test_netns.py -q
 
@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from realrun import netns
-from realrun.errors import LaunchError, NetnsUnavailable
+from realrun.launch import netns
+from realrun.launch.errors import LaunchError, NetnsUnavailable
 from realrun.launch import run_world
 
 TARGETS = "tests._launch_targets"

@@ -84,8 +84,9 @@ def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
 
 def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
     """The shared world fails; each config reruns alone; only the broken one is lost."""
-    import realrun.bench
-    from realrun.errors import LaunchError
+    import realrun.validate.pipeline as pipeline
+    from realrun.bench import BenchRun
+    from realrun.launch.errors import LaunchError
     from realrun.validate import ValidateSettings, measure
     from simddp.io import load_link
 
@@ -93,15 +94,15 @@ def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
         configs = payload["configs"]
         if any(c["strategy"] == "bucketed" and c["bucket_mb"] == 2.0 for c in configs):
             raise LaunchError("rank 1 failed: RuntimeError: boom", rank=1)
-        return [Result("m", "l", c["strategy"], c["bucket_mb"], 2, 0.01, 0.0, 1,
-                       source="measured", step_p5_s=0.01, step_p95_s=0.01, samples=3)
-                for c in configs], []
+        return BenchRun([Result("m", "l", c["strategy"], c["bucket_mb"], 2, 0.01, 0.0, 1,
+                                source="measured", step_p5_s=0.01, step_p95_s=0.01, samples=3)
+                         for c in configs], [], {})
 
-    monkeypatch.setattr(realrun.bench, "run_bench", fake_run_bench)
+    monkeypatch.setattr(pipeline, "run_bench", fake_run_bench)
     s = ValidateSettings(model="mlp-2x64", strategies=("naive", "bucketed"),
                          bucket_mbs=(1, 2), link=load_link(link_file), probes=False)
     logs = []
-    results, failures = measure(s, log=logs.append)
+    results, probes, failures = measure(s, log=logs.append)
     assert failures == ["bucketed:2: rank 1 failed: RuntimeError: boom"]
     assert sorted((r.strategy, r.bucket_mb) for r in results) == [
         ("bucketed", 1.0), ("compute-only", None), ("naive", None)]
@@ -148,7 +149,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
 
 def test_free_copies_runs_no_host_cost_probes():
     from realrun.validate import ValidateSettings
-    names = lambda s: [c["strategy"] for c in s.configs() if c["strategy"].startswith("probe:")]  # noqa: E731
+    names = lambda s: s.probes_run()  # noqa: E731
+    assert not any(c["strategy"].startswith("probe:") for c in ValidateSettings().configs())
     assert names(ValidateSettings()) == ["probe:flat", "probe:seq-blocking", "probe:seq-async",
                                          "probe:copy", "probe:scale", "probe:solo-wrapper",
                                          "probe:solo-bucket", "probe:solo-torch"]
@@ -158,7 +160,7 @@ def test_free_copies_runs_no_host_cost_probes():
 
 
 def test_anchor_compute_scales_every_phase_by_one_factor():
-    from realrun.validate_inputs import anchor_compute
+    from realrun.validate.inputs import anchor_compute
     from simddp.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
                            optimizer_s=0.010)            # 50 ms of compute per step
@@ -172,7 +174,7 @@ def test_anchor_compute_scales_every_phase_by_one_factor():
 
 
 def test_hook_fields_subtract_each_implementations_copies():
-    from realrun.host_costs import hook_fields
+    from realrun.validate.host_costs import hook_fields
     copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
     out = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "torch_s": 0.049}, copy,
                       [10 ** 6] * 4)                           # torch: 8 ms of copies
@@ -192,7 +194,7 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     # 4 tensors of 1 MB, p = 2 (1 MB moved each): flat 5 ms = α_b + b, blocking sequence
     # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; async 7 ms =
     # 4 α + 3 ms -> α 1 ms. Solo steps as in the test above.
-    from realrun.probes import inputs_from_probes
+    from realrun.validate.probes import inputs_from_probes
     from simddp.host import Host, HostCosts
     link = Link("cal", 5e-3, 0.5, world_size=2)
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0)})

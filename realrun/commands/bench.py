@@ -22,19 +22,20 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import os
 import sys
 
 from realrun.commands.common import add_model_args, require_int, require_seconds, resolve_spec
+from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.launch.env import is_torchrun
 from simddp.commands.common import parse_names, parse_positive_floats
 from simddp.errors import InputError
 from simddp.io import results_to_json, save_json, write_atomic
 
 HELP = "measure step time per strategy and bucket size on real ranks (gloo or nccl)"
-BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
-PER_BUCKET = ("bucketed", "ddp")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,19 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--trace-steps", type=int, default=3, help="steps per trace (default %(default)s)")
 
 
-def build_configs(strategies: list[str], buckets_mb: list[float]) -> list[dict]:
-    """compute-only first; bucket-less strategies once; bucketed/ddp once per cap."""
-    configs = [{"strategy": "compute-only", "bucket_mb": None}]
-    for name in strategies:
-        if name in PER_BUCKET:
-            configs += [{"strategy": name, "bucket_mb": mb} for mb in buckets_mb]
-        else:
-            configs.append({"strategy": name, "bucket_mb": None})
-    return configs
-
-
 def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
-    under_torchrun = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
+    under_torchrun = is_torchrun()
     if args.world_size is None:
         args.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun else 2
     for flag in ("steps", "warmup", "chunk", "world_size", "trace_steps"):
@@ -117,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
     strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
     buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     check_args(args, strategies)
+    configs = bench_configs(strategies, buckets_mb)
     import realrun.bench as bench  # torch is imported here, after the cheap checks
 
-    payload = {"spec": _spec_dict(spec), "configs": build_configs(strategies, buckets_mb),
+    payload = {"spec": dataclasses.asdict(spec), "configs": configs,
                "batch": args.batch, "seq": args.seq, "steps": args.steps, "warmup": args.warmup,
                "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
                "trace_dir": None, "trace_steps": args.trace_steps,
@@ -133,10 +124,10 @@ def run(args: argparse.Namespace) -> int:
         single = None
         if args.scaling:
             solo = {**payload, "configs": payload["configs"][:1]}
-            single = bench.run_bench(solo, world_size=1, **world)[1][0]
+            single = bench.run_bench(solo, world_size=1, **world).stats[0]
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e)) from None
-    results, stats = out
+    results, stats = out.results, out.stats
     scaling = _scaling(stats, single, args.world_size, args.batch) if single else None
     _write_files(args, results, stats, scaling)
     if args.format == "json":
@@ -147,11 +138,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(args, results, stats, scaling))
     return 0
-
-
-def _spec_dict(spec) -> dict:
-    return {f: getattr(spec, f) for f in ("kind", "layers", "d_model", "d_ff", "heads",
-                                          "vocab", "name")}
 
 
 def _scaling(stats: list[dict], single: dict, world_size: int, batch: int) -> list[dict]:

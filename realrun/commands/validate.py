@@ -29,11 +29,11 @@ import json
 import sys
 
 from realrun.commands.common import add_model_args, resolve_spec
+from realrun.configs import BENCH_STRATEGIES
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
 
 HELP = "predict, run for real and compare every strategy and bucket size"
-STRATEGY_NAMES = ("naive", "flat", "overlap", "bucketed", "ddp")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -91,11 +91,11 @@ def settings_from_args(args: argparse.Namespace):
     from realrun.validate import ValidateSettings
     spec = resolve_spec(args)  # checks --model, shrink flags, --batch, --seq, --threads
     text = args.strategies.strip()
-    names = STRATEGY_NAMES if text == "all" else tuple(n.strip() for n in text.split(","))
+    names = BENCH_STRATEGIES if text == "all" else tuple(n.strip() for n in text.split(","))
     for n in names:
-        if n not in STRATEGY_NAMES:
+        if n not in BENCH_STRATEGIES:
             raise InputError(f"--strategies: unknown strategy {n!r}; choose from "
-                             f"{', '.join(STRATEGY_NAMES)} or all")
+                             f"{', '.join(BENCH_STRATEGIES)} or all")
     if not args.bucket_mb.strip():
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")

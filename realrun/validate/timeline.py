@@ -1,17 +1,19 @@
-"""validate, step 5: a measured timeline of one configuration, clocked on rank 0.
+"""validate's measured timeline of one configuration, clocked on rank 0.
 
-Split from :mod:`realrun.validate`; the rank target is ``realrun.validate_timeline:timeline_rank``.
+The rank target is ``realrun.validate.timeline:timeline_rank``.
 """
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+import torch
+
+from realrun.launch import run_world
+from realrun.models import make_batch
+from realrun.steps import Trainer
+from realrun.validate.settings import ValidateSettings, bench_payload
 from simddp.presets.models import ModelSpec
-from simddp.result import COMM, COMPUTE, Span
-
-if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
-    from realrun.validate import ValidateSettings
+from simddp.result import ALL_REDUCE, BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
 
 # ---------------------------------------------------------------------------------------------
 # 5. measured timeline
@@ -25,11 +27,6 @@ def timeline_rank(payload: dict, ctx) -> dict:
     collective, Gloo runs them one at a time) to completion, read in the work's future
     callback. Only realrun.DDP strategies have the hooks; ``ddp`` gets compute spans only.
     """
-    import torch
-    import torch.distributed as dist
-
-    from realrun.bench import Trainer
-    from realrun.models import make_batch
     torch.set_flush_denormal(True)
     spec = ModelSpec(**payload["spec"])
     batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
@@ -49,7 +46,7 @@ def timeline_rank(payload: dict, ctx) -> dict:
         trainer.step()
     steps = []
     for _ in range(payload["steps"]):
-        dist.barrier()
+        ctx.barrier()
         comm.clear()
         t0 = clock()
         trainer.optimizer.zero_grad(set_to_none=True)
@@ -62,15 +59,16 @@ def timeline_rank(payload: dict, ctx) -> dict:
         t3 = clock()
         trainer.optimizer.step()
         t4 = clock()
-        spans = [(COMPUTE, "forward", t0, t1), (COMPUTE, "backward", t1, t2),
-                 (COMPUTE, "optimizer", t3, t4)]
+        spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
+                 (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
         prev_end = t0
         for label, start, end in comm:
             end = t3 if end is None else end
             start = max(start, prev_end)
-            spans.append((COMM, label, start, end))
+            spans.append((COMM, label, start, end, ALL_REDUCE))
             prev_end = end
-        steps.append({"step_s": t4 - t0, "spans": [[a, b, c - t0, d - t0] for a, b, c, d in spans]})
+        steps.append({"step_s": t4 - t0,
+                      "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
     steps.sort(key=lambda x: x["step_s"])
     return steps[len(steps) // 2]
 
@@ -95,13 +93,9 @@ def _clock_bucket(bucket, comm: list, clock) -> None:
 def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
                      ) -> tuple[Span, ...]:
     """Spans of one measured step (the median of ``timeline_steps``) on rank 0."""
-    from realrun.launch import run_world
-    from realrun.validate import (
-        bench_payload,  # lazily: realrun.validate imports this module
-    )
     payload = {**bench_payload(s, []), "config": {"strategy": strategy, "bucket_mb": bucket_mb},
                "steps": s.timeline_steps}
-    ranks = run_world("realrun.validate_timeline:timeline_rank", payload, world_size=s.world_size,
+    ranks = run_world("realrun.validate.timeline:timeline_rank", payload, world_size=s.world_size,
                       threads_per_rank=s.threads, timeout_s=s.timeout_s,
                       emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
     return tuple(Span(*sp) for sp in ranks[0]["spans"])

@@ -1,22 +1,22 @@
-"""validate, step 7: the report — table, summary, recommendation and verdict, JSON, files.
+"""validate's report — table, summary, recommendation and verdict, JSON, files.
 
-Split from :mod:`realrun.validate` (the pipeline), which builds a :class:`ValidationReport`.
+The pipeline (:mod:`realrun.validate.pipeline`) builds a :class:`ValidationReport`.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from realrun.validate.settings import ValidateSettings
 from simddp.compare import Comparison, format_table
 from simddp.host import Host
+from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.profile import ModelProfile
+from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
 from simddp.sweeps import recommend
-
-if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
-    from realrun.validate import ValidateSettings
 
 
 
@@ -41,7 +41,6 @@ class ValidationReport:
 
     def verdict(self) -> dict:
         """simddp's recommendation and whether the measurement proves or refutes it."""
-        from simddp.report.recommendation import recommendation_text
         rec = recommend(self.predicted)
         naive = next((r for r in self.predicted if r.strategy == "naive"), None)
         out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
@@ -144,15 +143,7 @@ class ValidationReport:
 
     def write(self, out_dir: str) -> list[str]:
         """validate.json, compare.{json,csv}, predicted.json, measured.json, link.json, PNGs."""
-        import json
-
-        from simddp.compare.plots import write_compare_files
-        from simddp.io import (
-            link_to_json,
-            profile_to_json,
-            results_to_json,
-            write_atomic,
-        )
+        from simddp.compare.plots import write_compare_files  # matplotlib: only here
         paths = [str(p) for p in write_compare_files(self.comparison, out_dir,
                                                      timeline=self.timeline_config)]
         files = {"validate.json": self.to_json(),

@@ -3,8 +3,8 @@
 On this VM a measurement repeated a minute later moves by 20-40 %: calibrate's busbw came out
 0.73 GB/s in one validation and 1.1-1.2 GB/s in others, and the hook cost 140-225 µs per
 gradient. Parameters measured in a separate phase carry that drift into every prediction, so
-``realrun validate`` also runs these as extra configurations of ``realrun bench``, timed in the
-same rounds as compute-only and the strategies (docs/VALIDATION.md):
+``realrun validate`` also hands these to ``realrun bench`` as extras (:func:`make_probe`), timed
+in the same rounds as compute-only and the strategies (docs/VALIDATION.md):
 
 ====================  =====================================================================
 probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
@@ -27,7 +27,7 @@ b = S·2(p−1)/p/busbw,
     seq-async = N·α + b                          ->   α
     copy = 2S / copy_gbps,  scale = S / scale_gbps
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
-    bucket), N·ddp_hook (torch)          ->   hook_s, launch_s, ddp_hook_s
+    bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
 """
 from __future__ import annotations
 
@@ -36,7 +36,10 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
+from calibrate.sequence import timed_sequence
 from realrun.models import build_model
+from realrun.tensors import tensor_bytes
+from realrun.validate.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
 from simddp.link import GB, Link, bus_factor
 
@@ -46,24 +49,25 @@ _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run with free copies
 
 
-def is_probe(strategy: str) -> bool:
-    return strategy.startswith("probe:")
+def make_probe(name: str, spec, batch: tuple, ctx, payload: dict, shared: dict):
+    """realrun bench's ``extras_factory``: the probe ``name`` on this rank, a steppable with
+    ``step()``, ``collectives()`` and ``inner_s`` (what a step timed, when only part counts).
+    ``shared`` is this rank's dict for the run: the 1-rank groups are made once, in the same
+    order on every rank (as ``new_group`` requires)."""
+    if name not in PROBES:
+        raise ValueError(f"unknown probe {name!r}; expected one of {', '.join(PROBES)}")
+    if name in _SOLO:
+        return solo_trainer(name.removeprefix("probe:solo-"), spec, batch, ctx, payload, shared)
+    return Probe(name, spec, ctx)
 
 
 class Probe:
-    """One probe on one rank, with realrun bench's Trainer interface (``step``,
-    ``collectives``); ``inner_s`` is what a step timed, when only part of it counts."""
+    """A probe of the link or of the copies: all-reduces or copies of the model's gradients."""
 
-    def __init__(self, kind: str, spec, batch: tuple, ctx, payload: dict, solo) -> None:
-        self.ctx = ctx
+    def __init__(self, kind: str, spec, ctx) -> None:
         self.inner_s = None
-        if kind in _SOLO:
-            self.step = _solo_step(kind, spec, batch, ctx, payload, solo)
-            return
-        from realrun.validate_inputs import model_tensor_bytes
-        sizes = model_tensor_bytes(spec)
+        sizes = tensor_bytes(build_model(spec))
         if kind in ("probe:copy", "probe:scale"):
-            from realrun.host_costs import copy_passes
             copy, in_place = copy_passes(sizes, ctx)
             self.step = copy if kind == "probe:copy" else in_place
             return
@@ -71,7 +75,6 @@ class Probe:
             flat = torch.zeros(sum(sizes) // 4, device=ctx.device)
             self.step = lambda ranges=False: dist.all_reduce(flat)
             return
-        from calibrate.sequence import timed_sequence
         grads = [torch.zeros(max(1, n // 4), device=ctx.device) for n in sizes]
         blocking = kind == "probe:seq-blocking"
 
@@ -81,42 +84,6 @@ class Probe:
 
     def collectives(self) -> int:
         return 0
-
-
-def _solo_step(kind: str, spec, batch: tuple, ctx, payload: dict, solo):
-    from realrun.bench import make_optimizer, torch_ddp_bucket_args
-    from realrun.ddp import DDP
-    torch.manual_seed(payload["seed"])
-    module = build_model(spec).to(ctx.device)
-    if kind in ("probe:solo-wrapper", "probe:solo-bucket"):
-        model = (DDP(module, strategy="overlap", process_group=solo)
-                 if kind == "probe:solo-wrapper" else
-                 DDP(module, strategy="bucketed", bucket_mb=1e6, process_group=solo))
-        sync = model.finish_gradient_synchronization
-    else:
-        from torch.nn.parallel import DistributedDataParallel
-        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        model = DistributedDataParallel(module, device_ids=device_ids, process_group=solo,
-                                        **torch_ddp_bucket_args(25.0))
-        sync = None
-    opt = make_optimizer(payload["optimizer"], model.parameters())
-    inputs, target = (t.to(ctx.device) for t in batch)
-
-    def step(ranges: bool = False) -> None:
-        opt.zero_grad(set_to_none=True)
-        model(inputs, target).backward()
-        if sync is not None:
-            sync()
-        opt.step()
-    return step
-
-
-def solo_groups(configs: list[dict], ctx):
-    """This rank's 1-rank process group if a solo probe is configured (every rank creates
-    every group, in the same order, as new_group requires), else None."""
-    if not any(c["strategy"] in _SOLO for c in configs):
-        return None
-    return [dist.new_group([r]) for r in range(ctx.world_size)][ctx.rank]
 
 
 def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float],
@@ -144,14 +111,12 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     before = host or Host("none")
     copy = None  # the copy rates: probed now, else those measured earlier (if any)
     if {"probe:copy", "probe:scale"} <= m.keys():
-        from realrun.host_costs import copy_rates
         copy = copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
     elif before.costs("realrun").copy_gbps:
         c = before.costs("realrun")
         copy = {"copy_gbps": c.copy_gbps, "in_place_gbps": c.scale_gbps or c.copy_gbps}
     hooks_probed = "compute-only" in m and "probe:solo-wrapper" in m
     if copy is not None and ({"probe:copy", "probe:scale"} <= m.keys() or hooks_probed):
-        from realrun.host_costs import hook_fields
         hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
         torch_hook_s = before.costs("torch").hook_s
         if hooks_probed:

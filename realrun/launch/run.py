@@ -7,14 +7,15 @@
 The environment picks the mode:
 
     python script.py                                   # self-spawn: run_world starts world_size
-                                                       # `python -m realrun._worker` processes
+                                                       # `python -m realrun.launch.worker`s
     torchrun --nproc-per-node 2 script.py              # torchrun: ranks exist already; rank 0
     torchrun --nnodes 2 --nproc-per-node 8 \\           # gets the list, other ranks get None
         --rdzv-endpoint HOST:29500 script.py
 
 Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts each rank in its own network namespace
-behind a 1 gbit/s shaped link (realrun.netns). A rank that raises, dies or hangs ends the job
-with a one-line LaunchError naming that rank; no rank process outlives run_world.
+behind a 1 gbit/s shaped link (realrun.launch.netns). A rank that raises, dies or hangs ends
+the job with a one-line LaunchError naming that rank (realrun.launch.supervise); no rank
+process outlives run_world.
 """
 from __future__ import annotations
 
@@ -27,61 +28,22 @@ import socket
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
-from realrun.errors import (LaunchError, PortTaken, clear_rank_files, describe_exception,
-                            kill_all, result_path, sigterm_as_interrupt, watch)
-from realrun.netns import Cluster, emulated_cluster
+from realrun.launch.context import (BACKENDS, RankContext, init_group, make_context,
+                                    require_gpus)
+from realrun.launch.env import is_torchrun
+from realrun.launch.errors import LaunchError, PortTaken, describe_exception
+from realrun.launch.netns import Cluster, emulated_cluster
+from realrun.launch.supervise import (clear_rank_files, kill_all, result_path,
+                                      sigterm_as_interrupt, watch)
 
-__all__ = ["LaunchError", "RankContext", "run_world", "make_context", "resolve_target"]
-
-BACKENDS = ("gloo", "nccl")
 _TARGET_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR")
 _PORT_ATTEMPTS = 3  # the port found free by the parent can be taken before rank 0 binds it
-
-
-@dataclass(frozen=True)
-class RankContext:
-    """Who this rank is and where its tensors live; handed to every target function."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    backend: str
-    device: "torch.device"
-
-    def synchronize(self) -> None:
-        """Wait for queued device work (CUDA kernels, NCCL collectives); no-op on CPU."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-
-def make_context(rank: int, world_size: int, local_rank: int, backend: str) -> RankContext:
-    """The one place mapping a backend to a device: gloo -> cpu, nccl -> cuda:local_rank.
-
-    Workers and torchrun ranks both come through here, so the CPU path tested on this box is
-    the path that runs on a GPU cluster.
-    """
-    if backend == "nccl":
-        _require_gpus(local_rank + 1)
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    return RankContext(rank, world_size, local_rank, backend, device)
-
-
-def init_group(ctx: RankContext, timeout_s: float) -> None:
-    """init_process_group from the env (MASTER_ADDR/PORT), with `timeout_s` for every collective."""
-    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world_size,
-                            timeout=timedelta(seconds=timeout_s))
 
 
 def resolve_target(target: str) -> Callable[[dict, RankContext], Any]:
@@ -119,7 +81,7 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
     raises, dies or hangs, NetnsUnavailable when emulate_hosts can't be honoured here.
     """
     _check_args(target, world_size, backend, threads_per_rank, timeout_s, emulate_hosts, link_gbit)
-    if all(name in os.environ for name in _TORCHRUN_VARS):
+    if is_torchrun():
         if emulate_hosts is not None:
             raise ValueError(f"emulate_hosts={emulate_hosts}: needs self-spawn mode, but "
                              "torchrun already started the ranks; run without torchrun")
@@ -127,7 +89,7 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
                                    timeout_s)
     resolve_target(target)  # fail here, not in world_size children
     if backend == "nccl":
-        _require_gpus(world_size)
+        require_gpus(world_size)
     job = {"target": target, "payload_json": _payload_text(payload), "backend": backend,
            "threads_per_rank": threads_per_rank, "timeout_s": timeout_s}
     with sigterm_as_interrupt():
@@ -196,7 +158,7 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
     try:
         for rank in range(world_size):
             env = _rank_env(rank, world_size, master_addr, master_port, job, cluster)
-            argv = [sys.executable, "-m", "realrun._worker", str(workdir)]
+            argv = [sys.executable, "-m", "realrun.launch.worker", str(workdir)]
             if cluster is not None:
                 argv = cluster.exec_argv(rank, argv)
             procs.append(subprocess.Popen(
@@ -272,13 +234,3 @@ def _check_args(target: str, world_size: int, backend: str, threads_per_rank: in
                              "pass emulate_hosts=world_size too")
         if not isinstance(link_gbit, (int, float)) or not link_gbit > 0:
             raise ValueError(f"link_gbit={link_gbit!r}: must be a rate in gbit/s > 0")
-
-
-def _require_gpus(n_gpus: int) -> None:
-    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if found == 0:
-        raise ValueError("backend nccl needs CUDA GPUs; none found (torch "
-                         f"{torch.__version__}); use backend='gloo' on CPU")
-    if found < n_gpus:
-        raise ValueError(f"backend nccl needs {n_gpus} GPUs on this host (one per rank); "
-                         f"found {found}")

@@ -1,12 +1,13 @@
 """One rank of a self-spawned world; started by realrun.launch.run_world, not by hand.
 
     RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \\
-        python -m realrun._worker /tmp/realrun-abc123    # the dir holds job.json
+        python -m realrun.launch.worker /tmp/realrun-abc123    # the dir holds job.json
 
 Reads job.json (target, payload, backend, threads_per_rank, timeout_s) from the work dir, pins
 threads, inits the process group, calls the target, waits at a barrier for the other ranks,
 and writes result-<rank>.json. On any error it writes error-<rank>.json (one line, see
-realrun.errors) and exits 1 at once, skipping a teardown that could block on dead peers.
+realrun.launch.supervise) and exits 1 at once, skipping a teardown that could block on dead
+peers.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _die_with_parent() -> None:
 
 
 def main(workdir: Path) -> None:
-    from realrun.errors import write_error
+    from realrun.launch.supervise import write_error
 
     rank = int(os.environ["RANK"])
     try:
@@ -51,8 +52,9 @@ def _run(workdir: Path, rank: int) -> None:
     torch.set_num_threads(job["threads_per_rank"])
     import torch.distributed as dist
 
-    from realrun.errors import result_path
-    from realrun.launch import as_json, init_group, make_context, resolve_target
+    from realrun.launch.context import init_group, make_context
+    from realrun.launch.run import as_json, resolve_target
+    from realrun.launch.supervise import result_path
 
     fn = resolve_target(job["target"])
     ctx = make_context(rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]),
@@ -61,10 +63,7 @@ def _run(workdir: Path, rank: int) -> None:
     value = as_json(fn(json.loads(job["payload_json"]), ctx))
     # Finish together: a rank stuck in its target makes this barrier time out on the others
     # (after timeout_s), which is how the parent learns which rank hung.
-    if ctx.device.type == "cuda":
-        dist.barrier(device_ids=[ctx.local_rank])
-    else:
-        dist.barrier()
+    ctx.barrier()
     tmp = workdir / f".result-{rank}.tmp"
     tmp.write_text(json.dumps(value))
     os.replace(tmp, result_path(workdir, rank))  # atomic: the parent never reads half a file

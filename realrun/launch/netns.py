@@ -1,6 +1,6 @@
 """An emulated multi-host cluster on one Linux box: one network namespace per host.
 
-    from realrun.netns import emulated_cluster
+    from realrun.launch.netns import emulated_cluster
     with emulated_cluster(n_hosts=2, link_gbit=1.0) as cluster:
         host = cluster.hosts[1]                 # .netns, .ip, .ifname
         argv = cluster.exec_argv(1, [sys.executable, "-c", "print('hello from host 1')"])
@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from realrun.errors import NetnsUnavailable, one_line, sigterm_as_interrupt
+from realrun.launch.errors import NetnsUnavailable, one_line
+from realrun.launch.supervise import sigterm_as_interrupt
 
 PREFIX = "simddp"
 _NETNS_DIR = "/run/netns"  # where `ip netns add` bind-mounts named namespaces

@@ -1,7 +1,7 @@
-"""validate, steps 1 and 2: calibrate the link and profile the model on the same ranks.
+"""validate's inputs: calibrate the link and profile the model on the same ranks, and set
+the compute total from the compute-only steps measured alongside the strategies.
 
-Split from :mod:`realrun.validate` (the pipeline); the rank targets here run under
-``run_world`` and are named ``realrun.validate_inputs:<fn>``.
+The rank target here runs under ``run_world`` as ``realrun.validate.inputs:profile_rank``.
 """
 from __future__ import annotations
 
@@ -11,14 +11,25 @@ import os
 import statistics
 import tempfile
 import time
-from typing import TYPE_CHECKING
 
+import torch
+
+from calibrate.analysis import analyse
+from calibrate.cli import measure as cal_measure
+from calibrate.cli import parse_args
+from realrun.launch import run_world
+from realrun.models import build_model, make_batch
+from realrun.profiler import profile_model
+from realrun.steps import make_optimizer
+from realrun.tensors import tensor_bytes
+from realrun.validate.host_costs import measure_copies, measure_hooks
+from realrun.validate.settings import ValidateSettings
+from simddp.engine import compute_only_s
+from simddp.io import profile_from_json, profile_to_json
 from simddp.link import Link
 from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
 
-if TYPE_CHECKING:  # only an annotation here; realrun.validate imports this module
-    from realrun.validate import ValidateSettings
 
 # ---------------------------------------------------------------------------------------------
 # 1. calibrate
@@ -36,9 +47,6 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
     """
-    from calibrate.analysis import analyse
-    from calibrate.cli import parse_args
-    from calibrate.cli import measure as cal_measure
     if max_bytes is None:
         total = 4 * s.spec.n_params  # float32 gradients
         max_bytes = min(64 << 20, max(1 << 20, 1 << math.ceil(math.log2(max(total, 1)))))
@@ -57,7 +65,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
             argv += ["--no-sequence"]
         a = parse_args(argv)
         if a.sequence_sizes:
-            a.sequence_sizes = model_tensor_bytes(s.spec)
+            a.sequence_sizes = tensor_bytes(build_model(s.spec))
             a.sequence_repeats = 15
         a.load_before = os.getloadavg()[0]
         ranks = cal_measure(a, s.world_size)
@@ -75,29 +83,17 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     return link, info
 
 
-def model_tensor_bytes(spec: ModelSpec) -> list[int]:
-    """Bytes of each gradient realrun.DDP all-reduces for ``spec``, in parameter order."""
-    from realrun.ddp import module_profile
-    from realrun.models import build_model
-    return list(module_profile(build_model(spec)).tensor_bytes)
-
-
 # ---------------------------------------------------------------------------------------------
 # 2. profile
 
 
 def profile_rank(payload: dict, ctx) -> dict:
     """Rank function: profile the model on this rank while the other ranks do the same."""
-    import torch
-
-    from realrun.profiler import profile_model
-    from simddp.io import profile_to_json
     torch.set_flush_denormal(True)
     spec = ModelSpec(**payload["spec"])
     profile, measured = profile_model(spec, batch=payload["batch"], seq=payload["seq"],
                                       repeats=payload["repeats"], warmup=payload["warmup"],
                                       optimizer=payload["optimizer"], seed=payload["seed"])
-    from realrun.host_costs import measure_copies, measure_hooks
     measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
     measured["plain_steps_s"] = plain_steps(spec, payload, ctx)
     measured["hooks"] = measure_hooks(spec, payload, ctx)
@@ -107,18 +103,13 @@ def profile_rank(payload: dict, ctx) -> dict:
 def plain_steps(spec: ModelSpec, payload: dict, ctx) -> list[float]:
     """Seconds of hook-free compute-only steps, each after a barrier (as realrun bench times
     them): the parent takes the max over ranks per step, since a step ends with the slowest."""
-    import torch
-    import torch.distributed as dist
-
-    from realrun.bench import make_optimizer
-    from realrun.models import build_model, make_batch
     torch.manual_seed(payload["seed"])
     model = build_model(spec)
     inputs, target = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
     opt = make_optimizer(payload["optimizer"], model.parameters())
     times = []
     for i in range(3 + max(10, payload["repeats"])):
-        dist.barrier()
+        ctx.barrier()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         model(inputs, target).backward()
@@ -130,13 +121,11 @@ def plain_steps(spec: ModelSpec, payload: dict, ctx) -> list[float]:
 
 def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
     """(profile rescaled to hook-free totals, what was measured) from ``world_size`` ranks."""
-    from realrun.launch import run_world
-    from simddp.io import profile_from_json
-    payload = {"spec": spec_dict(s.spec), "batch": s.batch, "seq": s.seq,
+    payload = {"spec": dataclasses.asdict(s.spec), "batch": s.batch, "seq": s.seq,
                "repeats": s.profile_repeats, "warmup": 3, "optimizer": s.optimizer,
                "seed": s.seed}
-    ranks = run_world("realrun.validate_inputs:profile_rank", payload, world_size=s.world_size,
-                      threads_per_rank=s.threads, timeout_s=s.timeout_s)
+    ranks = run_world("realrun.validate.inputs:profile_rank", payload,
+                      world_size=s.world_size, threads_per_rank=s.threads, timeout_s=s.timeout_s)
     raw = profile_from_json(ranks[0]["profile"])
     measured = ranks[0]["measured"]
     # The per-layer split comes from hooks; the totals from the hook-free passes, which is
@@ -155,7 +144,7 @@ def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
     measured["rank_max_factor"] = k
     measured["rank_max_step_s"] = statistics.median(per_step)
     measured["rank_max_applied"] = bool(s.rank_max)
-    # The hook path's step medians from the slowest rank (realrun/host_costs.py).
+    # The hook path's step medians from the slowest rank (realrun/validate/host_costs.py).
     measured["hooks"] = {k: max(r["measured"]["hooks"][k] for r in ranks)
                          for k in ranks[0]["measured"]["hooks"]}
     if s.rank_max:
@@ -163,12 +152,6 @@ def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
                                  backward_s=profile.backward_s * k,
                                  optimizer_s=profile.optimizer_s * k)
     return profile, measured
-
-
-def spec_dict(spec: ModelSpec) -> dict:
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-
-
 
 
 def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:
@@ -182,7 +165,6 @@ def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile,
     so its median is the compute those runs saw. The per-layer split, the optimizer share
     and the ready order stay the profile's; every phase is scaled by one factor.
     """
-    from simddp.engine import compute_only_s
     row = next((r for r in measured if r.strategy == "compute-only"), None)
     if row is None:
         return None

@@ -1,11 +1,5 @@
-"""Failure handling for a world of rank processes: notice the first failure, name the rank
-in one line, and leave no process behind.
-
-    from realrun.launch import run_world, LaunchError
-    try:
-        run_world("tests._launch_targets:raise_on_rank", {"rank": 1}, world_size=2)
-    except LaunchError as e:
-        print(e)        # rank 1 failed: ValueError: boom on rank 1
+"""Supervising a world of rank processes: notice the first failure, name the rank in one
+line, and leave no process behind.
 
 How the culprit is found: each worker writes its exception (one line, wall time, whether it
 was a timeout) to error-<rank>.json and exits 1; the parent polls its children. After the
@@ -18,15 +12,13 @@ first failure it waits _GRACE_S for the peers' follow-on errors, then sorts what
   parent can see the death. With only secondaries, a rank still running is the one that hung.
 Then every rank's process group is SIGKILLed.
 
-Also here: NetnsUnavailable (no root, no `ip`: tests turn it into a skip with its reason) and
-`sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that `finally`
-blocks kill child processes and delete network namespaces.
+Also here: `sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that
+`finally` blocks kill child processes and delete network namespaces.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -36,62 +28,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-# Long enough for gloo's "Read error [10.71.0.2]:40836: Connection reset by peer. This is ..."
-_MESSAGE_LIMIT_CHARS = 400
-_CXX_LOCATION_RE = re.compile(r"^\[[^\]\s]+\.(?:cc|cpp|h|hpp):\d+\]\s*")
-_POLL_S = 0.05  # the parent looks at its children 20 times a second: cheap, far below timeouts
+from realrun.launch.errors import (LaunchError, PortTaken, describe_exception, is_peer_loss,
+                                   is_timeout)
+
+_POLL_S = 0.05  # the parent polls its children 20 times a second: cheap, far below timeouts
 # After a first failure, peers notice the closed sockets within milliseconds; 1 s lets their
 # errors land so the earliest one can be picked, and bounds how long a hung rank is waited for.
 _GRACE_S = 1.0
-_KILL_WAIT_S = 5.0  # SIGKILL is not ignorable; this only bounds waiting for the kernel to reap
-
-
-class LaunchError(RuntimeError):
-    """A rank raised, died or hung; str(e) is one line: "rank 1 failed: ValueError: boom".
-
-    `e.rank` is the rank blamed (None if unknown) and `e.traceback` its Python traceback
-    when it raised one (for a --verbose flag; the one line is what users read first).
-    """
-
-    def __init__(self, message: str, *, rank: int | None = None, traceback: str = "") -> None:
-        super().__init__(message)
-        self.rank = rank
-        self.traceback = traceback
-
-
-class PortTaken(RuntimeError):
-    """Rank 0 could not bind the master port the parent found free; the caller retries."""
-
-
-class NetnsUnavailable(RuntimeError):
-    """Network namespaces can't be made here (not root, not Linux, no `ip`); str(e) says why."""
-
-
-def one_line(text: str, limit_chars: int = _MESSAGE_LIMIT_CHARS) -> str:
-    """Collapse whitespace and newlines and cut to `limit_chars`, so a message fits one line."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit_chars else flat[: limit_chars - 3] + "..."
-
-
-def describe_exception(exc: BaseException) -> str:
-    """'ValueError: boom' -- the type name and the message on one line, without the C++
-    source location gloo puts first ("[.../gloo/transport/tcp/pair.cc:537] ")."""
-    message = one_line(_CXX_LOCATION_RE.sub("", str(exc).lstrip()))
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """True for errors that mean "a peer didn't answer in time" rather than a bug of this rank.
-
-    Gloo says "Timed out waiting 5000ms for recv operation"; the TCP store raises
-    DistStoreError "Timed out after 5 seconds waiting for clients"; NCCL's watchdog says
-    "Watchdog caught collective operation timeout".
-    """
-    if isinstance(exc, TimeoutError):
-        return True
-    # Phrases, not the bare word: a user's ValueError("bad timeout_s") is this rank's own bug.
-    text = str(exc).lower()
-    return any(phrase in text for phrase in ("timed out", "timing out", "operation timeout"))
+_KILL_WAIT_S = 5.0  # SIGKILL cannot be ignored; this only bounds waiting for the reaping
 
 
 @contextmanager
@@ -179,14 +123,6 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
 def clear_rank_files(workdir: Path) -> None:
     for path in list(workdir.glob("error-*.json")) + list(workdir.glob("result-*.json")):
         path.unlink(missing_ok=True)
-
-
-def is_peer_loss(message: str) -> bool:
-    """Errors that a rank raises because a peer went away, e.g. gloo's
-    "Connection closed by peer [10.71.0.2]:41234" or the store's "Connection reset by peer"."""
-    text = message.lower()
-    return any(phrase in text for phrase in (
-        "closed by peer", "reset by peer", "broken pipe", "connection refused"))
 
 
 def _blame(codes: list, last_alive_time: list[float], workdir: Path,

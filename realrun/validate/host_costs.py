@@ -22,8 +22,11 @@ import time
 import torch
 import torch.distributed as dist
 
+from realrun.models import make_batch
+from realrun.steps import Trainer
 from simddp.host import Host, HostCosts
 from simddp.presets.models import ModelSpec
+from simddp.result import COMPUTE_ONLY
 
 
 def copy_passes(tensor_bytes: list[int], ctx):
@@ -68,7 +71,7 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
         fn()
         times = []
         for _ in range(max(5, repeats)):
-            dist.barrier()
+            ctx.barrier()
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
@@ -76,20 +79,31 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
     return {**out, **copy_rates(tensor_bytes, out["copy_s"], out["in_place_s"])}
 
 
+# A training step under each implementation on this rank's own 1-rank process group, where an
+# all-reduce has nobody to wait for: what is left over the plain step is host cost.
+SOLO_CONFIGS = {"wrapper": {"strategy": "overlap", "bucket_mb": None},     # N hooks, N launches
+                "bucket": {"strategy": "bucketed", "bucket_mb": 1e6},      # N hooks, 1 launch
+                "torch": {"strategy": "ddp", "bucket_mb": 25.0}}           # torch's reducer
+
+
+def solo_trainer(name: str, spec: ModelSpec, batch: tuple, ctx, payload: dict,
+                 shared: dict) -> Trainer:
+    """The ``SOLO_CONFIGS[name]`` step on this rank's 1-rank group. ``shared`` keeps the group:
+    every rank makes every 1-rank group once, in the same order, as ``new_group`` requires."""
+    if "solo_group" not in shared:
+        shared["solo_group"] = [dist.new_group([r]) for r in range(ctx.world_size)][ctx.rank]
+    return Trainer(SOLO_CONFIGS[name], spec, batch, ctx, payload, shared["solo_group"])
+
+
 def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
-    """Rank side: median step seconds of the plain model and of realrun.bench's solo probes
-    (realrun.DDP "overlap", realrun.DDP with one bucket, torch DDP, each on this rank's own
-    1-rank group), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
-    from realrun.bench import COMPUTE_ONLY, Trainer
-    from realrun.models import make_batch
-    from realrun.probes import Probe, solo_groups
-    kinds = {"wrapper": "probe:solo-wrapper", "bucket": "probe:solo-bucket",
-             "torch": "probe:solo-torch"}
-    solo = solo_groups([{"strategy": k} for k in kinds.values()], ctx)
+    """Rank side: median step seconds of the plain model and of each solo step
+    (:data:`SOLO_CONFIGS`), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
     batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
     plain = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, spec, batch, ctx, payload)
-    steps = {"plain": plain.step, **{name: Probe(kind, spec, batch, ctx, payload, solo).step
-                                      for name, kind in kinds.items()}}
+    shared: dict = {}
+    steps = {"plain": plain.step, **{name: solo_trainer(name, spec, batch, ctx, payload,
+                                                        shared).step
+                                     for name in SOLO_CONFIGS}}
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)
         for step in steps.values():
@@ -97,7 +111,7 @@ def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
     for _ in range(8):
         for name, step in steps.items():
             for _ in range(3):
-                dist.barrier()
+                ctx.barrier()
                 t0 = time.perf_counter()
                 step()
                 times[name].append(time.perf_counter() - t0)

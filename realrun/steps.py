@@ -1,0 +1,101 @@
+"""One training step of one configuration on one rank: wrap, optimise, step.
+
+A configuration is ``{"strategy": name, "bucket_mb": MB or None}`` (realrun/configs.py).
+:func:`wrap` puts a module under the implementation the strategy names (simddp's
+``Strategy.implementation``): torch's DistributedDataParallel for ``ddp``, realrun.DDP for the
+rest, nothing for compute-only. :class:`Trainer` is one rank's model, optimizer and batch,
+with the step that realrun bench times.
+"""
+from __future__ import annotations
+
+import torch
+
+from realrun.models import build_model
+from realrun.timing import phase
+from simddp.presets.models import ModelSpec
+from simddp.result import COMPUTE_ONLY
+from simddp.strategy import DDP_FIRST_BUCKET_MB, make_strategy
+
+LEARNING_RATES = {"sgd": 1e-3, "adam": 1e-4}  # small: the same batch is seen hundreds of times
+
+
+def make_optimizer(name: str, params) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=LEARNING_RATES["sgd"])
+    if name == "adam":
+        return torch.optim.Adam(params, lr=LEARNING_RATES["adam"])
+    raise ValueError(f"optimizer {name!r}: expected sgd or adam")
+
+
+def torch_ddp_bucket_args(bucket_mb: float) -> dict:
+    """torch DDP arguments giving simddp's ``ddp`` plan: a 1 MiB first bucket, then the cap.
+
+    Since torch 2.x a plain ``bucket_cap_mb=X`` makes the first bucket X as well (the 1 MiB
+    first bucket is kept only when the cap is left at its default), which is simddp's
+    ``bucketed`` plan. ``bucket_cap_mb_list=[1, X]`` (in recent releases, e.g. 2.13) restores
+    torch's default rule at any cap; older releases always used 1 MiB, so ``bucket_cap_mb``
+    alone is right there.
+    """
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+    if "bucket_cap_mb_list" in inspect.signature(DistributedDataParallel.__init__).parameters:
+        return {"bucket_cap_mb_list": [DDP_FIRST_BUCKET_MB, bucket_mb]}
+    return {"bucket_cap_mb": bucket_mb}
+
+
+def wrap(module: torch.nn.Module, config: dict, ctx, process_group=None):
+    """(model, sync, torch_ddp): ``module`` under the configuration's DDP implementation.
+
+    ``sync`` is realrun.DDP's ``finish_gradient_synchronization`` (None otherwise: torch DDP
+    waits inside backward); ``torch_ddp`` the DistributedDataParallel, if that is the one.
+    """
+    name, mb = config["strategy"], config["bucket_mb"]
+    if name == COMPUTE_ONLY:
+        return module, None, None
+    strategy = make_strategy(name, *(() if mb is None else (mb,)))
+    if strategy.implementation == "torch":
+        from torch.nn.parallel import DistributedDataParallel
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        model = DistributedDataParallel(module, device_ids=device_ids,
+                                        process_group=process_group,
+                                        **torch_ddp_bucket_args(mb))
+        return model, None, model
+    from realrun.ddp import DDP
+    model = DDP(module, strategy=name, process_group=process_group,
+                **({} if mb is None else {"bucket_mb": mb}))
+    return model, model.finish_gradient_synchronization, None
+
+
+class Trainer:
+    """One configuration on one rank: its model, optimizer and the step it times."""
+
+    def __init__(self, config: dict, spec: ModelSpec, batch: tuple, ctx, payload: dict,
+                 process_group=None) -> None:
+        torch.manual_seed(payload["seed"])   # same weights on every rank, in every config
+        module = build_model(spec).to(ctx.device)
+        self.model, self.sync, self.torch_ddp = wrap(module, config, ctx, process_group)
+        self.optimizer = make_optimizer(payload["optimizer"], self.model.parameters())
+        self.batch = tuple(t.to(ctx.device) for t in batch)
+
+    def step(self, ranges: bool = False) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with phase("forward", ranges):
+            loss = self.model(*self.batch)
+        with phase("backward", ranges):
+            loss.backward()
+        with phase("sync", ranges):
+            if self.sync is not None:
+                self.sync()
+        with phase("optimizer", ranges):
+            self.optimizer.step()
+
+    def collectives(self) -> int:
+        """All-reduces per step: the plan's, or what torch DDP reports after its rebuild."""
+        if self.torch_ddp is not None:
+            data = self.torch_ddp._get_ddp_logging_data()
+            sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+            return len([s for s in str(sizes).split(",") if s.strip()])
+        if self.sync is None:
+            return 0
+        return len(self.model.plan.collectives)

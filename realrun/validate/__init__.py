@@ -1,0 +1,22 @@
+"""Predict, run for real and compare: is the simulator right on this model and network?
+
+    from realrun.validate import ValidateSettings, validate
+    report = validate(ValidateSettings(model="mlp-8x1024", bucket_mbs=(1, 10, 100)))
+    print(report.text()); report.write("out/validate")
+
+:mod:`~realrun.validate.settings` (what to validate), :mod:`~realrun.validate.pipeline` (the
+steps, in order), :mod:`~realrun.validate.inputs` (calibrate and profile on the same ranks),
+:mod:`~realrun.validate.host_costs` (what each DDP implementation costs the host),
+:mod:`~realrun.validate.probes` (link and host measured in the same rounds as the runs),
+:mod:`~realrun.validate.timeline` (one measured step, span by span) and
+:mod:`~realrun.validate.report` (text, JSON, files).
+"""
+from realrun.validate.inputs import anchor_compute, calibrate_link, measure_profile
+from realrun.validate.pipeline import MeasureFailed, measure, predict, validate
+from realrun.validate.report import ValidationReport
+from realrun.validate.settings import ValidateSettings
+from realrun.validate.timeline import measure_timeline
+
+__all__ = ["MeasureFailed", "ValidateSettings", "ValidationReport", "anchor_compute",
+           "calibrate_link", "measure", "measure_profile", "measure_timeline", "predict",
+           "validate"]

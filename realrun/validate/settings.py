@@ -1,0 +1,110 @@
+"""Everything one validation needs, checked once: :class:`ValidateSettings`.
+
+    >>> s = ValidateSettings(model="mlp-4x64", bucket_mbs=(1, 10), strategies=("naive", "ddp"))
+    >>> [c["strategy"] for c in s.configs()], len(s.probes_run())
+    (['compute-only', 'naive', 'ddp', 'ddp'], 8)
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.validate.probes import HOST_PROBES, PROBES
+from simddp.errors import InputError
+from simddp.link import Link
+from simddp.presets.models import ModelSpec, parse_model
+
+
+@dataclass(frozen=True)
+class ValidateSettings:
+    """Everything one validation needs; checked in ``__post_init__`` (InputError, one line)."""
+
+    model: str = "mlp-8x1024"
+    shrink: dict = field(default_factory=dict)      # layers, d_model, d_ff, heads, vocab
+    batch: int = 2
+    seq: int = 8
+    optimizer: str = "sgd"
+    threads: int = 1
+    seed: int = 0
+    strategies: tuple[str, ...] = BENCH_STRATEGIES
+    bucket_mbs: tuple[float, ...] = (1.0, 4.0, 10.0, 40.0)
+    world_size: int = 2
+    emulate_hosts: int | None = None
+    link_gbit: float | None = None
+    link: Link | None = None                         # None: calibrate first
+    steps: int = 30
+    warmup: int = 5
+    chunk: int = 5
+    profile_repeats: int = 15
+    timeline_steps: int = 5
+    timeout_s: float = 60.0
+    calibrate_iters: int = 20
+    piecewise: bool = False                          # calibrate two α–β lines (see below)
+    lone_alpha: bool = False                         # calibrate --no-sequence (old α)
+    anchor_compute: bool = True                      # compute total from the compute-only row
+    probes: bool = True                              # link + hooks measured in the same run
+    model_copies: bool = True                        # charge the wrapper's copies (copy_gbps)
+    rank_max: bool = False                           # compute = slowest rank's step (jitter)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "seq", "threads", "world_size", "steps", "warmup", "chunk",
+                     "profile_repeats", "timeline_steps", "calibrate_iters"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        if self.world_size < 2:
+            raise InputError(f"--world-size must be >= 2 (one rank has nothing to sync), "
+                             f"got {self.world_size}")
+        if "ddp" in self.strategies and self.warmup < 2:
+            raise InputError(f"--warmup {self.warmup}: torch ddp rebuilds its buckets in its "
+                             "second step; use --warmup >= 2")
+        bad = [s for s in self.strategies if s not in BENCH_STRATEGIES]
+        if bad or not self.strategies:
+            raise InputError(f"--strategies: {bad[0] if bad else 'nothing'!r} is not one of "
+                             f"{', '.join(BENCH_STRATEGIES)} (or all)")
+        if any(s in PER_BUCKET for s in self.strategies) and not self.bucket_mbs:
+            raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
+        for mb in self.bucket_mbs:
+            if not (isinstance(mb, (int, float)) and math.isfinite(mb) and mb > 0):
+                raise InputError(f"--bucket-mb: {mb!r} is not a number of MB > 0")
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise InputError(f"--timeout-s must be > 0, got {self.timeout_s!r}")
+        if self.emulate_hosts is not None and self.emulate_hosts != self.world_size:
+            raise InputError(f"--emulate-hosts {self.emulate_hosts}: must equal --world-size "
+                             f"{self.world_size} (one rank per emulated host)")
+        if self.link_gbit is not None and (self.emulate_hosts is None or not self.link_gbit > 0):
+            raise InputError(f"--link-gbit {self.link_gbit!r}: needs --emulate-hosts and a "
+                             "rate > 0")
+        if self.link is not None:
+            self.link.for_world(self.world_size)  # InputError if calibrated at another size
+
+    @property
+    def spec(self) -> ModelSpec:
+        return parse_model(self.model).shrunk(**self.shrink)
+
+    def configs(self) -> list[dict]:
+        """compute-only first, then every strategy at every bucket size (realrun.steps)."""
+        return bench_configs(self.strategies, self.bucket_mbs)
+
+    def probes_run(self) -> list[str]:
+        """The probes timed in the same rounds (not compared; realrun/validate/probes.py)."""
+        if not self.probes:
+            return []
+        return [name for name in PROBES
+                if self.model_copies or name not in HOST_PROBES]  # --free-copies
+
+    def world(self) -> dict:
+        return {"world_size": self.world_size, "emulate_hosts": self.emulate_hosts,
+                "link_gbit": self.link_gbit, "timeout_s": self.timeout_s}
+
+
+def bench_payload(s: ValidateSettings, configs: list[dict], probes: list[str] = ()) -> dict:
+    """realrun bench's payload for ``configs`` of this validation, with ``probes`` timed in
+    the same rounds."""
+    return {"spec": dataclasses.asdict(s.spec), "configs": configs,
+            "extras": list(probes), "extras_factory": "realrun.validate.probes:make_probe",
+            "batch": s.batch, "seq": s.seq,
+            "steps": s.steps, "warmup": s.warmup, "chunk": s.chunk, "seed": s.seed,
+            "optimizer": s.optimizer, "trace_dir": None, "trace_steps": 1, "progress": False}
