@@ -1,26 +1,77 @@
 """Turn one world's raw all-reduce timings into fits, the sequence α, contention and a Link.
 
-Called by ``python -m calibrate`` (calibrate/cli.py) after :func:`calibrate.cli.measure`, and
-in process by ``realrun validate``.
+:func:`calibrate.run` calls :func:`analyse` on what :func:`calibrate.measure` returned, for
+``python -m calibrate`` and for ``realrun validate`` alike.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import socket
+from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 
-def analyse(a: argparse.Namespace, world_size: int, ranks: list[dict]) -> dict:
+import calibrate.fit as fitting
+from calibrate.ranks.contention import combine as combine_contention
+from calibrate.ranks.sequence import combine as combine_sequence
+from calibrate.settings import CalibrateSettings
+from realrun.launch.env import is_torchrun
+from simddp.link import Link
+
+
+@dataclass(frozen=True)
+class WorldCalibration:
+    """One world size's calibration: the measured rows, the fits, the link file's Link."""
+
+    world_size: int
+    dtype: str
+    rows: list[dict]               # per size: time_s (max over ranks of medians), p95_s, ...
+    fit: object                    # calibrate.fit.AlphaBetaFit or PiecewiseFit
+    heldout_mask: object           # numpy bool array: sizes held out of the fit
+    heldout: dict                  # the held-out sizes' errors
+    link: Link
+    sequence: dict | None = None   # α as a step sees it (ranks/sequence.py)
+    alternative: object = None     # what --piecewise would give, when one line fits badly
+    contention: dict | None = None
+    oversubscribed: str = ""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Everything one calibration measured: one :class:`WorldCalibration` per world size."""
+
+    settings: CalibrateSettings
+    worlds: list[WorldCalibration]
+    load_before: float | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def link(self) -> Link:
+        """The link of the first (usually only) world size."""
+        return self.worlds[0].link
+
+
+def summarize(rank_results: list[dict]) -> list[dict]:
+    """Per size: median and p95 on each rank, then the max over ranks (the slowest rank)."""
+    rows = []
+    for i, first in enumerate(rank_results[0]["sweep"]):
+        per_rank = [np.asarray(r["sweep"][i]["times_s"]) for r in rank_results]
+        rows.append({"size_bytes": first["size_bytes"], "count": first["count"],
+                     "time_s": max(float(np.median(t)) for t in per_rank),
+                     "p95_s": max(float(np.percentile(t, 95)) for t in per_rank),
+                     "iters": len(per_rank[0]),
+                     "times_s_per_rank": [t.tolist() for t in per_rank]})  # for the JSON
+    return rows
+
+
+def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCalibration:
     """Summaries, fits (held-out scored), contention factors and the Link for one world."""
-    from calibrate import fit as fitting
-    from calibrate.bench import summarize
-    from calibrate.contention import combine
     rows = summarize(ranks)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
-    held = fitting.heldout_error(sizes, times, world_size, a.holdout_every, a.piecewise)
+    held = fitting.heldout_error(sizes, times, world_size, s.holdout_every, s.piecewise)
     fit = lone = held["fit"]
     seq = None
     if "sequence" in ranks[0]:
@@ -28,55 +79,53 @@ def analyse(a: argparse.Namespace, world_size: int, ranks: list[dict]) -> dict:
         # busbw refitted under that α with plain least squares, which the large sizes decide
         # (relative residuals would bend busbw to the erratic small sizes). α needs busbw for
         # its bandwidth terms and busbw needs α: a few rounds settle both (they barely couple).
-        from calibrate.sequence import combine as combine_sequence
         for _ in range(3):
-            seq = combine_sequence([r["sequence"] for r in ranks], a.sequence_sizes,
+            seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
                                    fit.busbw_gbps, world_size)
-            held = fitting.heldout_error(sizes, times, world_size, a.holdout_every,
+            held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
                                          weights="absolute", fixed_alpha_s=seq["alpha_s"])
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
     alternative = None  # what --piecewise would give, shown when one line fits badly
-    if (not a.piecewise and seq is None and fitting.suggest_piecewise(fit)
+    if (not s.piecewise and seq is None and fitting.suggest_piecewise(fit)
             and fit.n_points >= 2 * fitting.MIN_POINTS):
         kept = [i for i, h in enumerate(held["mask"]) if not h]
         alternative = fitting.fit_piecewise([sizes[i] for i in kept], [times[i] for i in kept],
                                             world_size)
-    cont = combine([r["contention"] for r in ranks]) if "contention" in ranks[0] else None
-    oversubscribed = _oversubscribed(a, world_size)
-    link = fitting.to_link(fit, _link_name(a, world_size), world_size, a.backend,
+    cont = combine_contention([r["contention"] for r in ranks]) if "contention" in ranks[0] \
+        else None
+    oversubscribed = _oversubscribed(s, world_size)
+    link = fitting.to_link(fit, _link_name(s, world_size), world_size, s.backend,
                            cont["compute_slowdown"] if cont else 1.0,
                            cont["comm_slowdown"] if cont else 1.0,
-                           _source(a, world_size, fit, held, oversubscribed, seq))
+                           _source(s, world_size, fit, held, oversubscribed, seq))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
-    return {"world_size": world_size, "dtype": a.dtype, "rows": rows, "fit": fit,
-            "sequence": seq,
-            "heldout_mask": held["mask"], "heldout": held, "alternative": alternative,
-            "contention": cont, "oversubscribed": oversubscribed, "link": link}
+    return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
+                            alternative, cont, oversubscribed)
 
 
-def _link_name(a: argparse.Namespace, world_size: int) -> str:
-    if a.name:
-        return f"{a.name}-p{world_size}" if len(a.world_sizes) > 1 else a.name
-    if a.link_gbit:
-        return f"emulated-{a.link_gbit:g}gbit-p{world_size}"
-    return f"{socket.gethostname()}-{a.backend}-p{world_size}"
+def _link_name(s: CalibrateSettings, world_size: int) -> str:
+    if s.name:
+        return f"{s.name}-p{world_size}" if len(s.world_sizes) > 1 else s.name
+    if s.link_gbit:
+        return f"emulated-{s.link_gbit:g}gbit-p{world_size}"
+    return f"{socket.gethostname()}-{s.backend}-p{world_size}"
 
 
-def _source(a: argparse.Namespace, world_size: int, fit, held: dict, oversubscribed: str,
+def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscribed: str,
             seq: dict | None) -> str:
     """One line for the link's ``source``: where, when, what was swept, how well it fit."""
-    where = f"{a.backend}, {world_size} ranks"
-    if a.emulate_hosts:
-        where += f" on {a.emulate_hosts} emulated hosts"
-    if a.link_gbit:
-        where += f" at {a.link_gbit:g} Gbit/s"
+    where = f"{s.backend}, {world_size} ranks"
+    if s.emulate_hosts:
+        where += f" on {s.emulate_hosts} emulated hosts"
+    if s.link_gbit:
+        where += f" at {s.link_gbit:g} Gbit/s"
     n_fit = len(held["mask"]) - sum(held["mask"])
     text = (f"python -m calibrate on {socket.gethostname()}, "
-            f"{datetime.now().isoformat(timespec='seconds')}: {where}, {a.dtype} "
-            f"{a.min_bytes}..{a.max_bytes} B x{a.factor:g} ({len(held['mask'])} sizes), "
-            f"{a.warmup}+{a.iters} iters; {'piecewise' if a.piecewise else 'α-β'} fit on "
+            f"{datetime.now().isoformat(timespec='seconds')}: {where}, {s.dtype} "
+            f"{s.min_bytes}..{s.max_bytes} B x{s.factor:g} ({len(held['mask'])} sizes), "
+            f"{s.warmup}+{s.iters} iters; {'piecewise' if s.piecewise else 'α-β'} fit on "
             f"{n_fit} sizes, R²(log t)={fit.r2:.4f}")
     if held["heldout_bytes"]:
         text += f", held-out median err {held['median_rel_err']:.1%}"
@@ -86,11 +135,11 @@ def _source(a: argparse.Namespace, world_size: int, fit, held: dict, oversubscri
     return text + (" (CPU oversubscribed)" if oversubscribed else "")
 
 
-def _oversubscribed(a: argparse.Namespace, world_size: int) -> str:
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) if a.torchrun else world_size
+def _oversubscribed(s: CalibrateSettings, world_size: int) -> str:
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) if is_torchrun() else world_size
     cores = os.cpu_count() or 1
-    if a.backend == "gloo" and local * a.threads_per_rank > cores:
-        return (f"{local} ranks x {a.threads_per_rank} thread(s) on {cores} cores: the CPU is "
+    if s.backend == "gloo" and local * s.threads_per_rank > cores:
+        return (f"{local} ranks x {s.threads_per_rank} thread(s) on {cores} cores: the CPU is "
                 "oversubscribed, so times include waiting for a core; this α and busbw "
                 "describe this box's scheduling as much as the link")
     return ""

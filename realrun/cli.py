@@ -10,6 +10,7 @@ stderr and exit code 2; a failed rank in one line naming it and exit code 1.
 """
 from __future__ import annotations
 
+from realrun.launch.errors import LaunchError, NetnsUnavailable  # torch-free
 from simddp.cli import build_parser, run_command
 
 COMMANDS = ("profile", "bench", "validate")
@@ -18,5 +19,4 @@ COMMANDS = ("profile", "bench", "validate")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser("python -m realrun", __doc__, "realrun.commands", COMMANDS)
     args = parser.parse_args(argv)
-    from realrun.launch.errors import LaunchError, NetnsUnavailable  # after --help: no torch
     return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})

@@ -8,8 +8,12 @@ with the step that realrun bench times.
 """
 from __future__ import annotations
 
-import torch
+import inspect
 
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from realrun.ddp import DDP
 from realrun.models import build_model
 from realrun.timing import phase
 from simddp.presets.models import ModelSpec
@@ -36,9 +40,6 @@ def torch_ddp_bucket_args(bucket_mb: float) -> dict:
     torch's default rule at any cap; older releases always used 1 MiB, so ``bucket_cap_mb``
     alone is right there.
     """
-    import inspect
-
-    from torch.nn.parallel import DistributedDataParallel
     if "bucket_cap_mb_list" in inspect.signature(DistributedDataParallel.__init__).parameters:
         return {"bucket_cap_mb_list": [DDP_FIRST_BUCKET_MB, bucket_mb]}
     return {"bucket_cap_mb": bucket_mb}
@@ -55,13 +56,11 @@ def wrap(module: torch.nn.Module, config: dict, ctx, process_group=None):
         return module, None, None
     strategy = make_strategy(name, *(() if mb is None else (mb,)))
     if strategy.implementation == "torch":
-        from torch.nn.parallel import DistributedDataParallel
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         model = DistributedDataParallel(module, device_ids=device_ids,
                                         process_group=process_group,
                                         **torch_ddp_bucket_args(mb))
         return model, None, model
-    from realrun.ddp import DDP
     model = DDP(module, strategy=name, process_group=process_group,
                 **({} if mb is None else {"bucket_mb": mb}))
     return model, model.finish_gradient_synchronization, None

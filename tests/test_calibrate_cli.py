@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from calibrate import cli
-from calibrate.bench import sweep_sizes
-from calibrate.contention import combine
+from calibrate.settings import parse_bytes, sweep_sizes
+from calibrate.ranks.contention import combine
 from realrun.launch.errors import LaunchError
 from simddp.io import load_link
 
@@ -90,7 +90,7 @@ def test_failed_rank_exit_1_and_no_files(capsys, tmp_path, monkeypatch):
 
 
 def test_parse_bytes_and_sizes():
-    assert [cli.parse_bytes("-b", t) for t in ("1024", "1K", "1KiB", "64M", "1.5k", "1G")] == [
+    assert [parse_bytes("-b", t) for t in ("1024", "1K", "1KiB", "64M", "1.5k", "1G")] == [
         1024, 1024, 1024, 64 * 2 ** 20, 1536, 2 ** 30]
     assert sweep_sizes(1024, 64 * 2 ** 20, 2, 4)[-1] == 64 * 2 ** 20
     assert len(sweep_sizes(1024, 64 * 2 ** 20, 2, 4)) == 17  # the default sweep

@@ -14,7 +14,10 @@ import pytest
 
 from calibrate.fit import (MAX_BUSBW_GBPS, PiecewiseFit, fit_alpha_beta, fit_piecewise,
                            heldout_error, heldout_mask, predict_s, suggest_piecewise, to_link)
-from calibrate.report import bandwidths_gbps, csv_text, human_bytes, table
+from calibrate.analysis import WorldCalibration
+from calibrate.files import csv_text
+from calibrate.report import bandwidths_gbps, human_bytes, table
+from simddp.link import Link
 from simddp.io import link_from_json, link_to_json
 
 SIZES = 1024 * 2 ** np.arange(17)  # 1 KiB .. 64 MiB
@@ -166,8 +169,8 @@ def test_table_and_csv_rows():
     assert text[2].split()[:8] == ["1024", "256", "float", "sum", "51.0", "56.1", "0.020",
                                    "0.020"]
     assert text[3].endswith("*") and not text[2].endswith("*")
-    csv = csv_text([{"world_size": 2, "dtype": "float32", "rows": rows, "fit": fit,
-                     "heldout_mask": mask}]).splitlines()
+    world = WorldCalibration(2, "float32", rows, fit, mask, {}, Link("l", 1e-5, 1.0))
+    csv = csv_text([world]).splitlines()
     assert len(csv) == 5 and csv[2].split(",")[:3] == ["2", "2048", "512"]
     assert csv[2].split(",")[9] == "1"
 
@@ -188,7 +191,7 @@ def test_fixed_alpha_fits_busbw_alone_and_the_large_sizes_decide_it():
 
 
 def test_sequence_alphas_are_totals_minus_bandwidth_over_count():
-    from calibrate.sequence import combine
+    from calibrate.ranks.sequence import combine
     # 10 x 1 MB at 1 GB/s (p=2) = 10 ms of bandwidth; the slower rank's median counts.
     ranks = [{"blocking_s": [0.05, 0.04, 0.06], "async_s": [0.03, 0.03, 0.02]},
              {"blocking_s": [0.045] * 3, "async_s": [0.035] * 3}]

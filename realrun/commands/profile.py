@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 from realrun.commands.common import add_model_args, require_int, resolve_spec
+from simddp.errors import InputError
 from simddp.io import profile_to_json, save_json
 
 HELP = "measure per-layer forward/backward seconds of a preset; write a simddp profile"
@@ -42,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
 
     from realrun.profiler import profile_model
     if args.device == "cuda" and not torch.cuda.is_available():
-        from simddp.errors import InputError
         raise InputError(f"--device cuda: no CUDA device here (torch {torch.__version__}); "
                          "use --device cpu")
     torch.set_num_threads(args.threads)

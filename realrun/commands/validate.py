@@ -32,6 +32,7 @@ from realrun.commands.common import add_model_args, resolve_spec
 from realrun.configs import BENCH_STRATEGIES
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
+from simddp.io import check_out_dir, load_link
 
 HELP = "predict, run for real and compare every strategy and bucket size"
 
@@ -101,7 +102,6 @@ def settings_from_args(args: argparse.Namespace):
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     link = None
     if args.link is not None:
-        from simddp.io import load_link
         link = load_link(args.link)  # InputError on a missing or malformed file
     shrink = {f: getattr(args, f) for f in ("layers", "d_model", "d_ff", "heads", "vocab")
               if getattr(args, f) is not None}
@@ -121,7 +121,6 @@ def settings_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    from simddp.io import check_out_dir
     check_out_dir(args.out)
     from realrun.validate import MeasureFailed, validate
 

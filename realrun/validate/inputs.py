@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import statistics
-import tempfile
 import time
 
 import torch
 
-from calibrate.analysis import analyse
-from calibrate.cli import measure as cal_measure
-from calibrate.cli import parse_args
+import calibrate
+from calibrate.settings import CalibrateSettings
 from realrun.launch import run_world
 from realrun.models import build_model, make_batch
 from realrun.profiler import profile_model
@@ -42,7 +39,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     Sizes 4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power
     of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, contention measured,
     and calibrate's sequence step run on *this model's* gradients (one all-reduce per
-    tensor, back to back, async and blocking: the α of each pattern, calibrate/sequence.py).
+    tensor, back to back, async and blocking: the α of each pattern, calibrate/ranks/sequence.py).
     ``lone_alpha`` skips the sequence step (α = the sweep's intercept, as before 2026-11-22).
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
@@ -50,36 +47,23 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     if max_bytes is None:
         total = 4 * s.spec.n_params  # float32 gradients
         max_bytes = min(64 << 20, max(1 << 20, 1 << math.ceil(math.log2(max(total, 1)))))
-    with tempfile.TemporaryDirectory(prefix="validate-cal-") as tmp:
-        argv = ["--min-bytes", "4K", "--max-bytes", str(max_bytes), "--factor", "2",
-                "--iters", str(s.calibrate_iters), "--warmup", "3", "--contention-repeats", "5",
-                "--world-sizes", str(s.world_size), "--no-plots", "--out", tmp,
-                "--threads-per-rank", str(s.threads), "--timeout-s", str(s.timeout_s)]
-        if s.emulate_hosts is not None:
-            argv += ["--emulate-hosts", str(s.emulate_hosts)]
-        if s.link_gbit is not None:
-            argv += ["--link-gbit", f"{s.link_gbit:g}"]
-        if piecewise:
-            argv += ["--piecewise"]
-        if lone_alpha:
-            argv += ["--no-sequence"]
-        a = parse_args(argv)
-        if a.sequence_sizes:
-            a.sequence_sizes = tensor_bytes(build_model(s.spec))
-            a.sequence_repeats = 15
-        a.load_before = os.getloadavg()[0]
-        ranks = cal_measure(a, s.world_size)
-        run = analyse(a, s.world_size, ranks)
-    link = run["link"]
-    fit = run["fit"]
+    settings = CalibrateSettings(
+        min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=s.calibrate_iters, warmup=3,
+        contention_repeats=5, world_sizes=(s.world_size,), threads_per_rank=s.threads,
+        timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit,
+        piecewise=piecewise, sequence=not lone_alpha, progress=False,
+        # the sequence step on this model's own gradients, one all-reduce per tensor
+        sequence_sizes=tuple(tensor_bytes(build_model(s.spec))), sequence_repeats=15)
+    run = calibrate.run(settings).worlds[0]
+    link, fit = run.link, run.fit
     info = {"alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps, "r2_log": fit.r2,
             "piecewise": piecewise, "pieces": [dataclasses.asdict(p) for p in link.pieces],
             "rows": [{"size_bytes": r["size_bytes"], "time_us": r["time_s"] * 1e6,
                       "fit_us": link.allreduce_s(r["size_bytes"], s.world_size) * 1e6}
-                     for r in run["rows"]],
+                     for r in run.rows],
             "compute_slowdown": link.compute_slowdown, "comm_slowdown": link.comm_slowdown,
             "sizes": f"4K..{max_bytes}", "iters": s.calibrate_iters,
-            "sequence": run["sequence"]}
+            "sequence": run.sequence}
     return link, info
 
 

@@ -19,7 +19,7 @@ probe:solo-torch      the same under torch's DistributedDataParallel
 ====================  =====================================================================
 
 The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
-(calibrate/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
+(calibrate/ranks/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
 medians into Link and Host fields: with S the gradient bytes, N the tensors and
 b = S·2(p−1)/p/busbw,
 
@@ -36,7 +36,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from calibrate.sequence import timed_sequence
+from calibrate.ranks.sequence import timed_sequence
 from realrun.models import build_model
 from realrun.tensors import tensor_bytes
 from realrun.validate.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from simddp.compare import compare_results, format_table
+from simddp.compare import compare_results, format_table, pick_timeline
 from simddp.io import load_results
 
 HELP = "predicted vs measured: table, error, Spearman rho, best-bucket regret, plots"
@@ -59,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
         from simddp.compare.plots import write_compare_files
         written = write_compare_files(comparison, args.out, args.timeline_config)
     elif args.timeline_config is not None:
-        from simddp.compare import pick_timeline
         pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     if args.format == "json":
         print(json.dumps(comparison.to_json(), indent=1))

@@ -16,6 +16,7 @@ import argparse
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
 from simddp.presets import DEFAULT_LINK, LINKS
+from simddp.report.table import render_table
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, MB
 
 HELP = "list link presets (α, busbw, backend, source)"
@@ -30,8 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simddp.report.table import render_table
-
     if args.world_size < 2:
         raise InputError(f"--world-size must be an integer >= 2, got {args.world_size}")
     sizes = parse_positive_floats(args.size_mb, "--size-mb")

@@ -18,6 +18,7 @@ from simddp.commands.common import DEFAULT_MODEL, add_model_args, resolve_model
 from simddp.errors import InputError
 from simddp.presets import DEVICES
 from simddp.presets.models import GRAD_BYTES, TRANSFORMERS, build_profile, parse_model
+from simddp.report.table import render_table
 
 HELP = "list model presets (with predicted step times) and devices"
 # Family examples shown after the named presets: a deep MLP of many mid-size tensors and a
@@ -30,8 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simddp.report.table import render_table
-
     names = [f"transformer-{size}" for size in TRANSFORMERS] + list(EXAMPLES)
     rows = []
     for name in names:

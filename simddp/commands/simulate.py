@@ -28,6 +28,7 @@ from simddp.errors import InputError
 from simddp.io import write_atomic
 from simddp.plans import plan
 from simddp.report.table import fmt_mb, setup_line
+from simddp.report.trace import trace_events
 from simddp.result import COMM
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
                              make_strategy)
@@ -87,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
 
     outputs: dict[str, bytes | str] = {}  # rendered before any is written
     if args.trace:
-        from simddp.report.trace import trace_events
         outputs[args.trace] = json.dumps(trace_events(result)) + "\n"
     if args.plot:
         from simddp.report.plots import figure_png, gantt_figure

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from calibrate.bench import DTYPES, barrier, element_bytes
+from calibrate.ranks.allreduce import zeros
 
 # One chunk of "backward": a 256x256 float32 matmul is ~0.3 ms on one core here, small enough
 # to poll the collective often, big enough that the loop overhead (~5 µs) is noise. On a GPU
@@ -39,9 +39,7 @@ _MIN_CHUNKS = 10  # fewer chunks per collective than this and the ratios are coa
 
 def measure_contention(cfg: dict, ctx) -> dict:
     """Rank-side measurement; ``cfg`` has size_bytes, dtype, repeats. Returns medians."""
-    dtype = DTYPES[cfg["dtype"]]
-    tensor = torch.zeros(cfg["size_bytes"] // element_bytes(cfg["dtype"]), dtype=dtype,
-                         device=ctx.device)
+    tensor = zeros(cfg["size_bytes"], cfg["dtype"], ctx.device)
     n = _GPU_MATMUL_N if ctx.device.type == "cuda" else _CPU_MATMUL_N
     gen = torch.Generator(device="cpu").manual_seed(ctx.rank)
     a = torch.randn(n, n, generator=gen).to(ctx.device)
@@ -57,13 +55,13 @@ def measure_contention(cfg: dict, ctx) -> dict:
     ctx.synchronize()
     comm_alone, rate_alone, comm_together, rate_together, chunks_together = [], [], [], [], []
     for _ in range(cfg["repeats"]):
-        barrier(ctx)
+        ctx.barrier()
         start_s = time.perf_counter()
         dist.all_reduce(tensor)
         ctx.synchronize()
         comm_alone.append(time.perf_counter() - start_s)
 
-        barrier(ctx)
+        ctx.barrier()
         start_s = time.perf_counter()
         chunks = 0
         while chunks < _MIN_CHUNKS or time.perf_counter() - start_s < comm_alone[-1]:
@@ -71,7 +69,7 @@ def measure_contention(cfg: dict, ctx) -> dict:
             chunks += 1
         rate_alone.append(chunks / (time.perf_counter() - start_s))
 
-        barrier(ctx)
+        ctx.barrier()
         start_s = time.perf_counter()
         work = dist.all_reduce(tensor, async_op=True)
         chunks = 0

@@ -32,26 +32,22 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from calibrate.bench import DTYPES, barrier, element_bytes
+from calibrate.ranks.allreduce import zeros
+from simddp.link import GB, bus_factor
 
-DEFAULT_COUNT = 32          # all-reduces per sequence: a small model's tensor count
-DEFAULT_BYTES = 64 * 2 ** 10  # each: the size of a typical bias/norm/small weight gradient
-DEFAULT_REPEATS = 10
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
-_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as calibrate/contention.py)
+_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/contention.py)
 
 
 def measure_sequence(cfg: dict, ctx) -> dict:
     """Rank side. ``cfg``: sizes_bytes (one all-reduce each, in order), dtype, repeats."""
-    elem = element_bytes(cfg["dtype"])
-    tensors = [torch.zeros(max(1, n // elem), dtype=DTYPES[cfg["dtype"]], device=ctx.device)
-               for n in cfg["sizes_bytes"]]
+    tensors = [zeros(n, cfg["dtype"], ctx.device) for n in cfg["sizes_bytes"]]
     for t in tensors:  # connections and buffers for every size, untimed
         dist.all_reduce(t)
     blocking_s, async_s = [], []
     for _ in range(cfg["repeats"]):
         for blocking, times in ((True, blocking_s), (False, async_s)):
-            barrier(ctx)
+            ctx.barrier()
             times.append(timed_sequence(tensors, blocking, ctx))
     return {"blocking_s": blocking_s, "async_s": async_s}
 
@@ -83,7 +79,6 @@ def combine(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
     (0.004, 0.002)
     """
-    from simddp.link import GB, bus_factor
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]),
            "bandwidth_s": sum(bus_factor(world_size) * n / (busbw_gbps * GB)

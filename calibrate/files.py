@@ -1,0 +1,101 @@
+"""What ``python -m calibrate`` writes: allreduce.csv, allreduce.json, the link file(s) and the
+plots, each atomically, only after every rank succeeded::
+
+    paths = write_outputs(calibration, "cal", plots=True)   # cal/link.json, cal/allreduce.*
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+from pathlib import Path
+
+from calibrate.analysis import Calibration, WorldCalibration
+from calibrate.fit import AlphaBetaFit, PiecewiseFit
+from calibrate.plots import write_plots
+from calibrate.report import bandwidths_gbps, wire_fraction
+from simddp.io import link_to_json, save_json, write_atomic
+
+
+def fit_to_json(fit: AlphaBetaFit | PiecewiseFit | None) -> dict | None:
+    if fit is None:
+        return None
+    if isinstance(fit, PiecewiseFit):
+        return {"kind": "piecewise", "breakpoint_bytes": fit.breakpoint_bytes,
+                "r2": fit.r2, "rms_rel_err": fit.rms_rel_err, "max_rel_err": fit.max_rel_err,
+                "lower": fit_to_json(fit.lower), "upper": fit_to_json(fit.upper)}
+    return {"kind": "alpha_beta", **{k: _finite(v) for k, v in vars(fit).items()}}
+
+
+def _finite(v):
+    if isinstance(v, tuple):
+        return [_finite(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def csv_text(runs: list[WorldCalibration]) -> str:
+    """One row per (world size, size): what the table shows, machine-readable."""
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["world_size", "size_bytes", "count", "dtype", "time_us", "p95_us",
+                  "algbw_gbps", "busbw_gbps", "fit_us", "heldout", "iters"])
+    for run in runs:
+        predicted = run.fit.predict_s([r["size_bytes"] for r in run.rows])
+        for i, r in enumerate(run.rows):
+            algbw, busbw = bandwidths_gbps(r["size_bytes"], r["time_s"], run.world_size)
+            out.writerow([run.world_size, r["size_bytes"], r["count"], run.dtype,
+                          f"{r['time_s'] * 1e6:.3f}", f"{r['p95_s'] * 1e6:.3f}", f"{algbw:.6f}",
+                          f"{busbw:.6f}", f"{predicted[i] * 1e6:.3f}",
+                          int(bool(run.heldout_mask[i])), r["iters"]])
+    return buf.getvalue()
+
+
+def link_paths(out_dir: str | Path, world_sizes: list[int]) -> dict[int, Path]:
+    """link.json for one world size, link-p<N>.json each when several were swept."""
+    out_dir = Path(out_dir)
+    if len(world_sizes) == 1:
+        return {world_sizes[0]: out_dir / "link.json"}
+    return {p: out_dir / f"link-p{p}.json" for p in world_sizes}
+
+
+def results_json(cal: Calibration, links: dict[int, Path]) -> dict:
+    """allreduce.json: how it was measured, and per world size the rows, fits and link."""
+    a = cal.settings
+    out = {"format": "calibrate.results/1", "command": "python -m calibrate " + " ".join(
+        sys.argv[1:]), "backend": a.backend, "dtype": a.dtype, "sizes_bytes": a.sizes_bytes,
+        "warmup": a.warmup, "iters": a.iters, "emulate_hosts": a.emulate_hosts,
+        "link_gbit": a.link_gbit, "load_before": cal.load_before, "runs": []}
+    for run in cal.worlds:
+        p, held = run.world_size, run.heldout
+        rows = [{**r, **dict(zip(("algbw_gbps", "busbw_gbps"),
+                                 bandwidths_gbps(r["size_bytes"], r["time_s"], p))),
+                 "heldout": bool(h)} for r, h in zip(run.rows, run.heldout_mask)]
+        out["runs"].append({
+            "world_size": p, "rows": rows, "fit": fit_to_json(run.fit),
+            "heldout": {k: _finite(held[k]) for k in ("heldout_bytes", "rel_err",
+                                                      "median_rel_err", "max_rel_err")},
+            "piecewise_suggested": fit_to_json(run.alternative),
+            "busbw_wire_fraction": wire_fraction(run.link.busbw_gbps, a.link_gbit),
+            "contention": run.contention, "sequence": run.sequence,
+            "oversubscribed": run.oversubscribed or None, "link_file": str(links[p]),
+            "link": link_to_json(run.link)})
+    return out
+
+
+def write_outputs(cal: Calibration, out_dir: str | Path, plots: bool = True) -> list[Path]:
+    """Plots, CSV, the results JSON and the link file(s), each written atomically."""
+    out_dir = Path(out_dir)
+    runs = cal.worlds
+    links = link_paths(out_dir, [run.world_size for run in runs])
+    link_gbit = cal.settings.link_gbit
+    paths = write_plots(out_dir, runs, link_gbit / 8 if link_gbit else None) if plots else []
+    write_atomic(out_dir / "allreduce.csv", csv_text(runs))
+    save_json(out_dir / "allreduce.json", results_json(cal, links))
+    paths += [out_dir / "allreduce.csv", out_dir / "allreduce.json"]
+    for run in runs:
+        save_json(links[run.world_size], link_to_json(run.link))
+        paths.append(links[run.world_size])
+    return paths

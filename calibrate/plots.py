@@ -1,0 +1,71 @@
+"""calibrate's two pictures: all-reduce time against size (log-log, the fitted line, relative
+residuals below) and bus bandwidth against size, as ``allreduce_time.png`` and
+``allreduce_busbw.png``. matplotlib's object API (Figure, Agg canvas): no pyplot state.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from calibrate.analysis import WorldCalibration
+from calibrate.report import bandwidths_gbps
+from simddp.io import write_atomic
+from simddp.link import GB, bus_factor
+from simddp.report.plots import figure_png
+
+
+def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
+                wire_gbps: float | None = None) -> list[Path]:
+    """Time vs size (log-log, fitted line, relative residuals below) and busbw vs size."""
+    out_dir = Path(out_dir)
+    fig = Figure(figsize=(7, 6.5))
+    ax, res_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    bw_fig = Figure(figsize=(7, 4.5))
+    bw_ax = bw_fig.subplots()
+    for i, run in enumerate(runs):
+        color = f"C{i}"
+        p = run.world_size
+        sizes = np.array([r["size_bytes"] for r in run.rows], dtype=float)
+        times = np.array([r["time_s"] for r in run.rows])
+        p95 = np.array([r["p95_s"] for r in run.rows])
+        held = np.asarray(run.heldout_mask, dtype=bool)
+        grid = np.geomspace(sizes.min(), sizes.max(), 200)
+        model = run.fit.predict_s(grid)
+        ax.errorbar(sizes[~held], times[~held] * 1e6, yerr=[0 * p95[~held],
+                    (p95 - times)[~held] * 1e6], fmt="o", color=color, ms=4, capsize=2,
+                    label=f"p={p} measured (median, bar to p95)")
+        if held.any():
+            ax.plot(sizes[held], times[held] * 1e6, "s", mfc="none", color=color, ms=6,
+                    label=f"p={p} held out")
+        ax.plot(grid, model * 1e6, "-", color=color, lw=1, label=f"p={p} fit")
+        if run.sequence is not None:  # the line's α is a sequence's, not a lone one's
+            lone = run.sequence["lone_alpha_s"] + (model - run.fit.alpha_s)
+            ax.plot(grid, lone * 1e6, ":", color=color, lw=1,
+                    label=f"p={p} same busbw, lone α (sweep intercept)")
+        rel = (times - run.fit.predict_s(sizes)) / run.fit.predict_s(sizes) * 100
+        res_ax.plot(sizes, rel, "o-", color=color, ms=3, lw=0.8)
+        res_ax.plot(sizes[held], rel[held], "s", mfc="none", color=color, ms=6)
+        bw = [bandwidths_gbps(s, t, p)[1] for s, t in zip(sizes, times)]
+        bw_ax.plot(sizes, bw, "o-", color=color, ms=4, label=f"p={p} measured")
+        bw_ax.plot(grid, grid * bus_factor(p) / model / GB, "--", color=color, lw=1,
+                   label=f"p={p} fit")
+    if wire_gbps:
+        bw_ax.axhline(wire_gbps, color="k", lw=0.8, ls=":", label=f"wire {wire_gbps:g} GB/s")
+    ax.set(xscale="log", yscale="log", ylabel="all-reduce time (µs)",
+           title="all-reduce time vs size")
+    ax.legend(fontsize=7)
+    res_ax.axhline(0, color="k", lw=0.6)
+    res_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="measured/fit − 1 (%)")
+    bw_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
+              title="bus bandwidth vs size")
+    bw_ax.legend(fontsize=7)
+    paths = []
+    for figure, name in ((fig, "allreduce_time.png"), (bw_fig, "allreduce_busbw.png")):
+        figure.tight_layout()
+        write_atomic(out_dir / name, figure_png(figure, dpi=110))
+        paths.append(out_dir / name)
+    return paths
+
+

@@ -1,0 +1,35 @@
+"""What every rank of a calibration runs: the sweep, then the sequence and contention steps.
+
+Started by :func:`calibrate.measure` through the launcher, never by hand::
+
+    from realrun.launch import run_world
+    ranks = run_world("calibrate.ranks.run:run_rank", payload_of(settings), world_size=2)
+    ranks[r]["sweep"][i]["times_s"]      # rank r's iteration times at size i
+"""
+from __future__ import annotations
+
+from calibrate.ranks.allreduce import measure_sweep
+from calibrate.ranks.contention import measure_contention
+from calibrate.ranks.sequence import measure_sequence
+from simddp.report.progress import Progress
+
+
+def run_rank(payload: dict, ctx) -> dict:
+    """Rank function for run_world; ``payload`` is :func:`calibrate.measure`'s."""
+    steps = len(payload["sizes_bytes"]) + bool(payload["sequence"]) + bool(payload["contention"])
+    # Only rank 0 draws; the bar redraws between sizes, never inside a timed all-reduce.
+    progress = Progress(f"all-reduce sweep, {ctx.world_size} ranks", steps,
+                        show=ctx.rank == 0 and payload["progress"])
+    try:
+        out = {"rank": ctx.rank, "world_size": ctx.world_size,
+               "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
+                                      payload["warmup"], payload["iters"], ctx, progress)}
+        if payload["sequence"]:
+            out["sequence"] = measure_sequence(payload["sequence"], ctx)
+            progress.advance("sequence")
+        if payload["contention"]:
+            out["contention"] = measure_contention(payload["contention"], ctx)
+            progress.advance("contention")
+        return out
+    finally:
+        progress.close()

@@ -1,0 +1,161 @@
+"""What one calibration measures, checked once: :class:`CalibrateSettings`.
+
+    >>> s = CalibrateSettings(min_bytes=1024, max_bytes=8192, holdout_every=0)
+    >>> s.sizes_bytes, s.world_sizes, s.sequence_sizes[:2]
+    ([1024, 2048, 4096, 8192], (2,), (65536, 65536))
+
+Every field is validated in ``__post_init__`` and a bad one raises
+:class:`simddp.errors.InputError` naming its flag, so ``python -m calibrate`` (which only
+parses flags into these settings) and a library caller (``realrun validate``) fail alike.
+No torch here (numpy and scipy only): a bad flag is refused in a fraction of a second.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from calibrate.fit import MIN_POINTS, heldout_mask
+from realrun.launch.env import is_torchrun
+from simddp.errors import InputError
+
+# Bytes per element of the dtypes an all-reduce is timed in (torch's names).
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
+               "int64": 8, "uint8": 1}
+BACKENDS = ("gloo", "nccl")
+# The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
+# of this size back to back, a small model's tensor count and a typical small gradient.
+SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 10
+# Contention is measured on one all-reduce of this many bytes (or max_bytes if smaller):
+# ~25 ms on loopback here, i.e. ~90 matmul chunks of 0.28 ms overlap it.
+CONTENTION_BYTES = 16 * 2 ** 20
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30}  # binary, like nccl-tests' -b/-e
+
+
+def parse_bytes(flag: str, text: str | int) -> int:
+    """'64M' -> 67108864; InputError naming the flag otherwise.
+
+    >>> parse_bytes("--max-bytes", "64M"), parse_bytes("--min-bytes", 1024)
+    (67108864, 1024)
+    """
+    m = _SIZE_RE.match(str(text))
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()] if m else 0
+    if value < 1:
+        raise InputError(f"{flag}: {text!r} is not a size >= 1 byte (e.g. 1024, 1K, 64MiB)")
+    return int(value)
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: float, elem_bytes: int) -> list[int]:
+    """Message sizes from min to max multiplying by ``factor``, rounded down to whole elements.
+
+    >>> sweep_sizes(1024, 8192, 2, 4)
+    [1024, 2048, 4096, 8192]
+    """
+    sizes: list[int] = []
+    size = float(min_bytes)
+    while size <= max_bytes * (1 + 1e-9):
+        n = max(elem_bytes, int(size) // elem_bytes * elem_bytes)
+        if not sizes or n > sizes[-1]:
+            sizes.append(n)
+        size *= factor
+    return sizes
+
+
+@dataclass(frozen=True)
+class CalibrateSettings:
+    """One calibration: the sweep, the fit, the sequence and contention steps, the world."""
+
+    min_bytes: int = 1024
+    max_bytes: int = 64 * 2 ** 20
+    factor: float = 2.0
+    dtype: str = "float32"
+    backend: str = "gloo"
+    warmup: int = 5
+    iters: int = 20
+    world_sizes: tuple[int, ...] | None = None   # None: torchrun's WORLD_SIZE, else hosts or 2
+    threads_per_rank: int = 1
+    piecewise: bool = False
+    holdout_every: int = 3
+    sequence: bool = True                        # α from back-to-back all-reduces
+    sequence_count: int = SEQUENCE_COUNT
+    sequence_bytes: int = SEQUENCE_BYTES
+    sequence_repeats: int = SEQUENCE_REPEATS
+    sequence_sizes: tuple[int, ...] | None = None  # None: sequence_count x sequence_bytes
+    contention: bool = True
+    contention_bytes: int | None = None          # None: min(16 MiB, max_bytes)
+    contention_repeats: int = 5
+    emulate_hosts: int | None = None
+    link_gbit: float | None = None
+    name: str | None = None
+    timeout_s: float = 120.0
+    progress: bool = True
+    _resolved: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.min_bytes > self.max_bytes:
+            raise InputError(f"--min-bytes {self.min_bytes} is larger than --max-bytes "
+                             f"{self.max_bytes}")
+        if not (isinstance(self.factor, (int, float)) and self.factor > 1):
+            raise InputError(f"--factor must be a number > 1 (e.g. 2), got {self.factor!r}")
+        if self.dtype not in DTYPE_BYTES:
+            raise InputError(f"--dtype: unknown {self.dtype!r}; choose from "
+                             f"{', '.join(DTYPE_BYTES)}")
+        if self.backend not in BACKENDS:
+            raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
+        for flag, value, low in (("--warmup", self.warmup, 0), ("--iters", self.iters, 1),
+                                 ("--sequence-count", self.sequence_count, 1),
+                                 ("--sequence-repeats", self.sequence_repeats, 1),
+                                 ("--threads-per-rank", self.threads_per_rank, 1),
+                                 ("--contention-repeats", self.contention_repeats, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InputError(f"{flag} must be an integer >= {low}, got {value}")
+        if self.holdout_every < 0 or self.holdout_every == 1:
+            raise InputError(f"--holdout-every must be 0 (none) or >= 2, got "
+                             f"{self.holdout_every}")
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise InputError(f"--timeout-s must be > 0, got {self.timeout_s}")
+        if self.link_gbit is not None and (self.emulate_hosts is None or not self.link_gbit > 0):
+            raise InputError(f"--link-gbit {self.link_gbit}: needs --emulate-hosts and a rate > 0")
+        n_fit = int((~heldout_mask(len(self.sizes_bytes), self.holdout_every)).sum())
+        need = 2 * MIN_POINTS if self.piecewise else MIN_POINTS
+        if n_fit < need:
+            raise InputError(f"{len(self.sizes_bytes)} sizes ({self.min_bytes}..{self.max_bytes} "
+                             f"x{self.factor:g}) leave {n_fit} to fit, need >= {need}: widen "
+                             "the range, lower --factor or pass --holdout-every 0")
+        if self._resolved:
+            return
+        # Resolve the defaults that depend on other fields or on how the ranks were started.
+        fields = {"world_sizes": self._world_sizes(), "_resolved": True}
+        if self.piecewise:  # each piece keeps its own fitted α: no sequence step
+            fields["sequence"] = False
+        if self.sequence_sizes is None:
+            fields["sequence_sizes"] = (self.sequence_bytes,) * self.sequence_count
+        if self.contention_bytes is None:
+            fields["contention_bytes"] = min(CONTENTION_BYTES, self.max_bytes)
+        resolved = replace(self, **fields)
+        for name in fields:
+            object.__setattr__(self, name, getattr(resolved, name))
+
+    @property
+    def sizes_bytes(self) -> list[int]:
+        return sweep_sizes(self.min_bytes, self.max_bytes, self.factor, DTYPE_BYTES[self.dtype])
+
+    def _world_sizes(self) -> tuple[int, ...]:
+        given = self.world_sizes
+        text = ",".join(map(str, given)) if given else None
+        if is_torchrun():
+            env_world = int(os.environ["WORLD_SIZE"])
+            if given not in (None, (env_world,)):
+                raise InputError(f"--world-sizes {text}: torchrun started {env_world} ranks; "
+                                 "drop the flag or pass that number")
+            return (env_world,)
+        sizes = tuple(given) if given else (self.emulate_hosts or 2,)
+        if any(isinstance(p, bool) or not isinstance(p, int) or p < 2 for p in sizes) \
+                or len(set(sizes)) != len(sizes):
+            raise InputError(f"--world-sizes: {text!r} is not a comma list of distinct "
+                             "integers >= 2 (e.g. 2,4)")
+        if self.emulate_hosts is not None and sizes != (self.emulate_hosts,):
+            raise InputError(f"--emulate-hosts {self.emulate_hosts}: one rank per emulated "
+                             f"host, so the world size must be {self.emulate_hosts}, got {text}")
+        return sizes
