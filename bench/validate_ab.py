@@ -15,12 +15,12 @@ Cumulative, one piece at a time:
   previous runs predicted (``--lone-alpha --profile-compute``, hooks off);
 - ``+seq α``: the calibration phase's α — this model's all-reduces issued back to back
   (async for overlapping plans, blocking for the others), busbw fitted with that α held;
-- ``+hooks``: plus the host costs per gradient and per launch (``hook_s``, ``launch_s``,
-  ``ddp_hook_s``) from the profile phase;
+- ``+hooks``: plus the host costs per gradient and per launch (each implementation's
+  ``hook_s`` and ``launch_s``, simddp.host) from the profile phase;
 - ``+anchor``: plus the compute total set to the compute-only median measured alongside the
   strategies (that row then is an input, not scored);
 - ``+probes``: α, blocking α, busbw and the host costs from the probes run in the same rounds
-  as the strategies (realrun/probes.py) instead of the calibration and profile phases — what
+  as the strategies (realrun/validate/probes.py) instead of the calibration and profile phases — what
   ``realrun validate`` predicts;
 - ``anchor only``: ``before`` with the anchor, to separate the physics from the anchor.
 
@@ -36,21 +36,32 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from realrun.validate import COMPUTE_ONLY, ValidateSettings, predict  # noqa: E402
-from realrun.validate.inputs import anchor_compute  # noqa: E402
+from realrun.validate import ValidateSettings, anchor_compute, predict  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
-from simddp.io import load_link, load_profile, load_results  # noqa: E402
+from simddp.host import Host, HostCosts  # noqa: E402
+from simddp.io import load_host, load_link, load_profile, load_results  # noqa: E402
+from simddp.result import COMPUTE_ONLY  # noqa: E402
 
 VARIANTS = (("before", "lone", False, False), ("+seq α", "seq", False, False),
             ("+hooks", "seq", True, False), ("+anchor", "seq", True, True),
             ("+probes", "probes", True, True), ("anchor only", "lone", False, True))
-HOST_FIELDS = {"hook_s": None, "ddp_hook_s": None, "launch_s": None}
+
+
+def without_hooks(host: Host | None) -> Host | None:
+    """The same copies, no hook or launch costs."""
+    if host is None:
+        return None
+    return Host(host.name, {impl: dataclasses.replace(c, hook_s=0.0, launch_s=0.0)
+                            for impl, c in host.implementations.items()}, host.source)
 
 
 def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
     path = os.path.join(out_dir, "profile.json")
     profile = load_profile(path)
-    link = load_link(os.path.join(out_dir, "link.json"))
+    link_path = os.path.join(out_dir, "link.json")
+    link = load_link(link_path)
+    # runs since 2026-11-23 keep the host costs in the profile, older ones in the link
+    host = load_host(path) or load_host(link_path)
     measured = load_results(os.path.join(out_dir, "measured.json"))
     doc = json.load(open(os.path.join(out_dir, "validate.json")))["validate"]
     cal = doc["link"].get("calibrated_here") or {}
@@ -58,17 +69,21 @@ def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
     if alpha == "probes" and not (probes and probes["fields"]):
         return None
     if alpha != "probes" and probes:  # back to the calibration and profile phases' values
-        link = dataclasses.replace(link, **probes["calibrated"])
+        link = dataclasses.replace(link, **{k: v for k, v in probes["calibrated"].items()
+                                            if k in {f.name for f in dataclasses.fields(link)}})
+        if probes.get("host_before"):
+            host = Host("profile phase", {impl: HostCosts(**c)
+                                          for impl, c in probes["host_before"].items()})
     info = json.load(open(path)).get("measured") or {}
     k = info.get("rank_max_factor")
     if k and info.get("rank_max_applied", True):  # runs before 03:10 scaled by it: undo
         profile = profile.scaled(forward_s=profile.forward_s / k,
                                  backward_s=profile.backward_s / k,
                                  optimizer_s=profile.optimizer_s / k)
-    if (alpha == "seq" and link.blocking_alpha_s is None) or (hooks and link.hook_s is None):
+    if (alpha == "seq" and link.blocking_alpha_s is None) or (hooks and host is None):
         return None  # measured before that piece existed
     if not hooks:
-        link = dataclasses.replace(link, **HOST_FIELDS)
+        host = without_hooks(host)
     if alpha == "lone" and cal.get("rows"):
         from calibrate.fit import fit_alpha_beta
         rows = cal["rows"]
@@ -83,7 +98,8 @@ def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
     strategies = tuple(sorted({r.strategy for r in measured} - {COMPUTE_ONLY}))
     mbs = tuple(sorted({r.bucket_mb for r in measured if r.bucket_mb is not None}))
     s = ValidateSettings(strategies=strategies, bucket_mbs=mbs, world_size=measured[0].world_size)
-    return compare_results(predict(profile, link, s), measured, inputs=inputs).summary.to_json()
+    return compare_results(predict(profile, link, host, s), measured,
+                           inputs=inputs).summary.to_json()
 
 
 def main(dirs: list[str]) -> None:

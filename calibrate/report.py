@@ -11,7 +11,6 @@ seconds inside.
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 

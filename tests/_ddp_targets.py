@@ -1,4 +1,4 @@
-"""Rank functions for tests/test_ddp.py: train with realrun.DDP, compare with one process.
+"""Rank functions for tests/realrun/test_ddp.py: train with realrun.DDP, compare with one process.
 
     run_world("tests._ddp_targets:train_and_compare",
               {"cases": {"bucketed": {"strategy": "bucketed", "bucket_mb": 0.25}}}, world_size=2)

@@ -1,4 +1,4 @@
-"""Small rank functions for tests/test_launch.py and tests/test_netns.py.
+"""Small rank functions for tests/realrun/test_launch.py and tests/realrun/test_netns.py.
 
     run_world("tests._launch_targets:allreduce_rank", {"n": 4}, world_size=2)
 

@@ -1,6 +1,6 @@
 """calibrate recovers a known link: 2 ranks on emulated hosts shaped to 1 and 2 Gbit/s.
 
-    python -m pytest tests/test_calibrate_emulated.py -q     # ~40 s here; root + iproute2
+    python -m pytest tests/calibrate/test_emulated.py -q     # ~40 s here; root + iproute2
 
 Each host's NIC is shaped by tbf (realrun.launch.netns), so the wire carries R/8 GB/s: 0.125 GB/s at
 1 Gbit/s. At p=2 a ring all-reduce sends n bytes per rank (busbw = algbw), so the fitted busbw

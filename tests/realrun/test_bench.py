@@ -18,6 +18,7 @@ from realrun.launch.errors import LaunchError
 from simddp.io import load_results
 from simddp.presets.models import parse_model
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 
 
@@ -104,7 +105,7 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
             "--format", "json", "--out", str(out), "--trace", str(traces), "--trace-steps", "1",
             "--scaling", "--timeout-s", "30"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                          cwd=ROOT)
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["rows"]           # stdout is exactly one JSON document
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [

@@ -5,7 +5,6 @@ given --link so nothing is calibrated) is marked slow and takes ~15 s here.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess

@@ -1,8 +1,8 @@
 """``python -m calibrate``: bad input is one line and exit 2, a failed rank one line and exit 1
 with nothing written, and small real runs (marked slow) write a link simddp can load.
 
-    python -m pytest tests/test_calibrate_cli.py -q              # all (~1 min here)
-    python -m pytest tests/test_calibrate_cli.py -q -m "not slow"  # bad input only, seconds
+    python -m pytest tests/calibrate/test_cli.py -q              # all (~1 min here)
+    python -m pytest tests/calibrate/test_cli.py -q -m "not slow"  # bad input only, seconds
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from calibrate.ranks.contention import combine
 from realrun.launch.errors import LaunchError
 from simddp.io import load_link
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Small and quick: 1 KiB..64 KiB is 7 sizes, 5 kept for the fit with every 3rd held out.
 SMALL = ["--min-bytes", "1K", "--max-bytes", "64K", "--warmup", "1", "--iters", "3",
          "--sequence-count", "4", "--sequence-repeats", "2"]

@@ -1,4 +1,5 @@
-"""The SimPy engine on hand-computed timelines, the link law, and properties on random models.
+"""The SimPy engine on hand-computed timelines (the link law: test_link.py; random models
+against the closed form: test_closed_form.py).
 
 Every timeline uses the same toy: 3 layers l0, l1, l2, each 1 ms forward and 2 ms backward,
 one 1 MiB gradient each (tensor ids 0, 1, 2; ready in the order 2, 1, 0), on 2 ranks over a
@@ -13,14 +14,13 @@ first, then comm, each in time order, as ``(lane, label, start_ms, end_ms)``.
 from __future__ import annotations
 
 
-import numpy as np
 import pytest
 
 from simddp.closed_form import closed_form_step_s
 from simddp.engine import compute_only_s, simulate
 from simddp.errors import InputError
 from simddp.host import Host, HostCosts
-from simddp.link import Link, LinkPiece
+from simddp.link import Link
 from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
 from simddp.result import COMM, COMPUTE
@@ -79,7 +79,8 @@ def test_blocking_alpha_applies_to_plans_that_wait_for_each_collective():
                                      ("comm", "grad0", 9.0, 10.25)]
     assert step_ms(run("flat", link)) == 12.5       # one 3 MiB all-reduce: 9 + 0.5 + 3
     for name, r in (("naive", naive), ("overlap", overlap)):
-        assert close(r.step_s, closed_form_step_s(TOY, link, plan(TOY, make_strategy(name)), 2))
+        assert r.step_s == pytest.approx(
+            closed_form_step_s(TOY, link, plan(TOY, make_strategy(name)), 2), rel=1e-9)
     assert link.allreduce_s(MB, 2) == pytest.approx(1.25e-3)
     assert link.allreduce_s(MB, 2, blocking=True) == pytest.approx(1.5e-3)
     with pytest.raises(InputError, match="blocking_alpha_s"):
@@ -311,157 +312,7 @@ def test_a_model_without_gradients_is_compute_only():
         assert step_ms(r) == 2 * 6.0 + 1.0 and r.collectives == 0 and r.exposed_comm_s == 0
 
 
-# --- the link law --------------------------------------------------------------------------
-
-def test_allreduce_law_on_round_numbers():
-    link = Link("l", alpha_s=1e-3, busbw_gbps=1.0)              # 1 GB/s = 1e6 bytes per ms
-    assert link.allreduce_s(10**6, 2) == pytest.approx(1e-3 + 1e-3)           # 2·1/2 = 1
-    assert link.allreduce_s(10**6, 4) == pytest.approx(1e-3 + 1.5e-3)         # 2·3/4
-    assert link.allreduce_s(10**6, 16) == pytest.approx(1e-3 + 1.875e-3)      # 2·15/16
-    assert link.allreduce_s(0, 8) == 1e-3                                    # α alone
-    assert Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, 2) == 0.00105
-
-
-def test_piecewise_link_picks_the_first_piece_that_holds_the_size():
-    link = Link("pw", alpha_s=9.0, busbw_gbps=9.0, pieces=(   # base law unused with pieces
-        LinkPiece(10**6, 1e-3, 1.0), {"up_to_bytes": 10**7, "alpha_s": 2e-3, "busbw_gbps": 2.0},
-        LinkPiece(None, 0.0, 4.0)))
-    assert isinstance(link.pieces[1], LinkPiece)
-    assert link.allreduce_s(10**6, 2) == pytest.approx(1e-3 + 1e-3)            # on the bound
-    assert link.allreduce_s(10**6 + 2, 2) == pytest.approx(2e-3 + (10**6 + 2) / 2e9)
-    assert link.allreduce_s(10**7, 2) == pytest.approx(2e-3 + 5e-3)
-    assert link.allreduce_s(10**7 + 1, 2) == pytest.approx((10**7 + 1) / 4e9)
-    assert link.allreduce_s(1, 2) == pytest.approx(1e-3 + 1e-9)
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(alpha_s=-1e-6), "alpha_s must be a finite number >= 0"),
-    (dict(alpha_s=float("nan")), "alpha_s"),
-    (dict(busbw_gbps=0.0), "busbw_gbps must be a finite number > 0"),
-    (dict(busbw_gbps=float("inf")), "busbw_gbps"),
-    (dict(compute_slowdown=0.5), "compute_slowdown must be >= 1.0, got 0.5"),
-    (dict(comm_slowdown=float("nan")), "comm_slowdown"),
-    (dict(world_size=1), "world_size must be an integer >= 2"),
-    (dict(world_size=2.0), "world_size must be an integer >= 2"),
-    (dict(pieces=(LinkPiece(10, 0.0, 1.0),)), "end with up_to_bytes null"),
-    (dict(pieces=(LinkPiece(None, 0.0, 1.0), LinkPiece(None, 0.0, 1.0))), "up_to_bytes null"),
-    (dict(pieces=(LinkPiece(20, 0.0, 1.0), LinkPiece(10, 0.0, 1.0), LinkPiece(None, 0.0, 1.0))),
-     "increasing up_to_bytes"),
-    (dict(pieces=(LinkPiece(None, -1.0, 1.0),)), "pieces.alpha_s"),
-    (dict(pieces=(LinkPiece(None, 0.0, 0.0),)), "pieces.busbw_gbps"),
-])
-def test_bad_link_is_a_one_line_input_error_naming_it(kwargs, match):
-    fields = dict(name="eth", alpha_s=0.0, busbw_gbps=1.0) | kwargs
-    with pytest.raises(InputError, match=match) as e:
-        Link(**fields)
-    assert "'eth'" in str(e.value) and "\n" not in str(e.value)
-
-
-def test_for_world_checks_the_calibrated_size():
-    anywhere = Link("preset", 0.0, 1.0)
-    assert anywhere.for_world(7) is anywhere
-    measured = Link("lab", 1e-3, 1.0, world_size=8)
-    assert measured.for_world(8) is measured
-    with pytest.raises(InputError, match="calibrated at world size 8, not 4; .*--rescale-link"):
-        measured.for_world(4)
-    # Rescaled by the ring law: busbw and α kept, the 2(p−1)/p factor follows p.
-    rescaled = measured.for_world(4, rescale=True)
-    assert rescaled.allreduce_s(10**6, 4) == pytest.approx(1e-3 + 1.5e-3)
-    for bad in (1, 0, 2.5, "4"):
-        with pytest.raises(InputError, match="--world-size must be an integer >= 2"):
-            anywhere.for_world(bad)
-
-
-def test_with_overrides_replaces_alpha_and_busbw_and_drops_pieces():
-    link = Link("eth", 1e-3, 1.0, world_size=4, pieces=(LinkPiece(None, 5e-3, 3.0),),
-                compute_slowdown=1.2)
-    assert link.with_overrides() is link
-    faster = link.with_overrides(alpha_us=50)
-    assert (faster.name, faster.busbw_gbps, faster.pieces) == ("eth*", 1.0, ())
-    assert faster.alpha_s == pytest.approx(50e-6, rel=1e-12)
-    assert (faster.world_size, faster.compute_slowdown) == (4, 1.2)
-    wider = link.with_overrides(busbw_gbps=10.0)
-    assert (wider.alpha_s, wider.busbw_gbps) == (1e-3, 10.0)
-    assert wider.allreduce_s(10**7, 2) == pytest.approx(1e-3 + 1e-3)
-    with pytest.raises(InputError, match="busbw_gbps"):
-        link.with_overrides(busbw_gbps=0.0)
-
-
-# --- properties on random models -----------------------------------------------------------
-
-def close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 + 1e-9 * abs(b)
-
-
-def random_link(rng: np.random.RandomState, **contention) -> Link:
-    alpha_s = 0.0 if rng.rand() < 0.3 else float(rng.uniform(0, 1e-3))
-    return Link("random", alpha_s, float(10 ** rng.uniform(-1, 2)), **contention)
-
-
-def check_lanes(r, profile, p, link, world_size) -> None:
-    """Each lane does one thing at a time; comm spans are the plan's collectives in order."""
-    for lane in (COMPUTE, COMM):
-        spans = sorted((s.start_s, s.end_s) for s in r.spans if s.lane == lane)
-        assert all(b0 <= a1 + 1e-12 for (_, b0), (a1, _) in zip(spans, spans[1:]))
-    comm = [s for s in r.spans if s.lane == COMM]
-    assert [s.label for s in comm] == [c.label for c in p.collectives]
-    for s, c in zip(comm, p.collectives):   # never faster than the link alone
-        assert s.duration_s >= link.allreduce_s(c.nbytes, world_size) * (1 - 1e-9) - 1e-12
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_engine_matches_closed_form_and_strategies_order(seed, random_profile):
-    rng = np.random.RandomState(seed)
-    for case in range(25):
-        profile = random_profile(rng, measured=bool(rng.rand() < 0.3), grid=bool(rng.rand() < 0.3))
-        link, world_size = random_link(rng), int(rng.randint(2, 17))
-        k = int(rng.randint(1, 5))
-        bucket_mb = float(10 ** rng.uniform(-3, 2.5))
-        name = (STRATEGIES + (ACCUM_BASELINE,))[rng.randint(len(STRATEGIES) + 1)]
-        slower, faster = ("naive", "overlap") if case % 2 else (ACCUM_BASELINE, "no_sync")
-        steps = {}
-        for n in dict.fromkeys((name, slower, faster)):
-            p = plan(profile, make_strategy(n, bucket_mb, accum_steps=k))
-            r = simulate(profile, link, p, world_size)
-            where = f"seed {seed} case {case} {n} K={k} {bucket_mb} MB"
-            assert close(r.step_s, closed_form_step_s(profile, link, p, world_size)), where
-            assert r.exposed_comm_s >= 0 and r.collectives == len(p.collectives)
-            assert r.step_s >= compute_only_s(profile, k) * (1 - 1e-12), where
-            assert close(r.exposed_comm_s, max(0.0, r.step_s - compute_only_s(profile, k)))
-            check_lanes(r, profile, p, link, world_size)
-            if n == "flat":                     # one collective per synced micro-step
-                assert r.collectives == (k if profile.n_tensors else 0), where
-            steps[n] = r.step_s
-        assert steps[faster] <= steps[slower] * (1 + 1e-12), (seed, case, faster, slower)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_contention_lies_between_no_contention_and_the_worst_slowdown(seed, random_profile):
-    # Every rate is in [1/max slowdown, 1] and the lanes run in a fixed order, so the step is
-    # bounded by the uncontended step and that step × the larger slowdown. Half the models sit
-    # on a 0.5 ms / 1 MiB grid with a link of 1 MiB per ms, so lanes switch at the same instants.
-    rng = np.random.RandomState(50 + seed)
-    for case in range(25):
-        grid = case % 2 == 0
-        profile = random_profile(rng, grid=grid)
-        cs, ms = (float(rng.choice([1.0, 1.5, 2.0, rng.uniform(1, 3)])) for _ in range(2))
-        if grid:
-            world_size, link = 2, Link("grid", float(rng.randint(0, 3)) * 0.5e-3, MB / 1e6)
-        else:
-            world_size, link = int(rng.randint(2, 17)), random_link(rng)
-        contended = Link(link.name, link.alpha_s, link.busbw_gbps,
-                         compute_slowdown=cs, comm_slowdown=ms)
-        name = STRATEGIES[rng.randint(len(STRATEGIES))]
-        p = plan(profile, make_strategy(name, float(rng.choice([0.5, 2, 25])),
-                                        accum_steps=int(rng.randint(1, 4))))
-        plain = closed_form_step_s(profile, link, p, world_size)
-        r = simulate(profile, contended, p, world_size)
-        where = f"seed {seed} case {case} {name} slowdowns {cs} {ms}"
-        assert plain * (1 - 1e-9) <= r.step_s <= max(cs, ms) * plain * (1 + 1e-9) + 1e-12, where
-        check_lanes(r, profile, p, contended, world_size)
-        if not p.strategy.overlap:
-            assert close(r.step_s, plain), where     # the lanes never overlap: no cost at all
-    # Slowdowns of exactly 1.0 are no contention at all.
+def test_slowdowns_of_exactly_one_are_no_contention_at_all():
     p = plan(TOY, make_strategy("overlap"))
     same = Link("unit", 0.0, MB / 1e6, compute_slowdown=1.0, comm_slowdown=1.0)
     assert timeline(simulate(TOY, same, p, 2)) == timeline(simulate(TOY, unit_link(), p, 2))

@@ -24,7 +24,7 @@ from simddp.result import Result
 from simddp.strategy import STRATEGIES
 from simddp.sweeps import recommend, sweep_strategies
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = "1,10,100,1000"
 ROW_KEYS = {"strategy", "bucket_mb", "step_ms", "exposed_comm_ms", "collectives", "accum_steps"}
 

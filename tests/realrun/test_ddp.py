@@ -1,8 +1,8 @@
 """realrun.DDP: argument checks and the plan it builds (no processes), then multi-process Gloo
 runs that must match single-process training step for step.
 
-    python -m pytest tests/test_ddp.py -q            # all (about a minute on 2 cores)
-    python -m pytest tests/test_ddp.py -q -m "not slow"
+    python -m pytest tests/realrun/test_ddp.py -q            # all (about a minute on 2 cores)
+    python -m pytest tests/realrun/test_ddp.py -q -m "not slow"
 
 Two spawned worlds (2 and 3 ranks) run every strategy's cases: starting a world costs
 seconds (process start, torch import, gloo init), more than the training itself.

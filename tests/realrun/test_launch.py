@@ -1,7 +1,7 @@
 """realrun.launch: argument checks and blame rules (fast), real 2-rank gloo worlds (slow).
 
-    python -m pytest tests/test_launch.py -q            # all
-    python -m pytest tests/test_launch.py -q -m "not slow"
+    python -m pytest tests/realrun/test_launch.py -q            # all
+    python -m pytest tests/realrun/test_launch.py -q -m "not slow"
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from realrun.launch import errors, supervise
 from realrun.launch.errors import LaunchError
 from realrun.launch import RankContext, make_context, run_world
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TARGETS = "tests._launch_targets"
 TAG_VAR = "REALRUN_TEST_TAG"  # children inherit it, so /proc tells which processes are ours
 

@@ -1,6 +1,6 @@
 """realrun.launch.netns: the emulated cluster (namespaces, bridge, tbf) and run_world on top of it.
 
-    python -m pytest tests/test_netns.py -q
+    python -m pytest tests/realrun/test_netns.py -q
 
 Needs root and iproute2; otherwise the namespace tests skip with the reason.
 """

@@ -1,6 +1,6 @@
 """calibrate.fit and calibrate.report's pure parts on synthetic data with known answers.
 
-    python -m pytest tests/test_calibrate_fit.py -q      # < 2 s, no torch, no processes
+    python -m pytest tests/calibrate/test_fit.py -q      # < 2 s, no torch, no processes
 
 Sizes are the default sweep (1 KiB..64 MiB by 2, 17 sizes); α and busbw are round numbers,
 so a recovered value is checked against the number that made the data.
