@@ -10,47 +10,29 @@ As a library::
     cal.link                  # a simddp.Link: alpha_s, blocking_alpha_s, busbw, contention
     cal.worlds[0].fit         # the α–β fit with 95 % intervals, cal.worlds[0].rows the sweep
 
-Modules: settings (what to measure, validated), ranks/ (what runs on every rank: the sweep,
-the sequence α, contention), analysis (fits and the Link, per world), fit (least squares,
-numpy/scipy), report (table, CSV, JSON, plots), cli (flags -> settings -> run -> report).
+Modules: settings (what to measure, validated), calibration (run, measure), ranks/ (what runs
+on every rank: the sweep, the sequence α, contention), combine (the ranks' numbers into one),
+analysis (fits and the Link, per world), fit (least squares, numpy/scipy), report (text),
+files (CSV, JSON, link files), plots, cli (flags -> settings -> run -> report). Names are
+imported on first use, so ``python -m calibrate --help`` needs neither torch nor scipy.
 See docs/CALIBRATE.md.
 """
 from __future__ import annotations
 
-import os
-import time
+import importlib
 
-from calibrate.analysis import Calibration, WorldCalibration, analyse
-from calibrate.settings import CalibrateSettings
+_LAZY = {"CalibrateSettings": "calibrate.settings", "Calibration": "calibrate.analysis",
+         "WorldCalibration": "calibrate.analysis", "measure": "calibrate.calibration",
+         "run": "calibrate.calibration"}
 
-__all__ = ["CalibrateSettings", "Calibration", "WorldCalibration", "measure", "run"]
-
-
-def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
-    """All ranks' raw results for one world size (None on torchrun ranks other than 0).
-
-    Raises ValueError for what the launcher refuses (e.g. nccl without GPUs), LaunchError
-    when a rank fails, NetnsUnavailable when emulated hosts cannot be made here.
-    """
-    from realrun.launch import run_world  # torch: only when measuring, not for --help
-    contention = None if not s.contention else {
-        "size_bytes": s.contention_bytes, "dtype": s.dtype, "repeats": s.contention_repeats}
-    sequence = None if not s.sequence else {
-        "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats}
-    payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,
-               "iters": s.iters, "contention": contention, "sequence": sequence,
-               "progress": s.progress}
-    return run_world("calibrate.ranks.run:run_rank", payload, world_size=world_size,
-                     backend=s.backend, threads_per_rank=s.threads_per_rank,
-                     timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
+__all__ = sorted(_LAZY)
 
 
-def run(s: CalibrateSettings) -> Calibration | None:
-    """Measure and analyse every world size of ``s``; None on torchrun ranks other than 0."""
-    start_s = time.perf_counter()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    raw = [(p, measure(s, p)) for p in s.world_sizes]
-    if any(ranks is None for _, ranks in raw):
-        return None
-    worlds = [analyse(s, p, ranks) for p, ranks in raw]
-    return Calibration(s, worlds, load, time.perf_counter() - start_s)
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'calibrate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -11,11 +11,8 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
-
 import calibrate.fit as fitting
-from calibrate.ranks.contention import combine as combine_contention
-from calibrate.ranks.sequence import combine as combine_sequence
+from calibrate.combine import combine_contention, combine_sequence, summarize
 from calibrate.settings import CalibrateSettings
 from realrun.launch.env import is_torchrun
 from simddp.link import Link
@@ -51,19 +48,6 @@ class Calibration:
     def link(self) -> Link:
         """The link of the first (usually only) world size."""
         return self.worlds[0].link
-
-
-def summarize(rank_results: list[dict]) -> list[dict]:
-    """Per size: median and p95 on each rank, then the max over ranks (the slowest rank)."""
-    rows = []
-    for i, first in enumerate(rank_results[0]["sweep"]):
-        per_rank = [np.asarray(r["sweep"][i]["times_s"]) for r in rank_results]
-        rows.append({"size_bytes": first["size_bytes"], "count": first["count"],
-                     "time_s": max(float(np.median(t)) for t in per_rank),
-                     "p95_s": max(float(np.percentile(t, 95)) for t in per_rank),
-                     "iters": len(per_rank[0]),
-                     "times_s_per_rank": [t.tolist() for t in per_rank]})  # for the JSON
-    return rows
 
 
 def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCalibration:

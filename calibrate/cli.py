@@ -19,8 +19,6 @@ import argparse
 import os
 import sys
 
-import calibrate
-from calibrate.report import print_report
 from calibrate.settings import (DTYPE_BYTES, SEQUENCE_BYTES, SEQUENCE_COUNT, SEQUENCE_REPEATS,
                                 CalibrateSettings, parse_bytes)
 from realrun.launch.env import is_torchrun
@@ -118,11 +116,28 @@ def _have_gpus() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
+def _measuring_modules():
+    """(run, print_report, write_outputs); InputError naming what to install if torch or
+    scipy is missing (the simulator's own install has neither)."""
+    try:
+        from calibrate.calibration import run
+        from calibrate.files import write_outputs
+        from calibrate.report import print_report
+    except ModuleNotFoundError as e:
+        if e.name not in ("torch", "scipy"):
+            raise
+        raise InputError(f"calibrating needs {e.name}: python -m pip install torch==2.13.0 "
+                         "(or your CUDA build) then python -m pip install 'simddp[torch]'"
+                         ) from None
+    return run, print_report, write_outputs
+
+
 def main(argv: list[str] | None = None) -> int:
-    from calibrate.files import write_outputs  # matplotlib: only once settings are good
     try:
         settings, a = parse_args(argv)
-        cal = calibrate.run(settings)
+        # torch, scipy and matplotlib only now: --help and bad flags need none of them
+        run, print_report, write_outputs = _measuring_modules()
+        cal = run(settings)
         if cal is None:  # a torchrun rank other than 0: rank 0 reports
             return 0
         paths = write_outputs(cal, a.out, plots=not a.no_plots)

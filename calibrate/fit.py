@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from calibrate.settings import MIN_POINTS, heldout_mask
 from simddp.link import GB, Link, LinkPiece, bus_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
 # residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.
 SUGGEST_PIECEWISE_RMS = 0.15
-MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # busbw's upper bound: 1e6 GB/s is 1000x NVLink. A flat (latency-bound) segment has no
 # measurable slope and ends up here; the report prints it as unresolved.
 MAX_BUSBW_GBPS = 1e6
@@ -147,19 +147,6 @@ def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relativ
     _, k, lower, upper, model = best
     return PiecewiseFit(breakpoint_bytes=int(sizes[k - 1]), lower=lower, upper=upper,
                         **_quality(times, model))
-
-
-def heldout_mask(n_sizes: int, every: int = 3) -> np.ndarray:
-    """True for held-out sizes: every ``every``-th from the second, never the two ends (so the
-    fit's range covers them). ``every`` = 0 holds nothing out.
-
-    >>> heldout_mask(8, 3).nonzero()[0].tolist()
-    [1, 4]
-    """
-    mask = np.zeros(n_sizes, dtype=bool)
-    if every and every > 1:
-        mask[1:n_sizes - 1:every] = True
-    return mask
 
 
 def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,

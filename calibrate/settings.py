@@ -7,7 +7,8 @@
 Every field is validated in ``__post_init__`` and a bad one raises
 :class:`simddp.errors.InputError` naming its flag, so ``python -m calibrate`` (which only
 parses flags into these settings) and a library caller (``realrun validate``) fail alike.
-No torch here (numpy and scipy only): a bad flag is refused in a fraction of a second.
+No torch and no scipy here: a bad flag is refused in a fraction of a second, and
+``python -m calibrate --help`` works on an install without them.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from calibrate.fit import MIN_POINTS, heldout_mask
+import numpy as np
+
 from realrun.launch.env import is_torchrun
 from simddp.errors import InputError
 
@@ -23,6 +25,7 @@ from simddp.errors import InputError
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
                "int64": 8, "uint8": 1}
 BACKENDS = ("gloo", "nccl")
+MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 10
@@ -60,6 +63,19 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: float, elem_bytes: int) 
             sizes.append(n)
         size *= factor
     return sizes
+
+
+def heldout_mask(n_sizes: int, every: int = 3) -> np.ndarray:
+    """True for held-out sizes: every ``every``-th from the second, never the two ends (so the
+    fit's range covers them). ``every`` = 0 holds nothing out.
+
+    >>> heldout_mask(8, 3).nonzero()[0].tolist()
+    [1, 4]
+    """
+    mask = np.zeros(n_sizes, dtype=bool)
+    if every and every > 1:
+        mask[1:n_sizes - 1:every] = True
+    return mask
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ stderr and exit code 2; a failed rank in one line naming it and exit code 1.
 """
 from __future__ import annotations
 
+import sys
+
 from realrun.launch.errors import LaunchError, NetnsUnavailable  # torch-free
 from simddp.cli import build_parser, run_command
 
@@ -19,4 +21,11 @@ COMMANDS = ("profile", "bench", "validate")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser("python -m realrun", __doc__, "realrun.commands", COMMANDS)
     args = parser.parse_args(argv)
-    return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})
+    try:
+        return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})
+    except ModuleNotFoundError as e:  # the simulator's own install has no torch
+        if e.name != "torch":
+            raise
+        print("error: realrun runs torch: python -m pip install torch==2.13.0 (or your CUDA "
+              "build), then python -m pip install 'simddp[torch]'", file=sys.stderr)
+        return 2

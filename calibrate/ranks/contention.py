@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from calibrate.combine import MIN_CHUNKS
 from calibrate.ranks.allreduce import zeros
 
 # One chunk of "backward": a 256x256 float32 matmul is ~0.3 ms on one core here, small enough
@@ -34,7 +35,6 @@ from calibrate.ranks.allreduce import zeros
 # that is nothing, so chunks there are 4096x4096: 137 GFLOP, ~1-10 ms on current GPUs.
 _CPU_MATMUL_N = 256
 _GPU_MATMUL_N = 4096
-_MIN_CHUNKS = 10  # fewer chunks per collective than this and the ratios are coarse
 
 
 def measure_contention(cfg: dict, ctx) -> dict:
@@ -64,7 +64,7 @@ def measure_contention(cfg: dict, ctx) -> dict:
         ctx.barrier()
         start_s = time.perf_counter()
         chunks = 0
-        while chunks < _MIN_CHUNKS or time.perf_counter() - start_s < comm_alone[-1]:
+        while chunks < MIN_CHUNKS or time.perf_counter() - start_s < comm_alone[-1]:
             chunk()
             chunks += 1
         rate_alone.append(chunks / (time.perf_counter() - start_s))
@@ -91,28 +91,3 @@ def measure_contention(cfg: dict, ctx) -> dict:
             "compute_rate_alone_hz": float(np.median(rate_alone)),
             "compute_rate_together_hz": float(np.median(rate_together)),
             "chunks_together": int(np.median(chunks_together))}
-
-
-def combine(per_rank: list[dict]) -> dict:
-    """The factors for the link file: ratios of medians per rank, max over ranks, >= 1.0.
-
-    >>> r = {"comm_alone_s": 0.01, "comm_together_s": 0.02, "compute_rate_alone_hz": 3000.0,
-    ...      "compute_rate_together_hz": 2000.0, "chunks_together": 40}
-    >>> c = combine([r, r]); (c["compute_slowdown"], c["comm_slowdown"], c["clamped"])
-    (1.5, 2.0, [])
-    """
-    compute = max(r["compute_rate_alone_hz"] / r["compute_rate_together_hz"] for r in per_rank)
-    comm = max(r["comm_together_s"] / r["comm_alone_s"] for r in per_rank)
-    clamped = [name for name, v in (("compute_slowdown", compute), ("comm_slowdown", comm))
-               if v < 1.0]
-    notes = [f"{name} measured {v:.3f} < 1.0 (noise), clamped to 1.0"
-             for name, v in (("compute_slowdown", compute), ("comm_slowdown", comm)) if v < 1.0]
-    # The comm time is read at chunk ends, so an all-reduce shorter than a few chunks alone
-    # reads late by up to one chunk: its comm_slowdown is an upper bound, not a measurement.
-    shortest = min(r["comm_alone_s"] * r["compute_rate_alone_hz"] for r in per_rank)
-    if shortest < _MIN_CHUNKS:
-        notes.append(f"the all-reduce alone lasts only {shortest:.1f} compute chunks "
-                     f"(< {_MIN_CHUNKS}); factors are coarse: raise --contention-bytes")
-    return {"compute_slowdown": max(1.0, compute), "comm_slowdown": max(1.0, comm),
-            "compute_slowdown_raw": compute, "comm_slowdown_raw": comm,
-            "clamped": clamped, "notes": notes, "per_rank": per_rank}

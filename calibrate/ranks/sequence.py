@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from calibrate.ranks.allreduce import zeros
-from simddp.link import GB, bus_factor
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
 _MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/contention.py)
@@ -69,22 +67,3 @@ def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -
             work.wait()
     ctx.synchronize()
     return time.perf_counter() - start_s
-
-
-def combine(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
-            world_size: int) -> dict:
-    """Parent side: the sequence totals (max over ranks of each rank's median) and both αs.
-
-    >>> r = combine([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
-    >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
-    (0.004, 0.002)
-    """
-    out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
-           "repeats": len(per_rank[0]["async_s"]),
-           "bandwidth_s": sum(bus_factor(world_size) * n / (busbw_gbps * GB)
-                              for n in sizes_bytes)}
-    for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
-        total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
-        out[f"{pattern}_s"] = total_s
-        out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
-    return out

@@ -16,7 +16,7 @@ import pytest
 
 from calibrate import cli
 from calibrate.settings import parse_bytes, sweep_sizes
-from calibrate.ranks.contention import combine
+from calibrate.combine import combine_contention as combine
 from realrun.launch.errors import LaunchError
 from simddp.io import load_link
 
@@ -78,11 +78,11 @@ def test_unwritable_out_dir(capsys, tmp_path):
 
 
 def test_failed_rank_exit_1_and_no_files(capsys, tmp_path, monkeypatch):
-    import realrun.launch
+    import calibrate.calibration
 
     def fail(*args, **kwargs):
         raise LaunchError("rank 1 failed: RuntimeError: boom")
-    monkeypatch.setattr(realrun.launch, "run_world", fail)
+    monkeypatch.setattr(calibrate.calibration, "run_world", fail)
     rc, out, err = run_main(SMALL + ["--out", str(tmp_path / "o")], capsys)
     assert (rc, out) == (1, "")
     assert err == "calibrate: rank 1 failed: RuntimeError: boom\n"

@@ -191,7 +191,7 @@ def test_fixed_alpha_fits_busbw_alone_and_the_large_sizes_decide_it():
 
 
 def test_sequence_alphas_are_totals_minus_bandwidth_over_count():
-    from calibrate.ranks.sequence import combine
+    from calibrate.combine import combine_sequence as combine
     # 10 x 1 MB at 1 GB/s (p=2) = 10 ms of bandwidth; the slower rank's median counts.
     ranks = [{"blocking_s": [0.05, 0.04, 0.06], "async_s": [0.03, 0.03, 0.02]},
              {"blocking_s": [0.045] * 3, "async_s": [0.035] * 3}]

@@ -1,0 +1,42 @@
+"""One calibration, start to end: measure on the ranks, then analyse each world size.
+
+    cal = run(CalibrateSettings(max_bytes=16 << 20))     # calibrate.run is this function
+    cal.link, cal.worlds[0].fit, cal.worlds[0].rows
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from calibrate.analysis import Calibration, analyse
+from calibrate.settings import CalibrateSettings
+from realrun.launch import run_world
+
+
+def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
+    """All ranks' raw results for one world size (None on torchrun ranks other than 0).
+
+    Raises ValueError for what the launcher refuses (e.g. nccl without GPUs), LaunchError
+    when a rank fails, NetnsUnavailable when emulated hosts cannot be made here.
+    """
+    contention = None if not s.contention else {
+        "size_bytes": s.contention_bytes, "dtype": s.dtype, "repeats": s.contention_repeats}
+    sequence = None if not s.sequence else {
+        "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats}
+    payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,
+               "iters": s.iters, "contention": contention, "sequence": sequence,
+               "progress": s.progress}
+    return run_world("calibrate.ranks.run:run_rank", payload, world_size=world_size,
+                     backend=s.backend, threads_per_rank=s.threads_per_rank,
+                     timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
+
+
+def run(s: CalibrateSettings) -> Calibration | None:
+    """Measure and analyse every world size of ``s``; None on torchrun ranks other than 0."""
+    start_s = time.perf_counter()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    raw = [(p, measure(s, p)) for p in s.world_sizes]
+    if any(ranks is None for _, ranks in raw):
+        return None
+    worlds = [analyse(s, p, ranks) for p, ranks in raw]
+    return Calibration(s, worlds, load, time.perf_counter() - start_s)
