@@ -7,7 +7,7 @@
     spaced) on transformer-xl (435 gradient tensors) over eth-100g, 2 ranks — what
     ``python -m simddp sweep --model transformer-xl`` does. Bucket-less strategies do not
     depend on the bucket size, so the 100 configurations are 43 simulations. Reports the
-    whole ``simddp.sweep.sweep()`` (plans + engine) and the engine alone, with events/s
+    whole ``simddp.sweep()`` (plans + engine) and the engine alone, with events/s
     (SimPy events processed, as counted by ``engine.simulate(stats=...)``).
 (b) Scaling: mlp-Nx1024 profiles with N = 100, 1k, 3k, 10k gradient tensors (4 MiB each),
     strategies naive (one all-reduce per tensor: the most events) and ddp at 25 MB. If the

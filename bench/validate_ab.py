@@ -25,7 +25,7 @@ Cumulative, one piece at a time:
 - ``anchor only``: ``before`` with the anchor, to separate the physics from the anchor.
 
 The wrapper's copy costs are charged in every variant (added earlier; their effect is in
-docs/VALIDATION.md's older tables).
+docs/results/2026-11-22-validation-grid.md).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ want=${1:-all}
 [[ $want == all || $want == tfm-loopback ]] && run_cell tfm-loopback "${TFM[@]}"
 [[ $want == all || $want == mlp-2gbit ]] && run_cell mlp-2gbit "${MLP[@]}" "${EMU[@]}"
 [[ $want == all || $want == tfm-2gbit ]] && run_cell tfm-2gbit "${TFM[@]}" "${EMU[@]}"
-# Small commit-able copies of the plots for docs/VALIDATION.md (256-colour PNGs).
+# Small commit-able copies of the plots for docs/VALIDATION.md (64-colour PNGs).
 python - "$OUT" <<'PY'
 import os, sys
 from PIL import Image

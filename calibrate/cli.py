@@ -112,7 +112,10 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
 
 
 def _have_gpus() -> bool:
-    import torch
+    try:
+        import torch
+    except ModuleNotFoundError:
+        return False  # the simulator's own install: the nccl error says to install torch
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 

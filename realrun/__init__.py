@@ -1,8 +1,9 @@
-"""Real DDP runs with torch.distributed: launcher, wrappers, timing, validation.
+"""Real DDP runs with torch.distributed: launcher, wrappers, profiling, timing, validation.
 
     import realrun
     model = realrun.DDP(net, strategy="bucketed", bucket_mb=25)   # inside an initialised group
     values = realrun.run_world("pkg.module:fn", {"n": 4}, world_size=2)
+    profile, measured = realrun.profile_module(net, inputs, loss_fn, repeats=10)
 
 Names are imported on first use, so ``import realrun`` stays cheap (no torch import).
 """
@@ -18,6 +19,8 @@ _LAZY = {
     "run_world": "realrun.launch",
     "RankContext": "realrun.launch",
     "LaunchError": "realrun.launch",
+    "profile_module": "realrun.profiler",
+    "Workload": "realrun.workload",
 }
 
 __all__ = sorted(_LAZY)

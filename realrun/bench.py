@@ -6,9 +6,10 @@ Started by ``python -m realrun bench`` through the launcher (or under torchrun):
     ranks = run_world("realrun.bench:run_rank", payload, world_size=2)
     run = summarize(ranks, payload, link="loopback")   # .results: list[simddp Result]
 
-``payload``: ``spec`` (a simddp ModelSpec as a dict), ``configs`` (``{"strategy", "bucket_mb"}``
-each, from :func:`realrun.configs.bench_configs`), ``batch``, ``seq``, ``steps``, ``warmup``,
-``chunk``, ``seed``, ``optimizer``, ``trace_dir`` (or None), ``trace_steps``, ``progress``;
+``payload``: ``workload`` (a realrun.workload.Workload as a dict: a preset at batch x seq, or
+the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb"}`` each, from
+:func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
+``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``;
 optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
 a steppable per name): things timed in the same rounds that are not configurations, such as
 realrun validate's probes (realrun/validate/probes.py).
@@ -16,7 +17,7 @@ realrun validate's probes (realrun/validate/probes.py).
 How the comparison is kept fair on a noisy box:
 
 - every configuration builds its model from the same seed and trains on the same per-rank
-  batch (seed + rank), and all of them stay alive for the whole run;
+  batch, and all of them stay alive for the whole run;
 - each one first runs ``warmup`` untimed steps (torch DDP records the gradient order in its
   first step and rebuilds its buckets in the forward of its second; allocators and gloo's
   buffers settle), then the timed steps run round-robin in chunks
@@ -40,12 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from realrun.launch import is_torchrun, resolve_target, run_world
-from realrun.models import make_batch
 from realrun.configs import label
+from realrun.launch import is_torchrun, resolve_target, run_world
+from realrun.precision import set_precision
 from realrun.steps import Trainer
 from realrun.timing import timed, write_trace
-from simddp.presets.models import ModelSpec
+from realrun.workload import Workload
 from simddp.report.progress import Progress
 from simddp.result import COMPUTE_ONLY, Result
 
@@ -54,10 +55,10 @@ def run_rank(payload: dict, ctx) -> dict:
     round-robin. Extras (``payload["extras"]``, names handed to the ``extras_factory``
     target, e.g. realrun.validate's probes) are timed alongside but are not configurations."""
     torch.set_flush_denormal(True)  # tiny activations must not hit the slow denormal path
-    spec = ModelSpec(**payload["spec"])
+    set_precision(payload.get("precision", "fp32"))
+    workload = Workload(**payload["workload"])
     extras = payload.get("extras") or []
     configs = payload["configs"] + [{"strategy": name, "bucket_mb": None} for name in extras]
-    batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
     steps, warmup = payload["steps"], payload["warmup"]
     progress = Progress(f"{ctx.world_size} rank(s), {len(configs)} configs",
                         len(configs) * (warmup + steps),
@@ -67,9 +68,9 @@ def run_rank(payload: dict, ctx) -> dict:
     try:
         trainers = []
         for config in configs:
-            trainers.append(Trainer(config, spec, batch, ctx, payload)
+            trainers.append(Trainer(config, workload, ctx, payload)
                             if len(trainers) < len(payload["configs"])
-                            else make_extra(config["strategy"], spec, batch, ctx, payload, shared))
+                            else make_extra(config["strategy"], workload, ctx, payload, shared))
             for _ in range(warmup):
                 trainers[-1].step()
                 progress.advance(label(config))
@@ -119,7 +120,7 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
     exposed_comm_s = median step − median compute-only step (0 if negative, or if no
     compute-only config was run); compute_s = the compute-only median.
     """
-    spec = ModelSpec(**payload["spec"])
+    name = payload["workload"]["name"]
     n = len(payload["configs"])
     all_stats = [step_stats([r["steps_s"][i] for r in ranks])
                  for i in range(len(ranks[0]["steps_s"]))]
@@ -131,7 +132,7 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
     compute = next((s for s in stats if s["strategy"] == COMPUTE_ONLY), None)
     compute_s = compute["median_s"] if compute else 0.0
     results = [Result(
-        model=spec.name, link=link, strategy=s["strategy"], bucket_mb=s["bucket_mb"],
+        model=name, link=link, strategy=s["strategy"], bucket_mb=s["bucket_mb"],
         world_size=len(ranks), step_s=s["median_s"],
         exposed_comm_s=max(0.0, s["median_s"] - compute_s) if compute else 0.0,
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",

@@ -16,6 +16,7 @@ from simddp.sweeps import sweep_strategies
 # What realrun runs for real (no_sync is a training-loop pattern, not a wrapper of its own).
 BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 PER_BUCKET = ("bucketed", "ddp")
+PRECISIONS = ("fp32", "tf32", "bf16")  # realrun/precision.py says what each means
 
 
 def bench_configs(strategies, bucket_mbs) -> list[dict]:

@@ -2,7 +2,7 @@
 
 Each rank wraps the same model; after backward, every trainable ``p.grad`` holds the average
 over ranks. Which gradients go into which all-reduce, and in what order, comes from
-``simddp.plan.plan(profile, make_strategy(...))`` — the very plan the simulator times::
+``simddp.plan(profile, make_strategy(...))`` — the very plan the simulator times::
 
     model = realrun.DDP(net, strategy="bucketed", bucket_mb=25)   # broadcasts rank 0's weights
     for tokens, target in shard:
@@ -21,7 +21,8 @@ the process group must exist before ``DDP(...)`` is built.
 How the plan is executed (the wrapper never looks at the strategy's name):
 
 - Tensor id i is the i-th unique trainable parameter of ``module.parameters()`` (tied weights
-  appear once, so they are reduced once; frozen parameters are never touched).
+  appear once, so they are reduced once; frozen parameters are never touched), or, with a
+  measured ``profile``, the parameter its layer names as tensor i.
 - ``plan.strategy.overlap`` true: a post-accumulate-grad hook marks a gradient ready; a
   collective launches (async) when all its gradients are ready AND every earlier collective
   has launched — buckets go out in plan order, like torch DDP's. Otherwise every collective
@@ -53,7 +54,7 @@ __all__ = ["DDP"]
 
 
 class DDP(nn.Module):
-    """Data-parallel wrapper running ``simddp.plan.plan(profile, make_strategy(strategy, ...))``.
+    """Data-parallel wrapper running ``simddp.plan(profile, make_strategy(strategy, ...))``.
 
     strategy: one of simddp's names — naive, flat, overlap, bucketed, ddp (the bucketed rule
       with torch's 1 MiB first bucket); no_sync plans like ddp (accumulate with
@@ -77,7 +78,7 @@ class DDP(nn.Module):
         if first_bucket_mb is not None:
             mb_to_bytes(first_bucket_mb, "first_bucket_mb")
         named = trainable_parameters(module)
-        profile = _checked_profile(module, named, profile)
+        profile, named = _checked_profile(module, named, profile)
         devices = {p.device for _, p in named}
         if len(devices) > 1:
             raise InputError(f"trainable parameters live on {len(devices)} devices "
@@ -193,15 +194,29 @@ def _make_hook(self_ref: "weakref.ref[DDP]", tid: int) -> Callable[[torch.Tensor
     return hook
 
 
-def _checked_profile(module: nn.Module, named: list, profile: ModelProfile | None) -> ModelProfile:
+def _checked_profile(module: nn.Module, named: list, profile: ModelProfile | None
+                     ) -> tuple[ModelProfile, list]:
+    """(profile, the (name, parameter) of each of its tensor ids). A measured profile that
+    names its tensors (realrun profile does) is matched by name, so its order may differ from
+    ``parameters()`` order; one without names must match that order and the sizes."""
     if profile is None:
-        return module_profile(module)
-    sizes = tuple(p.numel() * p.element_size() for _, p in named)
+        return module_profile(module), named
+    names = [n for n in profile.tensor_names if n]
+    by_name = dict(named)
+    if len(names) == profile.n_tensors and set(names) == set(by_name):
+        ordered = [(n, by_name[n]) for n in names]
+    elif names and len(names) == profile.n_tensors:
+        missing = sorted(set(by_name) - set(names)) or sorted(set(names) - set(by_name))
+        raise InputError(f"profile {profile.name!r} does not name this module's trainable "
+                         f"parameters (e.g. {missing[0]!r} is in one and not the other)")
+    else:
+        ordered = named
+    sizes = tuple(p.numel() * p.element_size() for _, p in ordered)
     if profile.tensor_bytes != sizes:
         raise InputError(f"profile {profile.name!r} has {profile.n_tensors} tensors "
                          f"{profile.tensor_bytes[:4]}...; the module's trainable parameters "
-                         f"are {len(sizes)} tensors {sizes[:4]}... in parameters() order")
-    return profile
+                         f"are {len(sizes)} tensors {sizes[:4]}...")
+    return profile, ordered
 
 
 def broadcast_from_rank0(module: nn.Module, process_group=None) -> None:

@@ -1,7 +1,7 @@
 """simddp's model presets as torch modules: same parameter names, same order, same shapes.
 
 A simulated and a measured run of "transformer-small[d_model=256,layers=2]" are about the same
-model because both start from one :class:`simddp.models.ModelSpec`::
+model because both start from one :class:`simddp.presets.models.ModelSpec`::
 
     >>> from simddp.presets.models import parse_model
     >>> spec = parse_model("mlp-4x64")

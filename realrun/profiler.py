@@ -1,35 +1,35 @@
-"""Per-layer forward and backward seconds of a real torch model, as a simddp ModelProfile.
+"""Per-layer forward and backward seconds of any torch module, as a simddp ModelProfile.
 
-One process, no communication: build the preset, run warm-up steps, then ``repeats`` timed
-steps with hooks on every leaf module of ``spec.ops()``::
+One process, no communication: warm-up steps, then ``repeats`` timed steps with hooks::
 
-    profile, measured = profile_model(parse_model("mlp-8x1024"), batch=4, seq=8, repeats=10)
+    profile, measured = profile_module(model, inputs, loss_fn, repeats=10, name="mine")
     save_json("profile.json", {**profile_to_json(profile), "measured": measured})
     # python -m simddp sweep --model profile.json
 
-What is recorded per step (wall clock, ``perf_counter``; on CUDA each hook synchronizes first):
+Layers are the modules that directly own trainable parameters (qualified names, "(root)"
+for the model's own). Tensor ids are realrun.DDP's (realrun/tensors.py: unique trainable
+parameters in ``parameters()`` order, tied weights once, frozen ones skipped); each layer
+lists its tensors' ids (``Layer.grad_ids``). What is recorded per step:
 
-- forward: when each layer's forward hook fires (its forward ended);
-- backward: when each of the layer's parameters' ``post_accumulate_grad`` hooks fires — the
-  layer's backward "ends" when its last gradient is ready, which is the moment the simulator
-  and a DDP wrapper care about. A parameter-free layer (``blocks.i.attn``) ends when the
-  gradients w.r.t. its inputs exist (tensor hooks on q, k, v, registered in its forward hook).
-  Module full-backward hooks are not used: on this kind of box they cost ~0.6 ms per module
-  in forward (autograd wrappers around every input and output), and a module none of whose
-  inputs need a gradient (the embedding, the first MLP layer) fires them before its own work;
-- the gradient-ready order: parameter ids (index in ``list(model.parameters())``) in the order
-  their post-accumulate-grad hooks fire — measured, not assumed (a SwiGLU's ``w3`` is ready
-  before ``w1``, unlike reverse definition order);
-- the optimizer step (``optimizer.step()``), SGD or Adam.
+- forward: when each layer's forward hook fires (its forward ended; the last call counts);
+- backward: when each parameter's ``post_accumulate_grad`` hook fires; a layer's backward
+  "ends" when its last gradient is ready — the moment the simulator and a DDP wrapper care
+  about. The order the hooks fire is the measured gradient-ready order;
+- the optimizer step (``optimizer.step()``).
 
-Attribution: a layer is charged from the end of the layer that ended before it (in execution
-order) to its own end, so the unhooked work between layers — activations, residual adds, the
-silu and product of SwiGLU, in backward also the input-gradient work of a composite op after
-its weight gradient is accumulated (RMSNorm) — goes to the *next* layer to finish, and the
-layers sum to the whole pass. Work after the last hook (the loss in forward; the tail of
-backward) goes to the layer that finished last. Each layer's time is the median over
-``repeats``. Forward hooks cost tens to hundreds of µs each (Python); the hook-free forward and
-backward medians are recorded next to the profile (``measured``) so the overhead is visible.
+Layers are listed in the reverse of the order their backward ended (median over the timed
+steps), which is execution order for ordinary models and exactly the order the simulator
+replays; a layer whose parameters got no gradient (unused) comes first, so its gradients are
+ready only after the whole backward, as in realrun.DDP. Attribution: a layer is charged from
+the end of the layer that ended before it (in time) to its own end, so unhooked work between
+layers (activations, parameter-free modules, residual adds) goes to the next layer to finish
+and the layers sum to the whole pass; work after the last hook (the loss; the tail of
+backward) goes to the layer that finished last.
+
+Clocks: on CPU ``perf_counter`` in the hooks; on CUDA each hook records a CUDA event and the
+events are resolved after the step's one synchronize, so the hooks never serialise the GPU
+they measure. Hooks cost tens of µs each on the host; the hook-free forward and backward
+medians are recorded next to the profile (``measured``) so the overhead is visible.
 """
 from __future__ import annotations
 
@@ -38,54 +38,44 @@ from statistics import median
 
 import torch
 
+from realrun.precision import autocast, check_precision, set_precision
 from realrun.steps import make_optimizer
-from realrun.models import build_model, make_batch
-from simddp.presets.models import ModelSpec
+from realrun.tensors import trainable_parameters
+from realrun.workload import forward as run_forward
+from realrun.workload import loss_of
+from simddp.errors import InputError
 from simddp.profile import Layer, ModelProfile
 
 
-class _Recorder:
-    """Hook callbacks that stamp the clock; one instance per profiled model."""
+class Clock:
+    """Time marks in hooks: a float on CPU, a recorded CUDA event on GPU, read after the step."""
 
-    def __init__(self, n_layers: int, sync) -> None:
-        self.n_layers = n_layers
-        self.sync = sync
-        self.reset()
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.start = None
 
-    def reset(self) -> None:
-        self.forward_end = [None] * self.n_layers
-        self.backward_end = [None] * self.n_layers
-        self.ready: list[int] = []
+    def mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
-    def now(self) -> float:
-        self.sync()
-        return time.perf_counter()
+    def begin(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        self.start = self.mark()
 
-    def on_forward(self, layer: int):
-        def hook(_module, _inputs, _output) -> None:
-            self.forward_end[layer] = self.now()
-        return hook
+    def seconds(self, mark) -> float:
+        """Seconds from :meth:`begin` to ``mark``; call after :meth:`end`."""
+        if not self.cuda:
+            return mark - self.start
+        return self.start.elapsed_time(mark) / 1e3
 
-    def on_forward_param_free(self, layer: int):
-        """Forward end, plus tensor hooks on the inputs: they fire once the gradients w.r.t.
-        the inputs exist, which is where a parameter-free layer's backward ends."""
-        def hook(_module, inputs, _output) -> None:
-            self.forward_end[layer] = self.now()
-            for t in inputs:
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    t.register_hook(lambda _grad: self._backward_mark(layer))
-        return hook
-
-    def on_grad_ready(self, param_id: int, layer: int):
-        def hook(_param) -> None:
-            self._backward_mark(layer)
-            self.ready.append(param_id)
-        return hook
-
-    def _backward_mark(self, layer: int) -> None:
-        t = self.now()
-        previous = self.backward_end[layer]
-        self.backward_end[layer] = t if previous is None else max(previous, t)
+    def end(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
 
 
 def attribute(ends: list[float | None], start_s: float, stop_s: float) -> list[float]:
@@ -106,90 +96,150 @@ def attribute(ends: list[float | None], start_s: float, stop_s: float) -> list[f
     return seconds
 
 
-def profile_model(spec: ModelSpec, *, batch: int, seq: int, repeats: int = 10, warmup: int = 3,
-                  optimizer: str = "sgd", device: str = "cpu",
-                  seed: int = 0) -> tuple[ModelProfile, dict]:
-    """(profile named ``spec.name``, what was measured and how) for ``spec`` at batch × seq."""
+def owners(model: torch.nn.Module) -> dict[str, list[tuple[str, torch.nn.Parameter]]]:
+    """Owning module name -> its trainable parameters, both in ``parameters()`` order."""
+    out: dict[str, list] = {}
+    for name, p in trainable_parameters(model):
+        out.setdefault(name.rpartition(".")[0] or "(root)", []).append((name, p))
+    return out
+
+
+def profile_module(model: torch.nn.Module, inputs, loss_fn=None, *, repeats: int = 10,
+                   warmup: int = 3, device: str | torch.device = "cpu",
+                   optimizer: str = "sgd", precision: str = "fp32",
+                   name: str | None = None) -> tuple[ModelProfile, dict]:
+    """(profile named ``name``, what was measured and how) of ``model`` on ``inputs``.
+
+    ``model`` and ``inputs`` must already be on ``device``; ``loss_fn`` as in
+    realrun/workload.py. Raises InputError if the model has no trainable parameters.
+    """
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     dev = torch.device(device)
-    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-    torch.manual_seed(seed)
-    model = build_model(spec).to(dev)
-    inputs, target = (t.to(dev) for t in make_batch(spec, batch, seq, seed))
-    opt = make_optimizer(optimizer, model.parameters())
-    ops = spec.ops()
-    params = list(model.named_parameters())
-    owner_layer = {name: i for i, (name, _, _) in enumerate(ops)}
-    rec = _Recorder(len(ops), sync)
+    set_precision(check_precision(precision))
+    layer_params = owners(model)
+    if not layer_params:
+        raise InputError(f"model {type(model).__name__} has no trainable parameters")
+    names = list(layer_params)
+    index = {n: i for i, n in enumerate(names)}
+    param_layer = {id(p): index[owner] for owner, ps in layer_params.items() for _, p in ps}
+    param_name = {id(p): pn for ps in layer_params.values() for pn, p in ps}
+    clock = Clock(dev)
+    fwd_end: list = [None] * len(names)
+    bwd_end: list = [None] * len(names)
+    ready: list[str] = []
     handles = []
-    for i, (name, _, _) in enumerate(ops):
-        module = model.get_submodule(name)
-        has_params = any(True for _ in module.parameters())
-        handles.append(module.register_forward_hook(
-            rec.on_forward(i) if has_params else rec.on_forward_param_free(i)))
-    for pid, (name, p) in enumerate(params):
-        layer = owner_layer[name.rpartition(".")[0]]
-        handles.append(p.register_post_accumulate_grad_hook(rec.on_grad_ready(pid, layer)))
+    for owner in names:
+        module = model if owner == "(root)" else model.get_submodule(owner)
+        handles.append(module.register_forward_hook(_forward_hook(fwd_end, index[owner], clock)))
+    for _, ps in layer_params.items():
+        for pn, p in ps:
+            handles.append(p.register_post_accumulate_grad_hook(
+                _grad_hook(bwd_end, param_layer[id(p)], ready, pn, clock)))
+    opt = make_optimizer(optimizer, [p for ps in layer_params.values() for _, p in ps])
 
-    def step() -> tuple[float, float, float, float]:
-        """Clock reads: start, forward done (loss included), backward done, optimizer done."""
+    def step() -> tuple:
         opt.zero_grad(set_to_none=True)
-        rec.reset()
-        t0 = rec.now()
-        loss = model(inputs, target)
-        t1 = rec.now()
+        fwd_end[:] = bwd_end[:] = [None] * len(names)
+        ready.clear()
+        clock.begin()
+        with autocast(precision, dev):
+            loss = loss_of(run_forward(model, inputs), loss_fn)
+        t1 = clock.mark()
         loss.backward()
-        t2 = rec.now()
+        t2 = clock.mark()
         opt.step()
-        return t0, t1, t2, rec.now()
+        t3 = clock.mark()
+        clock.end()
+        sec = clock.seconds
+        return ([None if m is None else sec(m) for m in fwd_end],
+                [None if m is None else sec(m) for m in bwd_end], sec(t1), sec(t2), sec(t3))
 
-    forward, backward, optimizer_s, orders = [], [], [], []
-    for i in range(warmup + repeats):
-        t0, t1, t2, t3 = step()
-        if i < warmup:
-            continue
-        missing = [ops[j][0] for j in range(len(ops))
-                   if rec.forward_end[j] is None or rec.backward_end[j] is None]
-        if missing:
-            raise RuntimeError(f"layers {missing[:3]} ran no forward or backward; "
-                               "the model does not match spec.ops()")
-        forward.append(attribute(rec.forward_end, t0, t1))
-        backward.append(attribute(rec.backward_end, t1, t2))
-        optimizer_s.append(t3 - t2)
-        orders.append(tuple(rec.ready))
-    for handle in handles:
-        handle.remove()
-    plain = [_plain_pass(model, opt, inputs, target, rec.now) for _ in range(repeats)]
+    forward, backward, bwd_ends, optimizer_s, orders = [], [], [], [], []
+    try:
+        for i in range(warmup + repeats):
+            f_end, b_end, t1, t2, t3 = step()
+            if i < warmup:
+                continue
+            forward.append(attribute(f_end, 0.0, t1))
+            backward.append(attribute(b_end, t1, t2))
+            bwd_ends.append(b_end)
+            optimizer_s.append(t3 - t2)
+            orders.append(tuple(ready))
+    finally:
+        for handle in handles:
+            handle.remove()
+    plain = [_plain_pass(model, inputs, loss_fn, opt, clock, precision, dev)
+             for _ in range(repeats)]
 
+    # Reverse of backward completion: unused layers (no gradient) first, then by median end.
+    def backward_end(j: int) -> float:
+        ends = [e[j] for e in bwd_ends if e[j] is not None]
+        return median(ends) if ends else float("inf")
+    order = sorted(range(len(names)), key=lambda j: (-backward_end(j), j))
+    # Tensor ids are realrun.DDP's: the index in parameters() order (realrun/tensors.py).
+    tensor_id = {pn: t for t, (pn, _) in enumerate(trainable_parameters(model))}
     layers = []
-    for j, (name, _, _) in enumerate(ops):
-        mine = [(n, p) for n, p in params if n.rpartition(".")[0] == name]
-        layers.append(Layer(name, tuple(p.numel() * p.element_size() for _, p in mine),
+    for j in order:
+        ps = layer_params[names[j]]
+        layers.append(Layer(names[j], tuple(p.numel() * p.element_size() for _, p in ps),
                             median(r[j] for r in forward), median(r[j] for r in backward),
-                            tuple(n for n, _ in mine)))
-    profile = ModelProfile(spec.name, tuple(layers), median(optimizer_s), orders[-1])
+                            tuple(pn for pn, _ in ps), tuple(tensor_id[pn] for pn, _ in ps)))
+    ready_order = [tensor_id[pn] for pn in orders[-1]]
+    ready_order += [t for t in range(len(tensor_id)) if t not in set(ready_order)]  # unused
+    profile = ModelProfile(name or type(model).__name__, tuple(layers), median(optimizer_s),
+                           tuple(ready_order))
     measured = {
-        "batch": batch, "seq": seq, "repeats": repeats, "warmup": warmup,
-        "optimizer": optimizer, "device": str(dev), "threads": torch.get_num_threads(),
-        "seed": seed, "torch": torch.__version__,
+        "repeats": repeats, "warmup": warmup, "optimizer": optimizer, "device": str(dev),
+        "precision": precision, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "clock": "cuda events" if clock.cuda else "perf_counter",
         "forward_s_hooked": median(sum(r) for r in forward),
         "backward_s_hooked": median(sum(r) for r in backward),
         "forward_s_unhooked": median(p[0] for p in plain),
         "backward_s_unhooked": median(p[1] for p in plain),
         "ready_order_stable": len(set(orders)) == 1,
+        "unused_parameters": [pn for pn, _ in (p for ps in layer_params.values() for p in ps)
+                              if pn not in set(orders[-1])],
         "attribution": "gap before a layer's end goes to that layer; tail to the last layer",
     }
     return profile, measured
 
 
-def _plain_pass(model, opt, inputs, target, now) -> tuple[float, float]:
+def _forward_hook(ends: list, layer: int, clock: Clock):
+    def hook(_module, _inputs, _output) -> None:
+        ends[layer] = clock.mark()  # the last call in a step counts
+    return hook
+
+
+def _grad_hook(ends: list, layer: int, ready: list, name: str, clock: Clock):
+    def hook(_param) -> None:
+        ends[layer] = clock.mark()  # ready in order, so the last one is the latest
+        ready.append(name)
+    return hook
+
+
+def _plain_pass(model, inputs, loss_fn, opt, clock: Clock, precision: str,
+                dev) -> tuple[float, float]:
     """(forward, backward) seconds of one step without hooks: the hook overhead reference."""
     opt.zero_grad(set_to_none=True)
-    t0 = now()
-    loss = model(inputs, target)
-    t1 = now()
+    clock.begin()
+    with autocast(precision, dev):
+        loss = loss_of(run_forward(model, inputs), loss_fn)
+    t1 = clock.mark()
     loss.backward()
-    t2 = now()
+    t2 = clock.mark()
     opt.step()
-    return t1 - t0, t2 - t1
+    clock.end()
+    return clock.seconds(t1), clock.seconds(t2) - clock.seconds(t1)
+
+
+def profile_workload(workload, *, seed: int = 0, rank: int = 0, **kwargs) -> tuple[ModelProfile,
+                                                                                   dict]:
+    """A preset or a ``--module`` target (realrun.workload.Workload), built on ``device``
+    and profiled; ``measured`` also says what was profiled."""
+    device = kwargs.get("device", "cpu")
+    model, inputs, loss_fn = workload.build(seed, rank, device)
+    profile, measured = profile_module(model, inputs, loss_fn, name=workload.name, **kwargs)
+    measured.update(workload=workload.to_json(), seed=seed,
+                    batch=workload.batch or None, seq=workload.seq or None)
+    return profile, measured

@@ -3,8 +3,9 @@
 A configuration is ``{"strategy": name, "bucket_mb": MB or None}`` (realrun/configs.py).
 :func:`wrap` puts a module under the implementation the strategy names (simddp's
 ``Strategy.implementation``): torch's DistributedDataParallel for ``ddp``, realrun.DDP for the
-rest, nothing for compute-only. :class:`Trainer` is one rank's model, optimizer and batch,
-with the step that realrun bench times.
+rest, nothing for compute-only. :class:`Trainer` is one rank's model, optimizer and batch
+(a realrun.workload.Workload: a preset or the user's own module), with the step that realrun
+bench times.
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from realrun.ddp import DDP
-from realrun.models import build_model
+from realrun.precision import autocast
 from realrun.timing import phase
-from simddp.presets.models import ModelSpec
+from realrun.workload import Workload, forward, loss_of
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import DDP_FIRST_BUCKET_MB, make_strategy
 
@@ -69,18 +70,24 @@ def wrap(module: torch.nn.Module, config: dict, ctx, process_group=None):
 class Trainer:
     """One configuration on one rank: its model, optimizer and the step it times."""
 
-    def __init__(self, config: dict, spec: ModelSpec, batch: tuple, ctx, payload: dict,
+    def __init__(self, config: dict, workload: Workload, ctx, payload: dict,
                  process_group=None) -> None:
-        torch.manual_seed(payload["seed"])   # same weights on every rank, in every config
-        module = build_model(spec).to(ctx.device)
+        module, self.inputs, self.loss_fn = workload.build(payload["seed"], ctx.rank,
+                                                           ctx.device)
         self.model, self.sync, self.torch_ddp = wrap(module, config, ctx, process_group)
         self.optimizer = make_optimizer(payload["optimizer"], self.model.parameters())
-        self.batch = tuple(t.to(ctx.device) for t in batch)
+        self.precision = payload.get("precision", "fp32")
+        self.device = ctx.device
+
+    def loss(self):
+        """Forward and loss, in the run's precision (realrun/precision.py)."""
+        with autocast(self.precision, self.device):
+            return loss_of(forward(self.model, self.inputs), self.loss_fn)
 
     def step(self, ranges: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         with phase("forward", ranges):
-            loss = self.model(*self.batch)
+            loss = self.loss()
         with phase("backward", ranges):
             loss.backward()
         with phase("sync", ranges):

@@ -47,6 +47,9 @@ def _plain(obj: Any) -> Any:
 def profile_to_json(profile: ModelProfile, host: Host | None = None) -> dict:
     """The profile file; ``host`` (measured with it) goes in its ``host_costs`` section."""
     doc = {"format": PROFILE_FORMAT, **_plain(profile)}
+    for layer in doc["layers"]:  # forward-order numbering needs no ids: keep files lean
+        if not layer["grad_ids"]:
+            del layer["grad_ids"]
     if host is not None:
         doc["host_costs"] = _plain(host)
     return doc

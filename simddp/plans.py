@@ -69,7 +69,7 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
     synced = range(strategy.accum_steps)
     if strategy.sync_last_only:
         synced = [strategy.accum_steps - 1]
-    names = [n for layer in profile.layers for n in (layer.grad_names or [""] * len(layer.grad_bytes))]
+    names = profile.tensor_names
     labels = [_label(strategy.granularity, i, ids, names) for i, ids in enumerate(groups)]
     collectives = []
     for micro in synced:

@@ -7,10 +7,20 @@ with the byte sizes of its gradient tensors and its forward/backward seconds::
     >>> p.n_tensors, p.tensor_bytes, p.ready_order_ids()
     (2, (400, 400), (1, 0))
 
-Gradient tensors are numbered globally in forward order (layer 0's tensors first), the same
-order as ``module.parameters()`` for a real model. A tensor's gradient is ready when its layer's
-backward ends. Unless a measured ``ready_order`` is given, gradients are assumed ready in the
-reverse of that order, which is also torch DDP's assumption before it observes a real backward.
+Gradient tensors are numbered globally in forward order (layer 0's tensors first), unless the
+layers give their tensors' ids (``grad_ids``): a measured profile lists its layers in the order
+they ran and numbers its tensors as ``module.parameters()`` lists them, as DDP does, and the
+two orders differ when a module runs in another order than it was defined (SwiGLU: w1, w3,
+w2)::
+
+    >>> p = ModelProfile("swiglu", (Layer("w1", (8,), grad_ids=(0,)), Layer("w3", (8,), grad_ids=(2,)),
+    ...                             Layer("w2", (8,), grad_ids=(1,))))
+    >>> p.tensor_layer, p.ready_order_ids()
+    ((0, 2, 1), (2, 1, 0))
+
+A tensor's gradient is ready when its layer's backward ends. Unless a measured
+``ready_order`` is given, gradients are assumed ready in the reverse of tensor-id order,
+which is also torch DDP's assumption before it observes a real backward.
 """
 from __future__ import annotations
 
@@ -35,10 +45,15 @@ class Layer:
     forward_s: float = 0.0
     backward_s: float = 0.0
     grad_names: tuple[str, ...] = ()
+    grad_ids: tuple[int, ...] = ()   # the tensor id of each gradient; () = forward order
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grad_bytes", tuple(self.grad_bytes))
         object.__setattr__(self, "grad_names", tuple(self.grad_names))
+        object.__setattr__(self, "grad_ids", tuple(self.grad_ids))
+        if self.grad_ids and len(self.grad_ids) != len(self.grad_bytes):
+            raise InputError(f"layer {self.name!r}: {len(self.grad_ids)} grad_ids "
+                             f"for {len(self.grad_bytes)} grad_bytes")
         for n in self.grad_bytes:
             if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
                 raise InputError(f"layer {self.name!r}: grad_bytes must be integers > 0, got {n!r}")
@@ -65,6 +80,13 @@ class ModelProfile:
         if not self.layers:
             raise InputError(f"model {self.name!r} has no layers")
         _check_seconds(f"model {self.name!r}", "optimizer_s", self.optimizer_s)
+        with_ids = [bool(layer.grad_ids) for layer in self.layers if layer.grad_bytes]
+        ids = [t for layer in self.layers for t in layer.grad_ids]
+        if any(with_ids) and (not all(with_ids) or any(
+                not isinstance(t, int) or isinstance(t, bool) for t in ids)
+                or sorted(ids) != list(range(len(ids)))):
+            raise InputError(f"model {self.name!r}: grad_ids must be given for every layer "
+                             f"with gradients and form a permutation of 0..{len(ids) - 1}")
         if self.ready_order is not None:
             order = tuple(self.ready_order)
             object.__setattr__(self, "ready_order", order)
@@ -74,13 +96,32 @@ class ModelProfile:
                                  f"0..{self.n_tensors - 1}")
 
     @cached_property
+    def _by_id(self) -> list[tuple[int, int, str]]:
+        """(bytes, owning layer index, name) of each tensor, indexed by tensor id."""
+        tensors = [(n, i, names[k] if names else "")
+                   for i, layer in enumerate(self.layers)
+                   for names in (layer.grad_names,) for k, n in enumerate(layer.grad_bytes)]
+        ids = [t for layer in self.layers for t in layer.grad_ids]
+        if not ids:
+            return tensors
+        out: list = [None] * len(tensors)
+        for t, tensor in zip(ids, tensors):
+            out[t] = tensor
+        return out
+
+    @cached_property
     def tensor_bytes(self) -> tuple[int, ...]:
-        return tuple(n for layer in self.layers for n in layer.grad_bytes)
+        return tuple(t[0] for t in self._by_id)
 
     @cached_property
     def tensor_layer(self) -> tuple[int, ...]:
         """For each tensor id, the index of the layer that owns it."""
-        return tuple(i for i, layer in enumerate(self.layers) for _ in layer.grad_bytes)
+        return tuple(t[1] for t in self._by_id)
+
+    @cached_property
+    def tensor_names(self) -> tuple[str, ...]:
+        """For each tensor id, its parameter's name ("" where the layer names none)."""
+        return tuple(t[2] for t in self._by_id)
 
     @property
     def n_tensors(self) -> int:
@@ -117,7 +158,6 @@ class ModelProfile:
                 raise InputError(f"model {self.name!r}: cannot rescale {attr}, it is 0")
             layers = tuple(replace(layer, **{attr: getattr(layer, attr) * target / total})
                            for layer in layers)
-        return ModelProfile(self.name, layers,
-                            self.optimizer_s if optimizer_s is None else optimizer_s,
-                            self.ready_order)
+        return replace(self, layers=layers,
+                       optimizer_s=self.optimizer_s if optimizer_s is None else optimizer_s)
 

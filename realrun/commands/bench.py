@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import io
 import json
 import os
 import sys
 
-from realrun.commands.common import add_model_args, require_int, require_seconds, resolve_spec
+from realrun.commands.common import (add_model_args, require_int, require_seconds,
+                                     resolve_workload)
 from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
 from realrun.launch.env import is_torchrun
 from simddp.commands.common import parse_names, parse_positive_floats
@@ -103,15 +103,15 @@ def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = resolve_spec(args)
     strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
     buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     check_args(args, strategies)
     configs = bench_configs(strategies, buckets_mb)
-    import realrun.bench as bench  # torch is imported here, after the cheap checks
+    workload = resolve_workload(args)  # imports torch, after the cheap checks
+    import realrun.bench as bench
 
-    payload = {"spec": dataclasses.asdict(spec), "configs": configs,
-               "batch": args.batch, "seq": args.seq, "steps": args.steps, "warmup": args.warmup,
+    payload = {"workload": workload.to_json(), "configs": configs, "precision": args.precision,
+               "steps": args.steps, "warmup": args.warmup,
                "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
                "trace_dir": None, "trace_steps": args.trace_steps,
                "progress": sys.stderr.isatty()}
@@ -128,7 +128,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e)) from None
     results, stats = out.results, out.stats
-    scaling = _scaling(stats, single, args.world_size, args.batch) if single else None
+    # samples per rank-step: the preset's batch; a --module's micro-batch counts as 1
+    per_step = 1 if workload.module else args.batch
+    scaling = _scaling(stats, single, args.world_size, per_step) if single else None
+    args.what = ("one --module micro-batch per rank" if workload.module
+                 else f"batch {args.batch} x seq {args.seq} per rank")
     _write_files(args, results, stats, scaling)
     if args.format == "json":
         rows = [{"strategy": s["strategy"], "bucket_mb": s["bucket_mb"],
@@ -151,7 +155,9 @@ def _scaling(stats: list[dict], single: dict, world_size: int, batch: int) -> li
 
 
 def _write_files(args, results, stats, scaling) -> None:
-    meta = {"model": results[0].model, "batch": args.batch, "seq": args.seq,
+    meta = {"model": results[0].model, "module": args.module,
+            "batch": None if args.module else args.batch,
+            "seq": None if args.module else args.seq, "precision": args.precision,
             "optimizer": args.optimizer, "world_size": args.world_size, "backend": args.backend,
             "threads": args.threads, "link": results[0].link, "steps": args.steps,
             "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed}
@@ -176,8 +182,8 @@ def format_table(args, results, stats, scaling) -> str:
     """nccl-tests style: '#' header lines, then one aligned row per configuration."""
     r0 = results[0]
     ddp_ms = {s["bucket_mb"]: s["median_s"] for s in stats if s["strategy"] == "ddp"}
-    lines = [f"# realrun bench: {r0.model}, batch {args.batch} x seq {args.seq} per rank, "
-             f"{args.optimizer}; {r0.world_size} ranks, {args.backend}, {r0.link}, "
+    lines = [f"# realrun bench: {r0.model}, {args.what}, {args.optimizer}, "
+             f"{args.precision}; {r0.world_size} ranks, {args.backend}, {r0.link}, "
              f"{args.threads} thread(s)/rank",
              f"# {args.steps} timed steps per config after {args.warmup} warm-up, round-robin "
              f"in chunks of {args.chunk}; step = max over ranks; exposed = median - compute-only",

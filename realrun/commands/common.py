@@ -1,6 +1,7 @@
-"""Flags that ``profile`` and ``bench`` share: which preset, shrunk how, at what batch.
+"""Flags that ``profile``, ``bench`` and ``validate`` share: which model, at what batch.
 
-Shrink flags replace a preset's dims so it runs on a CPU, and name the result the way simddp
+A preset (``--model``, with shrink flags) or your own model (``--module FILE.py:FN``, see
+realrun/workload.py for the contract). Shrink flags replace a preset's dims so it runs on a CPU, and name the result the way simddp
 does, so simulated and measured runs of the same model share a name::
 
     --model transformer-small --layers 2 --d-model 384   ->  transformer-small[d_model=384,layers=2]
@@ -16,6 +17,7 @@ import argparse
 import math
 import os
 
+from realrun.configs import PRECISIONS
 from simddp.errors import InputError
 from simddp.presets.models import ModelSpec, parse_model
 
@@ -31,9 +33,16 @@ PRESETS_HELP = ("a preset: transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWID
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"{PRESETS_HELP} (default %(default)s). Presets only: a profile "
+    g.add_argument("--model", default=None,
+                   help=f"{PRESETS_HELP} (default {DEFAULT_MODEL}). Presets only: a profile "
                         "FILE.json has sizes and times but no torch module to run")
+    g.add_argument("--module", metavar="FILE.py:FN", default=None,
+                   help="your own model instead of a preset: FN() returns (model, inputs) or "
+                        "(model, inputs, loss_fn), one rank's micro-batch; also "
+                        "package.module:FN (docs/REALRUN.md, 'Your own model')")
+    g.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="fp32, tf32 (matmuls on TF32 tensor cores; fp32 on CPU) or bf16 "
+                        "(torch.autocast) (default %(default)s)")
     g.add_argument("--layers", type=int, help="shrink: number of layers/blocks")
     g.add_argument("--d-model", type=int, help="shrink: model width (all families)")
     g.add_argument("--d-ff", type=int, help="shrink: FFN hidden width (transformer, ffn)")
@@ -51,8 +60,29 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="weights seed; rank r's batch uses seed + r (default %(default)s)")
 
 
+def resolve_workload(args: argparse.Namespace):
+    """What to run: --module (checked: FN is called once here, so a bad one fails before any
+    rank starts) or the preset of --model with its shrink flags; InputError otherwise."""
+    for flag in ("batch", "seq", "threads"):
+        require_int(f"--{flag}", getattr(args, flag))
+    from realrun.workload import Workload, check  # torch: only once the cheap checks passed
+    if args.module is None:
+        return Workload.preset(resolve_spec(args), args.batch, args.seq)
+    if args.model is not None:
+        raise InputError(f"--model {args.model} and --module {args.module}: give one of them")
+    given = [f for f in SHRINK_FLAGS if getattr(args, f) is not None]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} shrinks a preset; your --module "
+                         "builds its own model")
+    workload = Workload.from_target(args.module)
+    check(workload, args.seed)
+    return workload
+
+
 def resolve_spec(args: argparse.Namespace) -> ModelSpec:
     """The preset named by --model with the shrink flags applied; InputError otherwise."""
+    if args.model is None:
+        args.model = DEFAULT_MODEL
     if args.model.endswith(".json") or os.sep in args.model:
         raise InputError(f"--model {args.model!r}: a profile file has no torch module to run; "
                          f"choose {PRESETS_HELP}")

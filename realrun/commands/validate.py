@@ -6,6 +6,10 @@
     python -m realrun validate --link cal/link.json --format json  # skip calibration
     python -m realrun validate --model transformer-small --layers 8 --d-model 128 --d-ff 512 \\
         --heads 4 --vocab 1024 --batch 2 --seq 32 --bucket-mb 0.25,0.5,1,2,4 --out out/val
+    python -m realrun validate --module examples/gpt2_tiny.py:build --bucket-mb 0.5,2,8
+    python -m realrun validate --backend nccl --precision bf16 --module my_model.py:build
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 \\
+        -m realrun validate --backend nccl --module my_model.py:build   # rank 0 prints, writes
 
 Without --link it first calibrates the link on the same world (a short ``calibrate`` sweep,
 in process), then profiles the model on every rank (``realrun profile``), simulates every
@@ -26,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from realrun.commands.common import add_model_args, resolve_spec
+from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workload
 from realrun.configs import BENCH_STRATEGIES
+from realrun.launch.env import is_torchrun
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
 from simddp.io import check_out_dir, load_link
@@ -51,8 +57,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps per config per round-robin turn (default %(default)s)")
     g.add_argument("--profile-repeats", type=int, default=15,
                    help="profiled steps; per-layer medians (default %(default)s)")
+    g.add_argument("--timeline-steps", type=int, default=5,
+                   help="steps clocked span by span for the timeline plot; the median one "
+                        "is drawn (default %(default)s)")
     w = p.add_argument_group("world and link")
-    w.add_argument("--world-size", type=int, default=2, help="ranks (default %(default)s)")
+    w.add_argument("--world-size", type=int, default=None,
+                   help="ranks (default 2; under torchrun, its WORLD_SIZE)")
+    w.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
+                   help="gloo (CPU) or nccl (one GPU per rank; calibrates on NCCL too) "
+                        "(default %(default)s)")
     w.add_argument("--emulate-hosts", type=int, default=None,
                    help="each rank in its own network namespace (root; = --world-size)")
     w.add_argument("--link-gbit", type=float, default=None,
@@ -89,8 +102,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace):
     """ValidateSettings from the flags; InputError (one line) on anything bad."""
+    workload = resolve_workload(args)  # --model or --module, shrink flags, --batch, --seq
+    from realrun.launch.context import require_gpus
     from realrun.validate import ValidateSettings
-    spec = resolve_spec(args)  # checks --model, shrink flags, --batch, --seq, --threads
+    if args.backend == "nccl":
+        try:
+            require_gpus(1)  # before minutes of calibration, not after
+        except ValueError as e:
+            raise InputError(str(e)) from None
     text = args.strategies.strip()
     names = BENCH_STRATEGIES if text == "all" else tuple(n.strip() for n in text.split(","))
     for n in names:
@@ -100,19 +119,24 @@ def settings_from_args(args: argparse.Namespace):
     if not args.bucket_mb.strip():
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
+    if is_torchrun() and args.world_size not in (None, int(os.environ["WORLD_SIZE"])):
+        raise InputError(f"--world-size {args.world_size}: torchrun started "
+                         f"{os.environ['WORLD_SIZE']} ranks; drop the flag")
     link = None
     if args.link is not None:
         link = load_link(args.link)  # InputError on a missing or malformed file
     shrink = {f: getattr(args, f) for f in ("layers", "d_model", "d_ff", "heads", "vocab")
               if getattr(args, f) is not None}
-    del spec
     return ValidateSettings(
-        model=args.model, shrink=shrink, batch=args.batch, seq=args.seq,
+        model=args.model or DEFAULT_MODEL, shrink=shrink, module=workload.module,
+        batch=args.batch, seq=args.seq, precision=args.precision, backend=args.backend,
         optimizer=args.optimizer, threads=args.threads, seed=args.seed,
-        strategies=tuple(names), bucket_mbs=tuple(buckets), world_size=args.world_size,
+        strategies=tuple(names), bucket_mbs=tuple(buckets),
+        world_size=args.world_size or (int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2),
         emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit, link=link,
         steps=args.steps, warmup=args.warmup, chunk=args.chunk,
-        profile_repeats=args.profile_repeats, timeout_s=args.timeout_s,
+        profile_repeats=args.profile_repeats, timeline_steps=args.timeline_steps,
+        timeout_s=args.timeout_s,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
         rank_max=args.rank_max, piecewise=args.piecewise,
         lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute,
@@ -121,19 +145,26 @@ def settings_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    check_out_dir(args.out)
+    lead = not is_torchrun() or os.environ["RANK"] == "0"
+    if lead:
+        check_out_dir(args.out)
+    from realrun.launch import torchrun_group
     from realrun.validate import MeasureFailed, validate
 
     def log(msg: str) -> None:
-        print(msg, file=sys.stderr)
+        if lead:  # under torchrun every rank runs the pipeline; rank 0 speaks
+            print(msg, file=sys.stderr)
 
     try:
-        report = validate(settings, log=log)
+        with torchrun_group(settings.backend, settings.threads, settings.timeout_s):
+            report = validate(settings, log=log)
     except MeasureFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e).splitlines()[0]) from None
+    if report is None:
+        return 0  # a torchrun rank other than 0: rank 0 prints and writes
     report.write(args.out)
     if args.format == "json":
         print(json.dumps(report.to_json()))

@@ -17,7 +17,8 @@ import importlib
 _LAZY = {"RankContext": "realrun.launch.context", "make_context": "realrun.launch.context",
          "is_torchrun": "realrun.launch.env", "LaunchError": "realrun.launch.errors",
          "NetnsUnavailable": "realrun.launch.errors", "resolve_target": "realrun.launch.run",
-         "run_world": "realrun.launch.run"}
+         "run_world": "realrun.launch.run", "share": "realrun.launch.run",
+         "torchrun_group": "realrun.launch.run"}
 
 __all__ = sorted(_LAZY)
 

@@ -28,8 +28,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -97,6 +98,34 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
             return _spawn_world(job, world_size, None)
         with emulated_cluster(emulate_hosts, link_gbit) as cluster:
             return _spawn_world(job, world_size, cluster)
+
+
+@contextmanager
+def torchrun_group(backend: str, threads_per_rank: int, timeout_s: float) -> Iterator[bool]:
+    """Under torchrun, one process group for the whole block (every run_world inside reuses
+    it, so ranks can also agree on values with :func:`share`); yields whether this process
+    leads (rank 0, or not under torchrun at all). Outside torchrun it does nothing."""
+    if not is_torchrun() or dist.is_initialized():
+        yield not is_torchrun() or dist.get_rank() == 0
+        return
+    torch.set_num_threads(threads_per_rank)
+    ctx = make_context(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                       int(os.environ.get("LOCAL_RANK", "0")), backend)
+    init_group(ctx, timeout_s)
+    try:
+        yield ctx.rank == 0
+        ctx.barrier()  # finish together, then tear down (gloo can abort at exit otherwise)
+    finally:
+        dist.destroy_process_group()
+
+
+def share(value: Any) -> Any:
+    """Rank 0's ``value`` on every rank of the torchrun group; ``value`` itself otherwise."""
+    if not (is_torchrun() and dist.is_initialized()):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: str,

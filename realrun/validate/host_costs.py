@@ -5,7 +5,7 @@ simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the com
 the implementation that runs each strategy (simddp.engine.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
-  ``scale_gbps``), also timed as probes (realrun/probes.py);
+  ``scale_gbps``), also timed as probes (realrun/validate/probes.py);
 - :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
   Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
   launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
@@ -22,10 +22,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from realrun.models import make_batch
 from realrun.steps import Trainer
+from realrun.workload import Workload
 from simddp.host import Host, HostCosts
-from simddp.presets.models import ModelSpec
 from simddp.result import COMPUTE_ONLY
 
 
@@ -86,23 +85,20 @@ SOLO_CONFIGS = {"wrapper": {"strategy": "overlap", "bucket_mb": None},     # N h
                 "torch": {"strategy": "ddp", "bucket_mb": 25.0}}           # torch's reducer
 
 
-def solo_trainer(name: str, spec: ModelSpec, batch: tuple, ctx, payload: dict,
-                 shared: dict) -> Trainer:
+def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict) -> Trainer:
     """The ``SOLO_CONFIGS[name]`` step on this rank's 1-rank group. ``shared`` keeps the group:
     every rank makes every 1-rank group once, in the same order, as ``new_group`` requires."""
     if "solo_group" not in shared:
         shared["solo_group"] = [dist.new_group([r]) for r in range(ctx.world_size)][ctx.rank]
-    return Trainer(SOLO_CONFIGS[name], spec, batch, ctx, payload, shared["solo_group"])
+    return Trainer(SOLO_CONFIGS[name], workload, ctx, payload, shared["solo_group"])
 
 
-def measure_hooks(spec: ModelSpec, payload: dict, ctx) -> dict:
+def measure_hooks(workload: Workload, payload: dict, ctx) -> dict:
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
-    batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
-    plain = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, spec, batch, ctx, payload)
+    plain = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
     shared: dict = {}
-    steps = {"plain": plain.step, **{name: solo_trainer(name, spec, batch, ctx, payload,
-                                                        shared).step
+    steps = {"plain": plain.step, **{name: solo_trainer(name, workload, ctx, payload, shared).step
                                      for name in SOLO_CONFIGS}}
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)

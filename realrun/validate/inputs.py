@@ -8,24 +8,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-import time
 
 import torch
 
 import calibrate
 from calibrate.settings import CalibrateSettings
 from realrun.launch import run_world
-from realrun.models import build_model, make_batch
-from realrun.profiler import profile_model
-from realrun.steps import make_optimizer
-from realrun.tensors import tensor_bytes
+from realrun.profiler import profile_workload
+from realrun.steps import Trainer
+from realrun.timing import timed
 from realrun.validate.host_costs import measure_copies, measure_hooks
 from realrun.validate.settings import ValidateSettings
+from realrun.workload import Workload
 from simddp.engine import compute_only_s
 from simddp.io import profile_from_json, profile_to_json
 from simddp.link import Link
-from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
+from simddp.result import COMPUTE_ONLY
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,8 +32,10 @@ from simddp.profile import ModelProfile
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
-                   piecewise: bool = False, lone_alpha: bool = False) -> tuple[Link, dict]:
-    """A short in-process ``python -m calibrate`` on the same world: (Link, its summary).
+                   piecewise: bool = False, lone_alpha: bool = False
+                   ) -> tuple[Link, dict] | tuple[None, None]:
+    """A short in-process ``python -m calibrate`` on the same world: (Link, its summary);
+    (None, None) on torchrun ranks other than 0.
 
     Sizes 4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power
     of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, contention measured,
@@ -44,8 +45,9 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
     """
+    sizes = s.tensor_bytes()
     if max_bytes is None:
-        total = 4 * s.spec.n_params  # float32 gradients
+        total = sum(sizes)
         max_bytes = min(64 << 20, max(1 << 20, 1 << math.ceil(math.log2(max(total, 1)))))
     settings = CalibrateSettings(
         min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=s.calibrate_iters, warmup=3,
@@ -53,8 +55,11 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
         timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit,
         piecewise=piecewise, sequence=not lone_alpha, progress=False,
         # the sequence step on this model's own gradients, one all-reduce per tensor
-        sequence_sizes=tuple(tensor_bytes(build_model(s.spec))), sequence_repeats=15)
-    run = calibrate.run(settings).worlds[0]
+        sequence_sizes=tuple(sizes), sequence_repeats=15, backend=s.backend)
+    cal = calibrate.run(settings)
+    if cal is None:  # a torchrun rank other than 0: rank 0 predicts
+        return None, None
+    run = cal.worlds[0]
     link, fit = run.link, run.fit
     info = {"alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps, "r2_log": fit.r2,
             "piecewise": piecewise, "pieces": [dataclasses.asdict(p) for p in link.pieces],
@@ -74,42 +79,39 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
 def profile_rank(payload: dict, ctx) -> dict:
     """Rank function: profile the model on this rank while the other ranks do the same."""
     torch.set_flush_denormal(True)
-    spec = ModelSpec(**payload["spec"])
-    profile, measured = profile_model(spec, batch=payload["batch"], seq=payload["seq"],
-                                      repeats=payload["repeats"], warmup=payload["warmup"],
-                                      optimizer=payload["optimizer"], seed=payload["seed"])
+    workload = Workload(**payload["workload"])
+    profile, measured = profile_workload(
+        workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
+        warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
+        precision=payload["precision"])
     measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
-    measured["plain_steps_s"] = plain_steps(spec, payload, ctx)
-    measured["hooks"] = measure_hooks(spec, payload, ctx)
+    measured["plain_steps_s"] = plain_steps(workload, payload, ctx)
+    measured["hooks"] = measure_hooks(workload, payload, ctx)
     return {"profile": profile_to_json(profile), "measured": measured}
 
 
-def plain_steps(spec: ModelSpec, payload: dict, ctx) -> list[float]:
+def plain_steps(workload: Workload, payload: dict, ctx) -> list[float]:
     """Seconds of hook-free compute-only steps, each after a barrier (as realrun bench times
     them): the parent takes the max over ranks per step, since a step ends with the slowest."""
-    torch.manual_seed(payload["seed"])
-    model = build_model(spec)
-    inputs, target = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
-    opt = make_optimizer(payload["optimizer"], model.parameters())
+    trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
     times = []
     for i in range(3 + max(10, payload["repeats"])):
         ctx.barrier()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        model(inputs, target).backward()
-        opt.step()
+        step_s = timed(ctx, trainer.step)
         if i >= 3:
-            times.append(time.perf_counter() - t0)
+            times.append(step_s)
     return times
 
 
-def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict]:
-    """(profile rescaled to hook-free totals, what was measured) from ``world_size`` ranks."""
-    payload = {"spec": dataclasses.asdict(s.spec), "batch": s.batch, "seq": s.seq,
-               "repeats": s.profile_repeats, "warmup": 3, "optimizer": s.optimizer,
-               "seed": s.seed}
-    ranks = run_world("realrun.validate.inputs:profile_rank", payload,
-                      world_size=s.world_size, threads_per_rank=s.threads, timeout_s=s.timeout_s)
+def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict] | tuple[None, None]:
+    """(profile rescaled to hook-free totals, what was measured) from ``world_size`` ranks;
+    (None, None) on torchrun ranks other than 0."""
+    payload = {"workload": s.workload.to_json(), "repeats": s.profile_repeats, "warmup": 3,
+               "optimizer": s.optimizer, "seed": s.seed, "precision": s.precision}
+    ranks = run_world("realrun.validate.inputs:profile_rank", payload, world_size=s.world_size,
+                      backend=s.backend, threads_per_rank=s.threads, timeout_s=s.timeout_s)
+    if ranks is None:  # a torchrun rank other than 0
+        return None, None
     raw = profile_from_json(ranks[0]["profile"])
     measured = ranks[0]["measured"]
     # The per-layer split comes from hooks; the totals from the hook-free passes, which is

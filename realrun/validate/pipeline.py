@@ -37,7 +37,7 @@ import os
 import time
 
 from realrun.bench import run_bench
-from realrun.launch import LaunchError
+from realrun.launch import LaunchError, is_torchrun, share
 from realrun.validate.host_costs import host_from_measurements
 from realrun.validate.inputs import anchor_compute, calibrate_link, measure_profile
 from realrun.validate.probes import inputs_from_probes
@@ -73,13 +73,18 @@ def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, flo
     ones are named in ``failures`` ("bucketed:10: rank 1 failed: ...") and the rest kept;
     the probes are then not measured.
     """
-    world = dict(world_size=s.world_size, threads=s.threads, timeout_s=s.timeout_s,
+    world = dict(world_size=s.world_size, backend=s.backend, threads=s.threads,
+                 timeout_s=s.timeout_s,
                  emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
     configs = s.configs()
     try:
         run = run_bench(bench_payload(s, configs, s.probes_run()), **world)
+        if run is None:  # a torchrun rank other than 0
+            return [], {}, []
         return run.results, {k: v["median_s"] for k, v in run.extras.items()}, []
     except LaunchError as e:
+        if is_torchrun():  # torchrun's agent stops every rank: nothing to retry
+            raise
         log(f"validate: the shared run failed ({str(e).splitlines()[0]}); "
             "retrying each configuration alone")
     kept: dict[tuple, Result] = {}
@@ -102,13 +107,17 @@ def config_name(config: dict) -> str:
 
 
 def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
-             profile_measured: dict | None = None, log=lambda msg: None) -> ValidationReport:
+             profile_measured: dict | None = None,
+             log=lambda msg: None) -> ValidationReport | None:
     """Calibrate (unless ``s.link``), profile (unless given), predict, measure, compare.
 
     A given ``profile`` comes with ``profile_measured`` (both from :func:`measure_profile`) for
-    the host costs (copies, hooks) to be charged; without it they are not."""
+    the host costs (copies, hooks) to be charged; without it they are not. Under torchrun
+    every rank calls this (inside :func:`realrun.launch.torchrun_group`); rank 0 gets the
+    report, the others None."""
     start = time.perf_counter()
     load0 = os.getloadavg()[0]
+    lead = not is_torchrun() or int(os.environ["RANK"]) == 0
     link, link_info = s.link, None
     if link is None:
         log("validate: calibrating the link (short sweep, same world)...")
@@ -116,6 +125,50 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
     if profile is None:
         log("validate: profiling the model on every rank...")
         profile, profile_measured = measure_profile(s)
+    log(f"validate: measuring {len(s.configs())} configurations x {s.steps} steps...")
+    measured, probes, failures = measure(s, log)
+    if lead and not measured:
+        raise MeasureFailed("every configuration failed: " + "; ".join(failures))
+    inputs = predicted = comparison = m = None
+    if lead:
+        inputs = prediction_inputs(s, link, profile, profile_measured, measured, probes)
+        predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
+        comparison = compare_results(predicted, measured, inputs=inputs["scored_out"])
+        m = pick_timeline(comparison, None)[1]
+    # Which configuration to clock: rank 0 decides, every rank runs it.
+    config = share(None if m is None else (m.strategy, m.bucket_mb))
+    timeline_config, note = None, ""
+    if config is not None:
+        strategy, bucket_mb = config
+        timeline_config = strategy + (f":{bucket_mb:g}" if bucket_mb is not None else "")
+        if strategy in ("ddp", COMPUTE_ONLY):
+            note = ("timeline: torch DDP has no launch hooks, so its measured panel shows "
+                    "compute spans only")
+        log(f"validate: clocking one step of {timeline_config} for the timeline...")
+        try:
+            spans = measure_timeline(s, strategy, bucket_mb)
+            if lead:
+                measured = [dataclasses.replace(r, spans=spans) if r is m else r
+                            for r in measured]
+                comparison = compare_results(predicted, measured, inputs=inputs["scored_out"])
+        except Exception as e:  # the timeline is an illustration; the numbers stand without it
+            if is_torchrun():
+                raise  # the ranks must stay in step
+            note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
+    if not lead:
+        return None
+    return ValidationReport(s, inputs["link"], inputs["host"], link_info, profile,
+                            profile_measured, predicted, measured, comparison, failures,
+                            timeline_config, note, inputs["anchor"], inputs["probes"],
+                            (load0, os.getloadavg()[0]), time.perf_counter() - start)
+
+
+def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
+                      profile_measured: dict | None, measured: list[Result],
+                      probes: dict[str, float]) -> dict:
+    """The link, host costs and profile the prediction uses, from the measurements: the host
+    costs of the profile phase, then what the probes measured alongside the runs, then the
+    compute total anchored to the compute-only row (which is then not scored)."""
     host = None
     if profile_measured is not None and s.model_copies:
         # The DDP implementations' host costs — gradient copies and the hook path per
@@ -123,36 +176,15 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
         host = host_from_measurements("profile phase", profile_measured["copy"],
                                       profile_measured["hooks"], list(profile.tensor_bytes),
                                       "realrun validate's profile phase on these ranks")
-    log(f"validate: measuring {len(s.configs())} configurations x {s.steps} steps...")
-    measured, probes, failures = measure(s, log)
-    if not measured:
-        raise MeasureFailed("every configuration failed: " + "; ".join(failures))
     probe_info = None
     if probes:
-        probes.update({r.strategy: r.step_s for r in measured if r.strategy == COMPUTE_ONLY})
+        probes = {**probes, **{r.strategy: r.step_s for r in measured
+                               if r.strategy == COMPUTE_ONLY}}
         link, host, probe_info = inputs_from_probes(link, host, probes,
                                                     list(profile.tensor_bytes), s.world_size)
     anchored = anchor_compute(profile, measured) if s.anchor_compute else None
-    sim_profile, anchor, inputs = profile, None, frozenset()
+    sim_profile, anchor, scored_out = profile, None, frozenset()
     if anchored is not None:
-        (sim_profile, anchor), inputs = anchored, frozenset({COMPUTE_ONLY})
-    predicted = predict(sim_profile, link, host, s)
-    comparison = compare_results(predicted, measured, inputs=inputs)
-    _, m = pick_timeline(comparison, None)
-    timeline_config, note = None, ""
-    if m is not None:
-        timeline_config = m.strategy + (f":{m.bucket_mb:g}" if m.bucket_mb is not None else "")
-        if m.strategy in ("ddp", COMPUTE_ONLY):
-            note = ("timeline: torch DDP has no launch hooks, so its measured panel shows "
-                    "compute spans only")
-        log(f"validate: clocking one step of {timeline_config} for the timeline...")
-        try:
-            spans = measure_timeline(s, m.strategy, m.bucket_mb)
-            measured = [dataclasses.replace(r, spans=spans) if r is m else r for r in measured]
-            comparison = compare_results(predicted, measured, inputs=inputs)
-        except Exception as e:  # the timeline is an illustration; the numbers stand without it
-            note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
-    return ValidationReport(s, link, host, link_info, profile, profile_measured, predicted,
-                            measured, comparison, failures, timeline_config, note, anchor,
-                            probe_info, (load0, os.getloadavg()[0]),
-                            time.perf_counter() - start)
+        (sim_profile, anchor), scored_out = anchored, frozenset({COMPUTE_ONLY})
+    return {"link": link, "host": host, "profile": sim_profile, "anchor": anchor,
+            "probes": probe_info, "scored_out": scored_out}

@@ -37,7 +37,6 @@ import torch
 import torch.distributed as dist
 
 from calibrate.ranks.sequence import timed_sequence
-from realrun.models import build_model
 from realrun.tensors import tensor_bytes
 from realrun.validate.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
@@ -49,7 +48,7 @@ _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run with free copies
 
 
-def make_probe(name: str, spec, batch: tuple, ctx, payload: dict, shared: dict):
+def make_probe(name: str, workload, ctx, payload: dict, shared: dict):
     """realrun bench's ``extras_factory``: the probe ``name`` on this rank, a steppable with
     ``step()``, ``collectives()`` and ``inner_s`` (what a step timed, when only part counts).
     ``shared`` is this rank's dict for the run: the 1-rank groups are made once, in the same
@@ -57,16 +56,15 @@ def make_probe(name: str, spec, batch: tuple, ctx, payload: dict, shared: dict):
     if name not in PROBES:
         raise ValueError(f"unknown probe {name!r}; expected one of {', '.join(PROBES)}")
     if name in _SOLO:
-        return solo_trainer(name.removeprefix("probe:solo-"), spec, batch, ctx, payload, shared)
-    return Probe(name, spec, ctx)
+        return solo_trainer(name.removeprefix("probe:solo-"), workload, ctx, payload, shared)
+    return Probe(name, tensor_bytes(workload.build(payload["seed"], ctx.rank, "cpu")[0]), ctx)
 
 
 class Probe:
     """A probe of the link or of the copies: all-reduces or copies of the model's gradients."""
 
-    def __init__(self, kind: str, spec, ctx) -> None:
+    def __init__(self, kind: str, sizes: list[int], ctx) -> None:
         self.inner_s = None
-        sizes = tensor_bytes(build_model(spec))
         if kind in ("probe:copy", "probe:scale"):
             copy, in_place = copy_passes(sizes, ctx)
             self.step = copy if kind == "probe:copy" else in_place
@@ -129,7 +127,7 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
         copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
         host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s),
                                "torch": HostCosts(**copies, hook_s=torch_hook_s)},
-                    source="probes run alongside the strategies (realrun/probes.py)")
+                    source="probes run alongside the strategies (realrun/validate/probes.py)")
         out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
         out["host_before"] = {impl: dataclasses.asdict(c)
                               for impl, c in before.implementations.items()}

@@ -101,7 +101,9 @@ class ValidationReport:
 
     def text(self) -> str:
         s, l = self.settings, self.link
-        lines = [f"# validate: {self.profile.name}, batch {s.batch} x seq {s.seq}, "
+        what = ("one --module micro-batch per rank" if s.module
+                else f"batch {s.batch} x seq {s.seq}")
+        lines = [f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
                  f"{s.world_size} ranks; link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
                  + ("" if l.blocking_alpha_s is None else
                     f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "

@@ -6,12 +6,16 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.launch.context import BACKENDS
+from realrun.precision import check_precision
+from realrun.tensors import tensor_bytes
 from realrun.validate.probes import HOST_PROBES, PROBES
+from realrun.workload import Workload
 from simddp.errors import InputError
 from simddp.link import Link
 from simddp.presets.models import ModelSpec, parse_model
@@ -23,6 +27,8 @@ class ValidateSettings:
 
     model: str = "mlp-8x1024"
     shrink: dict = field(default_factory=dict)      # layers, d_model, d_ff, heads, vocab
+    module: str | None = None                        # FILE.py:FN or package.module:FN: the
+                                                     # user's model instead of the preset
     batch: int = 2
     seq: int = 8
     optimizer: str = "sgd"
@@ -31,6 +37,8 @@ class ValidateSettings:
     strategies: tuple[str, ...] = BENCH_STRATEGIES
     bucket_mbs: tuple[float, ...] = (1.0, 4.0, 10.0, 40.0)
     world_size: int = 2
+    backend: str = "gloo"
+    precision: str = "fp32"
     emulate_hosts: int | None = None
     link_gbit: float | None = None
     link: Link | None = None                         # None: calibrate first
@@ -79,10 +87,24 @@ class ValidateSettings:
                              "rate > 0")
         if self.link is not None:
             self.link.for_world(self.world_size)  # InputError if calibrated at another size
+        if self.backend not in BACKENDS:
+            raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
+        check_precision(self.precision)
 
     @property
     def spec(self) -> ModelSpec:
         return parse_model(self.model).shrunk(**self.shrink)
+
+    @cached_property
+    def workload(self) -> Workload:
+        """What every rank trains: the --module target, else the preset at batch x seq."""
+        if self.module is not None:
+            return Workload.from_target(self.module)
+        return Workload.preset(self.spec, self.batch, self.seq)
+
+    def tensor_bytes(self) -> list[int]:
+        """The bytes of each gradient realrun.DDP all-reduces (the model built once, on CPU)."""
+        return tensor_bytes(self.workload.build(self.seed, 0, "cpu")[0])
 
     def configs(self) -> list[dict]:
         """compute-only first, then every strategy at every bucket size (realrun.steps)."""
@@ -95,16 +117,11 @@ class ValidateSettings:
         return [name for name in PROBES
                 if self.model_copies or name not in HOST_PROBES]  # --free-copies
 
-    def world(self) -> dict:
-        return {"world_size": self.world_size, "emulate_hosts": self.emulate_hosts,
-                "link_gbit": self.link_gbit, "timeout_s": self.timeout_s}
-
 
 def bench_payload(s: ValidateSettings, configs: list[dict], probes: list[str] = ()) -> dict:
     """realrun bench's payload for ``configs`` of this validation, with ``probes`` timed in
     the same rounds."""
-    return {"spec": dataclasses.asdict(s.spec), "configs": configs,
+    return {"workload": s.workload.to_json(), "configs": configs, "precision": s.precision,
             "extras": list(probes), "extras_factory": "realrun.validate.probes:make_probe",
-            "batch": s.batch, "seq": s.seq,
             "steps": s.steps, "warmup": s.warmup, "chunk": s.chunk, "seed": s.seed,
             "optimizer": s.optimizer, "trace_dir": None, "trace_steps": 1, "progress": False}

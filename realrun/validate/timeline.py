@@ -9,10 +9,10 @@ import time
 import torch
 
 from realrun.launch import run_world
-from realrun.models import make_batch
+from realrun.precision import set_precision
 from realrun.steps import Trainer
+from realrun.workload import Workload
 from realrun.validate.settings import ValidateSettings, bench_payload
-from simddp.presets.models import ModelSpec
 from simddp.result import ALL_REDUCE, BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
 
 # ---------------------------------------------------------------------------------------------
@@ -28,9 +28,8 @@ def timeline_rank(payload: dict, ctx) -> dict:
     callback. Only realrun.DDP strategies have the hooks; ``ddp`` gets compute spans only.
     """
     torch.set_flush_denormal(True)
-    spec = ModelSpec(**payload["spec"])
-    batch = make_batch(spec, payload["batch"], payload["seq"], payload["seed"] + ctx.rank)
-    trainer = Trainer(payload["config"], spec, batch, ctx, payload)
+    set_precision(payload["precision"])
+    trainer = Trainer(payload["config"], Workload(**payload["workload"]), ctx, payload)
     clock = time.perf_counter
     comm: list[list] = []          # [label, launch_s, end_s]
 
@@ -50,7 +49,7 @@ def timeline_rank(payload: dict, ctx) -> dict:
         comm.clear()
         t0 = clock()
         trainer.optimizer.zero_grad(set_to_none=True)
-        loss = trainer.model(*trainer.batch)
+        loss = trainer.loss()
         t1 = clock()
         loss.backward()
         t2 = clock()
@@ -95,9 +94,10 @@ def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
     """Spans of one measured step (the median of ``timeline_steps``) on rank 0."""
     payload = {**bench_payload(s, []), "config": {"strategy": strategy, "bucket_mb": bucket_mb},
                "steps": s.timeline_steps}
-    ranks = run_world("realrun.validate.timeline:timeline_rank", payload, world_size=s.world_size,
+    ranks = run_world("realrun.validate.timeline:timeline_rank", payload, backend=s.backend,
+                      world_size=s.world_size,
                       threads_per_rank=s.threads, timeout_s=s.timeout_s,
                       emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
-    return tuple(Span(*sp) for sp in ranks[0]["spans"])
+    return () if ranks is None else tuple(Span(*sp) for sp in ranks[0]["spans"])
 
 

@@ -11,7 +11,7 @@ not activations, and holds one unit (a block) unsharded while it computes; the c
 finds the smallest N that fits in --device-mem-gb (GB = 1e9 bytes) or says none does.
 Communication: per optimizer step per rank for every strategy, from ``simddp.plan``'s
 collectives and the link's α–β law, plus FSDP's all-gathers and reduce-scatters, and the
-closed-form optimal bucket size (simddp.optimal_bucket). --world-size 1 is allowed: memory
+closed-form optimal bucket size (simddp.account.optimal_bucket). --world-size 1 is allowed: memory
 only, no communication. Bad input: one line on stderr, exit code 2.
 """
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """`python -m realrun bench`: argument checks, aggregation, failure handling, one real run."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ import realrun.bench as bench
 from realrun.cli import main
 from realrun.commands.bench import format_table
 from realrun.configs import bench_configs, label
+from realrun.workload import Workload
 from realrun.launch.errors import LaunchError
 from simddp.io import load_results
 from simddp.presets.models import parse_model
@@ -78,7 +78,8 @@ def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies()
 
 def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     spec = parse_model("mlp-2x4")
-    payload = {"spec": dataclasses.asdict(spec), "configs": bench_configs(["bucketed"], [1.0])}
+    payload = {"workload": Workload.preset(spec, 1, 2).to_json(),
+               "configs": bench_configs(["bucketed"], [1.0])}
     ranks = [{"steps_s": [[0.010, 0.030, 0.020], [0.015, 0.040, 0.050]], "collectives": [0, 2]},
              {"steps_s": [[0.020, 0.010, 0.020], [0.045, 0.030, 0.035]], "collectives": [0, 2]}]
     run = bench.summarize(ranks, payload, link="loopback")
@@ -91,7 +92,8 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     assert bucketed.exposed_comm_s == pytest.approx(0.025)
     assert (bucketed.source, bucketed.samples, bucketed.model, bucketed.world_size,
             bucketed.collectives, bucketed.link) == ("measured", 3, "mlp-2x4", 2, 2, "loopback")
-    table = format_table(Namespace(batch=1, seq=2, optimizer="sgd", backend="gloo", threads=1,
+    table = format_table(Namespace(what="batch 1 x seq 2 per rank", optimizer="sgd",
+                                   precision="fp32", backend="gloo", threads=1,
                                    steps=3, warmup=1, chunk=2, out="o", trace=None),
                          results, stats, None)
     assert "bucketed" in table and table.count("\n") == 5

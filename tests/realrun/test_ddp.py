@@ -15,6 +15,7 @@ import sys
 import pytest
 from torch import nn
 
+from simddp.profile import Layer, ModelProfile
 from realrun.ddp import DDP, module_profile, trainable_parameters
 from simddp.plans import plan
 from simddp.strategy import make_strategy
@@ -87,9 +88,12 @@ def test_plan_groups_match_hand_computed_buckets(name):
 
 
 def test_profile_that_does_not_match_the_module_is_rejected():
-    other = module_profile(nn.Linear(3, 3))
-    with pytest.raises(ValueError, match="trainable parameters are 9 tensors"):
+    other = module_profile(nn.Linear(3, 3))   # names weight, bias: not Net's parameters
+    with pytest.raises(ValueError, match="does not name this module's trainable parameters"):
         DDP(Net(), profile=other)
+    unnamed = ModelProfile("sizes only", (Layer("l", (36, 12)),))
+    with pytest.raises(ValueError, match="trainable parameters are 9 tensors"):
+        DDP(Net(), profile=unnamed)
 
 
 def test_import_realrun_does_not_import_torch():

@@ -1,16 +1,30 @@
-"""realrun's per-layer profiler: a valid simddp ModelProfile that simddp reads back."""
+"""realrun's per-layer profiler: a valid simddp ModelProfile of any module, read back by simddp.
+
+The presets, a Hugging Face GPT-2 (tied embedding and LM head) and a CNN (BatchNorm buffers,
+a frozen stem) all go through the same ``profile_module``.
+"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
 from realrun.cli import main as realrun_main
-from realrun.profiler import attribute, profile_model
+from realrun.profiler import attribute, profile_workload
+from realrun.tensors import trainable_parameters
+from realrun.workload import Workload
 from simddp.io import load_profile
 from simddp.presets.models import parse_model
 
 TINY = parse_model("transformer-small").shrunk(layers=2, d_model=32, d_ff=64, heads=4, vocab=50)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def profile_model(spec, batch: int, seq: int, **kwargs):
+    torch.set_num_threads(1)
+    return profile_workload(Workload.preset(spec, batch, seq), **kwargs)
 
 
 def test_attribute_gives_gaps_to_the_next_layer_and_the_tail_to_the_last():
@@ -24,19 +38,22 @@ def tiny_profile():
     return profile_model(TINY, batch=2, seq=4, repeats=3, warmup=1)
 
 
-def test_profile_has_every_op_and_the_parameters(tiny_profile):
+def test_profile_layers_are_the_parameter_owners_in_execution_order(tiny_profile):
     profile, measured = tiny_profile
     assert profile.name == TINY.name
-    assert [layer.name for layer in profile.layers] == [name for name, _, _ in TINY.ops()]
-    names = [n for layer in profile.layers for n in layer.grad_names]
-    assert names == [n for n, _ in TINY.parameters()]
+    owners = [name for name, kind, _ in TINY.ops() if kind != "attn"]  # attn owns nothing
+    ran = [layer.name for layer in profile.layers]
+    assert sorted(ran) == sorted(owners)
+    # execution order: SwiGLU computes w1(h) and w3(h) before w2 of their product
+    b = "blocks.1."
+    assert ran.index(b + "w1") < ran.index(b + "w3") < ran.index(b + "w2")
+    assert profile.tensor_names == tuple(n for n, _ in TINY.parameters())  # DDP's numbering
     sizes = [4 * _numel(shape) for _, shape in TINY.parameters()]
     assert list(profile.tensor_bytes) == sizes
-    attn = [layer for layer in profile.layers if layer.name.endswith(".attn")]
-    assert len(attn) == 2 and all(layer.grad_bytes == () for layer in attn)
     assert all(layer.forward_s > 0 and layer.backward_s >= 0 for layer in profile.layers)
     assert profile.optimizer_s > 0
     assert measured["repeats"] == 3 and measured["ready_order_stable"]
+    assert measured["precision"] == "fp32" and measured["clock"] == "perf_counter"
 
 
 def test_ready_order_is_observed(tiny_profile):
@@ -54,6 +71,38 @@ def test_ready_order_is_observed(tiny_profile):
 def test_mlp_ready_order_is_reverse():
     profile, _ = profile_model(parse_model("mlp-3x8"), batch=1, seq=2, repeats=1, warmup=0)
     assert profile.ready_order == (2, 1, 0)
+
+
+@pytest.mark.parametrize("example, tied, frozen", [("gpt2_tiny.py", True, False),
+                                                    ("cnn.py", False, True)])
+def test_a_third_party_model_profiles_as_realrun_ddp_numbers_it(example, tied, frozen):
+    """Tensors are exactly the model's unique trainable parameters (count, names, bytes), in
+    parameters() order; the ready order is a permutation of them."""
+    if example.startswith("gpt2"):
+        pytest.importorskip("transformers")
+    workload = Workload.from_target(f"{EXAMPLES / example}:build")
+    profile, measured = profile_workload(workload, repeats=2, warmup=1)
+    model, _, _ = workload.build(0, 0, "cpu")
+    params = trainable_parameters(model)
+    assert profile.tensor_names == tuple(n for n, _ in params)
+    assert list(profile.tensor_bytes) == [p.numel() * p.element_size() for _, p in params]
+    assert sorted(profile.ready_order) == list(range(len(params)))
+    assert measured["unused_parameters"] == [] and measured["workload"]["module"]
+    names = {n for n, _ in params}
+    if tied:   # the LM head's weight is the embedding's: all-reduced once, ready last
+        assert model.lm_head.weight is model.transformer.wte.weight
+        assert "lm_head.weight" not in names
+        assert profile.ready_order[-1] == [n for n, _ in params].index("transformer.wte.weight")
+    if frozen:  # the stem gets no gradient; BatchNorm's running stats are buffers
+        assert not any(n.startswith("stem.") for n in names)
+        assert "features.0.1.running_mean" in dict(model.named_buffers())
+        assert "features.0.1.weight" in names
+
+
+def test_bf16_profile_keeps_fp32_gradients():
+    profile, measured = profile_model(parse_model("mlp-2x16"), batch=1, seq=4, repeats=1,
+                                      warmup=0, precision="bf16")
+    assert measured["precision"] == "bf16" and profile.tensor_bytes == (16 * 16 * 4,) * 2
 
 
 def test_profile_cli_writes_a_file_simddp_sweep_reads(tmp_path, capsys):
@@ -93,3 +142,36 @@ def _numel(shape):
     for s in shape:
         n *= s
     return n
+
+
+def test_on_cuda_the_hooks_record_events_and_only_the_step_synchronizes(monkeypatch):
+    """No GPU here: fake events stand in for torch.cuda.Event. A step synchronizes twice
+    (before its first mark and after its last), never inside a hook, and a mark's time is
+    the elapsed time between recorded events."""
+    from realrun.profiler import Clock
+    calls = {"sync": 0}
+
+    class FakeEvent:
+        now_s = 0.0
+
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            self.at_s = None
+
+        def record(self) -> None:
+            FakeEvent.now_s += 0.002
+            self.at_s = FakeEvent.now_s
+
+        def elapsed_time(self, other) -> float:   # milliseconds, as CUDA reports them
+            return (other.at_s - self.at_s) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize",
+                        lambda device=None: calls.__setitem__("sync", calls["sync"] + 1))
+    clock = Clock(torch.device("cuda", 0))
+    clock.begin()
+    marks = [clock.mark() for _ in range(3)]   # what three hooks do
+    assert calls["sync"] == 1
+    clock.end()
+    assert calls["sync"] == 2
+    assert [clock.seconds(m) for m in marks] == pytest.approx([0.002, 0.004, 0.006])

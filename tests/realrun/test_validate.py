@@ -17,6 +17,7 @@ from simddp.io import link_to_json, save_json
 from simddp.link import Link
 from simddp.result import Result
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 
 
@@ -219,3 +220,27 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     assert info["host_before"]["realrun"]["copy_gbps"] == 9.0
     # no probes measured: link and host are unchanged
     assert inputs_from_probes(link, earlier, {}, [10 ** 6] * 4, 2)[:2] == (link, earlier)
+
+
+@pytest.mark.slow
+def test_validate_under_torchrun_rank_0_prints_and_writes(tmp_path):
+    """torchrun starts the ranks; each runs the whole pipeline in one process group, rank 0
+    decides which configuration to clock for the timeline and is the only one to report."""
+    out = tmp_path / "val"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "-m", "realrun", "validate", "--model", "mlp-2x64", "--batch", "1", "--seq", "2",
+           "--strategies", "overlap,bucketed", "--bucket-mb", "0.01,1", "--steps", "2",
+           "--warmup", "2", "--profile-repeats", "2", "--calibrate-iters", "2",
+           "--timeline-steps", "1", "--format", "json", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)            # one document: only rank 0 printed
+    assert doc["summary"]["world_size"] == 2 and doc["summary"]["measured_link"] == "torchrun"
+    assert doc["validate"]["timeline_config"] and (out / "validate.json").exists()
+
+
+def test_nccl_without_gpus_is_one_line_exit_2(capsys, tmp_path):
+    from realrun.cli import main
+    assert main(["validate", *TINY, "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "nccl needs CUDA GPUs" in err and err.count("\n") == 1

@@ -191,3 +191,18 @@ def test_a_failed_write_keeps_the_old_file_and_no_temp_file(tmp_path, monkeypatc
     monkeypatch.undo()
     assert json.loads(path.read_text()) == {"old": True}
     assert os.listdir(tmp_path) == ["results.json"]
+
+
+def test_a_profile_whose_layers_ran_in_another_order_than_their_tensors_are_numbered():
+    """A measured profile lists layers as they ran (SwiGLU: w1, w3, w2) and numbers tensors as
+    parameters() lists them (w1, w2, w3): grad_ids carry the numbering through the file."""
+    profile = ModelProfile("swiglu", (Layer("w1", (8,), 1e-3, 1e-3, ("w1.weight",), (0,)),
+                                      Layer("w3", (16,), 1e-3, 1e-3, ("w3.weight",), (2,)),
+                                      Layer("w2", (24,), 1e-3, 1e-3, ("w2.weight",), (1,))),
+                           ready_order=(1, 2, 0))
+    assert profile.tensor_bytes == (8, 24, 16) and profile.tensor_layer == (0, 2, 1)
+    assert profile.tensor_names == ("w1.weight", "w2.weight", "w3.weight")
+    assert io.profile_from_json(json.loads(json.dumps(profile_to_json(profile)))) == profile
+    for bad in (((0,), ()), ((0,), (0,)), ((0,), (5,))):
+        with pytest.raises(InputError, match="grad_ids must be given for every layer"):
+            ModelProfile("m", (Layer("a", (8,), grad_ids=bad[0]), Layer("b", (8,), grad_ids=bad[1])))
