@@ -23,11 +23,16 @@ from calibrate.settings import (DTYPE_BYTES, SEQUENCE_BYTES, SEQUENCE_COUNT, SEQ
                                 CalibrateSettings, parse_bytes)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
+from simddp.cli import join_negative_values
 from simddp.errors import InputError
 from simddp.io import check_out_dir
 
 
 class _Parser(argparse.ArgumentParser):
+    def parse_known_args(self, args=None, namespace=None):  # "--max-bytes -1": our message
+        argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(join_negative_values(argv), namespace)
+
     def error(self, message: str):  # argparse prints usage + error on 2 lines; we want one
         raise InputError(message)
 

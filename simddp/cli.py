@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from simddp.errors import InputError
@@ -19,8 +20,32 @@ from simddp.errors import InputError
 COMMANDS = ("sweep", "simulate", "models", "links", "account", "compare")
 
 
+_NEGATIVE_VALUE = re.compile(r"^-\.?\d")  # "-5", "-5,10", "-.5": a value, not a flag
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """``--bucket-mb -5,10`` -> ``--bucket-mb=-5,10``, so argparse hands the value to our own
+    check ("'-5' must be a number > 0") instead of saying "expected one argument".
+
+    >>> join_negative_values(["--bucket-mb", "-5,10", "--steps", "3"])
+    ['--bucket-mb=-5,10', '--steps', '3']
+    """
+    out: list[str] = []
+    for token in argv:
+        if out and _NEGATIVE_VALUE.match(token) and out[-1].startswith("--") \
+                and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (plus exit code 2), not a usage dump."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(join_negative_values(argv), namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

@@ -21,6 +21,7 @@ import json
 import sys
 
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
+from simddp.account.optimum_gap import gap_line
 from simddp.commands.common import (add_host_args, add_link_args, add_model_args, parse_names,
                                     parse_positive_floats, resolve_host, resolve_link,
                                     resolve_model)
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
                "recommended_from": None if rec is None else rec.strategy,
                "fastest": fastest_row(results, rec),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
+    gap = gap_line(profile, link, host, summary["closed_form_optimum"], results)
+    summary["closed_form_optimum"]["differs_from_simulator"] = gap
 
     if out_dir is not None:  # render everything in memory first: no partial output on error
         files = _out_files(results, rows, setup, summary, rec)
@@ -103,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         # Issue 6: the α–β closed form beside the simulated optimum (docs/ACCOUNT.md says
         # where they part: tensors are never split, uneven gradient readiness, first bucket).
         print(format_optimum(summary["closed_form_optimum"]))
+        if gap:
+            print(gap)
     return 0
 
 

@@ -49,10 +49,12 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
         text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
                  f"extend --bucket-mb.")
     if rec.strategy == "ddp":
-        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (see docs/CLI.md)
-        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, "
-                 f"{fmt_mb(rec.bucket_mb)}]) runs the ddp rows; a plain bucket_cap_mb="
-                 f"{fmt_mb(rec.bucket_mb)} also makes the first bucket that size (the bucketed rows).")
+        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (docs/CLI.md)
+        mb = fmt_mb(rec.bucket_mb)
+        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, {mb}]) runs "
+                 f"the ddp rows (torch 2.13, as realrun runs it; a torch without "
+                 f"bucket_cap_mb_list takes bucket_cap_mb={mb}); on 2.13 a plain "
+                 f"bucket_cap_mb={mb} makes the first bucket {mb} MB too (the bucketed rows).")
     f = rec.fastest
     if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
         return text

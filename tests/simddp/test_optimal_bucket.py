@@ -21,7 +21,7 @@ from simddp.account.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET
                                    exposed_s, optimal_bucket_bytes, optimum, overhead_s)
 from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
-from simddp.strategy import Strategy, make_strategy
+from simddp.strategy import MB, Strategy, make_strategy
 
 L, G = 120, 1_000_000
 UNIFORM = ModelProfile("uniform", tuple(Layer(f"l{i}", (G,), 0.0, 1e-4) for i in range(L)))
@@ -160,3 +160,24 @@ def test_closed_form_optimum_keys():
     assert set(opt) >= {"bucket_mb", "overhead_ms", "regime"}
     assert opt["bucket_mb"] == pytest.approx(12e6 / 2**20)
     assert opt["overhead_ms"] == pytest.approx(14.4) and math.isclose(opt["buckets"], 10.0)
+
+
+def test_the_sweep_says_why_the_closed_form_and_the_simulator_disagree(capsys):
+    """One 96 MiB embedding ready last and small layers before it: the closed form wants
+    small even buckets, the simulator knows the embedding can neither be split nor overlap."""
+    from simddp.account.optimum_gap import gap_line
+    from simddp.sweeps import sweep
+    layers = (Layer("emb", (96 * MB,), 1e-3, 1e-3),) + tuple(
+        Layer(f"l{i}", (MB // 4,), 1e-3, 4e-3) for i in range(16))
+    lumpy = ModelProfile("lumpy", layers)
+    link = Link("l", 2e-4, 10.0)
+    opt = closed_form_optimum(lumpy, link, 2)
+    results = sweep(lumpy, link, 2, ["bucketed"], [0.25, 1, 4, 16, 64, 256])
+    line = gap_line(lumpy, link, None, opt, results)
+    assert line is not None and "tensors are never split" in line
+    assert "not ready evenly" in line
+    # 100 even 1 MiB layers, α 2 ms: closed form 2.23 MB, 2.234 ms; simulated 5 MB, 2.52 ms
+    even = ModelProfile("even", tuple(Layer(f"l{i}", (MB,), 0, 1e-3) for i in range(100)))
+    slow = Link("slow", 2e-3, 10.0)
+    assert gap_line(even, slow, None, closed_form_optimum(even, slow, 2),
+                    sweep(even, slow, 2, ["bucketed"], [1, 2, 5, 10, 25, 50])) is None
