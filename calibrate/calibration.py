@@ -20,7 +20,8 @@ def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
     when a rank fails, NetnsUnavailable when emulated hosts cannot be made here.
     """
     contention = None if not s.contention else {
-        "size_bytes": s.contention_bytes, "dtype": s.dtype, "repeats": s.contention_repeats}
+        "widths": list(s.contention_widths), "rows": s.contention_rows, "dtype": s.dtype,
+        "stream_bytes": list(s.contention_stream_bytes), "repeats": s.contention_repeats}
     sequence = None if not s.sequence else {
         "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats}
     payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,

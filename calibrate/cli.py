@@ -66,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--no-contention", action="store_true", help="skip the contention step")
-    p.add_argument("--contention-bytes", default=None, help="all-reduce size for the "
-                   "contention step (default min(16M, --max-bytes))")
+    p.add_argument("--contention-mlp", default="8x1024", metavar="DEPTHxWIDTH",
+                   help="the backward-like workload of the contention step: a forward + "
+                        "backward of DEPTH Linear(WIDTH, WIDTH) layers against its gradients' "
+                        "all-reduces (default %(default)s)")
+    p.add_argument("--contention-rows", type=int, default=16,
+                   help="rows (tokens) the contention MLP computes on (default %(default)s)")
     p.add_argument("--contention-repeats", type=int, default=5, help="repeats, median (5)")
     p.add_argument("--emulate-hosts", type=int, default=None, help="run each rank in its own "
                    "network namespace (root; must equal the world size)")
@@ -103,9 +107,8 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
         sequence_count=a.sequence_count, sequence_repeats=a.sequence_repeats,
         sequence_bytes=(SEQUENCE_BYTES if a.sequence_bytes is None
                         else parse_bytes("--sequence-bytes", a.sequence_bytes)),
-        contention=not a.no_contention,
-        contention_bytes=(None if a.contention_bytes is None
-                          else parse_bytes("--contention-bytes", a.contention_bytes)),
+        contention=not a.no_contention, contention_widths=_mlp_widths(a.contention_mlp),
+        contention_rows=a.contention_rows,
         contention_repeats=a.contention_repeats, emulate_hosts=a.emulate_hosts,
         link_gbit=a.link_gbit, name=a.name, timeout_s=a.timeout_s,
         progress=sys.stderr.isatty())
@@ -114,6 +117,14 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
     if not is_torchrun() or os.environ["RANK"] == "0":  # rank 0 writes
         check_out_dir(a.out)
     return settings, a
+
+
+def _mlp_widths(text: str) -> tuple[int, ...]:
+    """'8x1024' -> (1024,) * 8; InputError otherwise."""
+    depth, _, width = text.lower().partition("x")
+    if not (depth.isdigit() and width.isdigit() and int(depth) >= 1 and int(width) >= 1):
+        raise InputError(f"--contention-mlp: {text!r} is not DEPTHxWIDTH (e.g. 8x1024)")
+    return (int(width),) * int(depth)
 
 
 def _have_gpus() -> bool:

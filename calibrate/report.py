@@ -141,10 +141,12 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
         cont = run.contention
         if cont is not None:
             c0 = cont["per_rank"][0]
-            print(f"contention ({human_bytes(c0['size_bytes'])} all-reduce vs "
-                  f"{c0['matmul_n']}x{c0['matmul_n']} matmuls, median of {c0['repeats']}, max "
-                  f"over ranks): compute x{cont['compute_slowdown']:.2f} slower while the "
-                  f"all-reduce runs, all-reduce x{cont['comm_slowdown']:.2f} slower under "
+            print(f"contention (a forward + backward of {len(a.contention_widths)} Linear "
+                  f"layers, {c0['compute_alone_s'] * 1e3:.1f} ms alone, against "
+                  f"{c0['stream_count']} all-reduces of {human_bytes(c0['stream_bytes'])} in "
+                  f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median of {c0['repeats']}, "
+                  f"max over ranks): compute x{cont['compute_slowdown']:.2f} slower while "
+                  f"all-reduces run, all-reduces x{cont['comm_slowdown']:.2f} slower under "
                   "compute")
             for note in cont["notes"]:
                 print(f"  note: {note}")

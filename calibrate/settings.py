@@ -29,9 +29,10 @@ MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence int
 # The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 10
-# Contention is measured on one all-reduce of this many bytes (or max_bytes if smaller):
-# ~25 ms on loopback here, i.e. ~90 matmul chunks of 0.28 ms overlap it.
-CONTENTION_BYTES = 16 * 2 ** 20
+# Contention is measured with a real forward + backward of an MLP of these widths on this many
+# rows, against its gradients' all-reduces (calibrate/ranks/contention.py): the mlp-8x1024
+# preset at batch 2 x seq 8, ~20 ms of backward here, about as long as its 8 x 4 MiB stream.
+CONTENTION_WIDTHS, CONTENTION_ROWS = (1024,) * 8, 16
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30}  # binary, like nccl-tests' -b/-e
 
@@ -99,7 +100,9 @@ class CalibrateSettings:
     sequence_repeats: int = SEQUENCE_REPEATS
     sequence_sizes: tuple[int, ...] | None = None  # None: sequence_count x sequence_bytes
     contention: bool = True
-    contention_bytes: int | None = None          # None: min(16 MiB, max_bytes)
+    contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload
+    contention_rows: int = CONTENTION_ROWS
+    contention_stream_bytes: tuple[int, ...] | None = None   # None: the MLP's gradients
     contention_repeats: int = 5
     emulate_hosts: int | None = None
     link_gbit: float | None = None
@@ -123,7 +126,8 @@ class CalibrateSettings:
                                  ("--sequence-count", self.sequence_count, 1),
                                  ("--sequence-repeats", self.sequence_repeats, 1),
                                  ("--threads-per-rank", self.threads_per_rank, 1),
-                                 ("--contention-repeats", self.contention_repeats, 1)):
+                                 ("--contention-repeats", self.contention_repeats, 1),
+                                 ("--contention-rows", self.contention_rows, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"{flag} must be an integer >= {low}, got {value}")
         if self.holdout_every < 0 or self.holdout_every == 1:
@@ -131,6 +135,11 @@ class CalibrateSettings:
                              f"{self.holdout_every}")
         if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
             raise InputError(f"--timeout-s must be > 0, got {self.timeout_s}")
+        if not self.contention_widths or any(
+                isinstance(w, bool) or not isinstance(w, int) or w < 1
+                for w in self.contention_widths):
+            raise InputError(f"--contention-mlp: widths must be integers >= 1, got "
+                             f"{self.contention_widths!r}")
         if self.link_gbit is not None and (self.emulate_hosts is None or not self.link_gbit > 0):
             raise InputError(f"--link-gbit {self.link_gbit}: needs --emulate-hosts and a rate > 0")
         n_fit = int((~heldout_mask(len(self.sizes_bytes), self.holdout_every)).sum())
@@ -147,8 +156,8 @@ class CalibrateSettings:
             fields["sequence"] = False
         if self.sequence_sizes is None:
             fields["sequence_sizes"] = (self.sequence_bytes,) * self.sequence_count
-        if self.contention_bytes is None:
-            fields["contention_bytes"] = min(CONTENTION_BYTES, self.max_bytes)
+        if self.contention_stream_bytes is None:
+            fields["contention_stream_bytes"] = tuple(4 * w * w for w in self.contention_widths)
         resolved = replace(self, **fields)
         for name in fields:
             object.__setattr__(self, name, getattr(resolved, name))

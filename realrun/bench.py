@@ -75,6 +75,7 @@ def run_rank(payload: dict, ctx) -> dict:
                 trainers[-1].step()
                 progress.advance(label(config))
         steps_s: list[list[float]] = [[] for _ in configs]
+        inner: list[dict[str, list[float]]] = [{} for _ in configs]
         for round_index, start in enumerate(range(0, steps, payload["chunk"])):
             n = min(payload["chunk"], steps - start)
             for k in range(len(configs)):
@@ -82,14 +83,17 @@ def run_rank(payload: dict, ctx) -> dict:
                 for _ in range(n):
                     ctx.barrier()
                     step_s = timed(ctx, trainers[i].step)
-                    # an extra may time only part of its step (realrun/validate/probes.py)
+                    # an extra may time only part of its step (realrun/validate/probes.py),
+                    # or report several numbers of it (``inner``, a dict)
                     steps_s[i].append(getattr(trainers[i], "inner_s", None) or step_s)
+                    for key, value in (getattr(trainers[i], "inner", None) or {}).items():
+                        inner[i].setdefault(key, []).append(value)
                     progress.advance(label(configs[i]))
         if payload.get("trace_dir"):
             for config, trainer in zip(configs, trainers):
                 path = os.path.join(payload["trace_dir"], f"{label(config)}.rank{ctx.rank}.json")
                 write_trace(ctx, lambda t=trainer: t.step(ranges=True), payload["trace_steps"], path)
-        return {"rank": ctx.rank, "steps_s": steps_s,
+        return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner,
                 "collectives": [t.collectives() for t in trainers],
                 "threads": torch.get_num_threads()}
     finally:
@@ -107,7 +111,8 @@ def step_stats(rank_steps_s: list[list[float]]) -> dict:
 @dataclass(frozen=True)
 class BenchRun:
     """What a benchmark measured: Results of the configurations, their step statistics, and
-    the statistics of each extra by name."""
+    the statistics of each extra by name (with ``per_rank`` medians of the numbers an extra
+    reports in ``inner``, if it does)."""
 
     results: list[Result]
     stats: list[dict]
@@ -125,6 +130,11 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
     all_stats = [step_stats([r["steps_s"][i] for r in ranks])
                  for i in range(len(ranks[0]["steps_s"]))]
     extras = dict(zip(payload.get("extras") or [], all_stats[n:]))
+    for k, name_k in enumerate(payload.get("extras") or []):  # each rank's median per value
+        keys = ranks[0].get("inner", [{}] * len(all_stats))[n + k]
+        if keys:
+            extras[name_k]["per_rank"] = [{key: float(np.median(r["inner"][n + k][key]))
+                                           for key in keys} for r in ranks]
     stats = []
     for i, config in enumerate(payload["configs"]):
         stats.append({**config, "label": label(config), **all_stats[i],
@@ -136,7 +146,8 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         world_size=len(ranks), step_s=s["median_s"],
         exposed_comm_s=max(0.0, s["median_s"] - compute_s) if compute else 0.0,
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",
-        step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"]) for s in stats]
+        step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"],
+        steps_s=tuple(s["steps_s"])) for s in stats]
     return BenchRun(results, stats, extras)
 
 

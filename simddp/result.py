@@ -79,10 +79,14 @@ class Result:
     step_p95_s: float | None = None
     samples: int = 0                 # measured steps behind the median
     spans: tuple[Span, ...] = ()
+    # Measured step times (each the max over ranks), in the order they ran; () for
+    # predictions. With them, compare gives a confidence interval of the regret.
+    steps_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
         object.__setattr__(self, "spans", spans)
+        object.__setattr__(self, "steps_s", tuple(self.steps_s))
 
     @property
     def step_ms(self) -> float:

@@ -1,93 +1,109 @@
-"""How much compute and an all-reduce slow each other down when they run at the same time.
+"""How much a backward and the all-reduces in flight slow each other down.
 
-In DDP the backward keeps computing while bucket all-reduces are in flight. On a CPU box Gloo
-runs the collective on its own thread (copies, reductions, loopback TCP), so it competes with
-the backward for cores; on GPUs NCCL kernels take SMs and memory bandwidth. simddp's engine
-slows a lane by ``compute_slowdown``/``comm_slowdown`` while the other lane is busy; this
-module measures both on the real ranks (run by ``python -m calibrate``, skipped with
-``--no-contention``). Each repeat, on every rank, after a barrier each:
+In DDP the backward keeps computing while bucket all-reduces run. On a CPU box Gloo runs the
+collective on its own threads (copies, reductions, loopback TCP), so it competes with the
+backward for cores; on GPUs NCCL kernels take SMs and memory bandwidth. simddp's engine slows
+a lane by ``compute_slowdown``/``comm_slowdown`` while the other lane is busy; this module
+measures both with a backward-like workload: a real autograd forward and backward (an MLP of
+the given widths here; the model's own in ``realrun validate``) against a stream of
+gradient-sized all-reduces queued at once, as an overlapping DDP queues them. Each repeat, on
+every rank, after a barrier each:
 
-1. comm alone: one all-reduce of ``size_bytes``, timed.
-2. compute alone: a fixed chunk of backward-like work (one square matmul) repeated for about
-   as long as step 1 took; rate = chunks per second.
-3. together: ``work = dist.all_reduce(t, async_op=True)``, then chunks until
-   ``work.is_completed()``; the comm time is launch to the first chunk end that sees it
-   done (late by < 1 chunk, ~0.3 ms here against ~20 ms of comm), the compute rate is chunks
-   over that time, so every chunk counted overlapped the collective.
+1. compute alone: forward + backward, ``W`` seconds;
+2. comm alone: the stream queued, then waited for, ``T`` seconds;
+3. together: the stream queued, forward + backward (``D``, its end), the stream waited for
+   (``Ts``, from the launch).
 
-``compute_slowdown = rate alone / rate together`` and ``comm_slowdown = together / alone``,
-each from medians over repeats, then the max over ranks (the slowest rank sets the step).
-Values below 1.0 are noise (nothing speeds up under contention) and are clamped to 1.0.
+Medians over repeats, then :func:`calibrate.combine.slowdowns` turns (W, T, D, Ts) into the two
+factors under the engine's own model (a lane runs 1/slowdown as fast while both are busy),
+and the max over ranks is kept (the slowest rank sets the step). Why not matmul chunks, as
+before 2026-11-23: a tight 256x256 matmul loop measured comm x4.6 slower under compute on
+this box where the model's own backward gives x1.7-1.9 (docs/VALIDATION.md), and the
+overstated comm slowdown made overlapping small buckets look worse than they run.
 """
 from __future__ import annotations
 
+import statistics
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
+from torch import nn
 
-from calibrate.combine import MIN_CHUNKS
 from calibrate.ranks.allreduce import zeros
 
-# One chunk of "backward": a 256x256 float32 matmul is ~0.3 ms on one core here, small enough
-# to poll the collective often, big enough that the loop overhead (~5 µs) is noise. On a GPU
-# that is nothing, so chunks there are 4096x4096: 137 GFLOP, ~1-10 ms on current GPUs.
-_CPU_MATMUL_N = 256
-_GPU_MATMUL_N = 4096
+# The default backward-like workload: eight 1024-wide bias-free Linear layers with ReLU on 16
+# rows (the mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a
+# stream of its eight 4 MiB gradients takes about as long on loopback, so the two overlap.
+DEFAULT_WIDTHS = (1024,) * 8
+DEFAULT_ROWS = 16
+
+
+def mlp_step(widths: list[int], rows: int, device):
+    """A forward + backward of bias-free Linear+ReLU layers: backward-like work on ``device``."""
+    gen = torch.Generator().manual_seed(0)
+    layers = nn.Sequential(*(m for w in widths for m in (nn.Linear(w, w, bias=False), nn.ReLU())))
+    layers.to(device)
+    x = torch.randn(rows, widths[0], generator=gen).to(device)
+
+    def step() -> None:
+        layers.zero_grad(set_to_none=True)
+        layers(x).square().mean().backward()
+    return step
+
+
+def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, float, float, float]:
+    """(W, T, D, Ts) seconds of one repeat: compute alone, the stream alone, and together the
+    compute's end and the stream's end, both from the stream's launch."""
+    ctx.barrier()
+    start_s = time.perf_counter()
+    compute()
+    _compute_done(ctx)
+    alone_compute_s = time.perf_counter() - start_s
+    ctx.barrier()
+    start_s = time.perf_counter()
+    for work in [dist.all_reduce(t, async_op=True) for t in stream]:
+        work.wait()
+    ctx.synchronize()
+    alone_comm_s = time.perf_counter() - start_s
+    ctx.barrier()
+    start_s = time.perf_counter()
+    works = [dist.all_reduce(t, async_op=True) for t in stream]
+    compute()
+    _compute_done(ctx)
+    compute_end_s = time.perf_counter() - start_s
+    for work in works:
+        work.wait()
+    ctx.synchronize()
+    return alone_compute_s, alone_comm_s, compute_end_s, time.perf_counter() - start_s
+
+
+def _compute_done(ctx) -> None:
+    """Wait for the compute stream only: on CUDA an event on the current stream (a device
+    synchronize would also wait for NCCL's stream); on CPU the work is already done."""
+    if ctx.device.type == "cuda":
+        event = torch.cuda.Event()
+        event.record()
+        event.synchronize()
 
 
 def measure_contention(cfg: dict, ctx) -> dict:
-    """Rank-side measurement; ``cfg`` has size_bytes, dtype, repeats. Returns medians."""
-    tensor = zeros(cfg["size_bytes"], cfg["dtype"], ctx.device)
-    n = _GPU_MATMUL_N if ctx.device.type == "cuda" else _CPU_MATMUL_N
-    gen = torch.Generator(device="cpu").manual_seed(ctx.rank)
-    a = torch.randn(n, n, generator=gen).to(ctx.device)
-    b = torch.randn(n, n, generator=gen).to(ctx.device)
+    """Rank side. ``cfg``: widths and rows of the MLP, stream_bytes (one all-reduce each),
+    dtype, repeats. Returns each quantity's median over repeats, in seconds."""
+    compute = mlp_step(cfg["widths"], cfg["rows"], ctx.device)
+    stream = [zeros(n, cfg["dtype"], ctx.device) for n in cfg["stream_bytes"]]
+    return median_overlap(compute, stream, ctx, cfg["repeats"])
 
-    def chunk() -> None:
-        torch.mm(a, b)
-        ctx.synchronize()
 
-    for _ in range(3):  # warm-up: connections, allocator, BLAS thread pools
-        dist.all_reduce(tensor)
-        chunk()
-    ctx.synchronize()
-    comm_alone, rate_alone, comm_together, rate_together, chunks_together = [], [], [], [], []
-    for _ in range(cfg["repeats"]):
-        ctx.barrier()
-        start_s = time.perf_counter()
-        dist.all_reduce(tensor)
-        ctx.synchronize()
-        comm_alone.append(time.perf_counter() - start_s)
-
-        ctx.barrier()
-        start_s = time.perf_counter()
-        chunks = 0
-        while chunks < MIN_CHUNKS or time.perf_counter() - start_s < comm_alone[-1]:
-            chunk()
-            chunks += 1
-        rate_alone.append(chunks / (time.perf_counter() - start_s))
-
-        ctx.barrier()
-        start_s = time.perf_counter()
-        work = dist.all_reduce(tensor, async_op=True)
-        chunks = 0
-        while True:
-            chunk()
-            chunks += 1
-            if work.is_completed():
-                end_s = time.perf_counter()
-                break
-        work.wait()
-        ctx.synchronize()
-        comm_together.append(end_s - start_s)
-        rate_together.append(chunks / (end_s - start_s))
-        chunks_together.append(chunks)
-    return {"size_bytes": tensor.numel() * tensor.element_size(), "matmul_n": n,
-            "repeats": cfg["repeats"],
-            "comm_alone_s": float(np.median(comm_alone)),
-            "comm_together_s": float(np.median(comm_together)),
-            "compute_rate_alone_hz": float(np.median(rate_alone)),
-            "compute_rate_together_hz": float(np.median(rate_together)),
-            "chunks_together": int(np.median(chunks_together))}
+def median_overlap(compute, stream: list[torch.Tensor], ctx, repeats: int) -> dict:
+    """Warm up, then :func:`overlap_times` ``repeats`` times; the medians, and what ran."""
+    for _ in range(2):  # connections, allocator pages, autograd caches: untimed
+        compute()
+        for work in [dist.all_reduce(t, async_op=True) for t in stream]:
+            work.wait()
+    runs = [overlap_times(compute, stream, ctx) for _ in range(repeats)]
+    keys = ("compute_alone_s", "comm_alone_s", "compute_together_s", "comm_together_s")
+    out = {k: statistics.median(r[i] for r in runs) for i, k in enumerate(keys)}
+    return {**out, "repeats": repeats, "stream_bytes": sum(t.numel() * t.element_size()
+                                                           for t in stream),
+            "stream_count": len(stream)}

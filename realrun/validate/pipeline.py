@@ -65,9 +65,9 @@ def predict(profile: ModelProfile, link: Link, host: Host | None,
     return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True)
 
 
-def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, float], list[str]]:
-    """(measured Results, probe medians in seconds, failures) — all configurations and the
-    probes in one world, round-robin.
+def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dict], list[str]]:
+    """(measured Results, each probe's statistics by name, failures) — all configurations and
+    the probes in one world, round-robin.
 
     If that world fails, each configuration runs alone (with compute-only) so the failing
     ones are named in ``failures`` ("bucketed:10: rank 1 failed: ...") and the rest kept;
@@ -81,7 +81,7 @@ def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, flo
         run = run_bench(bench_payload(s, configs, s.probes_run()), **world)
         if run is None:  # a torchrun rank other than 0
             return [], {}, []
-        return run.results, {k: v["median_s"] for k, v in run.extras.items()}, []
+        return run.results, run.extras, []
     except LaunchError as e:
         if is_torchrun():  # torchrun's agent stops every rank: nothing to retry
             raise
@@ -165,7 +165,7 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
 
 def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
                       profile_measured: dict | None, measured: list[Result],
-                      probes: dict[str, float]) -> dict:
+                      probes: dict[str, dict]) -> dict:
     """The link, host costs and profile the prediction uses, from the measurements: the host
     costs of the profile phase, then what the probes measured alongside the runs, then the
     compute total anchored to the compute-only row (which is then not scored)."""
@@ -178,10 +178,11 @@ def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
                                       "realrun validate's profile phase on these ranks")
     probe_info = None
     if probes:
-        probes = {**probes, **{r.strategy: r.step_s for r in measured
-                               if r.strategy == COMPUTE_ONLY}}
-        link, host, probe_info = inputs_from_probes(link, host, probes,
-                                                    list(profile.tensor_bytes), s.world_size)
+        medians = {name: stats["median_s"] for name, stats in probes.items()}
+        medians.update({r.strategy: r.step_s for r in measured if r.strategy == COMPUTE_ONLY})
+        link, host, probe_info = inputs_from_probes(
+            link, host, medians, list(profile.tensor_bytes), s.world_size,
+            contention=probes.get("probe:contention", {}).get("per_rank"))
     anchored = anchor_compute(profile, measured) if s.anchor_compute else None
     sim_profile, anchor, scored_out = profile, None, frozenset()
     if anchored is not None:

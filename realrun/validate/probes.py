@@ -16,6 +16,8 @@ probe:solo-wrapper    a training step under realrun.DDP("overlap") on this rank'
                       group: the wrapper's host costs with no one to wait for
 probe:solo-bucket     the same with all gradients in one bucket (one collective)
 probe:solo-torch      the same under torch's DistributedDataParallel
+probe:contention      the model's forward + backward alone, its gradients' all-reduces alone,
+                      then both at once: the link's compute and comm slowdowns
 ====================  =====================================================================
 
 The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
@@ -36,14 +38,20 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
+from calibrate.combine import combine_contention
+from calibrate.ranks.allreduce import zeros
+from calibrate.ranks.contention import overlap_times
 from calibrate.ranks.sequence import timed_sequence
+from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
 from realrun.validate.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
 from simddp.link import GB, Link, bus_factor
+from simddp.result import COMPUTE_ONLY
 
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
-          "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
+          "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch",
+          "probe:contention")
 _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
 HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run with free copies
 
@@ -57,7 +65,35 @@ def make_probe(name: str, workload, ctx, payload: dict, shared: dict):
         raise ValueError(f"unknown probe {name!r}; expected one of {', '.join(PROBES)}")
     if name in _SOLO:
         return solo_trainer(name.removeprefix("probe:solo-"), workload, ctx, payload, shared)
+    if name == "probe:contention":
+        return ContentionProbe(workload, ctx, payload)
     return Probe(name, tensor_bytes(workload.build(payload["seed"], ctx.rank, "cpu")[0]), ctx)
+
+
+class ContentionProbe:
+    """The model's own forward + backward against its own gradients' all-reduces, queued at
+    once: compute and comm alone, then together (calibrate/ranks/contention.py). Each step
+    reports the four times in ``inner``; :func:`inputs_from_probes` turns the ranks' medians
+    into the link's compute_slowdown and comm_slowdown."""
+
+    def __init__(self, workload, ctx, payload: dict) -> None:
+        self.trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx,
+                               payload)
+        self.stream = [zeros(n, "float32", ctx.device)
+                       for n in tensor_bytes(self.trainer.model)]
+        self.ctx = ctx
+        self.inner: dict = {}
+
+    def compute(self) -> None:
+        self.trainer.optimizer.zero_grad(set_to_none=True)
+        self.trainer.loss().backward()
+
+    def step(self, ranges: bool = False) -> None:
+        keys = ("compute_alone_s", "comm_alone_s", "compute_together_s", "comm_together_s")
+        self.inner = dict(zip(keys, overlap_times(self.compute, self.stream, self.ctx)))
+
+    def collectives(self) -> int:
+        return 0
 
 
 class Probe:
@@ -85,12 +121,14 @@ class Probe:
 
 
 def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float],
-                       tensor_bytes: list[int], world_size: int
+                       tensor_bytes: list[int], world_size: int,
+                       contention: list[dict] | None = None
                        ) -> tuple[Link, Host | None, dict]:
-    """``link`` with α, blocking α and busbw, and ``host`` with the copy rates and hook costs,
-    set from the probes' medians (``medians_s`` also holds "compute-only"); what was derived,
-    for the report. A quantity whose probe is missing, or that comes out unphysical (≤ 0),
-    keeps its earlier value."""
+    """``link`` with α, blocking α, busbw and (from ``contention``, the contention probe's
+    per-rank medians) the slowdowns, and ``host`` with the copy rates and hook costs, set from
+    the probes' medians (``medians_s`` also holds "compute-only"); what was derived, for the
+    report. A quantity whose probe is missing, or that comes out unphysical (≤ 0), keeps its
+    earlier value."""
     n, total = len(tensor_bytes), sum(tensor_bytes)
     m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
@@ -104,6 +142,11 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
             fields["blocking_alpha_s"] = alpha_b
         if "probe:seq-async" in m and bandwidth_s > 0:
             fields["alpha_s"] = max(0.0, (m["probe:seq-async"] - bandwidth_s) / n)
+    if contention is not None:
+        c = combine_contention(contention)
+        fields.update(compute_slowdown=c["compute_slowdown"], comm_slowdown=c["comm_slowdown"])
+        out["contention"] = {k: c[k] for k in ("compute_slowdown_raw", "comm_slowdown_raw",
+                                                "notes", "per_rank")}
     out["fields"] = dict(fields)
     out["calibrated"] = {k: getattr(link, k) for k in fields}
     before = host or Host("none")

@@ -2,7 +2,7 @@
 
     >>> s = ValidateSettings(model="mlp-4x64", bucket_mbs=(1, 10), strategies=("naive", "ddp"))
     >>> [c["strategy"] for c in s.configs()], len(s.probes_run())
-    (['compute-only', 'naive', 'ddp', 'ddp'], 8)
+    (['compute-only', 'naive', 'ddp', 'ddp'], 9)
 """
 from __future__ import annotations
 

@@ -54,6 +54,7 @@ class Row:
     measured_p95_s: float | None
     samples: int
     is_input: bool = False            # the prediction was set from this measurement: no score
+    steps_s: tuple[float, ...] = ()   # the measured steps, when the file has them
 
     @property
     def error_pct(self) -> float:
@@ -144,7 +145,8 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
             raise InputError(f"{wm}: measured config {config_label(*m.config)} has no prediction "
                              f"in {wp} (predicted: {config_list(predicted)})")
         rows.append(Row(m.strategy, m.bucket_mb, m.accum_steps, p.step_s, m.step_s,
-                        m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs))
+                        m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs,
+                        m.steps_s))
     rows.sort(key=lambda r: config_sort_key(r.config))
     scored = [r for r in rows if not r.is_input]
     summary = summarize(scored, model=model_m if model_m == model_p else f"{model_p} / {model_m}",

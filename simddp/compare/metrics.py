@@ -40,6 +40,7 @@ class Summary:
     predicted_best_bucket_mb: float | None = None
     measured_best_bucket_mb: float | None = None
     regret: float | None = None       # % slower, measured, at the predicted-best bucket
+    regret_ci: tuple[float, float] | None = None   # 95 % bootstrap interval of regret, in %
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -79,11 +80,38 @@ def best_bucket(rows: list) -> dict:
             mine = [r for r in mine if r.accum_steps == accum]
             pred_best = min(mine, key=lambda r: (r.predicted_s, r.bucket_mb))
             meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
+            ci = None
+            if pred_best.steps_s and meas_best.steps_s and pred_best is not meas_best:
+                ci = ratio_interval(pred_best.steps_s, meas_best.steps_s)[1:]
             return {"bucket_strategy": s, "bucket_accum_steps": accum,
                     "predicted_best_bucket_mb": pred_best.bucket_mb,
                     "measured_best_bucket_mb": meas_best.bucket_mb,
-                    "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0}
+                    "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0,
+                    "regret_ci": ci}
     return {}
+
+
+def ratio_interval(a_s, b_s, resamples: int = 2000, seed: int = 0
+                   ) -> tuple[float, float, float]:
+    """(point, low, high): how much slower ``a`` is than ``b`` in %, median over median − 1,
+    with a 95 % bootstrap interval. Steps are resampled in pairs (step i of each), because
+    realrun bench runs the configurations round-robin, so step i of each ran in the same
+    round and shares its drift; unpaired leftovers are dropped.
+
+    >>> a, b = [0.110, 0.112, 0.108, 0.111], [0.100, 0.101, 0.099, 0.100]
+    >>> point, low, high = ratio_interval(a, b)
+    >>> round(point, 1), low > 5, high < 15
+    (10.5, True, True)
+    """
+    n = min(len(a_s), len(b_s))
+    if n < 2:
+        raise ValueError(f"a bootstrap needs >= 2 paired steps, got {n}")
+    a, b = np.asarray(a_s[:n], dtype=float), np.asarray(b_s[:n], dtype=float)
+    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    ratios = np.median(a[picks], axis=1) / np.median(b[picks], axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    point = np.median(a) / np.median(b)
+    return (float(point - 1) * 100, float(low - 1) * 100, float(high - 1) * 100)
 
 
 def rank_average(values) -> np.ndarray:

@@ -35,9 +35,12 @@ def format_table(comparison) -> str:
             f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))
     if s.bucket_strategy is not None:
         accum = f", accum {s.bucket_accum_steps}" if s.bucket_accum_steps != 1 else ""
+        ci = ("" if s.regret_ci is None else
+              f", 95 % interval {s.regret_ci[0]:+.1f} … {s.regret_ci[1]:+.1f} %")
         lines.append(f"best bucket ({s.bucket_strategy}{accum}): predicted "
                      f"{s.predicted_best_bucket_mb:g} MB, measured {s.measured_best_bucket_mb:g} "
-                     f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket)")
+                     f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket"
+                     f"{ci})")
     else:
         lines.append("best bucket: n/a (no bucketed or ddp configs measured)")
     for r in c.rows:

@@ -48,6 +48,7 @@ def run_main(argv, capsys):
     (["--sequence-count", "0"], "--sequence-count must be an integer >= 1"),
     (["--sequence-bytes", "x"], "--sequence-bytes: 'x' is not a size"),
     (["--holdout-every", "1"], "--holdout-every must be 0"),
+    (["--contention-mlp", "8"], "--contention-mlp: '8' is not DEPTHxWIDTH"),
     (["--link-gbit", "1"], "--link-gbit 1.0: needs --emulate-hosts"),
     (["--emulate-hosts", "2", "--world-sizes", "2,4"], "the world size must be 2"),
     (["--min-bytes", "1K", "--max-bytes", "4K"], "leave 2 to fit, need >= 3"),
@@ -99,14 +100,20 @@ def test_parse_bytes_and_sizes():
 
 
 def test_contention_clamps_below_one_and_says_so():
-    r = {"comm_alone_s": 0.02, "comm_together_s": 0.019, "compute_rate_alone_hz": 3000.0,
-         "compute_rate_together_hz": 1500.0, "chunks_together": 30}
-    c = combine([r, {**r, "compute_rate_together_hz": 2000.0}])
-    assert (c["compute_slowdown"], c["comm_slowdown"]) == (2.0, 1.0)  # max over ranks; clamp
-    assert c["clamped"] == ["comm_slowdown"]
+    # 20 ms of compute and 20 ms of comm alone. Together, in one rank's repeat the comm ends
+    # first at 19 ms (faster than alone: noise, 0.95 clamped to 1.0) and compute at 30 ms
+    # (19 ms slowed, 11 ms alone: x19/9 = 2.11); in the other compute ends at 30 ms (x1.5)
+    # and comm at 35 ms (x2). The link keeps the max over ranks of each.
+    noisy = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,
+             "comm_together_s": 0.019, "repeats": 5, "stream_bytes": 8, "stream_count": 1}
+    clean = {**noisy, "comm_together_s": 0.035}
+    c = combine([noisy])
+    assert c["comm_slowdown"] == 1.0 and c["clamped"] == ["comm_slowdown"]
     assert "comm_slowdown measured 0.950 < 1.0 (noise), clamped to 1.0" in c["notes"]
-    short = combine([{**r, "comm_alone_s": 0.001}])  # 3 chunks of work: too short to resolve
-    assert any("raise --contention-bytes" in n for n in short["notes"])
+    both = combine([clean, noisy])
+    assert (both["compute_slowdown"], both["comm_slowdown"]) == pytest.approx((19 / 9, 2.0))
+    short = combine([{**clean, "comm_alone_s": 0.002}])   # 2 ms of comm against 20 ms
+    assert any("overlap little" in n for n in short["notes"])
 
 
 @pytest.mark.slow

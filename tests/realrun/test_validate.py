@@ -153,9 +153,10 @@ def test_free_copies_runs_no_host_cost_probes():
     assert not any(c["strategy"].startswith("probe:") for c in ValidateSettings().configs())
     assert names(ValidateSettings()) == ["probe:flat", "probe:seq-blocking", "probe:seq-async",
                                          "probe:copy", "probe:scale", "probe:solo-wrapper",
-                                         "probe:solo-bucket", "probe:solo-torch"]
+                                         "probe:solo-bucket", "probe:solo-torch",
+                                         "probe:contention"]
     assert names(ValidateSettings(model_copies=False)) == [
-        "probe:flat", "probe:seq-blocking", "probe:seq-async"]
+        "probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:contention"]
     assert names(ValidateSettings(probes=False)) == []
 
 
@@ -244,3 +245,17 @@ def test_nccl_without_gpus_is_one_line_exit_2(capsys, tmp_path):
     assert main(["validate", *TINY, "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "nccl needs CUDA GPUs" in err and err.count("\n") == 1
+
+
+def test_the_contention_probe_sets_the_links_slowdowns():
+    """Per rank: compute 20 ms alone, comm 20 ms alone; together compute ends at 30 ms and comm
+    at 35 ms: x1.5 and x2 (calibrate.combine.slowdowns); the max over ranks is kept."""
+    from realrun.validate.probes import inputs_from_probes
+    rank = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,
+            "comm_together_s": 0.035, "repeats": 30, "stream_bytes": 8, "stream_count": 1}
+    quiet = {**rank, "compute_together_s": 0.025, "comm_together_s": 0.030}
+    link, _, info = inputs_from_probes(Link("cal", 1e-3, 1.0, world_size=2,
+                                            compute_slowdown=1.7, comm_slowdown=4.6),
+                                       None, {}, [10 ** 6] * 4, 2, contention=[rank, quiet])
+    assert (link.compute_slowdown, link.comm_slowdown) == pytest.approx((1.5, 2.0))
+    assert info["calibrated"]["comm_slowdown"] == 4.6

@@ -289,3 +289,19 @@ def test_realrun_bench_naming_and_compute_only_baseline():
         compare_results([res("naive", None, 90)], [meas("compute-only", None, 50)])  # compute_s 0
     with pytest.raises(InputError, match="model differs"):
         compare_results([res("naive", None, 90, model="toy2@a100")], [meas("naive", None, 90)])
+
+
+def test_measured_steps_give_the_regret_an_interval():
+    """Steps in the measured file (realrun bench writes them) -> a paired bootstrap interval."""
+    def r(src, mb, step_s, steps=()):
+        return Result("toy", "eth", "bucketed", mb, 2, step_s, 0.0, 1, source=src,
+                      steps_s=steps)
+    fast = tuple(0.100 + 0.001 * (i % 3) for i in range(20))
+    slow = tuple(0.110 + 0.001 * (i % 3) for i in range(20))
+    c = compare_results([r("predicted", 10, 0.09), r("predicted", 25, 0.08)],
+                        [r("measured", 10, 0.101, fast), r("measured", 25, 0.111, slow)])
+    low, high = c.summary.regret_ci
+    assert low < c.summary.regret < high and low > 5
+    assert "95 % interval" in format_table(c)
+    assert results_to_json([r("measured", 10, 0.101, fast)])["results"][0]["steps_s"][:2] == \
+        [0.100, 0.101]

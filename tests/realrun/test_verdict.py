@@ -1,0 +1,64 @@
+"""realrun validate's verdict on its own recommendation: PROVEN, REFUTED or WITHIN NOISE,
+decided by a 95 % bootstrap interval of the regret against a 3 % margin, not by whether the
+recommended median falls inside the best's p95 (which a noisy box makes nearly always true)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from realrun.validate.report import ValidationReport
+from realrun.validate.settings import ValidateSettings
+from simddp.compare import compare_results
+from simddp.link import Link
+from simddp.profile import Layer, ModelProfile
+from simddp.result import Result
+
+
+def result(source: str, bucket_mb: float, step_s: float, steps_s=()) -> Result:
+    return Result("m", "l", "ddp", bucket_mb, 2, step_s, 0.0, 1, source=source,
+                  step_p5_s=min(steps_s, default=None), step_p95_s=max(steps_s, default=None),
+                  samples=len(steps_s), steps_s=steps_s)
+
+
+def report(best_steps, other_steps) -> ValidationReport:
+    """The simulator recommends 40 MB (predicted faster); the measurement is as given."""
+    predicted = [result("predicted", 1.0, 0.080), result("predicted", 40.0, 0.070)]
+    measured = [result("measured", 1.0, float(np.median(best_steps)), tuple(best_steps)),
+                result("measured", 40.0, float(np.median(other_steps)), tuple(other_steps))]
+    s = ValidateSettings(strategies=("ddp",), bucket_mbs=(1.0, 40.0))
+    profile = ModelProfile("m", (Layer("l", (4,), 0.01, 0.01),))
+    return ValidationReport(s, Link("l", 1e-4, 1.0), None, None, profile, None, predicted,
+                            measured, compare_results(predicted, measured), [], None, "",
+                            None, None, (0.0, 0.0), 1.0)
+
+
+def steps(median_s: float, spread: float, n: int = 30, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median_s * (1 + spread * rng.standard_normal(n)))
+
+
+def test_a_clearly_slower_recommendation_is_refuted_with_its_interval():
+    v = report(steps(0.070, 0.01), steps(0.080, 0.01, seed=1)).verdict()
+    assert v["proven"] is False and v["text"].startswith("REFUTED")
+    low, high = v["regret_ci_pct"]
+    assert 3 < low < v["regret_pct"] < high and "95 % interval" in v["text"]
+
+
+def test_a_close_recommendation_is_proven_within_the_margin():
+    v = report(steps(0.0700, 0.005), steps(0.0705, 0.005, seed=1)).verdict()
+    assert v["proven"] is True and v["text"].startswith("PROVEN within noise")
+    assert v["regret_ci_pct"][1] <= 3.0
+
+
+def test_noisy_runs_that_cannot_tell_the_two_apart_say_so_instead_of_naming_a_winner():
+    # 2 % apart, 30 % spread: the p95 rule said PROVEN; the interval straddles the margin
+    v = report(steps(0.070, 0.3), steps(0.0714, 0.3, seed=1)).verdict()
+    assert v["proven"] is None and v["text"].startswith("WITHIN NOISE")
+    low, high = v["regret_ci_pct"]
+    assert low < 3.0 < high
+
+
+def test_the_recommendation_measured_fastest_is_proven():
+    v = report(steps(0.080, 0.01), steps(0.070, 0.01, seed=1)).verdict()
+    assert v["proven"] is True and v["text"].startswith("PROVEN: measured")
+    assert v["regret_pct"] == pytest.approx(0.0)
