@@ -33,6 +33,11 @@ class WorldCalibration:
     alternative: object = None     # what --piecewise would give, when one line fits badly
     contention: dict | None = None
     oversubscribed: str = ""
+    # The fit of lone all-reduces (the sweep, relative residuals) and its held-out errors:
+    # what the sweep says on its own. With the sequence step the link keeps the step's α and
+    # refits busbw under it (``fit``); without, the two are the same fit.
+    lone_fit: object = None
+    lone_heldout: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     rows = summarize(ranks)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
-    held = fitting.heldout_error(sizes, times, world_size, s.holdout_every, s.piecewise)
+    held = lone_held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
+                                             s.piecewise)
     fit = lone = held["fit"]
     seq = None
     if "sequence" in ranks[0]:
@@ -86,7 +92,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
-                            alternative, cont, oversubscribed)
+                            alternative, cont, oversubscribed, lone, lone_held)
 
 
 def _link_name(s: CalibrateSettings, world_size: int) -> str:

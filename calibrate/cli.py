@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "link to this many Gbit/s (needs --emulate-hosts)")
     p.add_argument("--name", default=None, help="link name (default from host/backend/world)")
     p.add_argument("--out", default="calibrate-out", help="output directory (calibrate-out)")
+    p.add_argument("--force", action="store_true", help="replace an earlier calibration's "
+                   "files in --out (default: refuse)")
     p.add_argument("--timeout-s", type=float, default=120.0, help="per-collective timeout (120)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return p
@@ -115,7 +117,7 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
     if settings.backend == "nccl" and not _have_gpus():
         raise InputError("--backend nccl needs CUDA GPUs and none were found; use --backend gloo")
     if not is_torchrun() or os.environ["RANK"] == "0":  # rank 0 writes
-        check_out_dir(a.out)
+        check_out_dir(a.out, files=("allreduce.json",), force=a.force)
     return settings, a
 
 

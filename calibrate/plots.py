@@ -32,32 +32,35 @@ def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
         p95 = np.array([r["p95_s"] for r in run.rows])
         held = np.asarray(run.heldout_mask, dtype=bool)
         grid = np.geomspace(sizes.min(), sizes.max(), 200)
-        model = run.fit.predict_s(grid)
+        lone = run.lone_fit or run.fit
+        model = lone.predict_s(grid)
         ax.errorbar(sizes[~held], times[~held] * 1e6, yerr=[0 * p95[~held],
                     (p95 - times)[~held] * 1e6], fmt="o", color=color, ms=4, capsize=2,
                     label=f"p={p} measured (median, bar to p95)")
         if held.any():
             ax.plot(sizes[held], times[held] * 1e6, "s", mfc="none", color=color, ms=6,
                     label=f"p={p} held out")
-        ax.plot(grid, model * 1e6, "-", color=color, lw=1, label=f"p={p} fit")
-        if run.sequence is not None:  # the line's α is a sequence's, not a lone one's
-            lone = run.sequence["lone_alpha_s"] + (model - run.fit.alpha_s)
-            ax.plot(grid, lone * 1e6, ":", color=color, lw=1,
-                    label=f"p={p} same busbw, lone α (sweep intercept)")
-        rel = (times - run.fit.predict_s(sizes)) / run.fit.predict_s(sizes) * 100
+        ax.plot(grid, model * 1e6, "-", color=color, lw=1,
+                label=f"p={p} fit of lone all-reduces (α {lone.alpha_s * 1e6:.0f} µs)")
+        if run.sequence is not None:  # the link file's line: the step's α, busbw under it
+            ax.plot(grid, run.fit.predict_s(grid) * 1e6, "--", color=color, lw=1.2,
+                    label=f"p={p} link file: α as a step sees it "
+                          f"({run.link.alpha_s * 1e6:.0f} µs), busbw {run.link.busbw_gbps:.3g}")
+        rel = (times - lone.predict_s(sizes)) / lone.predict_s(sizes) * 100
         res_ax.plot(sizes, rel, "o-", color=color, ms=3, lw=0.8)
         res_ax.plot(sizes[held], rel[held], "s", mfc="none", color=color, ms=6)
         bw = [bandwidths_gbps(s, t, p)[1] for s, t in zip(sizes, times)]
         bw_ax.plot(sizes, bw, "o-", color=color, ms=4, label=f"p={p} measured")
-        bw_ax.plot(grid, grid * bus_factor(p) / model / GB, "--", color=color, lw=1,
-                   label=f"p={p} fit")
+        bw_ax.plot(grid, grid * bus_factor(p) / run.fit.predict_s(grid) / GB, "--",
+                   color=color, lw=1, label=f"p={p} link file")
     if wire_gbps:
         bw_ax.axhline(wire_gbps, color="k", lw=0.8, ls=":", label=f"wire {wire_gbps:g} GB/s")
     ax.set(xscale="log", yscale="log", ylabel="all-reduce time (µs)",
            title="all-reduce time vs size")
     ax.legend(fontsize=7)
     res_ax.axhline(0, color="k", lw=0.6)
-    res_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="measured/fit − 1 (%)")
+    res_ax.set(xscale="log", xlabel="message size (bytes)",
+               ylabel="measured / lone fit − 1 (%)")
     bw_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
               title="bus bandwidth vs size")
     bw_ax.legend(fontsize=7)

@@ -115,20 +115,31 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
         p, fit, held = run.world_size, run.fit, run.heldout
         print(f"# all_reduce {a.backend}, {p} ranks{where}, {a.warmup} warm-up + {a.iters} "
               "timed iters per size; time = max over ranks of each rank's median (p95 likewise)")
-        print(table(run.rows, a.dtype, p, fit, run.heldout_mask))
-        print("\n".join(describe_fit(fit)))
-        if held["heldout_bytes"]:
-            print(f"  held-out {len(held['heldout_bytes'])} sizes: median error "
-                  f"{held['median_rel_err']:.1%}, max {held['max_rel_err']:.1%}")
+        lone = run.lone_fit or fit
+        print(table(run.rows, a.dtype, p, lone, run.heldout_mask))
+        lone_held = run.lone_heldout or held
+        print("lone all-reduces, each after a barrier (the table; 'fit' is this line):")
+        print("\n".join("  " + line for line in describe_fit(lone)))
+        if lone_held["heldout_bytes"]:
+            print(f"  held-out {len(lone_held['heldout_bytes'])} sizes: median error "
+                  f"{lone_held['median_rel_err']:.1%}, max {lone_held['max_rel_err']:.1%}")
         seq = run.sequence
-        if seq is not None:
-            print(f"  α in a step: {seq['count']} all-reduces ({human_bytes(seq['bytes'])} in "
-                  f"all) back to back, median of {seq['repeats']}: queued async "
-                  f"{seq['async_s'] * 1e3:.2f} ms -> α {seq['alpha_s'] * 1e6:.0f} µs (alpha_s), "
-                  f"each waited for {seq['blocking_s'] * 1e3:.2f} ms -> α "
-                  f"{seq['blocking_alpha_s'] * 1e6:.0f} µs (blocking_alpha_s); a lone "
-                  f"all-reduce's fitted α is {seq['lone_alpha_s'] * 1e6:.0f} µs. busbw is "
-                  "fitted with α held, by plain least squares (the large sizes decide it)")
+        if seq is None:
+            print(f"link file: that fit (α {run.link.alpha_s * 1e6:.0f} µs, busbw "
+                  f"{run.link.busbw_gbps:.3f} GB/s)")
+        else:
+            print(f"α as a step sees it: {seq['count']} all-reduces ({human_bytes(seq['bytes'])} "
+                  f"in all) back to back after 20 ms of compute, median of {seq['repeats']}: "
+                  f"queued async {seq['async_s'] * 1e3:.2f} ms -> α {seq['alpha_s'] * 1e6:.0f} "
+                  f"µs, each waited for {seq['blocking_s'] * 1e3:.2f} ms -> α "
+                  f"{seq['blocking_alpha_s'] * 1e6:.0f} µs")
+            ratio = seq["alpha_s"] / max(seq["lone_alpha_s"], 1e-9)
+            print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (async; blocking "
+                  f"{run.link.blocking_alpha_s * 1e6:.0f} µs), the step's, not the lone fit's "
+                  f"{seq['lone_alpha_s'] * 1e6:.0f} µs: a DDP step issues its all-reduces back "
+                  f"to back, and here each then costs x{ratio:.1f} a lone one's α; busbw "
+                  f"{_line(fit).split('busbw = ')[-1]}, refitted with that α held (the large "
+                  "sizes decide it)")
         frac = wire_fraction(run.link.busbw_gbps, a.link_gbit)
         if frac is not None:
             print(f"  busbw {run.link.busbw_gbps:.4f} GB/s = {frac:.0%} of the "

@@ -2,8 +2,15 @@
 
     import realrun
     model = realrun.DDP(net, strategy="bucketed", bucket_mb=25)   # inside an initialised group
+    loss_fn(model(x), y).backward()
+    model.finish_gradient_synchronization()   # REQUIRED after each synced backward
+    opt.step(); opt.zero_grad(set_to_none=True)
+
     values = realrun.run_world("pkg.module:fn", {"n": 4}, world_size=2)
     profile, measured = realrun.profile_module(net, inputs, loss_fn, repeats=10)
+
+examples/train_ddp.py is a whole training script (torchrun, no_sync, the final barrier and
+destroy_process_group), run by tests/realrun/test_examples.py.
 
 Names are imported on first use, so ``import realrun`` stays cheap (no torch import).
 """

@@ -131,12 +131,19 @@ def load_results(path: str | os.PathLike) -> list[Result]:
     return results_from_json(read_json(path), str(path))
 
 
-def check_out_dir(out: str | os.PathLike | None, flag: str = "--out") -> Path | None:
+def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
+                  force: bool = False) -> Path | None:
     """``out`` as a Path if files can be created under it (it may not exist yet); InputError
-    naming ``flag`` otherwise. Called before any work, so a bad folder fails in a second."""
+    naming ``flag`` otherwise. Called before any work, so a bad folder fails in a second.
+    ``files``: what the command will write there; unless ``force``, any of them already there
+    (an earlier run's) is refused rather than silently replaced."""
     if out is None:
         return None
     path = Path(out)
+    earlier = [name for name in files if (path / name).exists()]
+    if earlier and not force:
+        raise InputError(f"{flag} {out}: holds {earlier[0]} from an earlier run; pass --force "
+                         f"to replace it, or choose another {flag}")
     if path.exists() and not path.is_dir():
         raise InputError(f"{flag}: {str(out)!r} exists and is not a directory")
     parent = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())

@@ -33,7 +33,7 @@ from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
 from realrun.launch.env import is_torchrun
 from simddp.commands.common import parse_names, parse_positive_floats
 from simddp.errors import InputError
-from simddp.io import results_to_json, save_json, write_atomic
+from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
 
 HELP = "measure step time per strategy and bucket size on real ranks (gloo or nccl)"
 
@@ -70,6 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--out", default="out/bench", help="folder for bench.json and bench.csv "
                                                       "(default %(default)s)")
+    o.add_argument("--force", action="store_true",
+                   help="replace an earlier run's bench.json/bench.csv in --out (default: refuse)")
     o.add_argument("--format", default="table", choices=("table", "json"),
                    help='stdout: a table, or only {"rows": [...]} as JSON (default %(default)s)')
     o.add_argument("--trace", metavar="DIR", default=None,
@@ -82,8 +84,12 @@ def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
     under_torchrun = is_torchrun()
     if args.world_size is None:
         args.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun else 2
-    for flag in ("steps", "warmup", "chunk", "world_size", "trace_steps"):
+    for flag in ("steps", "warmup", "chunk", "trace_steps"):
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
+    require_int("--world-size", args.world_size, minimum=2,
+                why="one rank has nothing to synchronise; --scaling times one process alone")
+    if not under_torchrun or os.environ["RANK"] == "0":
+        check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)
     require_seconds("--timeout-s", args.timeout_s)
     if "ddp" in strategies and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "

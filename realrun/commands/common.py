@@ -105,9 +105,10 @@ def resolve_spec(args: argparse.Namespace) -> ModelSpec:
     return spec.shrunk(**dims)
 
 
-def require_int(flag: str, value: int, minimum: int = 1) -> None:
+def require_int(flag: str, value: int, minimum: int = 1, why: str = "") -> None:
     if not isinstance(value, int) or value < minimum:
-        raise InputError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{flag} must be an integer >= {minimum}, got {value!r}"
+                         + (f" ({why})" if why else ""))
 
 
 def require_seconds(flag: str, value: float) -> None:

@@ -16,17 +16,21 @@ it was measured is stored next to it under "measured" (threads, precision, hook-
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from simddp.errors import InputError
 from simddp.io import check_out_dir, profile_to_json, save_json
 
 
-def check_out_file(path: str) -> None:
-    """InputError now, before minutes of profiling, if ``path`` cannot be written."""
-    from pathlib import Path
+def check_out_file(path: str, force: bool) -> None:
+    """InputError now, before minutes of profiling, if ``path`` cannot be written, or holds an
+    earlier profile and ``force`` is off."""
     if Path(path).is_dir():
         raise InputError(f"--out: {path!r} is a directory; give a file name, e.g. profile.json")
+    if Path(path).exists() and not force:
+        raise InputError(f"--out {path}: an earlier profile is there; pass --force to replace "
+                         "it, or choose another --out")
     check_out_dir(Path(path).parent or ".", "--out")
 
 HELP = "measure per-layer forward/backward seconds of a preset or your model; write a profile"
@@ -43,12 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "after each step (default %(default)s)")
     g.add_argument("--out", default="out/profile.json",
                    help="profile JSON to write (default %(default)s)")
+    g.add_argument("--force", action="store_true",
+                   help="replace an earlier profile at --out (default: refuse)")
 
 
 def run(args: argparse.Namespace) -> int:
     require_int("--repeats", args.repeats)
     require_int("--warmup", args.warmup, minimum=0)
-    check_out_file(args.out)
+    check_out_file(args.out, args.force)
     workload = resolve_workload(args)
     import torch
 

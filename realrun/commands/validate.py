@@ -96,6 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--out", default="out/validate", help="folder for plots and JSON "
                                                          "(default %(default)s)")
+    o.add_argument("--force", action="store_true",
+                   help="replace an earlier run's files in --out (default: refuse)")
     o.add_argument("--format", default="table", choices=("table", "json"),
                    help="stdout: the report, or one JSON document (default %(default)s)")
 
@@ -147,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     lead = not is_torchrun() or os.environ["RANK"] == "0"
     if lead:
-        check_out_dir(args.out)
+        check_out_dir(args.out, files=("validate.json",), force=args.force)
     from realrun.launch import torchrun_group
     from realrun.validate import MeasureFailed, validate
 

@@ -162,7 +162,8 @@ def _payload_text(payload: dict) -> str:
 
 
 def _spawn_world(job: dict, world_size: int, cluster: Cluster | None) -> list:
-    workdir = Path(tempfile.mkdtemp(prefix="realrun-"))
+    remove_stale_workdirs()
+    workdir = Path(tempfile.mkdtemp(prefix=f"realrun-{os.getpid()}-"))
     try:
         (workdir / "job.json").write_text(json.dumps(job))
         for attempt in range(1, _PORT_ATTEMPTS + 1):
@@ -175,6 +176,29 @@ def _spawn_world(job: dict, world_size: int, cluster: Cluster | None) -> list:
                 clear_rank_files(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def remove_stale_workdirs(tmp: str | None = None) -> list[Path]:
+    """Delete the work folders of launchers that no longer exist (killed with SIGKILL, say:
+    no ``finally`` ran). A folder is ``realrun-<launcher pid>-<random>``; returns the removed."""
+    removed = []
+    for path in Path(tmp or tempfile.gettempdir()).glob("realrun-*-*"):
+        pid = path.name.split("-")[1]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | None) -> list:

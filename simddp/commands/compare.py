@@ -20,7 +20,7 @@ import json
 import sys
 
 from simddp.compare import compare_results, format_table, pick_timeline
-from simddp.io import load_results
+from simddp.io import check_out_dir, load_results
 
 HELP = "predicted vs measured: table, error, Spearman rho, best-bucket regret, plots"
 
@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         '{"rows": [...], "summary": {...}} (default %(default)s)')
     p.add_argument("--out", metavar="DIR",
                    help="also write the three PNGs, compare.json and compare.csv into DIR")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier comparison's files in --out (default: refuse)")
     p.add_argument("--timeline-config", metavar="STRATEGY[:BUCKET_MB]", default=None,
                    help="configuration whose timelines --out draws, e.g. ddp:25 or naive "
                         "(default: the measured-best bucketed config)")
@@ -47,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_out_dir(args.out, files=("compare.json",), force=args.force)
     predicted = load_results(args.predicted)
     measured = load_results(args.measured)
     comparison = compare_results(predicted, measured, check_model=not args.ignore_model,

@@ -52,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
     g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
+    g.add_argument("--force", action="store_true",
+                   help="replace an earlier sweep's files in --out (default: refuse)")
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     strategies = parse_names(args.strategies, STRATEGIES, "--strategies")
     sweep_strategies(strategies, bucket_mbs, args.accum_steps)
-    out_dir = check_out_dir(args.out)
+    out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
+                            force=args.force)
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)

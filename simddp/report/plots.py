@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import blended_transform_factory
 
 from simddp.errors import InputError
 from simddp.io import write_atomic
@@ -59,6 +60,9 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     """
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
+    # bucketed and ddp coincide wherever the first bucket makes no difference: draw them
+    # differently enough that neither hides the other
+    style = {"bucketed": ("s", "--", 1.6, 5), "ddp": ("o", "-", 1.4, 4)}
     if bucketed:
         ax.set_xscale("log")
         ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
@@ -71,8 +75,10 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         if with_buckets:
             xs = [r.bucket_mb for r in with_buckets]
             ys = [r.step_s * 1e3 for r in with_buckets]
-            ax.plot(xs, ys, color=color, marker="s" if measured else "o", markersize=4,
-                    linestyle="--" if measured else "-", label=label)
+            marker, line, width, size = style.get(strategy, ("o", "-", 1.4, 4))
+            ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
+                    linestyle="--" if measured else line, linewidth=width, label=label,
+                    markerfacecolor="none" if strategy == "bucketed" else color)
             lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in with_buckets]
             hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in with_buckets]
             if any(lo) or any(hi):
@@ -93,7 +99,33 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
                     label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
     ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes)")
     ax.grid(True, which="major", alpha=0.3)
+    _zoom_on_buckets(ax, results)
     ax.legend(fontsize=8, loc="best")
+
+
+def _zoom_on_buckets(ax, results: Sequence[Result]) -> None:
+    """Y limits from the bucket curves, so a naive 50 % above them does not flatten them; a
+    bucket-less line off that range becomes a label at the panel's edge, with its time."""
+    curve_ms = [v * 1e3 for r in results if r.bucket_mb is not None
+                for v in (r.step_s, r.step_p5_s, r.step_p95_s) if v is not None]
+    if not curve_ms:
+        return
+    low, high = min(curve_ms), max(curve_ms)
+    pad = max(0.08 * (high - low), 0.01 * high)
+    flat = [r for r in results if r.bucket_mb is None]
+    # a bucket-less line close to the curves (within half their span) stays in the picture
+    near = [r.step_s * 1e3 for r in flat
+            if low - (high - low) / 2 <= r.step_s * 1e3 <= high + (high - low) / 2]
+    bottom, top = min([low, *near]) - pad, max([high, *near]) + pad
+    ax.set_ylim(bottom, top)
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
+    above = sorted((r for r in flat if r.step_s * 1e3 > top), key=lambda r: r.step_s)
+    below = sorted((r for r in flat if r.step_s * 1e3 < bottom), key=lambda r: -r.step_s)
+    for rows, y, va, arrow in ((above, top, "top", "↑"), (below, bottom, "bottom", "↓")):
+        if rows:
+            text = ", ".join(f"{r.strategy} {r.step_s * 1e3:.1f} ms" for r in rows)
+            ax.text(0.01, y, f" {arrow} off the scale: {text}", transform=edge, va=va,
+                    ha="left", fontsize=8, color="0.3")
 
 
 def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | None = None,

@@ -30,7 +30,8 @@ TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
     (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["--warmup", "0"], "--warmup must be an integer >= 1, got 0"),
     (["--warmup", "1"], "--warmup 1: torch ddp rebuilds its buckets in the forward of its"),
-    (["--world-size", "0"], "--world-size must be an integer >= 1, got 0"),
+    (["--world-size", "0"], "--world-size must be an integer >= 2, got 0"),
+    (["--world-size", "1"], "one rank has nothing to synchronise; --scaling times one process"),
     (["--link-gbit", "1"], "--link-gbit 1: shapes emulated hosts; add --emulate-hosts N"),
     (["--emulate-hosts", "3"], "--emulate-hosts 3: must equal --world-size 2"),
     (["--timeout-s", "-1"], "--timeout-s must be a number of seconds > 0"),
@@ -45,6 +46,16 @@ def test_bad_args_exit_2_with_one_line_and_no_files(argv, message, tmp_path, cap
     captured = capsys.readouterr()
     assert message in captured.err and captured.err.count("\n") == 1
     assert captured.out == "" and not out.exists()
+
+
+def test_an_earlier_run_is_not_replaced_without_force(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("{}")
+    assert _exit_code(["bench", *TINY, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds bench.json from an earlier run; pass --force" in err
+    assert (out / "bench.json").read_text() == "{}"
 
 
 def _exit_code(argv: list[str]) -> int:

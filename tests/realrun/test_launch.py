@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 from realrun.launch import errors, supervise
 from realrun.launch.errors import LaunchError
 from realrun.launch import RankContext, make_context, run_world
+from realrun.launch.run import remove_stale_workdirs
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = "tests._launch_targets"
@@ -233,6 +235,11 @@ def test_killing_the_launcher_ends_its_ranks(tag, signum):
         while tagged_pids(tag) and time.monotonic() < deadline_s:
             time.sleep(0.1)
         assert tagged_pids(tag) == []
+        # SIGKILL runs no cleanup: its work folder stays until the next launch removes it
+        left = list(Path(tempfile.gettempdir()).glob(f"realrun-{launcher.pid}-*"))
+        assert len(left) == (1 if signum == signal.SIGKILL else 0)
+        assert set(remove_stale_workdirs()) >= set(left)
+        assert not any(p.exists() for p in left)
     finally:
         launcher.kill()
         for pid in tagged_pids(tag):

@@ -286,3 +286,15 @@ def test_python_m_simddp_sweep_runs_on_the_defaults():
     assert proc.returncode == 0, proc.stderr
     assert "Recommended bucket_cap_mb: " in proc.stdout
     assert quiet(proc.stderr)
+
+
+def test_sweep_out_refuses_to_replace_an_earlier_run_without_force(tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert main(["sweep", "--bucket-mb", "10", "--out", str(out)]) == 0
+    before = (out / "sweep.json").read_text()
+    capsys.readouterr()
+    assert main(["sweep", "--bucket-mb", "25", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds sweep.json from an earlier run; pass --force" in err and err.count("\n") == 1
+    assert (out / "sweep.json").read_text() == before
+    assert main(["sweep", "--bucket-mb", "25", "--out", str(out), "--force"]) == 0
