@@ -23,8 +23,9 @@ BATCH, SEQ = 2, 32   # one rank's micro-batch: 2 sequences of 32 tokens
 
 def build():
     config = GPT2Config(n_layer=4, n_embd=128, n_head=4, vocab_size=2048, n_positions=SEQ,
-                        bos_token_id=0, eos_token_id=0, loss_type="ForCausalLM")
+                        bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(config)
+    model.loss_type = "ForCausalLM"   # say it: transformers warns when it has to guess
     rank = int(os.environ.get("RANK", "0"))
     tokens = torch.randint(0, config.vocab_size, (BATCH, SEQ),
                            generator=torch.Generator().manual_seed(rank))

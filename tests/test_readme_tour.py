@@ -1,0 +1,83 @@
+"""The README's tour, run as written, top to bottom, in a fresh folder.
+
+Every command of the ```bash blocks under "## A tour" runs in order (later ones read what
+earlier ones wrote: the tour predicts, measures and compares the same job). Only small-settings
+flags are appended (fewer steps and sizes) so it takes minutes, not hours; nothing else of
+the README line changes. A multi-node torchrun line is checked for its flags only.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realrun.cli import COMMANDS
+from simddp.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+# Appended to each command, by its first words: small and quick, same files.
+SMALL = {
+    ("calibrate",): ["--max-bytes", "256K", "--iters", "2", "--warmup", "1",
+                     "--sequence-count", "4", "--sequence-repeats", "2",
+                     "--contention-repeats", "1", "--contention-mlp", "2x256"],
+    ("realrun", "profile"): ["--repeats", "2", "--warmup", "1"],
+    ("realrun", "bench"): ["--steps", "2", "--warmup", "2"],
+    ("realrun", "validate"): ["--steps", "2", "--warmup", "2", "--profile-repeats", "2",
+                              "--calibrate-iters", "2", "--timeline-steps", "1"],
+    ("examples/train_ddp.py",): ["--steps", "2"],
+}
+
+
+def tour_commands(readme: str) -> list[list[str]]:
+    """argv lists of the tour's bash blocks: comments dropped, continuations joined."""
+    section = readme.split("## A tour", 1)[1]
+    section = re.split(r"\n## ", section, maxsplit=1)[0]
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(words)
+    return commands
+
+
+def runnable(words: list[str]) -> list[str] | None:
+    """The argv to run here (python -> this interpreter, torchrun -> torch.distributed.run,
+    small settings appended); None for a line that needs several machines."""
+    if words[0] == "torchrun":
+        if "--nnodes" in words:
+            return None
+        words = ["python", "-m", "torch.distributed.run", *words[1:]]
+    if words[0] != "python":
+        raise AssertionError(f"a tour line should start with python or torchrun: {words}")
+    key = next((k for k in SMALL if all(w in words for w in k)), None)
+    return [sys.executable, *words[1:], *(SMALL[key] if key else [])]
+
+
+@pytest.mark.slow
+def test_the_tour_runs_top_to_bottom(tmp_path):
+    pytest.importorskip("transformers")     # the tour's own-model lines use examples/gpt2
+    commands = tour_commands((ROOT / "README.md").read_text())
+    assert len(commands) >= 10
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    skipped = []
+    for words in commands:
+        argv = runnable(words)
+        if argv is None:
+            skipped.append(words)
+            continue
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"{shlex.join(words)}\n{done.stderr[-1500:]}"
+    assert (tmp_path / "out" / "compare" / "compare.json").exists()
+    for words in skipped:  # a multi-node line: its command and flags must at least parse
+        assert words[words.index("-m") + 1] == "realrun", words
+        flags = words[words.index("-m") + 2:]
+        parser = build_parser("python -m realrun", "", "realrun.commands", COMMANDS)
+        assert parser.parse_args(flags).command == flags[0]   # SystemExit on a bad flag
