@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import calibrate.fit as fitting
-from calibrate.combine import combine_contention, combine_sequence, summarize
+from calibrate.combine import combine_sequence, summarize, time_spread
+from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from realrun.launch.env import is_torchrun
 from simddp.link import Link
@@ -91,6 +92,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
                            _source(s, world_size, fit, held, oversubscribed, seq))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
+    link = dataclasses.replace(link, time_spread=time_spread(rows, link.alpha_s))
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held)
 

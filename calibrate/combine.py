@@ -9,9 +9,6 @@ import numpy as np
 
 from simddp.link import GB, bus_factor
 
-# Contention needs the compute and the all-reduce stream to overlap: the shorter of the two
-# (alone) should be at least this fraction of the longer.
-MIN_OVERLAP = 0.3
 
 
 def summarize(rank_results: list[dict]) -> list[dict]:
@@ -25,6 +22,30 @@ def summarize(rank_results: list[dict]) -> list[dict]:
                      "iters": len(per_rank[0]),
                      "times_s_per_rank": [t.tolist() for t in per_rank]})  # for the JSON
     return rows
+
+
+def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
+    """(p5, p95) over the median of an all-reduce's time, where a step's bytes go: per size,
+    each iteration's slowest rank, as ratios to their median; the median of those over the
+    sizes whose median is at least 2α (bandwidth-bound; the small sizes' scheduling jitter,
+    often 2× here, would dominate otherwise). None without per-iteration times.
+
+    >>> rows = [{"time_s": 0.01, "times_s_per_rank": [[0.009, 0.01, 0.012], [0.01, 0.01, 0.01]]}]
+    >>> [round(v, 2) for v in time_spread(rows, 0.001)]
+    [1.0, 1.18]
+    """
+    ratios = []
+    big = [r for r in rows if r["time_s"] >= 2 * alpha_s] or rows
+    for row in big:
+        per_iter = np.max(np.asarray(row.get("times_s_per_rank") or [[]]), axis=0)
+        if per_iter.size == 0:
+            continue
+        median = float(np.median(per_iter))
+        ratios.append([float(np.percentile(per_iter, q)) / median for q in (5, 95)])
+    if not ratios:
+        return None
+    low, high = np.median(ratios, axis=0)
+    return min(1.0, float(low)), max(1.0, float(high))
 
 
 def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
@@ -44,56 +65,3 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         out[f"{pattern}_s"] = total_s
         out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
     return out
-
-
-def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,
-              comm_end_s: float) -> tuple[float, float]:
-    """(compute_slowdown, comm_slowdown) from one overlap measurement, under the engine's
-    model: while both run, compute advances at 1/compute_slowdown and comm at 1/comm_slowdown;
-    alone each runs at full speed. Both ``*_end_s`` count from the common start.
-
-    Compute W = 20 ms alone, comm T = 20 ms alone; together compute ends at D = 30 ms, comm at
-    Ts = 35 ms: compute was slowed x1.5 (30/20); comm did 30/s_m ms of work by 30 ms and the
-    remaining 20 − 30/s_m at full speed, ending at 35: s_m = 30 / (30 + 20 − 35) = 2::
-
-    >>> slowdowns(0.020, 0.020, 0.030, 0.035)
-    (1.5, 2.0)
-    >>> slowdowns(0.020, 0.020, 0.035, 0.030)      # the same, comm finishing first
-    (2.0, 1.5)
-    """
-    W, T, D, Ts = compute_alone_s, comm_alone_s, compute_end_s, comm_end_s
-    if Ts >= D:  # compute ended first: it was slowed the whole time
-        rest_s = D + T - Ts       # the comm work done during the overlap, at full speed
-        return D / W, D / rest_s if rest_s > 0.1 * D else Ts / T
-    rest_s = Ts + W - D           # the compute work done during the overlap, at full speed
-    # A noisy repeat can leave less compute than the overlap explains: then the whole
-    # compute counts as slowed (an upper bound) rather than a division by ~0.
-    return (Ts / rest_s if rest_s > 0.1 * Ts else D / W), Ts / T
-
-
-def combine_contention(per_rank: list[dict]) -> dict:
-    """The factors for the link file: each rank's medians through :func:`slowdowns`, the max
-    over ranks, at least 1.0 (nothing speeds up under contention; below 1.0 is noise).
-
-    >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,
-    ...      "comm_together_s": 0.035, "repeats": 5, "stream_bytes": 8, "stream_count": 1}
-    >>> c = combine_contention([r, r]); (c["compute_slowdown"], c["comm_slowdown"], c["notes"])
-    (1.5, 2.0, [])
-    """
-    factors = [slowdowns(r["compute_alone_s"], r["comm_alone_s"], r["compute_together_s"],
-                         r["comm_together_s"]) for r in per_rank]
-    compute = max(f[0] for f in factors)
-    comm = max(f[1] for f in factors)
-    notes = [f"{name} measured {v:.3f} < 1.0 (noise), clamped to 1.0"
-             for name, v in (("compute_slowdown", compute), ("comm_slowdown", comm)) if v < 1.0]
-    # The two lanes must overlap for most of the shorter one, or the factors are guesses.
-    r0 = per_rank[0]
-    shorter = min(r0["compute_alone_s"], r0["comm_alone_s"])
-    longer = max(r0["compute_alone_s"], r0["comm_alone_s"])
-    if shorter < MIN_OVERLAP * longer:
-        notes.append(f"compute alone {r0['compute_alone_s'] * 1e3:.1f} ms and comm alone "
-                     f"{r0['comm_alone_s'] * 1e3:.1f} ms overlap little: the factors are coarse")
-    return {"compute_slowdown": max(1.0, compute), "comm_slowdown": max(1.0, comm),
-            "compute_slowdown_raw": compute, "comm_slowdown_raw": comm,
-            "clamped": [n for n, v in (("compute_slowdown", compute), ("comm_slowdown", comm))
-                        if v < 1.0], "notes": notes, "per_rank": per_rank}

@@ -17,6 +17,9 @@ from simddp.sweeps import sweep_strategies
 BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 PER_BUCKET = ("bucketed", "ddp")
 PRECISIONS = ("fp32", "tf32", "bf16")  # realrun/precision.py says what each means
+# What a profile's compute total is scaled to (realrun/profile_world.py): the slowest rank's
+# plain step, per step, as realrun bench times a step; or rank 0's.
+COMPUTE_BASES = ("slowest", "rank0")
 
 
 def bench_configs(strategies, bucket_mbs) -> list[dict]:

@@ -123,7 +123,6 @@ def profile_module(model: torch.nn.Module, inputs, loss_fn=None, *, repeats: int
     names = list(layer_params)
     index = {n: i for i, n in enumerate(names)}
     param_layer = {id(p): index[owner] for owner, ps in layer_params.items() for _, p in ps}
-    param_name = {id(p): pn for ps in layer_params.values() for pn, p in ps}
     clock = Clock(dev)
     fwd_end: list = [None] * len(names)
     bwd_end: list = [None] * len(names)

@@ -23,6 +23,8 @@ from simddp.profile import ModelProfile
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                        host: Host | None = None) -> float:
+    if host is not None:
+        link = host.contended(link)
     if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0
             or (host is not None and not host.costs(plan.strategy.implementation).free)):
         raise ValueError("the closed form models neither contention nor host costs; "

@@ -81,6 +81,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
 
     ``host``: the DDP implementations' host costs (None: free, as for presets).
     """
+    if host is not None:
+        link = host.contended(link)  # contention measured with this model, if any
     env = simpy.Environment()
     lanes = _Lanes(env, link)
     contended = lanes.contended

@@ -21,7 +21,7 @@ the timeline is :func:`simddp.engine.host_copies`. Measured by ``realrun validat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from simddp.errors import InputError
 
@@ -72,13 +72,26 @@ FREE = HostCosts()
 
 @dataclass(frozen=True)
 class Host:
-    """The host costs of each DDP implementation, measured on one host with one model."""
+    """The host costs of each DDP implementation, measured on one host with one model.
+
+    ``contention``: (compute_slowdown, comm_slowdown) measured with this model's own
+    backward against its own all-reduces (realrun/contention.py); when set, the engine uses
+    it instead of the link's, which calibrate measures with a generic MLP.
+    """
 
     name: str
     implementations: dict[str, HostCosts] = field(default_factory=dict)
     source: str = ""
+    contention: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
+        if self.contention is not None:
+            pair = tuple(self.contention)
+            if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
+                                     or not math.isfinite(v) or v < 1.0 for v in pair):
+                raise InputError(f"host {self.name!r}: contention must be two slowdowns "
+                                 f">= 1.0 (compute, comm), got {self.contention!r}")
+            object.__setattr__(self, "contention", pair)
         costs = {}
         for impl, c in dict(self.implementations).items():
             if impl not in IMPLEMENTATIONS:
@@ -93,7 +106,14 @@ class Host:
 
     @property
     def free(self) -> bool:
-        return all(c.free for c in self.implementations.values())
+        return all(c.free for c in self.implementations.values()) and self.contention is None
+
+    def contended(self, link):
+        """``link`` with this host's measured contention, if any (else ``link`` itself)."""
+        if self.contention is None:
+            return link
+        return replace(link, compute_slowdown=self.contention[0],
+                       comm_slowdown=self.contention[1])
 
 
 def host_from_legacy_link(fields: dict, name: str) -> Host | None:

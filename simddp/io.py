@@ -50,6 +50,8 @@ def profile_to_json(profile: ModelProfile, host: Host | None = None) -> dict:
     for layer in doc["layers"]:  # forward-order numbering needs no ids: keep files lean
         if not layer["grad_ids"]:
             del layer["grad_ids"]
+    if doc["compute_spread"] is None:
+        del doc["compute_spread"]
     if host is not None:
         doc["host_costs"] = _plain(host)
     return doc
@@ -72,14 +74,15 @@ def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
     # "measured": free-form notes on how a profile was measured (realrun profile writes it);
     # "host_costs": the DDP implementations' costs measured with it (load_host reads them)
     extra = sorted(set(body) - {"name", "layers", "optimizer_s", "ready_order", "measured",
-                                "host_costs"})
+                                "host_costs", "compute_spread"})
     if extra:
         raise InputError(f"{where}: unknown profile field(s) {', '.join(extra)}")
     return _build(where, lambda: ModelProfile(
         name=body["name"],
         layers=tuple(Layer(**layer) for layer in body["layers"]),
         optimizer_s=body.get("optimizer_s", 0.0),
-        ready_order=body.get("ready_order")))
+        ready_order=body.get("ready_order"),
+        compute_spread=body.get("compute_spread")))
 
 
 def link_from_json(data: dict, where: str = "link") -> Link:

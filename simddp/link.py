@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
+from simddp.profile import _check_spread
 
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 # Fields of links written before 2026-11-23, which now belong to simddp.host.Host.
@@ -77,6 +78,10 @@ class Link:
     # Per-collective latency when each all-reduce is waited for before the next is issued
     # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
     blocking_alpha_s: float | None = None
+    # (p5, p95) of measured all-reduce times over their median (calibrate: the median over
+    # sizes of each size's ratios): what a prediction's range takes from the link. None: not
+    # measured (a preset).
+    time_spread: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -100,6 +105,7 @@ class Link:
                 raise InputError(f"link {self.name!r}: {name} must be >= 1.0, got {value!r}")
         if self.blocking_alpha_s is not None:
             _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
+        _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
@@ -131,6 +137,18 @@ class Link:
             return replace(self, name=f"{self.name}@p{world_size}", world_size=world_size,
                            source=f"{self.source} (rescaled from p={self.world_size} by the ring law)")
         return self
+
+    def time_scaled(self, factor: float) -> "Link":
+        """The same link with every all-reduce ``factor`` times as long (α ×f, busbw ÷f):
+        one end of a prediction range (simddp/ranges.py)."""
+        if factor == 1.0:
+            return self
+        return replace(self, alpha_s=self.alpha_s * factor, busbw_gbps=self.busbw_gbps / factor,
+                       blocking_alpha_s=None if self.blocking_alpha_s is None
+                       else self.blocking_alpha_s * factor,
+                       pieces=tuple(replace(p, alpha_s=p.alpha_s * factor,
+                                            busbw_gbps=p.busbw_gbps / factor)
+                                    for p in self.pieces))
 
     def with_overrides(self, alpha_us: float | None = None,
                        busbw_gbps: float | None = None) -> "Link":

@@ -31,6 +31,20 @@ from functools import cached_property
 from simddp.errors import InputError
 
 
+def _check_spread(owner: str, name: str, obj, attr: str) -> None:
+    """A (low, high) factor pair with 0 < low <= 1 <= high, stored as a tuple; None passes."""
+    value = getattr(obj, attr)
+    if value is None:
+        return
+    pair = tuple(value)
+    if (len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
+                              or not math.isfinite(v) for v in pair)
+            or not 0 < pair[0] <= 1.0 <= pair[1]):
+        raise InputError(f"{owner}: {name} must be (low, high) factors with "
+                         f"0 < low <= 1 <= high, got {value!r}")
+    object.__setattr__(obj, attr, pair)
+
+
 def _check_seconds(owner: str, name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
         raise InputError(f"{owner}: {name} must be a finite number >= 0 seconds, got {value!r}")
@@ -74,12 +88,16 @@ class ModelProfile:
     # Tensor ids in the order their gradients became ready, when measured (tied weights and
     # unusual graphs break "reverse of definition order"). None means reverse definition order.
     ready_order: tuple[int, ...] | None = None
+    # (p5, p95) of the measured compute-only step over its median, e.g. (0.9, 1.3): what a
+    # prediction's range takes from this profile (simddp/ranges.py). None: not measured.
+    compute_spread: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
         if not self.layers:
             raise InputError(f"model {self.name!r} has no layers")
         _check_seconds(f"model {self.name!r}", "optimizer_s", self.optimizer_s)
+        _check_spread(f"model {self.name!r}", "compute_spread", self, "compute_spread")
         with_ids = [bool(layer.grad_ids) for layer in self.layers if layer.grad_bytes]
         ids = [t for layer in self.layers for t in layer.grad_ids]
         if any(with_ids) and (not all(with_ids) or any(

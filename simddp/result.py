@@ -82,6 +82,9 @@ class Result:
     # Measured step times (each the max over ranks), in the order they ran; () for
     # predictions. With them, compare gives a confidence interval of the regret.
     steps_s: tuple[float, ...] = ()
+    # Predicted step seconds in each input scenario (simddp/ranges.py: low, high, comm_bound,
+    # compute_bound); None when no ranges were computed.
+    scenarios_s: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
@@ -91,6 +94,14 @@ class Result:
     @property
     def step_ms(self) -> float:
         return self.step_s * 1e3
+
+    @property
+    def step_range_s(self) -> tuple[float, float] | None:
+        """(low, high) predicted step seconds over the scenarios and the point; None if none."""
+        if not self.scenarios_s:
+            return None
+        values = (self.step_s, *self.scenarios_s.values())
+        return min(values), max(values)
 
     @property
     def config(self) -> tuple[str, float | None, int]:

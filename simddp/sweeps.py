@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.engine import simulate
 from simddp.errors import InputError
@@ -30,6 +30,7 @@ from simddp.host import Host
 from simddp.link import Link
 from simddp.plans import plan
 from simddp.profile import ModelProfile
+from simddp.ranges import robust_pick, scenario_steps
 from simddp.result import Result
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
                              Strategy, make_strategy)
@@ -75,15 +76,20 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           bucket_mbs: Sequence[float] = DEFAULT_BUCKET_MB,
           accum_steps: int = DEFAULT_ACCUM_STEPS, *, host: Host | None = None,
           on_progress: Callable[[int, int], None] | None = None,
-          record: bool = False, stats: dict | None = None) -> list[Result]:
+          record: bool = False, stats: dict | None = None,
+          ranges: bool = False) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
-    ``host``: the DDP implementations' host costs (None: free)."""
+    ``host``: the DDP implementations' host costs (None: free); ``ranges``: also simulate
+    each input scenario (simddp/ranges.py), for ``Result.step_range_s`` (5x the work)."""
     configs = sweep_strategies(strategies, bucket_mbs, accum_steps)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     results = []
     for i, strategy in enumerate(configs):
-        results.append(simulate(profile, link, plan(profile, strategy), world_size,
-                                host=host, record=record, stats=stats))
+        r = simulate(profile, link, plan(profile, strategy), world_size, host=host,
+                     record=record, stats=stats)
+        if ranges:
+            r = replace(r, scenarios_s=scenario_steps(profile, link, world_size, strategy, host))
+        results.append(r)
         if on_progress is not None:
             on_progress(i + 1, len(configs))
     return results
@@ -116,6 +122,12 @@ class Recommendation:
     runner_up_step_s: float | None
     edge: str | None              # "smallest"/"largest" when the best is at the swept range's end
     fastest: Result | None        # over the per-step strategies; None if only accumulation
+    step_range_s: tuple[float, float] | None = None  # the recommended row's prediction range
+    # With ranges: the recommended size's worst-case regret over the scenarios, and, when the
+    # lowest point estimate is another size, that size and its worst-case regret.
+    worst_regret: float | None = None
+    point_best_mb: float | None = None
+    point_best_worst_regret: float | None = None
 
     @property
     def margin_s(self) -> float | None:
@@ -125,6 +137,8 @@ class Recommendation:
 def recommend(results: Sequence[Result]) -> Recommendation | None:
     """The bucket_cap_mb minimising ddp's step (else bucketed's, else no_sync's); None if none.
 
+    With prediction ranges, the size with the lowest worst-case regret over them (a robust
+    choice; ``point_best_mb`` names the lowest point estimate when that is another size).
     Ties (comm fully hidden at several sizes) go to the size closest to torch's default 25 MB,
     the one a user need not change.
     """
@@ -136,8 +150,14 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
     else:
         return None
     rows.sort(key=lambda r: (r.step_s, abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))))
-    best = rows[0]
-    runner = rows[1] if len(rows) > 1 else None
+    i, regrets = robust_pick([(r.step_s, r.scenarios_s) for r in rows])
+    best = rows[i]
+    worst = point_best_mb = point_worst = None
+    if regrets is not None:
+        worst = regrets[i]
+        if i != 0:
+            point_best_mb, point_worst = rows[0].bucket_mb, regrets[0]
+    runner = next((r for r in rows if r is not best), None)
     sizes = sorted(r.bucket_mb for r in rows)
     edge = None
     if runner is not None and runner.step_s > best.step_s:  # a strict optimum at an end
@@ -147,7 +167,8 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
     fastest = min(per_step, key=lambda r: (r.step_s, r is not best), default=None)
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
-                          runner.step_s if runner else None, edge, fastest)
+                          runner.step_s if runner else None, edge, fastest,
+                          best.step_range_s, worst, point_best_mb, point_worst)
 
 
 def sweep_rows(results: Sequence[Result], naive: Result | None = None) -> list[dict]:
@@ -160,6 +181,8 @@ def sweep_rows(results: Sequence[Result], naive: Result | None = None) -> list[d
                "step_ms": r.step_s * 1e3, "exposed_comm_ms": r.exposed_comm_s * 1e3,
                "compute_ms": r.compute_s * 1e3,
                "speedup": x, "speedup_vs": baseline_name(r), "source": r.source}
+        if r.step_range_s is not None:
+            row["step_ms_range"] = [v * 1e3 for v in r.step_range_s]
         if r.step_p5_s is not None or r.step_p95_s is not None:
             row["step_p5_ms"] = None if r.step_p5_s is None else r.step_p5_s * 1e3
             row["step_p95_ms"] = None if r.step_p95_s is None else r.step_p95_s * 1e3

@@ -1,90 +1,15 @@
-"""How much a backward and the all-reduces in flight slow each other down.
+"""calibrate's contention step: a backward-like workload (an MLP forward + backward, as
+calibrate has no model) against a stream of its gradients' all-reduces; the method is
+realrun/contention.py, the arithmetic simddp/contention.py.
 
-In DDP the backward keeps computing while bucket all-reduces run. On a CPU box Gloo runs the
-collective on its own threads (copies, reductions, loopback TCP), so it competes with the
-backward for cores; on GPUs NCCL kernels take SMs and memory bandwidth. simddp's engine slows
-a lane by ``compute_slowdown``/``comm_slowdown`` while the other lane is busy; this module
-measures both with a backward-like workload: a real autograd forward and backward (an MLP of
-the given widths here; the model's own in ``realrun validate``) against a stream of
-gradient-sized all-reduces queued at once, as an overlapping DDP queues them. Each repeat, on
-every rank, after a barrier each:
-
-1. compute alone: forward + backward, ``W`` seconds;
-2. comm alone: the stream queued, then waited for, ``T`` seconds;
-3. together: the stream queued, forward + backward (``D``, its end), the stream waited for
-   (``Ts``, from the launch).
-
-Medians over repeats, then :func:`calibrate.combine.slowdowns` turns (W, T, D, Ts) into the two
-factors under the engine's own model (a lane runs 1/slowdown as fast while both are busy),
-and the max over ranks is kept (the slowest rank sets the step). Why not matmul chunks, as
-before 2026-11-23: a tight 256x256 matmul loop measured comm x4.6 slower under compute on
-this box where the model's own backward gives x1.7-1.9 (docs/VALIDATION.md), and the
-overstated comm slowdown made overlapping small buckets look worse than they run.
+The default workload is eight 1024-wide bias-free Linear layers with ReLU on 16 rows (the
+mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a stream of
+its eight 4 MiB gradients takes about as long on loopback, so the two overlap.
 """
 from __future__ import annotations
 
-import statistics
-import time
-
-import torch
-import torch.distributed as dist
-from torch import nn
-
 from calibrate.ranks.allreduce import zeros
-
-# The default backward-like workload: eight 1024-wide bias-free Linear layers with ReLU on 16
-# rows (the mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a
-# stream of its eight 4 MiB gradients takes about as long on loopback, so the two overlap.
-DEFAULT_WIDTHS = (1024,) * 8
-DEFAULT_ROWS = 16
-
-
-def mlp_step(widths: list[int], rows: int, device):
-    """A forward + backward of bias-free Linear+ReLU layers: backward-like work on ``device``."""
-    gen = torch.Generator().manual_seed(0)
-    layers = nn.Sequential(*(m for w in widths for m in (nn.Linear(w, w, bias=False), nn.ReLU())))
-    layers.to(device)
-    x = torch.randn(rows, widths[0], generator=gen).to(device)
-
-    def step() -> None:
-        layers.zero_grad(set_to_none=True)
-        layers(x).square().mean().backward()
-    return step
-
-
-def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, float, float, float]:
-    """(W, T, D, Ts) seconds of one repeat: compute alone, the stream alone, and together the
-    compute's end and the stream's end, both from the stream's launch."""
-    ctx.barrier()
-    start_s = time.perf_counter()
-    compute()
-    _compute_done(ctx)
-    alone_compute_s = time.perf_counter() - start_s
-    ctx.barrier()
-    start_s = time.perf_counter()
-    for work in [dist.all_reduce(t, async_op=True) for t in stream]:
-        work.wait()
-    ctx.synchronize()
-    alone_comm_s = time.perf_counter() - start_s
-    ctx.barrier()
-    start_s = time.perf_counter()
-    works = [dist.all_reduce(t, async_op=True) for t in stream]
-    compute()
-    _compute_done(ctx)
-    compute_end_s = time.perf_counter() - start_s
-    for work in works:
-        work.wait()
-    ctx.synchronize()
-    return alone_compute_s, alone_comm_s, compute_end_s, time.perf_counter() - start_s
-
-
-def _compute_done(ctx) -> None:
-    """Wait for the compute stream only: on CUDA an event on the current stream (a device
-    synchronize would also wait for NCCL's stream); on CPU the work is already done."""
-    if ctx.device.type == "cuda":
-        event = torch.cuda.Event()
-        event.record()
-        event.synchronize()
+from realrun.contention import median_overlap, mlp_step
 
 
 def measure_contention(cfg: dict, ctx) -> dict:
@@ -95,15 +20,3 @@ def measure_contention(cfg: dict, ctx) -> dict:
     return median_overlap(compute, stream, ctx, cfg["repeats"])
 
 
-def median_overlap(compute, stream: list[torch.Tensor], ctx, repeats: int) -> dict:
-    """Warm up, then :func:`overlap_times` ``repeats`` times; the medians, and what ran."""
-    for _ in range(2):  # connections, allocator pages, autograd caches: untimed
-        compute()
-        for work in [dist.all_reduce(t, async_op=True) for t in stream]:
-            work.wait()
-    runs = [overlap_times(compute, stream, ctx) for _ in range(repeats)]
-    keys = ("compute_alone_s", "comm_alone_s", "compute_together_s", "comm_together_s")
-    out = {k: statistics.median(r[i] for r in runs) for i, k in enumerate(keys)}
-    return {**out, "repeats": repeats, "stream_bytes": sum(t.numel() * t.element_size()
-                                                           for t in stream),
-            "stream_count": len(stream)}

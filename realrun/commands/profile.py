@@ -1,4 +1,4 @@
-"""Measure per-layer forward/backward seconds in one process: a simddp profile.
+"""Measure per-layer forward/backward seconds on every rank at once: a simddp profile.
 
     python -m realrun profile                                    # mlp-8x1024, batch 2 x seq 8
     python -m realrun profile --model transformer-small --layers 2 --d-model 256 --d-ff 1024 \\
@@ -9,18 +9,27 @@
 Every module that owns trainable parameters gets its forward time (forward hooks) and
 backward time (gradient-ready hooks), median of --repeats steps after --warmup; gaps between
 hooks go to the next layer to finish (see realrun/profiler.py). Also measured: the order in
-which gradients became ready, each tensor's bytes and the optimizer step. The profile is
-named like the model (``transformer-small[d_model=256,layers=2]``, ``gpt2_tiny:build``); how
-it was measured is stored next to it under "measured" (threads, precision, hook-free totals).
+which gradients became ready, each tensor's bytes and the optimizer step. --world-size ranks
+(default 2) profile at once, sharing the host as the real run will; the totals are scaled to
+the slowest rank's plain step (--compute-basis), and the DDP implementations' host costs,
+this model's compute/all-reduce contention and the step's spread are measured on the same
+ranks and saved with the profile (realrun/profile_world.py), so ``simddp sweep --model FILE``
+charges them. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
+``gpt2_tiny:build``); how it was measured is stored next to it under "measured".
 """
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload
+from realrun.commands.common import (add_model_args, require_int, require_seconds,
+                                     resolve_workload)
+from realrun.configs import COMPUTE_BASES
+from realrun.launch.env import is_torchrun
 from simddp.errors import InputError
 from simddp.io import check_out_dir, profile_to_json, save_json
+from simddp.report.table import host_line
 
 
 def check_out_file(path: str, force: bool) -> None:
@@ -42,9 +51,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--repeats", type=int, default=10,
                    help="timed steps; each layer's time is their median (default %(default)s)")
     g.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
-    g.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="where the model runs; on cuda the hooks record CUDA events, read "
-                        "after each step (default %(default)s)")
+    g.add_argument("--world-size", type=int, default=None,
+                   help="ranks profiling at once, as many as will train on this host: they "
+                        "share it, as in the real run (default 2; under torchrun, its world; "
+                        "1: one process alone)")
+    g.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
+                   help="gloo (CPU) or nccl (one GPU per rank; the hooks record CUDA events, "
+                        "read after each step) (default %(default)s)")
+    g.add_argument("--device", default=None, choices=("cpu", "cuda"),
+                   help="same as --backend gloo / nccl")
+    g.add_argument("--emulate-hosts", type=int, default=None,
+                   help="each rank in its own network namespace (root; = --world-size)")
+    g.add_argument("--link-gbit", type=float, default=None,
+                   help="shape each emulated host's link to this many Gbit/s (tbf)")
+    g.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
+                   help="scale the compute totals to the slowest rank's plain step, per step, "
+                        "as realrun bench times a step (default), or rank 0's")
+    g.add_argument("--timeout-s", type=float, default=120.0,
+                   help="seconds any rank may wait for the others (default %(default)s)")
     g.add_argument("--out", default="out/profile.json",
                    help="profile JSON to write (default %(default)s)")
     g.add_argument("--force", action="store_true",
@@ -54,21 +78,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     require_int("--repeats", args.repeats)
     require_int("--warmup", args.warmup, minimum=0)
-    check_out_file(args.out, args.force)
+    require_seconds("--timeout-s", args.timeout_s)
+    if args.device is not None:
+        args.backend = {"cpu": "gloo", "cuda": "nccl"}[args.device]
+    if args.world_size is None:
+        args.world_size = int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2
+    require_int("--world-size", args.world_size)
+    lead = not is_torchrun() or os.environ["RANK"] == "0"
+    if lead:
+        check_out_file(args.out, args.force)
     workload = resolve_workload(args)
-    import torch
-
-    from realrun.profiler import profile_workload
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"--device cuda: no CUDA device here (torch {torch.__version__}); "
-                         "use --device cpu")
-    torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)
-    profile, measured = profile_workload(workload, seed=args.seed, repeats=args.repeats,
-                                         warmup=args.warmup, optimizer=args.optimizer,
-                                         device=args.device, precision=args.precision)
-    save_json(args.out, {**profile_to_json(profile), "measured": measured})
+    from realrun.profile_world import profile_world  # torch, after the cheap checks
+    try:
+        out = profile_world(workload, world_size=args.world_size, backend=args.backend,
+                            threads=args.threads, timeout_s=args.timeout_s,
+                            emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit,
+                            repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
+                            seed=args.seed, precision=args.precision,
+                            compute_basis=args.compute_basis)
+    except ValueError as e:  # run_world's checks: nccl without GPUs, emulate_hosts != ranks
+        raise InputError(str(e).splitlines()[0]) from None
+    if out is None:
+        return 0  # a torchrun rank other than 0: rank 0 writes
+    profile, measured, host = out
+    save_json(args.out, {**profile_to_json(profile, host=host), "measured": measured})
     print(format_profile(profile, measured, args.out))
+    print(f"# host costs (charged by simddp sweep --model {args.out}): {host_line(host)}")
     return 0
 
 
@@ -87,12 +122,19 @@ def format_profile(profile, measured: dict, path: str) -> str:
         kib = f"{sum(layer.grad_bytes) / 1024:.0f}" if layer.grad_bytes else "-"
         lines.append(f"  {layer.name:<{width}}{kib:>10}{layer.forward_s * 1e3:>12.3f}"
                      f"{layer.backward_s * 1e3:>13.3f}")
-    lines += [f"# total: forward {profile.forward_s * 1e3:.2f} ms (hook-free "
+    basis, step_key = {"slowest": ("the slowest rank's", "slowest_step_s"),
+                       "rank0": ("rank 0's", "rank0_step_s")}[measured["compute_basis"]]
+    lines += [f"# total: forward {profile.forward_s * 1e3:.2f} ms (hook-free pass "
               f"{measured['forward_s_unhooked'] * 1e3:.2f}), backward "
-              f"{profile.backward_s * 1e3:.2f} ms (hook-free "
+              f"{profile.backward_s * 1e3:.2f} ms (hook-free pass "
               f"{measured['backward_s_unhooked'] * 1e3:.2f}), optimizer "
-              f"{profile.optimizer_s * 1e3:.2f} ms; gradients {profile.grad_total_bytes / 2**20:.2f} MiB "
-              f"in {profile.n_tensors} tensors",
+              f"{profile.optimizer_s * 1e3:.2f} ms; gradients "
+              f"{profile.grad_total_bytes / 2**20:.2f} MiB in {profile.n_tensors} tensors",
+              f"# measured on {measured['world_size']} rank(s) at once; scaled x"
+              f"{measured['compute_scale']:.3f} to {basis} plain step "
+              f"({measured[step_key] * 1e3:.2f} ms median); "
+              f"its p5–p95 {measured['compute_spread'][0]:.2f}–"
+              f"{measured['compute_spread'][1]:.2f} x the median",
               f"# gradient-ready order: {order}",
               f"# wrote {path}"]
     return "\n".join(lines)

@@ -34,7 +34,7 @@ import os
 import sys
 
 from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workload
-from realrun.configs import BENCH_STRATEGIES
+from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
@@ -88,9 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--no-probes", action="store_true",
                    help="predict with the calibration phase's α, busbw and hook costs instead "
                         "of probes measured in the same rounds as the strategies")
-    w.add_argument("--rank-max", action="store_true",
-                   help="scale the profile by the measured slowest-rank factor (jitter: "
-                        "per-step max over ranks / rank 0); off by default")
+    w.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
+                   help="what the profile's compute is scaled to: the slowest rank's plain "
+                        "step per step, as bench times a step (default), or rank 0's")
     w.add_argument("--timeout-s", type=float, default=60.0,
                    help="seconds any collective may wait (default %(default)s)")
     o = p.add_argument_group("output")
@@ -140,7 +140,7 @@ def settings_from_args(args: argparse.Namespace):
         profile_repeats=args.profile_repeats, timeline_steps=args.timeline_steps,
         timeout_s=args.timeout_s,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
-        rank_max=args.rank_max, piecewise=args.piecewise,
+        compute_basis=args.compute_basis, piecewise=args.piecewise,
         lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute,
         probes=not args.no_probes)
 

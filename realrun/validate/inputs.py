@@ -1,34 +1,19 @@
-"""validate's inputs: calibrate the link and profile the model on the same ranks, and set
-the compute total from the compute-only steps measured alongside the strategies.
-
-The rank target here runs under ``run_world`` as ``realrun.validate.inputs:profile_rank``.
+"""validate's inputs: calibrate the link and profile the model on the same ranks
+(realrun/profile_world.py), and set the compute total from the compute-only steps measured
+alongside the strategies.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-
-import torch
 
 import calibrate
 from calibrate.settings import CalibrateSettings
-from realrun.launch import run_world
-from realrun.profiler import profile_workload
-from realrun.steps import Trainer
-from realrun.timing import timed
-from realrun.validate.host_costs import measure_copies, measure_hooks
+from realrun.profile_world import ProfileRun, profile_world
 from realrun.validate.settings import ValidateSettings
-from realrun.workload import Workload
 from simddp.engine import compute_only_s
-from simddp.io import profile_from_json, profile_to_json
 from simddp.link import Link
 from simddp.profile import ModelProfile
-from simddp.result import COMPUTE_ONLY
-
-
-# ---------------------------------------------------------------------------------------------
-# 1. calibrate
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
@@ -72,72 +57,15 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     return link, info
 
 
-# ---------------------------------------------------------------------------------------------
-# 2. profile
-
-
-def profile_rank(payload: dict, ctx) -> dict:
-    """Rank function: profile the model on this rank while the other ranks do the same."""
-    torch.set_flush_denormal(True)
-    workload = Workload(**payload["workload"])
-    profile, measured = profile_workload(
-        workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
-        warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
-        precision=payload["precision"])
-    measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
-    measured["plain_steps_s"] = plain_steps(workload, payload, ctx)
-    measured["hooks"] = measure_hooks(workload, payload, ctx)
-    return {"profile": profile_to_json(profile), "measured": measured}
-
-
-def plain_steps(workload: Workload, payload: dict, ctx) -> list[float]:
-    """Seconds of hook-free compute-only steps, each after a barrier (as realrun bench times
-    them): the parent takes the max over ranks per step, since a step ends with the slowest."""
-    trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
-    times = []
-    for i in range(3 + max(10, payload["repeats"])):
-        ctx.barrier()
-        step_s = timed(ctx, trainer.step)
-        if i >= 3:
-            times.append(step_s)
-    return times
-
-
-def measure_profile(s: ValidateSettings) -> tuple[ModelProfile, dict] | tuple[None, None]:
-    """(profile rescaled to hook-free totals, what was measured) from ``world_size`` ranks;
-    (None, None) on torchrun ranks other than 0."""
-    payload = {"workload": s.workload.to_json(), "repeats": s.profile_repeats, "warmup": 3,
-               "optimizer": s.optimizer, "seed": s.seed, "precision": s.precision}
-    ranks = run_world("realrun.validate.inputs:profile_rank", payload, world_size=s.world_size,
-                      backend=s.backend, threads_per_rank=s.threads, timeout_s=s.timeout_s)
-    if ranks is None:  # a torchrun rank other than 0
-        return None, None
-    raw = profile_from_json(ranks[0]["profile"])
-    measured = ranks[0]["measured"]
-    # The per-layer split comes from hooks; the totals from the hook-free passes, which is
-    # what a training step without profiler hooks pays.
-    profile = raw.scaled(forward_s=measured["forward_s_unhooked"],
-                         backward_s=measured["backward_s_unhooked"])
-    # Jitter: a step ends when its slowest rank ends, so the compute a step sees is the
-    # per-step max over ranks of hook-free steps (median over steps), not rank 0's median.
-    # Both medians come from the same steps, so a load burst during profiling scales both and
-    # cancels in the ratio; only the ranks' spread remains. Always measured; applied only
-    # with rank_max (off by default: it did not help on the grid, docs/VALIDATION.md).
-    steps0 = ranks[0]["measured"]["plain_steps_s"]
-    per_step = [max(r["measured"]["plain_steps_s"][i] for r in ranks)
-                for i in range(len(steps0))]
-    k = statistics.median(per_step) / statistics.median(steps0)
-    measured["rank_max_factor"] = k
-    measured["rank_max_step_s"] = statistics.median(per_step)
-    measured["rank_max_applied"] = bool(s.rank_max)
-    # The hook path's step medians from the slowest rank (realrun/validate/host_costs.py).
-    measured["hooks"] = {k: max(r["measured"]["hooks"][k] for r in ranks)
-                         for k in ranks[0]["measured"]["hooks"]}
-    if s.rank_max:
-        profile = profile.scaled(forward_s=profile.forward_s * k,
-                                 backward_s=profile.backward_s * k,
-                                 optimizer_s=profile.optimizer_s * k)
-    return profile, measured
+def measure_profile(s: ValidateSettings) -> ProfileRun | None:
+    """``realrun profile`` on ``world_size`` ranks at once (realrun/profile_world.py): the
+    profile rescaled to hook-free totals, what was measured, and the host costs with this
+    model's contention; None on torchrun ranks other than 0."""
+    return profile_world(s.workload, world_size=s.world_size, backend=s.backend,
+                         threads=s.threads, timeout_s=s.timeout_s, repeats=s.profile_repeats,
+                         optimizer=s.optimizer, seed=s.seed, precision=s.precision,
+                         compute_basis=s.compute_basis, emulate_hosts=s.emulate_hosts,
+                         link_gbit=s.link_gbit)
 
 
 def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:

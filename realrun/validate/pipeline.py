@@ -13,15 +13,18 @@ Steps, in order (each one a plain function, so a notebook can run them one by on
    ``calibrate`` run on the same world (same ranks, same emulated hosts): busbw, α from this
    model's all-reduces issued back to back (async and blocking), contention;
 2. :func:`~realrun.validate.inputs.measure_profile` — ``realrun profile`` on *every* rank at
-   once; rank 0's per-layer times rescaled to its hook-free totals; the DDP implementations'
-   copy rates and hook costs (realrun/validate/host_costs.py);
+   once (realrun/profile_world.py): per-layer times, the DDP implementations' copy rates and
+   hook costs, this model's own contention, the compute spread;
 3. :func:`measure` — ``realrun bench`` of every configuration, compute-only and the probes
    (realrun/validate/probes.py) in one world, round-robin; if the world fails, every
    configuration is retried alone so the failing one is named and the others are kept;
-4. inputs from the same rounds — :func:`~realrun.validate.probes.inputs_from_probes` (α,
-   busbw, host costs) and :func:`~realrun.validate.inputs.anchor_compute` (the compute
-   total), so drift between phases a minute apart does not land in every prediction;
-5. :func:`predict` — ``simddp.sweep`` of every configuration with that profile, link and host;
+4. :func:`predict` *before running* — ``simddp.sweep`` with ranges, from steps 1 and 2 only:
+   the prediction a user gets from ``calibrate`` + ``realrun profile`` + ``simddp sweep``,
+   and the one the summary, the recommendation and the verdict are about;
+5. :func:`anchored_prediction` — the same, with inputs from the same rounds as the runs:
+   :func:`~realrun.validate.probes.inputs_from_probes` (α, busbw, host costs, contention) and
+   :func:`~realrun.validate.inputs.anchor_compute` (the compute total), so drift between
+   phases a minute apart does not land in every row; reported second, as "anchored";
 6. :func:`~realrun.validate.timeline.measure_timeline` — a few more steps of one
    configuration with per-span clock reads on rank 0;
 7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.validate.report.
@@ -38,10 +41,10 @@ import time
 
 from realrun.bench import run_bench
 from realrun.launch import LaunchError, is_torchrun, share
-from realrun.validate.host_costs import host_from_measurements
+from realrun.profile_world import ProfileRun
 from realrun.validate.inputs import anchor_compute, calibrate_link, measure_profile
 from realrun.validate.probes import inputs_from_probes
-from realrun.validate.report import ValidationReport
+from realrun.validate.report import Prediction, ValidationReport
 from realrun.validate.settings import ValidateSettings, bench_payload
 from realrun.validate.timeline import measure_timeline
 from simddp.compare import compare_results, pick_timeline
@@ -58,11 +61,13 @@ class MeasureFailed(RuntimeError):
 
 def predict(profile: ModelProfile, link: Link, host: Host | None,
             s: ValidateSettings) -> list[Result]:
-    """simddp's prediction of every configuration (spans kept for the timeline plot)."""
+    """simddp's prediction of every configuration, with ranges (spans kept for the timeline
+    plot)."""
     link = link.for_world(s.world_size)
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
-    return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True)
+    return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True,
+                 ranges=True)
 
 
 def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dict], list[str]]:
@@ -106,15 +111,15 @@ def config_name(config: dict) -> str:
     return config["strategy"] if mb is None else f"{config['strategy']}:{mb:g}"
 
 
-def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
-             profile_measured: dict | None = None,
+def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
              log=lambda msg: None) -> ValidationReport | None:
-    """Calibrate (unless ``s.link``), profile (unless given), predict, measure, compare.
+    """Calibrate (unless ``s.link``), profile (unless given), measure, predict, compare.
 
-    A given ``profile`` comes with ``profile_measured`` (both from :func:`measure_profile`) for
-    the host costs (copies, hooks) to be charged; without it they are not. Under torchrun
-    every rank calls this (inside :func:`realrun.launch.torchrun_group`); rank 0 gets the
-    report, the others None."""
+    Two predictions of every configuration are scored: the one made *before* the runs, from
+    the calibration and the profile alone (what a user who calibrates and profiles once gets;
+    the report's summary), and the one *anchored* on inputs measured in the same rounds as the
+    runs (probes, compute-only). Under torchrun every rank calls this (inside
+    :func:`realrun.launch.torchrun_group`); rank 0 gets the report, the others None."""
     start = time.perf_counter()
     load0 = os.getloadavg()[0]
     lead = not is_torchrun() or int(os.environ["RANK"]) == 0
@@ -122,19 +127,21 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
     if link is None:
         log("validate: calibrating the link (short sweep, same world)...")
         link, link_info = calibrate_link(s, piecewise=s.piecewise, lone_alpha=s.lone_alpha)
-    if profile is None:
+    if profile_run is None:
         log("validate: profiling the model on every rank...")
-        profile, profile_measured = measure_profile(s)
+        profile_run = measure_profile(s)
     log(f"validate: measuring {len(s.configs())} configurations x {s.steps} steps...")
     measured, probes, failures = measure(s, log)
     if lead and not measured:
         raise MeasureFailed("every configuration failed: " + "; ".join(failures))
-    inputs = predicted = comparison = m = None
+    before = anchored = m = None
     if lead:
-        inputs = prediction_inputs(s, link, profile, profile_measured, measured, probes)
-        predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
-        comparison = compare_results(predicted, measured, inputs=inputs["scored_out"])
-        m = pick_timeline(comparison, None)[1]
+        host = profile_host(s, profile_run)
+        predicted = predict(profile_run.profile, link, host, s)
+        before = Prediction("before running", link, host, profile_run.profile, predicted,
+                            compare_results(predicted, measured))
+        anchored = anchored_prediction(s, before, measured, probes)
+        m = pick_timeline(before.comparison, None)[1]
     # Which configuration to clock: rank 0 decides, every rank runs it.
     config = share(None if m is None else (m.strategy, m.bucket_mb))
     timeline_config, note = None, ""
@@ -150,32 +157,46 @@ def validate(s: ValidateSettings, *, profile: ModelProfile | None = None,
             if lead:
                 measured = [dataclasses.replace(r, spans=spans) if r is m else r
                             for r in measured]
-                comparison = compare_results(predicted, measured, inputs=inputs["scored_out"])
+                before, anchored = (p and p.rescored(measured) for p in (before, anchored))
         except Exception as e:  # the timeline is an illustration; the numbers stand without it
             if is_torchrun():
                 raise  # the ranks must stay in step
             note = f"timeline: measuring spans failed ({str(e).splitlines()[0]}); none drawn"
     if not lead:
         return None
-    return ValidationReport(s, inputs["link"], inputs["host"], link_info, profile,
-                            profile_measured, predicted, measured, comparison, failures,
-                            timeline_config, note, inputs["anchor"], inputs["probes"],
-                            (load0, os.getloadavg()[0]), time.perf_counter() - start)
+    return ValidationReport(s, link_info, profile_run.measured, measured, before, anchored,
+                            failures, timeline_config, note, (load0, os.getloadavg()[0]),
+                            time.perf_counter() - start)
+
+
+def profile_host(s: ValidateSettings, profile_run: ProfileRun) -> Host | None:
+    """The host costs measured with the profile (copies, hooks, this model's contention);
+    with --free-copies only the contention is kept."""
+    host = profile_run.host
+    if not s.model_copies:
+        host = None if host.contention is None else Host(
+            host.name, {}, host.source, contention=host.contention)
+    return host
+
+
+def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[Result],
+                        probes: dict[str, dict]) -> Prediction | None:
+    """The prediction re-made with inputs measured alongside the runs; None when neither the
+    probes nor the compute anchor ran (it would equal the one before running)."""
+    if not probes and not s.anchor_compute:
+        return None
+    inputs = prediction_inputs(s, before.link, before.profile, before.host, measured, probes)
+    predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
+    return Prediction("anchored", inputs["link"], inputs["host"], inputs["profile"], predicted,
+                      compare_results(predicted, measured, inputs=inputs["scored_out"]),
+                      inputs["scored_out"], inputs["anchor"], inputs["probes"])
 
 
 def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
-                      profile_measured: dict | None, measured: list[Result],
-                      probes: dict[str, dict]) -> dict:
-    """The link, host costs and profile the prediction uses, from the measurements: the host
-    costs of the profile phase, then what the probes measured alongside the runs, then the
-    compute total anchored to the compute-only row (which is then not scored)."""
-    host = None
-    if profile_measured is not None and s.model_copies:
-        # The DDP implementations' host costs — gradient copies and the hook path per
-        # gradient — measured on these ranks with this model (realrun/validate/host_costs.py).
-        host = host_from_measurements("profile phase", profile_measured["copy"],
-                                      profile_measured["hooks"], list(profile.tensor_bytes),
-                                      "realrun validate's profile phase on these ranks")
+                      host: Host | None, measured: list[Result], probes: dict[str, dict]) -> dict:
+    """The link, host costs and profile of the anchored prediction: the profile phase's, then
+    what the probes measured alongside the runs, then the compute total anchored to the
+    compute-only row (which is then not scored)."""
     probe_info = None
     if probes:
         medians = {name: stats["median_s"] for name, stats in probes.items()}

@@ -38,13 +38,13 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from calibrate.combine import combine_contention
+from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
-from calibrate.ranks.contention import overlap_times
+from realrun.contention import overlap_times
 from calibrate.ranks.sequence import timed_sequence
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
-from realrun.validate.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
+from realrun.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
 from simddp.link import GB, Link, bus_factor
 from simddp.result import COMPUTE_ONLY
@@ -145,6 +145,7 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     if contention is not None:
         c = combine_contention(contention)
         fields.update(compute_slowdown=c["compute_slowdown"], comm_slowdown=c["comm_slowdown"])
+
         out["contention"] = {k: c[k] for k in ("compute_slowdown_raw", "comm_slowdown_raw",
                                                 "notes", "per_rank")}
     out["fields"] = dict(fields)
@@ -170,8 +171,13 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
         copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
         host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s),
                                "torch": HostCosts(**copies, hook_s=torch_hook_s)},
-                    source="probes run alongside the strategies (realrun/validate/probes.py)")
+                    source="probes run alongside the strategies (realrun/validate/probes.py)",
+                    contention=before.contention)
         out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
         out["host_before"] = {impl: dataclasses.asdict(c)
                               for impl, c in before.implementations.items()}
+    if contention is not None and host is not None:
+        # the host's contention wins in the engine: the in-run measurement replaces it too
+        host = dataclasses.replace(host, contention=(fields["compute_slowdown"],
+                                                     fields["comm_slowdown"]))
     return dataclasses.replace(link, **fields), host, out

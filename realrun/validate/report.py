@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from realrun.validate.settings import ValidateSettings
-from simddp.compare import Comparison, format_table
+from simddp.compare import Comparison, compare_results, format_table
 from simddp.compare.metrics import ratio_interval
 from simddp.host import Host
 from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
+from simddp.report.table import host_line
 from simddp.result import Result
 from simddp.sweeps import recommend
-
 
 
 # How much slower than the measured best a recommendation may measure and still count as
@@ -26,24 +26,70 @@ from simddp.sweeps import recommend
 MARGIN_PCT = 3.0
 
 
-@dataclass
-class ValidationReport:
-    settings: ValidateSettings
+@dataclass(frozen=True)
+class Prediction:
+    """One prediction of every configuration: its inputs, results and comparison."""
+
+    label: str                       # "before running" or "anchored"
     link: Link
     host: Host | None                # the DDP implementations' host costs (None: free)
-    link_info: dict | None
     profile: ModelProfile
-    profile_measured: dict | None
     predicted: list[Result]
-    measured: list[Result]
     comparison: Comparison
+    scored_out: frozenset = frozenset()  # measured rows used as inputs (not scored)
+    compute_anchor: dict | None = None   # profile vs measured compute-only ms, and the factor
+    probes: dict | None = None           # link fields set from the in-run probes, and medians
+
+    def rescored(self, measured: list[Result]) -> "Prediction":
+        """The same prediction compared with ``measured`` (after spans were added)."""
+        return replace(self, comparison=compare_results(self.predicted, measured,
+                                                        inputs=self.scored_out))
+
+    def inputs_json(self) -> dict:
+        l = self.link
+        return {
+            "link": {"name": l.name, "alpha_us": l.alpha_s * 1e6,
+                     "blocking_alpha_us": (None if l.blocking_alpha_s is None
+                                           else l.blocking_alpha_s * 1e6),
+                     "busbw_gbps": l.busbw_gbps, "compute_slowdown": l.compute_slowdown,
+                     "comm_slowdown": l.comm_slowdown, "time_spread": l.time_spread},
+            "host_costs": None if self.host is None else {
+                "contention": self.host.contention, **{
+                    impl: {"copy_gbps": c.copy_gbps, "scale_gbps": c.scale_gbps,
+                           "hook_us": c.hook_s * 1e6, "launch_us": c.launch_s * 1e6}
+                    for impl, c in self.host.implementations.items()}},
+            "profile": {"forward_ms": self.profile.forward_s * 1e3,
+                        "backward_ms": self.profile.backward_s * 1e3,
+                        "optimizer_ms": self.profile.optimizer_s * 1e3,
+                        "tensors": self.profile.n_tensors,
+                        "grad_mib": self.profile.grad_total_bytes / 2 ** 20,
+                        "compute_spread": self.profile.compute_spread},
+            "compute_anchor": self.compute_anchor, "probes": self.probes}
+
+
+@dataclass
+class ValidationReport:
+    """The prediction made before the runs (``before``: the summary, recommendation and
+    verdict), the anchored one (``anchored``, reported second), and the measurements."""
+
+    settings: ValidateSettings
+    link_info: dict | None           # what the calibration phase measured (None: --link)
+    profile_measured: dict | None
+    measured: list[Result]
+    before: Prediction
+    anchored: Prediction | None
     failures: list[str]
     timeline_config: str | None
     timeline_note: str
-    compute_anchor: dict | None      # profile vs measured compute-only ms, and the factor
-    probes: dict | None              # link fields set from the in-run probes, and medians
     load: tuple[float, float]        # 1-min load average before and after
     elapsed_s: float
+
+    # The prediction made before running is the report's: these name its parts.
+    link = property(lambda self: self.before.link)
+    host = property(lambda self: self.before.host)
+    profile = property(lambda self: self.before.profile)
+    predicted = property(lambda self: self.before.predicted)
+    comparison = property(lambda self: self.before.comparison)
 
     def verdict(self) -> dict:
         """simddp's recommendation and whether the measurement proves or refutes it."""
@@ -90,26 +136,15 @@ class ValidationReport:
         return out
 
     def to_json(self) -> dict:
-        doc = self.comparison.to_json()
+        """``summary`` and ``rows``: the prediction made before running; ``anchored``: the
+        one with in-run inputs (its own rows, summary and inputs); ``validate``: the rest."""
+        doc = self.comparison.to_json(self.timeline_config)
         doc["summary"]["failures"] = list(self.failures)
+        a = self.anchored
+        doc["anchored"] = None if a is None else {
+            **a.comparison.to_json(self.timeline_config), "inputs": a.inputs_json()}
         doc["validate"] = {
-            "link": {"name": self.link.name, "alpha_us": self.link.alpha_s * 1e6,
-                     "blocking_alpha_us": (None if self.link.blocking_alpha_s is None
-                                           else self.link.blocking_alpha_s * 1e6),
-                     "busbw_gbps": self.link.busbw_gbps,
-                     "compute_slowdown": self.link.compute_slowdown,
-                     "comm_slowdown": self.link.comm_slowdown,
-                     "calibrated_here": self.link_info},
-            "host_costs": None if self.host is None else {
-                impl: {"copy_gbps": c.copy_gbps, "scale_gbps": c.scale_gbps,
-                       "hook_us": c.hook_s * 1e6, "launch_us": c.launch_s * 1e6}
-                for impl, c in self.host.implementations.items()},
-            "profile": {"forward_ms": self.profile.forward_s * 1e3,
-                        "backward_ms": self.profile.backward_s * 1e3,
-                        "optimizer_ms": self.profile.optimizer_s * 1e3,
-                        "tensors": self.profile.n_tensors,
-                        "grad_mib": self.profile.grad_total_bytes / 2 ** 20},
-            "compute_anchor": self.compute_anchor, "probes": self.probes,
+            **self.before.inputs_json(), "calibrated_here": self.link_info,
             "verdict": self.verdict(), "timeline_config": self.timeline_config,
             "timeline_note": self.timeline_note, "load_before_after": list(self.load),
             "elapsed_s": round(self.elapsed_s, 1)}
@@ -119,38 +154,27 @@ class ValidationReport:
         s, l = self.settings, self.link
         what = ("one --module micro-batch per rank" if s.module
                 else f"batch {s.batch} x seq {s.seq}")
+        spread = self.profile.compute_spread
         lines = [f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
-                 f"{s.world_size} ranks; link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
+                 f"{s.world_size} ranks; {self.load[0]:.2f} -> {self.load[1]:.2f} load; "
+                 f"{self.elapsed_s:.0f} s",
+                 "# prediction made BEFORE the runs, from the calibration and the profile "
+                 "alone (what calibrate + realrun profile + simddp sweep give a user):",
+                 f"#   link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
                  + ("" if l.blocking_alpha_s is None else
                     f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
                  f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
                  f"comm x{l.comm_slowdown:.2f}",
-                 f"# host costs: {host_line(self.host)}",
-                 f"# profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
+                 f"#   host costs: {host_line(self.host)}",
+                 f"#   profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
                  f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
                  f"{self.profile.optimizer_s * 1e3:.2f} ms, {self.profile.n_tensors} tensors "
-                 f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB); load "
-                 f"{self.load[0]:.2f} -> {self.load[1]:.2f}; {self.elapsed_s:.0f} s",
-                 format_table(self.comparison)]
-        pr = self.probes
-        if pr is not None and pr["fields"]:
-            def show(k: str, v: float) -> str:
-                if k.endswith("_gbps"):
-                    return f"{k[:-5]} {v:.3g} GB/s"
-                if k.endswith("_slowdown"):
-                    return f"{k} x{v:.2f}"
-                return f"{k} {v * 1e6:.0f} µs"
-            lines.insert(3, "# link from probes run alongside the strategies: "
-                         + ", ".join(show(k, v) for k, v in pr["fields"].items())
-                         + " (the calibration phase said: " + ", ".join(
-                             "-" if v is None else show(k, v)
-                             for k, v in pr["calibrated"].items()) + ")")
-        a = self.compute_anchor
-        if a is not None:
-            lines.insert(3, f"# compute: {a['profile_ms']:.2f} ms per step in the profile phase,"
-                         f" set to the compute-only median measured alongside the strategies, "
-                         f"{a['measured_ms']:.2f} ms (x{a['factor']:.3f}); --profile-compute "
-                         "keeps the profile's")
+                 f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB)"
+                 + ("" if spread is None else
+                    f", compute spread x{spread[0]:.2f}–x{spread[1]:.2f}"),
+                 format_table(self.comparison, self.timeline_config)]
+        if self.anchored is not None:
+            lines += ["", anchored_text(self.anchored)]
         for f in self.failures:
             lines.append(f"FAILED {f}")
         v = self.verdict()
@@ -162,12 +186,15 @@ class ValidationReport:
         return "\n".join(lines)
 
     def write(self, out_dir: str) -> list[str]:
-        """validate.json, compare.{json,csv}, predicted.json, measured.json, link.json, PNGs."""
+        """validate.json, compare.{json,csv}, predicted.json (before running),
+        anchored_predicted.json, measured.json, link.json, profile.json, PNGs."""
         from simddp.compare.plots import write_compare_files  # matplotlib: only here
         paths = [str(p) for p in write_compare_files(self.comparison, out_dir,
                                                      timeline=self.timeline_config)]
         files = {"validate.json": self.to_json(),
                  "predicted.json": results_to_json(self.predicted),
+                 **({} if self.anchored is None else
+                    {"anchored_predicted.json": results_to_json(self.anchored.predicted)}),
                  "measured.json": results_to_json(self.measured),
                  "link.json": link_to_json(self.link),
                  "profile.json": {**profile_to_json(self.profile, host=self.host),
@@ -179,13 +206,32 @@ class ValidationReport:
         return paths
 
 
-def host_line(host: Host | None) -> str:
-    """'realrun copies 2.1 GB/s, hooks 140 µs/gradient + 60 µs/launch; torch ...' or 'free'."""
-    if host is None or host.free:
-        return "free (not charged)"
-    parts = []
-    for impl, c in host.implementations.items():
-        copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
-        parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"
-                     + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else ""))
-    return "; ".join(parts)
+def anchored_text(a: Prediction) -> str:
+    """The anchored prediction in a few lines: how it scores and which inputs it changed."""
+    sm = a.comparison.summary
+    rho = "n/a" if sm.spearman is None else f"{sm.spearman:.3f}"
+    lines = [f"# anchored prediction (inputs measured alongside the runs, for diagnosis): "
+             f"|error| median {sm.median_ape:.1f} %, max {sm.max_ape:.1f} %, Spearman rho "
+             f"{rho}" + ("" if sm.regret is None else
+                         f", best bucket predicted {sm.predicted_best_bucket_mb:g} MB vs "
+                         f"measured {sm.measured_best_bucket_mb:g} MB, regret "
+                         f"{sm.regret:.1f} %")]
+    pr = a.probes
+    if pr is not None and pr["fields"]:
+        def show(k: str, v: float) -> str:
+            if k.endswith("_gbps"):
+                return f"{k[:-5]} {v:.3g} GB/s"
+            if k.endswith("_slowdown"):
+                return f"{k} x{v:.2f}"
+            return f"{k} {v * 1e6:.0f} µs"
+        lines.append("#   link from probes run alongside the strategies: "
+                     + ", ".join(show(k, v) for k, v in pr["fields"].items())
+                     + " (before running: " + ", ".join(
+                         "-" if v is None else show(k, v)
+                         for k, v in pr["calibrated"].items()) + ")")
+    c = a.compute_anchor
+    if c is not None:
+        lines.append(f"#   compute: {c['profile_ms']:.2f} ms per step in the profile, set to the "
+                     f"compute-only median measured alongside the strategies, "
+                     f"{c['measured_ms']:.2f} ms (x{c['factor']:.3f})")
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, PER_BUCKET, bench_configs
 from realrun.launch.context import BACKENDS
 from realrun.precision import check_precision
 from realrun.tensors import tensor_bytes
@@ -54,7 +54,8 @@ class ValidateSettings:
     anchor_compute: bool = True                      # compute total from the compute-only row
     probes: bool = True                              # link + hooks measured in the same run
     model_copies: bool = True                        # charge the wrapper's copies (copy_gbps)
-    rank_max: bool = False                           # compute = slowest rank's step (jitter)
+    compute_basis: str = "slowest"                   # profile compute: slowest rank's step,
+                                                     # or rank 0's (realrun/profile_world.py)
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "threads", "world_size", "steps", "warmup", "chunk",
@@ -90,6 +91,9 @@ class ValidateSettings:
         if self.backend not in BACKENDS:
             raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
         check_precision(self.precision)
+        if self.compute_basis not in COMPUTE_BASES:
+            raise InputError(f"--compute-basis: unknown {self.compute_basis!r}; choose "
+                             f"{' or '.join(COMPUTE_BASES)}")
 
     @property
     def spec(self) -> ModelSpec:

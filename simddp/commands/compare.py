@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.timeline_config is not None:
         pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     if args.format == "json":
-        print(json.dumps(comparison.to_json(), indent=1))
+        print(json.dumps(comparison.to_json(args.timeline_config), indent=1))
     else:
-        print(format_table(comparison))
+        print(format_table(comparison, args.timeline_config))
     for path in written:  # stderr, so --format json keeps stdout one document
         print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -22,20 +22,43 @@ import sys
 
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
-from simddp.commands.common import (add_host_args, add_link_args, add_model_args, parse_names,
-                                    parse_positive_floats, resolve_host, resolve_link,
-                                    resolve_model)
+from simddp.commands.common import (
+    add_host_args,
+    add_link_args,
+    add_model_args,
+    parse_names,
+    parse_positive_floats,
+    resolve_host,
+    resolve_link,
+    resolve_model,
+)
 from simddp.io import check_out_dir, results_to_json, write_atomic
+from simddp.ranges import range_sources
 from simddp.report.progress import Progress
 from simddp.report.recommendation import fastest_row, recommendation_text
-from simddp.report.table import fmt_mb, fmt_ms, fmt_speedup, render_table, setup_line
+from simddp.report.table import (
+    fmt_mb,
+    fmt_ms,
+    fmt_speedup,
+    host_line,
+    render_table,
+    setup_line,
+)
 from simddp.result import Result
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
-from simddp.sweeps import (DEFAULT_ACCUM_STEPS, DEFAULT_BUCKET_MB, Recommendation, recommend,
-                           sweep, sweep_rows, sweep_strategies)
+from simddp.sweeps import (
+    DEFAULT_ACCUM_STEPS,
+    DEFAULT_BUCKET_MB,
+    Recommendation,
+    recommend,
+    sweep,
+    sweep_rows,
+    sweep_strategies,
+)
 
 HELP = "predict every strategy at every bucket size; recommend bucket_cap_mb"
-CSV_FIELDS = ("strategy", "bucket_mb", "accum_steps", "collectives", "step_ms",
+CSV_FIELDS = ("strategy", "bucket_mb", "accum_steps", "collectives", "step_ms", "step_ms_low",
+              "step_ms_high",
               "exposed_comm_ms", "compute_ms", "speedup", "speedup_vs", "source")
 
 
@@ -75,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         # which `simddp compare` draws next to a measured one.
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
                         args.accum_steps, host=host, on_progress=progress.update,
-                        record=out_dir is not None)
+                        record=out_dir is not None, ranges=True)
     naive = next((r for r in results if r.strategy == "naive"), None)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
         naive = sweep(profile, link, args.world_size, ["naive"], host=host)[0]
@@ -86,12 +109,15 @@ def run(args: argparse.Namespace) -> int:
              "backward_ms": profile.backward_s * 1e3, "optimizer_ms": profile.optimizer_s * 1e3,
              "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
              "world_size": args.world_size, "accum_steps": args.accum_steps,
+             "host_costs": None if host is None else host.name,
+             "ranges": range_sources(profile, link, host),
              "naive_step_ms": naive.step_s * 1e3}
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
                "recommended_from": None if rec is None else rec.strategy,
                "fastest": fastest_row(results, rec),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
-    gap = gap_line(profile, link, host, summary["closed_form_optimum"], results)
+    gap = gap_line(profile, host.contended(link) if host else link, host,
+                   summary["closed_form_optimum"], results)
     summary["closed_form_optimum"]["differs_from_simulator"] = gap
 
     if out_dir is not None:  # render everything in memory first: no partial output on error
@@ -104,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"rows": rows, **summary, "setup": setup}, indent=1))
     else:
         print(setup_line(profile, link, args.world_size))
+        if host is not None:
+            print(f"host costs charged ({host.name}): {host_line(host)}")
+        print(f"prediction ranges, step ms (low–high): {setup['ranges']}")
         print()
         print(render_report(results, rows, rec, naive))
         # Issue 6: the α–β closed form beside the simulated optimum (docs/ACCOUNT.md says
@@ -118,8 +147,12 @@ def render_report(results: list[Result], rows: list[dict], rec: Recommendation |
                   naive: Result) -> str:
     """The tables and the recommendation, as printed under the setup line."""
     def cells(row: dict) -> list[str]:
-        return [row["strategy"], fmt_mb(row["bucket_mb"]), str(row["collectives"]),
-                f"{row['step_ms']:.2f}", f"{row['exposed_comm_ms']:.2f}",
+        step = f"{row['step_ms']:.2f}"
+        low, high = row.get("step_ms_range") or (0.0, 0.0)
+        if f"{low:.2f}" != f"{high:.2f}":  # a row no input uncertainty moves shows no range
+            step += f" ({low:.2f}–{high:.2f})"
+        return [row["strategy"], fmt_mb(row["bucket_mb"]), str(row["collectives"]), step,
+                f"{row['exposed_comm_ms']:.2f}",
                 fmt_speedup(row["speedup"])]
 
     per_step = [row for row in rows if row["speedup_vs"] == "naive"]
@@ -145,13 +178,19 @@ def render_report(results: list[Result], rows: list[dict], rec: Recommendation |
 
 def _out_files(results: list[Result], rows: list[dict], setup: dict, summary: dict,
                rec: Recommendation | None) -> dict[str, bytes | str]:
-    from simddp.report.plots import figure_png, sweep_figure  # matplotlib only when asked
+    from simddp.report.plots import (  # matplotlib only when asked
+        figure_png,
+        sweep_figure,
+    )
 
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        low, high = row.get("step_ms_range") or (None, None)
+        writer.writerow({**{k: ("" if v is None else v) for k, v in row.items()},
+                         "step_ms_low": "" if low is None else low,
+                         "step_ms_high": "" if high is None else high})
     doc = results_to_json(results, rows=rows, setup=setup, **summary)
     png = figure_png(sweep_figure(results, None if rec is None else (rec.strategy, rec.bucket_mb)))
     return {"sweep.csv": buf.getvalue(), "sweep.json": json.dumps(doc, indent=1) + "\n",

@@ -27,6 +27,7 @@ import io
 import math
 from dataclasses import dataclass
 
+from simddp.compare.fidelity import timeline_fidelity
 from simddp.compare.metrics import Summary, summarize
 from simddp.compare.text import config_label, config_list, config_sort_key
 from simddp.errors import InputError
@@ -55,6 +56,21 @@ class Row:
     samples: int
     is_input: bool = False            # the prediction was set from this measurement: no score
     steps_s: tuple[float, ...] = ()   # the measured steps, when the file has them
+    # the prediction's input scenarios (simddp/ranges.py), when the sweep computed them
+    predicted_scenarios_s: dict[str, float] | None = None
+
+    @property
+    def predicted_range_s(self) -> tuple[float, float] | None:
+        if not self.predicted_scenarios_s:
+            return None
+        values = (self.predicted_s, *self.predicted_scenarios_s.values())
+        return min(values), max(values)
+
+    @property
+    def in_range(self) -> bool | None:
+        """Whether the measured median lies inside the predicted range (None: no range)."""
+        r = self.predicted_range_s
+        return None if r is None else r[0] <= self.measured_s <= r[1]
 
     @property
     def error_pct(self) -> float:
@@ -71,11 +87,14 @@ class Row:
 
     def to_json(self) -> dict:
         ms = lambda s: None if s is None else s * 1e3  # noqa: E731
+        r = self.predicted_range_s
         return {"strategy": self.strategy, "bucket_mb": self.bucket_mb,
                 "accum_steps": self.accum_steps, "predicted_ms": ms(self.predicted_s),
                 "measured_ms": ms(self.measured_s), "measured_p5_ms": ms(self.measured_p5_s),
                 "measured_p95_ms": ms(self.measured_p95_s), "error_pct": self.error_pct,
-                "samples": self.samples, "input": self.is_input}
+                "samples": self.samples, "input": self.is_input,
+                "predicted_range_ms": None if r is None else [ms(v) for v in r],
+                "in_range": self.in_range}
 
 
 @dataclass(frozen=True)
@@ -87,13 +106,26 @@ class Comparison:
     predicted: tuple[Result, ...]
     measured: tuple[Result, ...]
 
-    def to_json(self) -> dict:
-        """The ``--format json`` document: ``{"rows": [...], "summary": {...}}``."""
-        return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json()}
+    def fidelity(self, timeline: str | None = None) -> dict | None:
+        """Timeline fidelity of the configuration drawn as the timeline (simddp/compare/
+        fidelity.py): predicted vs measured backward end and last all-reduce end."""
+        return timeline_fidelity(*pick_timeline(self, timeline))
+
+    def to_json(self, timeline: str | None = None) -> dict:
+        """The ``--format json`` document: ``{"rows": [...], "summary": {...},
+        "timeline_fidelity": {...} or null}``."""
+        return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
+                "timeline_fidelity": self.fidelity(timeline)}
 
     def to_csv(self) -> str:
         out = io.StringIO()
-        rows = [r.to_json() for r in self.rows]
+        rows = []
+        for r in self.rows:  # the range as two columns: a CSV cell holds one number
+            row = r.to_json()
+            low, high = row.pop("predicted_range_ms") or (None, None)
+            in_range = row.pop("in_range")
+            rows.append({**row, "predicted_low_ms": low, "predicted_high_ms": high,
+                         "in_range": in_range})
         w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         for row in rows:
@@ -146,7 +178,7 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
                              f"in {wp} (predicted: {config_list(predicted)})")
         rows.append(Row(m.strategy, m.bucket_mb, m.accum_steps, p.step_s, m.step_s,
                         m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs,
-                        m.steps_s))
+                        m.steps_s, p.scenarios_s))
     rows.sort(key=lambda r: config_sort_key(r.config))
     scored = [r for r in rows if not r.is_input]
     summary = summarize(scored, model=model_m if model_m == model_p else f"{model_p} / {model_m}",

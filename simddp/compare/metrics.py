@@ -18,6 +18,7 @@ import numpy as np
 
 from simddp.compare.text import config_sort_key
 from simddp.errors import InputError
+from simddp.ranges import robust_pick
 from simddp.strategy import BUCKETED
 
 
@@ -41,6 +42,10 @@ class Summary:
     measured_best_bucket_mb: float | None = None
     regret: float | None = None       # % slower, measured, at the predicted-best bucket
     regret_ci: tuple[float, float] | None = None   # 95 % bootstrap interval of regret, in %
+    # rows whose prediction has a range (simddp/ranges.py), and how many measured medians
+    # fall inside it
+    with_range: int = 0
+    in_range: int = 0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -58,7 +63,8 @@ def summarize(rows: list, *, model: str = "", world_size: int = 0,
         if len(mine) >= 3:  # two points always rank-agree or disagree: ±1 says nothing
             by_strategy[s] = spearman([r.predicted_s for r in mine], [r.measured_s for r in mine])
     best = best_bucket(rows)
-    return Summary(model=model, world_size=world_size, predicted_link=predicted_link,
+    ranged = [r.in_range for r in rows if r.in_range is not None]
+    return Summary(with_range=len(ranged), in_range=sum(ranged),model=model, world_size=world_size, predicted_link=predicted_link,
                    measured_link=measured_link, configs=len(rows),
                    unmeasured_predictions=unmeasured,
                    median_ape=float(np.median(ape)), max_ape=float(max(ape)),
@@ -71,14 +77,17 @@ def best_bucket(rows: list) -> dict:
 
     The strategy is "bucketed" if measured, else "ddp", else "no_sync"; with several
     accumulation settings the smallest is used. Only measured buckets are candidates, since the
-    regret needs the measured time at the predicted-best bucket.
+    regret needs the measured time at the predicted-best bucket. With prediction ranges the
+    predicted best is the robust choice ``simddp sweep`` recommends (simddp/ranges.py).
     """
     for s in BUCKETED:
         mine = [r for r in rows if r.strategy == s and r.bucket_mb is not None]
         if mine:
             accum = min(r.accum_steps for r in mine)
             mine = [r for r in mine if r.accum_steps == accum]
-            pred_best = min(mine, key=lambda r: (r.predicted_s, r.bucket_mb))
+            mine.sort(key=lambda r: (r.predicted_s, r.bucket_mb))
+            pred_best = mine[robust_pick([(r.predicted_s, r.predicted_scenarios_s)
+                                          for r in mine])[0]]
             meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
             ci = None
             if pred_best.steps_s and meas_best.steps_s and pred_best is not meas_best:

@@ -243,7 +243,7 @@ def write_compare_files(c: Comparison, out_dir: str | os.PathLike,
                         timeline: str | None = None) -> list[Path]:
     """The PNGs plus compare.json (the --format json document) and compare.csv (the rows)."""
     files = render_compare_plots(c, timeline)
-    files[JSON_NAME] = (json.dumps(c.to_json(), indent=1) + "\n").encode()
+    files[JSON_NAME] = (json.dumps(c.to_json(timeline), indent=1) + "\n").encode()
     files[CSV_NAME] = c.to_csv().encode()
     return _write_all(out_dir, files)
 

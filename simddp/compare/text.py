@@ -5,14 +5,16 @@
 """
 from __future__ import annotations
 
+from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
 
 STRATEGY_ORDER = (COMPUTE_ONLY,) + STRATEGIES + (ACCUM_BASELINE,)
 
 
-def format_table(comparison) -> str:
-    """The text report: one line per configuration, then the summary, in ms and %."""
+def format_table(comparison, timeline: str | None = None) -> str:
+    """The text report: one line per configuration, then the summary, in ms and %; then the
+    timeline fidelity of ``timeline`` (default: the measured-best bucket) if it has spans."""
     c, s = comparison, comparison.summary
     lines = [f"compare: {s.model}, {s.world_size} ranks; predicted on {s.predicted_link}, "
              f"measured on {s.measured_link}; {s.configs} configs"]
@@ -30,6 +32,9 @@ def format_table(comparison) -> str:
     rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
     lines.append(f"|error|: median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
                  f"Spearman rho {rho} over {s.configs} configs")
+    if s.with_range:
+        lines.append(f"measured medians inside their predicted range: {s.in_range} of "
+                     f"{s.with_range} ({100 * s.in_range / s.with_range:.0f} %)")
     if s.spearman_by_strategy:
         lines.append("  rho per strategy: " + ", ".join(
             f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))
@@ -50,6 +55,9 @@ def format_table(comparison) -> str:
     if s.unmeasured_predictions:
         lines.append(f"({s.unmeasured_predictions} predicted configs were not measured; "
                      "not compared)")
+    fidelity = comparison.fidelity(timeline)
+    if fidelity is not None:
+        lines.append(fidelity_text(fidelity))
     return "\n".join(lines)
 
 
@@ -77,3 +85,24 @@ def config_list(results) -> str:
         text = strategy + (":{" + ",".join(f"{b:g}" for b in buckets) + "}" if buckets else "")
         parts.append(text if accum == 1 else f"{text} (accum {accum})")
     return ", ".join(parts)
+
+
+def fidelity_text(f: dict | None) -> str:
+    """Two lines for the report: the span ends, and a warning when errors cancel."""
+    if f is None:
+        return "timeline fidelity: n/a (no measured timeline with spans)"
+    parts = [f"step {f['step_ms'][0]:.1f} vs {f['step_ms'][1]:.1f} ms"]
+    for name, words in (("backward_end", "backward ends"),
+                        ("last_all_reduce_end", "last all-reduce ends")):
+        if f[f"{name}_ms"] is None:
+            parts.append(f"{words}: not measured")
+        else:
+            p, m = f[f"{name}_ms"]
+            parts.append(f"{words} {p:.1f} vs {m:.1f} ms ({f[f'{name}_error_pct']:+.1f} % "
+                         "of the step)")
+    text = f"timeline fidelity, {config_label(*f['config'])} (predicted vs measured): " + "; ".join(parts)
+    if f["cancelling"]:
+        text += (f"\nWARNING: errors cancel — the step agrees within {AGREE_PCT:g} % while the "
+                 f"{' and '.join(n.replace('_', ' ') for n in f['off'])} is off by "
+                 f"{OFF_PCT:g} % of the step or more; other configurations may not agree.")
+    return text

@@ -10,7 +10,8 @@ bucket size per strategy::
 Figures are built with matplotlib's object API (``matplotlib.figure.Figure``, Agg canvas), never
 pyplot: no global state, no display needed, and a notebook can pass its own ``ax`` to
 :func:`draw_gantt` / :func:`draw_sweep`. Measured Results (``source="measured"``) are drawn
-dashed with their p5–p95 spread as error bars.
+dashed with their p5–p95 spread as error bars; predictions with ranges (simddp/ranges.py)
+get a shaded band from the low to the high end of their range.
 """
 from __future__ import annotations
 
@@ -79,6 +80,10 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
             ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
                     linestyle="--" if measured else line, linewidth=width, label=label,
                     markerfacecolor="none" if strategy == "bucketed" else color)
+            ranges = [r.step_range_s for r in with_buckets]
+            if all(ranges):  # the prediction range as a band (simddp/ranges.py)
+                ax.fill_between(xs, [v[0] * 1e3 for v in ranges], [v[1] * 1e3 for v in ranges],
+                                color=color, alpha=0.12, linewidth=0)
             lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in with_buckets]
             hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in with_buckets]
             if any(lo) or any(hi):
@@ -87,8 +92,11 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         for r in (r for r in rs if r.bucket_mb is None):
             ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
                        linewidth=1.2, label=f"{label} (no buckets)")
-            if r.step_p5_s is not None and r.step_p95_s is not None:
-                ax.axhspan(r.step_p5_s * 1e3, r.step_p95_s * 1e3, color=color, alpha=0.12)
+            band = r.step_range_s or (
+                (r.step_p5_s, r.step_p95_s) if r.step_p5_s is not None
+                and r.step_p95_s is not None else None)
+            if band is not None:
+                ax.axhspan(band[0] * 1e3, band[1] * 1e3, color=color, alpha=0.12)
     if mark is not None:
         strategy, bucket_mb = mark
         hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
@@ -97,6 +105,9 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
             ax.plot([bucket_mb], [y_ms], marker="*", markersize=14, color="gold",
                     markeredgecolor="black", linestyle="none", zorder=5,
                     label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
+    if any(r.step_range_s for r in results):  # one legend entry for all the bands
+        ax.fill_between([], [], [], color="grey", alpha=0.25, linewidth=0,
+                        label="shaded: prediction range (low–high)")
     ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes)")
     ax.grid(True, which="major", alpha=0.3)
     _zoom_on_buckets(ax, results)
@@ -107,7 +118,8 @@ def _zoom_on_buckets(ax, results: Sequence[Result]) -> None:
     """Y limits from the bucket curves, so a naive 50 % above them does not flatten them; a
     bucket-less line off that range becomes a label at the panel's edge, with its time."""
     curve_ms = [v * 1e3 for r in results if r.bucket_mb is not None
-                for v in (r.step_s, r.step_p5_s, r.step_p95_s) if v is not None]
+                for v in (r.step_s, r.step_p5_s, r.step_p95_s, *(r.step_range_s or ()))
+                if v is not None]
     if not curve_ms:
         return
     low, high = min(curve_ms), max(curve_ms)

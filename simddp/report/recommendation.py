@@ -11,7 +11,7 @@ proves it).
 """
 from __future__ import annotations
 
-from simddp.report.table import fmt_mb, fmt_ms
+from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
 from simddp.strategy import ACCUM_BASELINE
 from simddp.sweeps import Recommendation
@@ -37,7 +37,15 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
         per = "per optimizer step (with gradient accumulation; ddp was not swept)"
     text = (f"Recommended bucket_cap_mb: {fmt_mb(rec.bucket_mb)} — {rec.strategy} predicts "
             f"{fmt_ms(rec.step_s)} ms {per}")
-    if rec.runner_up_mb is None:
+    if rec.step_range_s is not None:
+        text += f" (range {fmt_range(rec.step_range_s)} ms)"
+    if rec.point_best_mb is not None:
+        text += (f". At the point estimate {fmt_mb(rec.point_best_mb)} MB is faster "
+                 f"({fmt_ms(rec.runner_up_step_s)} ms), but over the prediction ranges it can "
+                 f"be {100 * rec.point_best_worst_regret:.1f}% slower than the best, while "
+                 f"{fmt_mb(rec.bucket_mb)} MB stays within {100 * rec.worst_regret:.1f}%: "
+                 f"recommended for the lowest worst-case regret.")
+    elif rec.runner_up_mb is None:
         text += " (only one bucket size swept: try --bucket-mb 1,10,100)."
     else:
         margin_pct = 100 * rec.margin_s / max(rec.step_s, 1e-300)
@@ -45,6 +53,11 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
                  f"({margin_pct:.1f}%) slower ({fmt_ms(rec.runner_up_step_s)} ms).")
         if round(margin_pct, 1) < 1:
             text += " A margin under 1% is within what a prediction can promise: either is fine."
+        if rec.worst_regret is not None and round(100 * rec.worst_regret, 1) > 0:
+            text += (f" Over the prediction ranges it stays within {100 * rec.worst_regret:.1f}% "
+                     "of the best size.")
+        elif rec.worst_regret is not None:
+            text += " It stays the best size over the prediction ranges."
     if rec.edge is not None:
         text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
                  f"extend --bucket-mb.")

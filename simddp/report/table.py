@@ -21,7 +21,8 @@ from simddp.link import Link
 from simddp.profile import ModelProfile
 
 MIB = 2**20
-_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(×|%|ms|s|MB|MiB)?$")
+_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(×|%|ms|s|MB|MiB)?"
+                     r"( \([\d.]+–[\d.]+\))?$")  # optional range: "73.40 (70.10–78.00)"
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
@@ -48,6 +49,12 @@ def fmt_ms(seconds: float | None, digits: int = 2) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.{digits}f}"
 
 
+def fmt_range(range_s: tuple[float, float] | None, digits: int = 2) -> str:
+    """A prediction range in ms, "70.10–78.00"; "-" for none."""
+    return "-" if range_s is None else \
+        f"{fmt_ms(range_s[0], digits)}–{fmt_ms(range_s[1], digits)}"
+
+
 def fmt_mb(bucket_mb: float | None) -> str:
     """A bucket size as the user typed it: 25, 2.5, 1000; '-' for strategies without buckets."""
     return "-" if bucket_mb is None else f"{round(bucket_mb, 6):g}"
@@ -66,3 +73,20 @@ def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
             f"{fmt_ms(profile.forward_s, 1)} ms, backward {fmt_ms(profile.backward_s, 1)} ms, "
             f"optimizer {fmt_ms(profile.optimizer_s, 1)} ms | link {link.name}: {link_law}, "
             f"{world_size} ranks")
+
+
+def host_line(host) -> str:
+    """What a :class:`simddp.host.Host` charges, on one line ("free" for none)::
+
+        realrun: copies 6.71 GB/s, hooks 88 µs per gradient + 109 µs per launch; torch: ...
+    """
+    if host is None or host.free:
+        return "free (not charged)"
+    parts = [] if host.contention is None else [
+        f"contention measured with this model: compute x{host.contention[0]:.2f}, all-reduce "
+        f"x{host.contention[1]:.2f} (instead of the link's)"]
+    for impl, c in host.implementations.items():
+        copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
+        parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"
+                     + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else ""))
+    return "; ".join(parts)

@@ -16,7 +16,7 @@ import pytest
 
 from calibrate import cli
 from calibrate.settings import parse_bytes, sweep_sizes
-from calibrate.combine import combine_contention as combine
+from simddp.contention import combine_contention as combine
 from realrun.launch.errors import LaunchError
 from simddp.io import load_link
 

@@ -105,21 +105,30 @@ def test_bf16_profile_keeps_fp32_gradients():
     assert measured["precision"] == "bf16" and profile.tensor_bytes == (16 * 16 * 4,) * 2
 
 
-def test_profile_cli_writes_a_file_simddp_sweep_reads(tmp_path, capsys):
+@pytest.mark.slow
+def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, capsys):
+    """realrun profile runs on 2 ranks at once by default and stores the DDP implementations'
+    host costs and the compute spread with the profile; a plain sweep of it charges them."""
     path = tmp_path / "profile.json"
     code = realrun_main(["profile", "--model", "ffn-2x8x16", "--batch", "1", "--seq", "2",
                          "--repeats", "2", "--warmup", "1", "--optimizer", "adam",
                          "--out", str(path)])
     assert code == 0
-    assert "blocks.1.down" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "blocks.1.down" in out and "measured on 2 rank(s) at once" in out
     profile = load_profile(path)
     assert profile.name == "ffn-2x8x16"
-    assert json.loads(path.read_text())["measured"]["optimizer"] == "adam"
+    doc = json.loads(path.read_text())
+    assert doc["measured"]["optimizer"] == "adam" and doc["measured"]["world_size"] == 2
+    low, high = doc["measured"]["compute_spread"]
+    assert 0 < low <= 1 <= high
+    assert set(doc["host_costs"]["implementations"]) == {"realrun", "torch"}
 
-    pytest.importorskip("simddp.commands.sweep")
     from simddp.cli import main as simddp_main
     assert simddp_main(["sweep", "--model", str(path), "--format", "json"]) == 0
-    assert "ffn-2x8x16" in capsys.readouterr().out
+    sweep = json.loads(capsys.readouterr().out)
+    assert sweep["setup"]["model"] == "ffn-2x8x16"
+    assert sweep["setup"]["host_costs"] == "ffn-2x8x16 on 2 ranks"
 
 
 @pytest.mark.parametrize("argv, message", [

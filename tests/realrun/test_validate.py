@@ -131,20 +131,30 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
         assert (out / name).stat().st_size > 0, name
     measured = json.loads((out / "measured.json").read_text())
     assert any(r.get("spans") for r in measured["results"]), "no measured timeline spans"
-    # compute anchored to the measured compute-only row, which is then an input, not scored
-    anchor = doc["validate"]["compute_anchor"]
-    compute_row = next(r for r in doc["rows"] if r["strategy"] == "compute-only")
+    # the summary is the prediction made before running: every row scored, with a range
+    assert not any(r["input"] for r in doc["rows"])
+    assert doc["summary"]["configs"] == len(doc["rows"])
+    assert all(r["predicted_range_ms"] for r in doc["rows"] if r["strategy"] != "compute-only")
+    assert doc["summary"]["with_range"] >= 1
+    # the anchored one second: compute set from the measured compute-only row, which is then
+    # an input, not scored
+    anchored = doc["anchored"]
+    anchor = anchored["inputs"]["compute_anchor"]
+    compute_row = next(r for r in anchored["rows"] if r["strategy"] == "compute-only")
     assert compute_row["input"] and compute_row["predicted_ms"] == pytest.approx(
         anchor["measured_ms"]) == pytest.approx(compute_row["measured_ms"])
-    assert doc["summary"]["configs"] == len(doc["rows"]) - 1
-    # the host costs measured on the ranks are used for the prediction, apart from the link
+    assert anchored["summary"]["configs"] == len(anchored["rows"]) - 1
+    assert set(anchored["inputs"]["probes"]["medians_ms"]) >= {"probe:flat", "probe:solo-torch"}
+    # the host costs measured with the profile are used for the prediction, apart from the link
     host = doc["validate"]["host_costs"]
     assert host["realrun"]["copy_gbps"] > 0 and host["realrun"]["hook_us"] >= 0
     assert host["torch"]["hook_us"] >= 0 and "copy_gbps" not in doc["validate"]["link"]
-    saved = json.loads((out / "profile.json").read_text())["host_costs"]
-    assert set(saved["implementations"]) == {"realrun", "torch"}
-    assert set(doc["validate"]["probes"]["medians_ms"]) >= {"probe:flat", "probe:solo-torch"}
+    assert len(host["contention"]) == 2 and min(host["contention"]) >= 1.0
+    saved = json.loads((out / "profile.json").read_text())
+    assert set(saved["host_costs"]["implementations"]) == {"realrun", "torch"}
+    assert len(saved["compute_spread"]) == 2
     assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
+    assert (out / "anchored_predicted.json").stat().st_size > 0
 
 
 def test_free_copies_runs_no_host_cost_probes():
@@ -175,7 +185,7 @@ def test_anchor_compute_scales_every_phase_by_one_factor():
 
 
 def test_hook_fields_subtract_each_implementations_copies():
-    from realrun.validate.host_costs import hook_fields
+    from realrun.host_costs import hook_fields
     copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
     out = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "torch_s": 0.049}, copy,
                       [10 ** 6] * 4)                           # torch: 8 ms of copies

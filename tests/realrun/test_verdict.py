@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from realrun.validate.report import ValidationReport
+from realrun.validate.report import Prediction, ValidationReport
 from realrun.validate.settings import ValidateSettings
 from simddp.compare import compare_results
 from simddp.link import Link
@@ -27,9 +27,9 @@ def report(best_steps, other_steps) -> ValidationReport:
                 result("measured", 40.0, float(np.median(other_steps)), tuple(other_steps))]
     s = ValidateSettings(strategies=("ddp",), bucket_mbs=(1.0, 40.0))
     profile = ModelProfile("m", (Layer("l", (4,), 0.01, 0.01),))
-    return ValidationReport(s, Link("l", 1e-4, 1.0), None, None, profile, None, predicted,
-                            measured, compare_results(predicted, measured), [], None, "",
-                            None, None, (0.0, 0.0), 1.0)
+    before = Prediction("before running", Link("l", 1e-4, 1.0), None, profile, predicted,
+                        compare_results(predicted, measured))
+    return ValidationReport(s, None, None, measured, before, None, [], None, "", (0.0, 0.0), 1.0)
 
 
 def steps(median_s: float, spread: float, n: int = 30, seed: int = 0) -> list[float]:

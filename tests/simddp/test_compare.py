@@ -147,7 +147,8 @@ def test_text_table_and_csv():
     assert "regret 25.0 %" in text and "1 predicted configs were not measured" in text
     lines = c.to_csv().splitlines()
     assert lines[0].startswith("strategy,bucket_mb,accum_steps,predicted_ms,measured_ms")
-    assert lines[1] == "naive,,1,90,100,90,120,-10,20,false" and len(lines) == 6
+    assert lines[0].endswith(",input,predicted_low_ms,predicted_high_ms,in_range")
+    assert lines[1] == "naive,,1,90,100,90,120,-10,20,false,,," and len(lines) == 6
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -157,12 +158,13 @@ def test_json_output_is_one_document(tmp_path, capsys):
     assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
     out = capsys.readouterr()
     doc = json.loads(out.out)
-    assert set(doc) == {"rows", "summary"} and out.err == ""
+    assert set(doc) == {"rows", "summary", "timeline_fidelity"} and out.err == ""
     assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
     assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
                                    "measured_ms", "measured_p5_ms", "measured_p95_ms",
-                                   "error_pct", "samples", "input"}
+                                   "error_pct", "samples", "input", "predicted_range_ms",
+                                   "in_range"}
     assert doc["rows"][2]["predicted_ms"] == pytest.approx(100.0)
     assert doc["summary"]["regret"] == pytest.approx(25.0)
 
@@ -305,3 +307,44 @@ def test_measured_steps_give_the_regret_an_interval():
     assert "95 % interval" in format_table(c)
     assert results_to_json([r("measured", 10, 0.101, fast)])["results"][0]["steps_s"][:2] == \
         [0.100, 0.101]
+
+
+# --- ranges, timeline fidelity -------------------------------------------------------------------
+
+def test_ranges_count_and_steer_the_predicted_best():
+    # bucketed:1 is the point best (100 ms) but 30 % behind 10 MB when comm-bound; 10 MB never
+    # more than 2 % behind: the predicted best is the robust 10 MB, as simddp sweep recommends.
+    def ranged(mb, ms, comm_bound_ms):
+        return dataclasses.replace(res("bucketed", mb, ms),
+                                   scenarios_s={"low": ms * 0.9e-3, "comm_bound": comm_bound_ms / 1e3})
+    predicted = [ranged(1, 100, 130), ranged(10, 102, 100)]
+    measured = [meas("bucketed", 1, 105), meas("bucketed", 10, 90)]  # 90 is outside 91.8-102
+    c = compare_results(predicted, measured)
+    assert c.summary.predicted_best_bucket_mb == 10 and c.summary.regret == 0
+    assert [r.in_range for r in c.rows] == [True, False]
+    assert (c.summary.with_range, c.summary.in_range) == (2, 1)
+    assert "inside their predicted range: 1 of 2 (50 %)" in format_table(c)
+
+
+def test_timeline_fidelity_flags_cancelling_errors():
+    # predicted: backward ends 6 ms, last all-reduce 7 ms, step 8 ms. Measured (from t0 = 5 s):
+    # the same step length, but the backward ends at 7.2 ms and the comm at 7.2 ms too.
+    late_backward = tuple(dataclasses.replace(s, end_s=5 + 0.0072) if s.label == "l0 bwd"
+                          else dataclasses.replace(s, start_s=5 + 0.0052, end_s=5 + 0.0072)
+                          if s.label == "bucket1" else s for s in timeline(1.0))
+    c = compare_results([res("bucketed", 10, 8, spans=timeline(1.0))],
+                        [meas("bucketed", 10, 8, spans=late_backward)])
+    f = c.fidelity()
+    assert f["backward_end_ms"] == pytest.approx([6.0, 7.2])
+    assert f["backward_end_error_pct"] == pytest.approx(-15.0)   # 1.2 ms of an 8 ms step
+    assert f["last_all_reduce_end_ms"] == pytest.approx([7.0, 7.2])
+    assert f["step_error_pct"] == pytest.approx(0.0) and f["cancelling"]
+    assert "WARNING: errors cancel" in format_table(c)
+    # the same spans on both sides: nothing to flag
+    same = compare_results([res("bucketed", 10, 8, spans=timeline(1.0))],
+                           [meas("bucketed", 10, 8, spans=timeline(1.0))])
+    assert not same.fidelity()["cancelling"] and "WARNING" not in format_table(same)
+    # no measured spans: n/a, and the text says nothing about it
+    bare = compare_results([res("bucketed", 10, 8, spans=timeline(1.0))],
+                           [meas("bucketed", 10, 8)])
+    assert bare.fidelity() is None and "fidelity" not in format_table(bare)

@@ -1,0 +1,140 @@
+"""Profile a model on every rank at once: what a step computes, and what DDP costs the host.
+
+A profile taken in one process alone misses what the real run shares the host with: the other
+ranks. ``realrun profile`` and ``realrun validate`` both run this on ``world_size`` ranks::
+
+    profile, measured, host = profile_world(Workload.preset(spec, 2, 8), world_size=2)
+    save_json("profile.json", {**profile_to_json(profile, host=host), "measured": measured})
+
+Each rank profiles its model (realrun/profiler.py) while the others do the same, then times
+the DDP implementations' host costs (realrun/host_costs.py: gradient copies; the hook path on
+its own 1-rank group), hook-free compute-only steps after a barrier, as realrun bench times
+them, and the contention between this model's backward and its own all-reduces
+(realrun/contention.py), which goes with the host costs (``Host.contention``).
+
+Rank 0's per-layer split is kept, rescaled so that a step's compute is the median plain
+step of the slowest rank (see :func:`profile_world`); the host costs are the slowest
+rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only step
+(the max over ranks per step, as a step ends with its slowest rank) over its median: what
+``simddp sweep`` turns into prediction ranges (simddp/ranges.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from realrun.configs import COMPUTE_BASES
+from realrun.contention import median_overlap
+from realrun.host_costs import host_from_measurements, measure_copies, measure_hooks
+from realrun.launch import run_world
+from realrun.profiler import profile_workload
+from realrun.steps import Trainer
+from realrun.timing import timed
+from realrun.workload import Workload
+from simddp.contention import combine_contention
+from simddp.engine import compute_only_s
+from simddp.host import Host
+from simddp.io import profile_from_json, profile_to_json
+from simddp.profile import ModelProfile
+from simddp.result import COMPUTE_ONLY
+
+class ProfileRun(NamedTuple):
+    """What :func:`profile_world` measured: the profile, the raw measurements, the host costs."""
+
+    profile: ModelProfile
+    measured: dict
+    host: Host
+
+
+CONTENTION_REPEATS = 5  # each ~3 steps long; the median of 5 settles within ~10 % here
+
+
+def profile_rank(payload: dict, ctx) -> dict:
+    """Rank function: profile the model on this rank while the other ranks do the same."""
+    torch.set_flush_denormal(True)
+    workload = Workload(**payload["workload"])
+    profile, measured = profile_workload(
+        workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
+        warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
+        precision=payload["precision"])
+    measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
+    measured["plain_steps_s"] = plain_steps(workload, payload, ctx)
+    measured["hooks"] = measure_hooks(workload, payload, ctx)
+    if ctx.world_size > 1:  # this model's backward against its own gradients' all-reduces
+        trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
+
+        def compute() -> None:
+            trainer.optimizer.zero_grad(set_to_none=True)
+            trainer.loss().backward()
+        stream = [torch.zeros(max(1, n // 4), device=ctx.device) for n in profile.tensor_bytes]
+        measured["contention"] = median_overlap(compute, stream, ctx, CONTENTION_REPEATS)
+    return {"profile": profile_to_json(profile), "measured": measured}
+
+
+def plain_steps(workload: Workload, payload: dict, ctx) -> list[float]:
+    """Seconds of hook-free compute-only steps, each after a barrier (as realrun bench times
+    them): the parent takes the max over ranks per step, since a step ends with the slowest."""
+    trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
+    times = []
+    for i in range(3 + max(10, payload["repeats"])):
+        ctx.barrier()
+        step_s = timed(ctx, trainer.step)
+        if i >= 3:
+            times.append(step_s)
+    return times
+
+
+def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gloo",
+                  threads: int = 1, timeout_s: float = 60.0, emulate_hosts: int | None = None,
+                  link_gbit: float | None = None, repeats: int = 15, warmup: int = 3,
+                  optimizer: str = "sgd", seed: int = 0, precision: str = "fp32",
+                  compute_basis: str = "slowest") -> ProfileRun | None:
+    """What ``world_size`` ranks measured (:class:`ProfileRun`); None on torchrun ranks other
+    than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
+    over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
+    or rank 0's ("rank0")."""
+    if compute_basis not in COMPUTE_BASES:
+        raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
+    payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
+               "optimizer": optimizer, "seed": seed, "precision": precision}
+    ranks = run_world("realrun.profile_world:profile_rank", payload, world_size=world_size,
+                      backend=backend, threads_per_rank=threads, timeout_s=timeout_s,
+                      emulate_hosts=emulate_hosts, link_gbit=link_gbit)
+    if ranks is None:
+        return None
+    measured = ranks[0]["measured"]
+    # forward vs backward from the hook-free passes (hooks inflate the forward most)
+    profile = profile_from_json(ranks[0]["profile"]).scaled(
+        forward_s=measured["forward_s_unhooked"], backward_s=measured["backward_s_unhooked"])
+    # The per-layer split comes from rank 0's hooked passes; the total from whole plain
+    # steps (zero_grad, forward, backward, optimizer, after a barrier), as realrun bench
+    # times them: the hook-free passes alone missed 18 % of rank 0's step here (36.4 of
+    # 44.3 ms, mlp-8x1024, 2026-11-23), and a step ends when its slowest rank ends (58.7 ms
+    # per step, the max over ranks, against bench's compute-only 56.3 ms in the same run).
+    steps0 = ranks[0]["measured"]["plain_steps_s"]
+    per_step = np.max([r["measured"]["plain_steps_s"] for r in ranks], axis=0)
+    target_s = float(np.median(per_step if compute_basis == "slowest" else steps0))
+    k = target_s / compute_only_s(profile, 1)
+    profile = profile.scaled(forward_s=profile.forward_s * k, backward_s=profile.backward_s * k,
+                             optimizer_s=profile.optimizer_s * k)
+    spread = [float(np.percentile(per_step, q) / np.median(per_step)) for q in (5, 95)]
+    profile = dataclasses.replace(profile, compute_spread=tuple(spread))
+    measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,
+                    rank0_step_s=statistics.median(steps0),
+                    slowest_step_s=float(np.median(per_step)), compute_spread=spread)
+    # The hook path's step medians from the slowest rank (realrun/host_costs.py).
+    measured["hooks"] = {key: max(r["measured"]["hooks"][key] for r in ranks)
+                         for key in ranks[0]["measured"]["hooks"]}
+    host = host_from_measurements(f"{workload.name} on {world_size} ranks", measured["copy"],
+                                  measured["hooks"], list(profile.tensor_bytes),
+                                  f"realrun profile on {world_size} ranks at once")
+    if world_size > 1:
+        c = combine_contention([r["measured"]["contention"] for r in ranks])
+        measured["contention"] = {k: c[k] for k in ("compute_slowdown", "comm_slowdown",
+                                                    "notes", "per_rank")}
+        host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]))
+    return ProfileRun(profile, measured, host)

@@ -1,0 +1,58 @@
+"""Timeline fidelity: does the predicted step agree with the measured one for the right reason?
+
+Two errors can cancel: a backward predicted 10 ms too short and an all-reduce tail predicted
+10 ms too long give the right step time from the wrong timeline, and the next bucket size
+will not be predicted as well. For the configuration drawn as a timeline this compares the
+two moments that decide a DDP step — when the backward (with the hooks' copies) ends, and
+when the last all-reduce ends — predicted against measured::
+
+    >>> from simddp.result import Result, Span
+    >>> def r(src, bwd_end, ar_end):
+    ...     spans = (Span("compute", "backward", 0.0, bwd_end, "backward"),
+    ...              Span("comm", "ar", bwd_end - 0.005, ar_end, "all-reduce"),
+    ...              Span("compute", "optimizer", ar_end, ar_end + 0.002, "optimizer"))
+    ...     return Result("m", "l", "ddp", 4.0, 2, ar_end + 0.002, 0, 1, source=src, spans=spans)
+    >>> f = timeline_fidelity(r("predicted", 0.030, 0.060), r("measured", 0.045, 0.061))
+    >>> f["backward_end_ms"], f["last_all_reduce_end_ms"], f["cancelling"]
+    ([30.0, 45.0], [60.0, 61.0], True)
+"""
+from __future__ import annotations
+
+from simddp.result import ALL_REDUCE, BACKWARD, COPY, KINDS, Result
+
+# A step error this small (in % of the measured step) counts as "agrees"...
+AGREE_PCT = 5.0
+# ...and a span end off by this much of the measured step, meanwhile, means errors cancel.
+OFF_PCT = 10.0
+
+
+def _end(result: Result, kinds: tuple[str, ...]) -> float | None:
+    """The last end of a span of ``kinds``, from the step's first span (a measured file may
+    hold clock readings with any origin)."""
+    ends = [s.end_s for s in result.spans if s.kind in kinds]
+    return max(ends) - min(s.start_s for s in result.spans) if ends else None
+
+
+def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None:
+    """Predicted vs measured step, backward end and last all-reduce end of one configuration
+    (ms, and the error in % of the measured step), and whether the step agrees while a span
+    end does not (``cancelling``). None without spans on both sides. The measured step is the
+    clocked one (its spans' end), not the bench median: both times come from one step."""
+    if measured is None or not measured.spans or not predicted.spans:
+        return None
+    step_p, step_m = (_end(r, KINDS) for r in (predicted, measured))
+    out = {"config": list(predicted.config), "step_ms": [step_p * 1e3, step_m * 1e3],
+           "step_error_pct": 100 * (step_p - step_m) / step_m}
+    off = []
+    for name, kinds in (("backward_end", (BACKWARD, COPY)), ("last_all_reduce_end", (ALL_REDUCE,))):
+        p, m = _end(predicted, kinds), _end(measured, kinds)
+        if p is None or m is None:  # torch DDP has no launch hooks: no measured comm spans
+            out[f"{name}_ms"] = out[f"{name}_error_pct"] = None
+            continue
+        out[f"{name}_ms"] = [p * 1e3, m * 1e3]
+        out[f"{name}_error_pct"] = 100 * (p - m) / step_m
+        if abs(out[f"{name}_error_pct"]) >= OFF_PCT:
+            off.append(name)
+    out["cancelling"] = abs(out["step_error_pct"]) <= AGREE_PCT and bool(off)
+    out["off"] = off
+    return out
