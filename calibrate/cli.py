@@ -25,7 +25,7 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
 from simddp.cli import join_negative_values
 from simddp.errors import InputError
-from simddp.io import check_out_dir
+from simddp.io import check_out_dir, load_profile
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repeats, median (%(default)s)")
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="a simddp profile (realrun profile --out): measure α on its own "
+                        "gradient sizes, one all-reduce per tensor back to back, and contention "
+                        "with a stream of its tensors; --max-bytes defaults to its gradient "
+                        "total (calibrate/settings.py, for_model)")
     p.add_argument("--no-contention", action="store_true", help="skip the contention step")
     p.add_argument("--contention-mlp", default="8x1024", metavar="DEPTHxWIDTH",
                    help="the backward-like workload of the contention step: a forward + "
@@ -114,6 +119,11 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
         contention_repeats=a.contention_repeats, emulate_hosts=a.emulate_hosts,
         link_gbit=a.link_gbit, name=a.name, timeout_s=a.timeout_s,
         progress=sys.stderr.isatty())
+    if a.profile is not None:
+        profile = load_profile(a.profile)  # InputError on a missing or malformed file
+        given = any(arg == "--max-bytes" or arg.startswith("--max-bytes=")
+                    for arg in (argv if argv is not None else sys.argv[1:]))
+        settings = settings.for_model(list(profile.tensor_bytes), max_bytes_given=given)
     if settings.backend == "nccl" and not _have_gpus():
         raise InputError("--backend nccl needs CUDA GPUs and none were found; use --backend gloo")
     if not is_torchrun() or os.environ["RANK"] == "0":  # rank 0 writes

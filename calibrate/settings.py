@@ -12,8 +12,10 @@ No torch and no scipy here: a bad flag is refused in a fraction of a second, and
 """
 from __future__ import annotations
 
+import math
 import os
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -161,6 +163,28 @@ class CalibrateSettings:
         resolved = replace(self, **fields)
         for name in fields:
             object.__setattr__(self, name, getattr(resolved, name))
+
+    def for_model(self, tensor_bytes: list[int], max_bytes_given: bool = False
+                  ) -> "CalibrateSettings":
+        """These settings on one model's gradients (``calibrate --profile``): the sequence
+        step on its tensors, one all-reduce each, back to back (the α its step sees); the
+        contention stream of its tensors, computed against an MLP as deep as it has tensors
+        (up to 32) and as wide as its median tensor; unless ``max_bytes_given``, the sweep up
+        to its gradient total rounded up to a power of two (1 MiB..1 GiB).
+
+        >>> s = CalibrateSettings(world_sizes=(2,)).for_model([4 * 512 * 512] * 3)
+        >>> s.sequence_sizes, s.contention_widths, s.max_bytes
+        ((1048576, 1048576, 1048576), (512, 512, 512), 4194304)
+        """
+        sizes = [int(n) for n in tensor_bytes if n > 0]
+        if not sizes:
+            raise InputError("--profile: the model has no gradient tensors to all-reduce")
+        width = int(min(4096, max(64, round(math.sqrt(statistics.median(sizes) / 4)))))
+        fields = {"sequence_sizes": tuple(sizes), "contention_stream_bytes": tuple(sizes),
+                  "contention_widths": (width,) * min(len(sizes), 32)}
+        if not max_bytes_given:
+            fields["max_bytes"] = min(1 << 30, max(1 << 20, 1 << math.ceil(math.log2(sum(sizes)))))
+        return replace(self, **fields)
 
     @property
     def sizes_bytes(self) -> list[int]:

@@ -30,7 +30,7 @@ min and max over the point and the corners (``Result.step_range_s``)::
 (The point: 2 ms forward, l1's backward ends at 4 ms, its 1 ms all-reduce runs 1.5 ms under
 contention while l0's backward does 1 ms of its 2, which ends at 6.5 ms; l0's all-reduce 7.5.)
 
-docs/SIMULATOR.md ("Prediction ranges") says what a range is and is not: it is the spread
+docs/CLI.md ("Prediction ranges") says what a range is and is not: it is the spread
 of a step from the spread of its inputs, not a confidence interval of the median.
 """
 from __future__ import annotations

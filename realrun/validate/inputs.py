@@ -23,9 +23,10 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     (None, None) on torchrun ranks other than 0.
 
     Sizes 4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power
-    of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, contention measured,
-    and calibrate's sequence step run on *this model's* gradients (one all-reduce per
-    tensor, back to back, async and blocking: the α of each pattern, calibrate/ranks/sequence.py).
+    of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, and, as
+    ``calibrate --profile`` does, the sequence step on *this model's* gradients (one
+    all-reduce per tensor, back to back, async and blocking: the α of each pattern,
+    calibrate/ranks/sequence.py) and contention with a stream of them.
     ``lone_alpha`` skips the sequence step (α = the sweep's intercept, as before 2026-11-22).
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
@@ -38,9 +39,10 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
         min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=s.calibrate_iters, warmup=3,
         contention_repeats=5, world_sizes=(s.world_size,), threads_per_rank=s.threads,
         timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit,
-        piecewise=piecewise, sequence=not lone_alpha, progress=False,
-        # the sequence step on this model's own gradients, one all-reduce per tensor
-        sequence_sizes=tuple(sizes), sequence_repeats=15, backend=s.backend)
+        piecewise=piecewise, sequence=not lone_alpha, progress=False, sequence_repeats=15,
+        backend=s.backend,
+        # the sequence step and the contention stream on this model's own gradients
+    ).for_model(sizes, max_bytes_given=True)
     cal = calibrate.run(settings)
     if cal is None:  # a torchrun rank other than 0: rank 0 predicts
         return None, None

@@ -118,21 +118,23 @@ def test_contention_clamps_below_one_and_says_so():
 
 @pytest.mark.slow
 def test_small_real_run(tmp_path):
-    """The real entry point: 2 Gloo ranks, 7 sizes, contention on a 1 MiB all-reduce."""
+    """The real entry point: 2 Gloo ranks, 7 sizes, contention with a 2-layer MLP."""
     out = tmp_path / "cal"
     proc = subprocess.run(
-        [sys.executable, "-m", "calibrate", *SMALL, "--contention-bytes", "1M",
+        [sys.executable, "-m", "calibrate", *SMALL, "--contention-mlp", "2x256",
          "--contention-repeats", "2", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "algbw" in proc.stdout and "held-out 2 sizes" in proc.stdout
-    assert "contention (1 MiB all-reduce" in proc.stdout
+    assert "contention (a forward + backward of 2 Linear layers" in proc.stdout
     link = load_link(out / "link.json")
     assert (link.world_size, link.backend) == (2, "gloo")
     assert link.alpha_s > 0 and link.busbw_gbps > 0
     assert link.compute_slowdown >= 1.0 and link.comm_slowdown >= 1.0
+    low, high = link.time_spread   # p5 and p95 of an all-reduce over its median
+    assert 0 < low <= 1.0 <= high
     # α is the sequence step's (4 x 64 KiB back to back), and the blocking one is recorded
-    assert "α in a step: 4 all-reduces (256 KiB in all)" in proc.stdout
+    assert "α as a step sees it: 4 all-reduces (256 KiB in all)" in proc.stdout
     assert link.blocking_alpha_s is not None and "back-to-back" in link.source
     assert "1024..65536 B x2 (7 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())
@@ -148,6 +150,34 @@ def test_small_real_run(tmp_path):
     assert len(rows) == 7 and rows[0]["busbw_gbps"] == rows[0]["algbw_gbps"]  # p=2: equal
     assert (out / "allreduce_time.png").stat().st_size > 10_000
     assert (out / "allreduce_busbw.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_profile_sets_the_sequence_and_contention_to_the_models_tensors(tmp_path):
+    """--profile: α from one all-reduce per gradient tensor of that model, back to back."""
+    from simddp import Layer, ModelProfile
+    from simddp.io import profile_to_json, save_json
+    profile = ModelProfile("three", tuple(Layer(f"l{i}", (4 * 128 * 128,), 1e-4, 2e-4)
+                                          for i in range(3)))
+    save_json(tmp_path / "p.json", profile_to_json(profile))
+    out = tmp_path / "cal"
+    proc = subprocess.run(
+        [sys.executable, "-m", "calibrate", "--min-bytes", "1K", "--warmup", "1", "--iters",
+         "3", "--sequence-repeats", "2", "--contention-repeats", "2", "--profile",
+         str(tmp_path / "p.json"), "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((out / "allreduce.json").read_text())["runs"][0]
+    assert (run["sequence"]["count"], run["sequence"]["bytes"]) == (3, 3 * 65536)
+    # the sweep goes up to the gradient total, 192 KiB, rounded up to 1 MiB at least
+    assert run["rows"][-1]["size_bytes"] == 1 << 20
+    assert "3 Linear layers" in proc.stdout and "3 all-reduces of 192 KiB" in proc.stdout
+
+
+def test_a_missing_profile_is_one_line_exit_2(capsys, tmp_path):
+    rc, _, err = run_main(["--profile", str(tmp_path / "nope.json"),
+                           "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "nope.json" in err
 
 
 @pytest.mark.slow

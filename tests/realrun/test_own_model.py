@@ -61,6 +61,8 @@ def test_profile_sweep_bench_validate_a_third_party_model(name, tmp_path):
                          "--strategies", "overlap,bucketed", "--bucket-mb", "0.25,1",
                          "--steps", "2", "--warmup", "2", "--profile-repeats", "2",
                          "--timeline-steps", "1", "--format", "json", "--out", str(out)).stdout)
-    assert doc["summary"]["model"] == profile.name and doc["summary"]["configs"] == 3
+    # before running, every row is scored; anchored, compute-only is an input
+    assert doc["summary"]["model"] == profile.name and doc["summary"]["configs"] == 4
+    assert doc["anchored"]["summary"]["configs"] == 3
     assert doc["validate"]["profile"]["tensors"] == tensors
     assert (out / "compare_timeline.png").stat().st_size > 0
