@@ -56,7 +56,8 @@ def write_trace(ctx, step: Callable[[], None], n_steps: int, path: str | Path) -
     if ctx.device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with torch.profiler.profile(activities=activities) as prof:
+    # record_shapes: tensor sizes in the trace, what `simddp trace-import` needs (docs/TRACES.md)
+    with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
         for _ in range(n_steps):
             step()
         ctx.synchronize()

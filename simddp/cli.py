@@ -17,7 +17,7 @@ import sys
 
 from simddp.errors import InputError
 
-COMMANDS = ("sweep", "simulate", "models", "links", "account", "compare")
+COMMANDS = ("sweep", "simulate", "models", "links", "account", "compare", "trace-import")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")  # "-5", "-5,10", "-.5": a value, not a flag
@@ -59,10 +59,11 @@ def build_parser(prog: str = "python -m simddp", description: str = __doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in commands:
+        module_name = f"{package}.{name.replace('-', '_')}"   # trace-import: trace_import.py
         try:
-            module = importlib.import_module(f"{package}.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            if e.name != f"{package}.{name}":
+            if e.name != module_name:
                 raise
             continue  # a command still being written; the others work
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
