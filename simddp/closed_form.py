@@ -7,7 +7,15 @@ ends when both the backward and the last collective are done, plus the optimizer
     start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
-α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one.
+α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one. A
+collective of another kind takes its own law (``Link.collective_s``), a hook's calls add up.
+
+Sharded plans (simddp/sharding.py) also gate compute: a collective released at the start of
+a layer's forward or backward has that time as its ready time, and a layer whose compute it
+gates starts at ``max(compute time, end_c)``. The comm lane never needs a collective released
+later than the compute that waits for it, so one walk down the compute lane, advancing the
+comm lane as far as each gate needs, is the whole evaluation. The optimizer counts 1/p when
+it updates a shard.
 
 Contention makes the lanes' rates depend on each other and has no such recurrence, and the
 DDP implementation's host costs (:class:`simddp.host.Host`: copies, hooks) are not in it; this
@@ -15,10 +23,12 @@ evaluator refuses such inputs instead of being silently wrong.
 """
 from __future__ import annotations
 
+from simddp.engine import optimizer_share_s
 from simddp.host import Host
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
+from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
 
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
@@ -29,20 +39,48 @@ def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size
             or (host is not None and not host.costs(plan.strategy.implementation).free)):
         raise ValueError("the closed form models neither contention nor host costs; "
                          "use the engine")
-    by_micro: dict[int, list] = {}
-    for c in plan.collectives:
-        by_micro.setdefault(c.micro_step, []).append(c)
+    blocking = not plan.strategy.overlap
+    colls = plan.collectives
+    dur_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls)
+             for c in colls]
+    ready_s: list[float | None] = [None] * len(colls)
+    end_s = [0.0] * len(colls)
+    lane = {"next": 0, "end": 0.0}   # the comm lane: next collective to run, when it is free
+
+    def run_comm_through(j: int) -> None:
+        while lane["next"] <= j:
+            i = lane["next"]
+            if ready_s[i] is None:
+                raise ValueError(f"collective {colls[i].label!r} is needed before it is issued")
+            lane["end"] = end_s[i] = max(ready_s[i], lane["end"]) + dur_s[i]
+            lane["next"] += 1
+
+    points: dict[tuple[int, str, int], tuple[list[int], list[int]]] = {}
+    for i, c in enumerate(colls):
+        points.setdefault((c.micro_step, c.ready_at, c.ready_layer), ([], []))[0].append(i)
+        if c.gates:
+            points.setdefault((c.micro_step, *c.gates), ([], []))[1].append(i)
+
+    def reach(t_s: float, key: tuple[int, str, int]) -> float:
+        """Release what is issued at ``key`` at ``t_s``; the time the compute there may start."""
+        released, gated = points.get(key, ((), ()))
+        for i in released:
+            ready_s[i] = t_s
+        for i in gated:
+            run_comm_through(i)
+            t_s = max(t_s, end_s[i])
+        return t_s
+
     t_s = 0.0
+    n_layers = len(profile.layers)
     for k in range(plan.micro_steps):
-        t_s += profile.forward_s
-        bwd_end_s = [0.0] * len(profile.layers)
-        for i in range(len(profile.layers) - 1, -1, -1):
-            t_s += profile.layers[i].backward_s
-            bwd_end_s[i] = t_s
-        comm_end_s = 0.0
-        for c in by_micro.get(k, ()):
-            start_s = max(bwd_end_s[c.ready_layer], comm_end_s)
-            comm_end_s = start_s + link.allreduce_s(c.nbytes, world_size,
-                                                    blocking=not plan.strategy.overlap)
-        t_s = max(t_s, comm_end_s)
-    return t_s + profile.optimizer_s
+        for li in range(n_layers):
+            t_s = reach(t_s, (k, FORWARD, li)) + profile.layers[li].forward_s
+        for li in range(n_layers - 1, -1, -1):
+            t_s = reach(t_s, (k, BACKWARD, li)) + profile.layers[li].backward_s
+            reach(t_s, (k, AFTER_BACKWARD, li))
+        mine = [i for i, c in enumerate(colls) if c.micro_step == k]
+        if mine:
+            run_comm_through(mine[-1])
+            t_s = max(t_s, end_s[mine[-1]])
+    return t_s + optimizer_share_s(profile, plan, world_size)

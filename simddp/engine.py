@@ -3,7 +3,8 @@
 Picture one GPU and one NCCL stream (or one Gloo process group). The compute lane runs the
 forward, then each layer's backward in reverse order, then the optimizer. When a layer's
 backward ends, the collectives the plan marked ready after that layer may launch. The comm
-lane runs collectives one at a time, in launch order, each for ``link.allreduce_s(bytes)``.
+lane runs collectives one at a time, in launch order, each for its kind's α–β law
+(``link.collective_s``: all-reduce, reduce-scatter, all-gather; a comm hook's calls add up).
 The optimizer (and the next micro-step) waits until every collective of the step is done::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
@@ -15,19 +16,30 @@ The optimizer (and the next micro-step) waits until every collective of the step
 With contention (``link.compute_slowdown``/``comm_slowdown`` > 1, measured by calibrate) a lane
 runs slower while the other is busy; progress is tracked as remaining full-speed work. With a
 :class:`~simddp.host.Host`, the DDP implementation that runs the plan (``strategy.implementation``)
-also pays its hooks, launches and gradient copies on the compute lane (:func:`host_copies`).
+also pays its hooks, launches and gradient copies on the compute lane (:func:`host_copies`),
+and a comm hook's casts and products (simddp/hostwork.py).
+
+Sharded plans (simddp/sharding.py) add two things, both plan data: a collective may be
+released when a layer's forward or backward *starts* (``Collective.ready_at``: FSDP's
+all-gather, issued one unit ahead), and a layer's compute may wait for a collective
+(``Collective.gates``: a unit computes only once its parameters are gathered). The forward
+is then timed in stretches between those layers; the optimizer runs on the shard, 1/p of it.
 The engine never looks at a strategy's name: it only executes the plan.
 """
 from __future__ import annotations
 
 import simpy
 
-from simddp.host import FREE, Host, HostCosts
-from simddp.link import Link
+from simddp.host import FREE, Host
+from simddp.hostwork import comm_gaps_s, host_copies
+from simddp.link import ALL_REDUCE, Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
-from simddp.result import (ALL_REDUCE, BACKWARD, COMM, COMPUTE, COPY, FORWARD, OPTIMIZER,
-                           Result, Span)
+from simddp.result import (BACKWARD, COMM, COMPUTE, COPY, FORWARD, OPTIMIZER, SPAN_KIND, Result,
+                           Span)
+from simddp.sharding import AFTER_BACKWARD
+
+__all__ = ["compute_only_s", "host_copies", "make_result", "simulate"]
 
 _EPS_S = 1e-15  # leftover work below this is float noise, not work
 
@@ -88,7 +100,6 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     contended = lanes.contended
     spans = lanes.spans
     timeout = env.timeout
-    forward_s = profile.forward_s
     micro_steps = plan.micro_steps
     collectives = plan.collectives
     # Speed (bench/bench_sim.py): everything the two processes look up per event is prepared
@@ -97,32 +108,73 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     # of _Lanes.work. Same events, same spans, same floats; ~25% fewer µs per event.
     backward = [(f"{layer.name} bwd", layer.backward_s, li)
                 for li, layer in reversed(list(enumerate(profile.layers)))]
-    blocking = not plan.strategy.overlap  # each collective waited for before the next
-    comm_s = [link.allreduce_s(c.nbytes, world_size, blocking) for c in collectives]
-    ready_after: list[dict[int, list[simpy.Event]]] = [{} for _ in range(micro_steps)]
-    ready = []
-    for c in collectives:
-        ev = env.event()
-        ready.append(ev)
-        ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ev)
-    done = {k: env.event() for k in {c.micro_step for c in collectives}}
-    last_of = {c.micro_step: i for i, c in enumerate(collectives)}
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
     copy_in, copy_out = host_copies(profile, costs, plan)
     copy_in_label = "hooks+copy-in" if costs.hook_s or costs.launch_s else "copy-in"
-    coll_done = [env.event() for _ in collectives] if copy_out else []
+    blocking = not plan.strategy.overlap  # each collective waited for before the next
+    event = env.event
+    # What each compute point releases and waits for, per micro-step: after a layer's backward
+    # (gradients ready: ready_after), and at the start of a layer's forward or backward
+    # (at_start: FSDP's all-gathers issued one unit ahead, and the compute they gate).
+    ready_after: list[dict[int, list[simpy.Event]]] = [{} for _ in range(micro_steps)]
+    at_start: dict[str, list[dict[int, tuple[list, list]]]] = {
+        FORWARD: [{} for _ in range(micro_steps)], BACKWARD: [{} for _ in range(micro_steps)]}
+    ready = [event() for _ in collectives]
+    finished = [event() for _ in collectives] if copy_out else [None] * len(collectives)
+    # plan() gives a plan without units or hook only plain all-reduces, released after a
+    # layer's backward: the common case, kept lean (bench/bench_sim.py)
+    if not plan.units and plan.strategy.comm_hook is None:
+        comm_s = [link.allreduce_s(c.nbytes, world_size, blocking) for c in collectives]
+        comm_kind = [SPAN_KIND[ALL_REDUCE]] * len(collectives)
+        for c, ev in zip(collectives, ready):
+            ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ev)
+    else:  # each call by its kind's law, plus a hook's work between calls; gates
+        gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(collectives)
+        comm_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls) + gap_s
+                  for c, gap_s in zip(collectives, gaps_s)]
+        comm_kind = [SPAN_KIND[c.kind] for c in collectives]
+        for i, c in enumerate(collectives):
+            if c.ready_at == AFTER_BACKWARD:
+                ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ready[i])
+            else:
+                at_start[c.ready_at][c.micro_step].setdefault(
+                    c.ready_layer, ([], []))[0].append(ready[i])
+            if c.gates:
+                finished[i] = finished[i] or event()
+                at_start[c.gates[0]][c.micro_step].setdefault(
+                    c.gates[1], ([], []))[1].append(finished[i])
+    fwd_at, bwd_at = at_start[FORWARD], at_start[BACKWARD]
+    segments = _forward_segments(profile, {li for points in fwd_at for li in points})
+    gated_backward = any(bwd_at)
+    done = {k: env.event() for k in {c.micro_step for c in collectives}}
+    last_of = {c.micro_step: i for i, c in enumerate(collectives)}
+    optimizer_s = optimizer_share_s(profile, plan, world_size)
+
+    def reach(point: tuple[list, list]):
+        """Generator: release what is issued here, then wait for what this compute needs."""
+        releases, needs = point
+        for ev in releases:
+            ev.succeed()
+        for ev in needs:
+            if not ev.triggered:
+                yield ev
 
     def compute():
         for k in range(micro_steps):
-            ready_k = ready_after[k]
-            if contended:
-                yield from lanes.work(COMPUTE, "forward", FORWARD, forward_s, compute_ref)
-            else:
-                start_s = env.now
-                yield timeout(forward_s)
-                if record:
-                    spans.append((COMPUTE, "forward", start_s, env.now, FORWARD))
+            ready_k, fwd_k, bwd_k = ready_after[k], fwd_at[k], bwd_at[k]
+            for li, forward_s, label in segments:
+                if li in fwd_k:
+                    yield from reach(fwd_k[li])
+                if contended:
+                    yield from lanes.work(COMPUTE, label, FORWARD, forward_s, compute_ref)
+                else:
+                    start_s = env.now
+                    yield timeout(forward_s)
+                    if record:
+                        spans.append((COMPUTE, label, start_s, env.now, FORWARD))
             for label, backward_s, li in backward:
+                if gated_backward and li in bwd_k:
+                    yield from reach(bwd_k[li])
                 if backward_s > 0:
                     if contended:
                         yield from lanes.work(COMPUTE, label, BACKWARD, backward_s, compute_ref)
@@ -141,16 +193,15 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
             if k in done and copy_out:  # wait for each bucket in launch order, copy it out
                 for i, c in enumerate(collectives):
                     if c.micro_step == k:
-                        if not coll_done[i].triggered:
-                            yield coll_done[i]
+                        if not finished[i].triggered:
+                            yield finished[i]
                         if copy_out[i] > 0:
                             yield from lanes.work(COMPUTE, f"{c.label} copy-out", COPY,
                                                   copy_out[i], compute_ref)
             elif k in done:  # the step's end waits for its collectives (DDP's finalize_backward)
                 yield done[k]
-        if profile.optimizer_s > 0:
-            yield from lanes.work(COMPUTE, "optimizer", OPTIMIZER, profile.optimizer_s,
-                                  compute_ref)
+        if optimizer_s > 0:
+            yield from lanes.work(COMPUTE, "optimizer", OPTIMIZER, optimizer_s, compute_ref)
         end_s[0] = env.now  # not env.now after the run: interrupted timeouts linger in the queue
 
     def comm():
@@ -159,14 +210,15 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
             if not ev.triggered:
                 yield ev
             if contended:
-                yield from lanes.work(COMM, c.label, ALL_REDUCE, comm_s[i], comm_ref)
+                yield from lanes.work(COMM, c.label, comm_kind[i], comm_s[i], comm_ref)
             else:
                 start_s = env.now
                 yield timeout(comm_s[i])
                 if record:
-                    spans.append((COMM, c.label, start_s, env.now, ALL_REDUCE))
-            if coll_done:
-                coll_done[i].succeed()
+                    spans.append((COMM, c.label, start_s, env.now, comm_kind[i]))
+            ev = finished[i]
+            if ev is not None:
+                ev.succeed()
             if last_of[c.micro_step] == i:
                 done[c.micro_step].succeed()
 
@@ -188,41 +240,29 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     return make_result(profile, link, plan, world_size, end_s[0], spans if record else ())
 
 
-def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
-                ) -> tuple[list[dict[int, float]], list[float]]:
-    """Host seconds of the DDP implementation on the compute lane: ([micro-step]{layer:
-    copy-in and hook s}, [collective] copy-out s); ([], []) when ``costs`` are free.
-
-    Copies at ``costs.copy_gbps`` (a lone tensor's in-place scaling at ``scale_gbps``), as
-    realrun.DDP (flat_bucket.py) and torch's reducer do them: a bucket of several tensors
-    copies each gradient in (scaled by 1/p) from its gradient hook when the plan overlaps,
-    else at launch after the backward, and copies the average back out once its all-reduce is
-    done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
-    hook costs ``costs.hook_s`` where its copy-in is, and each collective ``costs.launch_s``
-    at its launch.
-    """
-    if costs.free:
-        return [], []
-    rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
-    scale_rate = (costs.scale_gbps or costs.copy_gbps or float("inf")) * 1e9
-    hook_s, launch_s = costs.hook_s, costs.launch_s
-    copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
-    copy_out = []
-    for c in plan.collectives:
-        per_layer = copy_in[c.micro_step]
-        several = len(c.tensor_ids) > 1
-        per_layer[c.ready_layer] = per_layer.get(c.ready_layer, 0.0) + launch_s
-        for t in c.tensor_ids:
-            layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
-            per_layer[layer] = (per_layer.get(layer, 0.0) + hook_s
-                                + profile.tensor_bytes[t] / (rate if several else scale_rate))
-        copy_out.append(c.nbytes / rate if several else 0.0)
-    return copy_in, copy_out
+def _forward_segments(profile: ModelProfile, points: set[int]) -> list[tuple[int, float, str]]:
+    """(first layer, seconds, label) of each stretch of forward between the layers where
+    compute waits or releases something; one "forward" span when no layer but 0 does."""
+    layers = profile.layers
+    if not points - {0}:
+        return [(0, profile.forward_s, "forward")]
+    starts = sorted(points | {0})
+    ends = starts[1:] + [len(layers)]
+    return [(a, sum(layer.forward_s for layer in layers[a:b]), f"{layers[a].name} fwd")
+            for a, b in zip(starts, ends)]
 
 
-def compute_only_s(profile: ModelProfile, micro_steps: int) -> float:
-    """Step seconds with no synchronisation at all: the floor every strategy is measured from."""
-    return micro_steps * (profile.forward_s + profile.backward_s) + profile.optimizer_s
+def optimizer_share_s(profile: ModelProfile, plan: Plan, world_size: int) -> float:
+    """The optimizer's seconds on one rank: all of it, or 1/p when it updates a shard."""
+    return profile.optimizer_s / (world_size if plan.shards_optimizer else 1)
+
+
+def compute_only_s(profile: ModelProfile, micro_steps: int, optimizer_s: float | None = None
+                   ) -> float:
+    """Step seconds with no synchronisation at all: the floor every strategy is measured from
+    (``optimizer_s``: a sharded plan's share, :func:`optimizer_share_s`)."""
+    optimizer_s = profile.optimizer_s if optimizer_s is None else optimizer_s
+    return micro_steps * (profile.forward_s + profile.backward_s) + optimizer_s
 
 
 def make_result(profile: ModelProfile, link: Link, plan: Plan, world_size: int, step_s: float,
@@ -230,10 +270,11 @@ def make_result(profile: ModelProfile, link: Link, plan: Plan, world_size: int, 
     # spans: (lane, label, start_s, end_s, kind) tuples or Spans
     """Wrap a predicted step time (engine or closed form) into a :class:`Result`."""
     strategy = plan.strategy
-    compute_s = compute_only_s(profile, plan.micro_steps)
+    compute_s = compute_only_s(profile, plan.micro_steps,
+                               optimizer_share_s(profile, plan, world_size))
     return Result(model=profile.name, link=link.name, strategy=strategy.name,
                   bucket_mb=strategy.bucket_mb if strategy.granularity == "bucket" else None,
                   world_size=world_size, step_s=step_s,
                   exposed_comm_s=max(0.0, step_s - compute_s),
-                  collectives=len(plan.collectives), accum_steps=plan.micro_steps,
+                  collectives=plan.calls, accum_steps=plan.micro_steps,
                   compute_s=compute_s, spans=tuple(Span(*s) for s in spans))

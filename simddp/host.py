@@ -25,7 +25,10 @@ from dataclasses import dataclass, field, replace
 
 from simddp.errors import InputError
 
-IMPLEMENTATIONS = ("realrun", "torch")
+# "fsdp": torch FSDP2 (fully_shard) runs fsdp and zero2. Its own host work (the copies around
+# its all-gathers and reduce-scatters) is not modelled yet: the engine charges host costs to
+# all-reduces only (simddp.engine.host_copies), so an "fsdp" entry changes nothing so far.
+IMPLEMENTATIONS = ("realrun", "torch", "fsdp")
 
 
 def _check(owner: str, name: str, value, allow_none: bool, allow_zero: bool) -> None:

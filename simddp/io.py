@@ -58,7 +58,10 @@ def profile_to_json(profile: ModelProfile, host: Host | None = None) -> dict:
 
 
 def link_to_json(link: Link) -> dict:
-    return {"format": LINK_FORMAT, **_plain(link)}
+    doc = {"format": LINK_FORMAT, **_plain(link)}
+    if not doc["kind_fits"]:  # measured per collective kind only by a newer calibrate
+        del doc["kind_fits"]
+    return doc
 
 
 def host_to_json(host: Host) -> dict:

@@ -1,4 +1,4 @@
-"""How long one all-reduce takes: the α–β law of a ring, with room for a piecewise fit.
+"""How long one collective takes: the α–β law of a ring, with room for a piecewise fit.
 
 For n bytes over p ranks a ring all-reduce moves 2(p−1)/p·n bytes per rank, so::
 
@@ -9,6 +9,13 @@ with busbw in GB/s (1e9 bytes/s), exactly as nccl-tests reports it — a 2-rank 
 
     >>> Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, world_size=2)
     0.00105
+
+A reduce-scatter or an all-gather of n bytes (n the full, unsharded size, as nccl-tests
+counts it) moves half that, (p−1)/p·n per rank: ``t = α + (p−1)/p · n / busbw``. Same α and
+busbw unless calibrate measured them per kind (``kind_fits``)::
+
+    >>> Link("eth", 0.0, 1.0).collective_s(REDUCE_SCATTER, 1_000_000, world_size=4)
+    0.00075
 
 ``alpha_s`` is the per-collective latency of all-reduces issued asynchronously, back to back,
 as an overlapping DDP issues them; ``blocking_alpha_s`` (optional) is the latency when each
@@ -25,12 +32,15 @@ sources are in ``simddp.presets.links`` and docs/LINKS.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from simddp.errors import InputError
 from simddp.profile import _check_spread
 
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
+# Collective kinds a plan issues (simddp/plans.py); a span's kind spells them with a hyphen.
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all_reduce", "reduce_scatter", "all_gather"
+COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 # Fields of links written before 2026-11-23, which now belong to simddp.host.Host.
 LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
 
@@ -43,6 +53,20 @@ def bus_factor(world_size: int) -> float:
     (1.0, 1.75)
     """
     return 2 * (world_size - 1) / world_size
+
+
+def kind_factor(kind: str, world_size: int) -> float:
+    """Bytes each rank sends per byte of a ``kind`` collective: 2(p−1)/p for an all-reduce,
+    (p−1)/p for a reduce-scatter or an all-gather (half of it: an all-reduce is the two).
+
+    >>> kind_factor(ALL_REDUCE, 4), kind_factor(ALL_GATHER, 4)
+    (1.5, 0.75)
+    """
+    if kind == ALL_REDUCE:
+        return bus_factor(world_size)
+    if kind in (REDUCE_SCATTER, ALL_GATHER):
+        return (world_size - 1) / world_size
+    raise ValueError(f"unknown collective kind {kind!r}; expected {', '.join(COLLECTIVE_KINDS)}")
 
 
 def _positive(owner: str, name: str, value: float, allow_zero: bool = False) -> None:
@@ -58,6 +82,14 @@ class LinkPiece:
     """One segment of a piecewise fit: sizes up to ``up_to_bytes`` (None: no upper bound)."""
 
     up_to_bytes: float | None
+    alpha_s: float
+    busbw_gbps: float
+
+
+@dataclass(frozen=True)
+class KindFit:
+    """α and busbw calibrate measured for one collective kind (reduce_scatter, all_gather)."""
+
     alpha_s: float
     busbw_gbps: float
 
@@ -82,6 +114,10 @@ class Link:
     # sizes of each size's ratios): what a prediction's range takes from the link. None: not
     # measured (a preset).
     time_spread: tuple[float, float] | None = None
+    # Measured laws of the other collective kinds, {"reduce_scatter": KindFit, ...}; a kind
+    # without one takes the all-reduce's α and busbw (nccl-tests' busbw is defined so that
+    # it is, ideally, the same for every kind).
+    kind_fits: dict[str, KindFit] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -106,13 +142,28 @@ class Link:
         if self.blocking_alpha_s is not None:
             _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
+        fits = {}
+        for kind, fit in dict(self.kind_fits or {}).items():
+            if kind not in (REDUCE_SCATTER, ALL_GATHER):
+                raise InputError(f"link {self.name!r}: kind_fits: unknown kind {kind!r}; "
+                                 f"expected {REDUCE_SCATTER} or {ALL_GATHER}")
+            if not isinstance(fit, KindFit):
+                try:
+                    fit = KindFit(**fit)
+                except TypeError:
+                    raise InputError(f"link {self.name!r}: kind_fits.{kind} must be "
+                                     "{alpha_s, busbw_gbps}") from None
+            _positive(self.name, f"kind_fits.{kind}.alpha_s", fit.alpha_s, allow_zero=True)
+            _positive(self.name, f"kind_fits.{kind}.busbw_gbps", fit.busbw_gbps)
+            fits[kind] = fit
+        object.__setattr__(self, "kind_fits", fits)
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
 
-    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
-        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
-        issued only after the previous one was waited for (``blocking_alpha_s``, if set)."""
+    def law(self, n_bytes: float, blocking: bool = False) -> tuple[float, float]:
+        """(α seconds, busbw GB/s) of the fit segment ``n_bytes`` falls in; ``blocking``:
+        issued only after the previous collective was waited for (``blocking_alpha_s``)."""
         alpha_s, busbw_gbps = self.alpha_s, self.busbw_gbps
         for piece in self.pieces:
             if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
@@ -120,7 +171,29 @@ class Link:
                 break
         if blocking and self.blocking_alpha_s is not None:
             alpha_s = self.blocking_alpha_s
+        return alpha_s, busbw_gbps
+
+    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
+        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
+        issued only after the previous one was waited for (``blocking_alpha_s``, if set)."""
+        alpha_s, busbw_gbps = self.law(n_bytes, blocking)
         return alpha_s + bus_factor(world_size) * n_bytes / (busbw_gbps * GB)
+
+    def kind_law(self, kind: str, n_bytes: float, blocking: bool = False
+                 ) -> tuple[float, float]:
+        """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else
+        the all-reduce's (:meth:`law`)."""
+        fit = self.kind_fits.get(kind)
+        return (fit.alpha_s, fit.busbw_gbps) if fit is not None else self.law(n_bytes, blocking)
+
+    def collective_s(self, kind: str, n_bytes: float, world_size: int,
+                     blocking: bool = False) -> float:
+        """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather:
+        the full, unsharded bytes) among ``world_size`` ranks."""
+        if kind == ALL_REDUCE:
+            return self.allreduce_s(n_bytes, world_size, blocking)
+        alpha_s, busbw_gbps = self.kind_law(kind, n_bytes, blocking)
+        return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":
         """Check that this link applies to ``world_size`` ranks.
@@ -148,14 +221,17 @@ class Link:
                        else self.blocking_alpha_s * factor,
                        pieces=tuple(replace(p, alpha_s=p.alpha_s * factor,
                                             busbw_gbps=p.busbw_gbps / factor)
-                                    for p in self.pieces))
+                                    for p in self.pieces),
+                       kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor)
+                                  for k, f in self.kind_fits.items()})
 
     def with_overrides(self, alpha_us: float | None = None,
                        busbw_gbps: float | None = None) -> "Link":
-        """The same link with α and/or busbw replaced (a piecewise fit collapses to one line)."""
+        """The same link with α and/or busbw replaced (a piecewise fit and per-kind fits
+        collapse to one line)."""
         if alpha_us is None and busbw_gbps is None:
             return self
         return replace(self, name=f"{self.name}*",
                        alpha_s=self.alpha_s if alpha_us is None else alpha_us / 1e6,
                        busbw_gbps=self.busbw_gbps if busbw_gbps is None else busbw_gbps,
-                       pieces=())
+                       pieces=(), kind_fits={})

@@ -20,8 +20,11 @@ COMPUTE, COMM = "compute", "comm"
 # What a span is. Compute lane: the model's phases, and the DDP implementation's host work
 # (hooks and gradient copies, "copy"); comm lane: the collectives.
 FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = "forward", "backward", "optimizer", "copy", "compute"
-ALL_REDUCE = "all-reduce"
-KINDS = (FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER, ALL_REDUCE)
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all-reduce", "reduce-scatter", "all-gather"
+KINDS = (FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
+# A plan's collective kind (simddp.link: "all_reduce", ...) -> the kind of its span.
+SPAN_KIND = {"all_reduce": ALL_REDUCE, "reduce_scatter": REDUCE_SCATTER,
+             "all_gather": ALL_GATHER}
 # The configuration realrun bench always measures first: no gradient sync at all. Every
 # prediction carries its time as ``compute_s``, so compare scores it too.
 COMPUTE_ONLY = "compute-only"

@@ -7,14 +7,21 @@ simulator and the real wrapper only ever execute the plan::
     >>> s.first_bucket_bytes, s.implementation
     (1048576, 'torch')
 
-``bucket_mb`` follows torch's ``bucket_cap_mb``: 1 MB = 2**20 bytes.
+``bucket_mb`` follows torch's ``bucket_cap_mb``: 1 MB = 2**20 bytes. Sharded strategies
+(``fsdp``, ``zero2``: :mod:`simddp.sharding`) and comm hooks (``ddp+fp16``,
+``bucketed+powersgd:2``: :mod:`simddp.hooks`) are the same dataclass with more fields set::
+
+    >>> s = make_strategy("bucketed+powersgd:2", bucket_mb=25)
+    >>> s.comm_hook.rank, s.implementation, make_strategy("zero2").reshard_after_forward
+    (2, 'torch', False)
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
+from simddp.hooks import CommHook, parse_comm_hook
 from simddp.host import IMPLEMENTATIONS
 
 MB = 2**20                 # torch's bucket_cap_mb counts MiB
@@ -23,6 +30,8 @@ DDP_DEFAULT_BUCKET_MB = 25.0
 
 STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "no_sync")
 BUCKETED = ("bucketed", "ddp", "no_sync")   # strategies whose rows carry a bucket size
+SHARDED = ("fsdp", "zero2")                 # FSDP2 fully_shard, reshard_after_forward True/False
+HOOKABLE = ("bucketed", "ddp")              # torch DDP with register_comm_hook
 # The baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
 ACCUM_BASELINE = "sync_each"
 
@@ -35,7 +44,12 @@ class Strategy:
     "bucket" (torch DDP's size rule with ``first_bucket_bytes`` then ``bucket_bytes``).
     accum_steps: micro-steps per optimizer step; ``sync_last_only`` skips the others' syncs.
     implementation: which DDP implementation runs it, so whose host costs apply
-      (:class:`simddp.host.Host`): "torch" (DistributedDataParallel) or "realrun" (realrun.DDP).
+      (:class:`simddp.host.Host`): "torch" (DistributedDataParallel), "realrun" (realrun.DDP)
+      or "fsdp" (torch FSDP2, ``fully_shard``).
+    reshard_after_forward: sharded (granularity "unit"): FSDP2's argument, True for fsdp
+      (ZeRO-3), False for zero2 (ZeRO-2); None: replicated, every rank holds everything.
+    shard_unit_bytes: layers grouped into units of at least this many bytes; None: one each.
+    comm_hook: the DDP comm hook every bucket goes through (granularity "bucket" only).
     """
 
     name: str
@@ -46,10 +60,21 @@ class Strategy:
     accum_steps: int = 1
     sync_last_only: bool = False
     implementation: str = "realrun"
+    reshard_after_forward: bool | None = None
+    shard_unit_bytes: int | None = None
+    comm_hook: CommHook | None = None
 
     def __post_init__(self) -> None:
-        if self.granularity not in ("tensor", "all", "bucket"):
-            raise InputError(f"strategy {self.name!r}: granularity must be tensor, all or bucket")
+        if self.granularity not in ("tensor", "all", "bucket", "unit"):
+            raise InputError(f"strategy {self.name!r}: granularity must be tensor, all or "
+                             "bucket, or unit when sharded")
+        if (self.granularity == "unit") != (self.reshard_after_forward is not None):
+            raise InputError(f"strategy {self.name!r}: granularity unit goes with "
+                             "reshard_after_forward True or False, and only it")
+        if self.comm_hook is not None and (self.granularity != "bucket"
+                                           or self.implementation != "torch"):
+            raise InputError(f"strategy {self.name!r}: a comm hook needs buckets under torch "
+                             f"DDP ({', '.join(HOOKABLE)})")
         if self.granularity == "bucket" and not (self.bucket_bytes and self.first_bucket_bytes
                                                  and self.bucket_bytes > 0
                                                  and self.first_bucket_bytes > 0):
@@ -66,6 +91,23 @@ class Strategy:
         return None if self.bucket_bytes is None else round(self.bucket_bytes / MB, 6)
 
 
+def split_name(name: str) -> tuple[str, str | None]:
+    """A strategy name's base and comm hook: 'ddp+fp16' -> ('ddp', 'fp16'); 'fsdp' -> ('fsdp', None).
+
+    >>> split_name("bucketed+powersgd:2"), split_name("zero2")
+    (('bucketed', 'powersgd:2'), ('zero2', None))
+    """
+    base, _, hook = name.partition("+")
+    return base, hook or None
+
+
+def beyond_ddp(name: str) -> bool:
+    """Whether a strategy shards (fsdp, zero2) or compresses (a comm hook): what a sweep
+    recommends as a strategy, beside the bucket size."""
+    base, hook = split_name(name)
+    return base in SHARDED or hook is not None
+
+
 def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
     if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not math.isfinite(mb) or mb <= 0:
         raise InputError(f"{flag}: {mb!r} is not a number > 0 (MB, e.g. 25)")
@@ -75,13 +117,34 @@ def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
 
 
 def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
-                  accum_steps: int = 1, first_bucket_mb: float | None = None) -> Strategy:
+                  accum_steps: int = 1, first_bucket_mb: float | None = None, *,
+                  comm_hook: str | CommHook | None = None,
+                  shard_unit_mb: float | None = None) -> Strategy:
     """The named strategy. ``bucket_mb`` matters for bucketed, ddp, no_sync and sync_each.
 
     ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
     ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
-    its ``no_sync()``); the others are realrun's wrapper.
+    its ``no_sync()``); the others are realrun's wrapper, except ``fsdp`` and ``zero2``
+    (FSDP2; ``shard_unit_mb`` groups layers) and any strategy with a comm hook: torch DDP.
+    A hook comes as ``comm_hook`` or in the name, "ddp+fp16"; the strategy's name has it.
     """
+    base, hook_text = split_name(name)
+    if hook_text:
+        if comm_hook is not None:
+            raise InputError(f"strategy {name!r}: give the comm hook once, in the name or apart")
+        comm_hook = hook_text
+    if comm_hook is not None:
+        hook = comm_hook if isinstance(comm_hook, CommHook) else parse_comm_hook(comm_hook)
+        if base not in HOOKABLE:
+            raise InputError(f"--comm-hook {hook.name}: works with {' and '.join(HOOKABLE)} "
+                             f"(torch DDP buckets), not {base}")
+        plain = make_strategy(base, bucket_mb, accum_steps, first_bucket_mb)
+        # torch DDP runs every hook; its bucket_cap_mb makes bucketed's equal first bucket
+        return replace(plain, name=f"{base}+{hook.name}", comm_hook=hook, implementation="torch")
+    if base in SHARDED:
+        unit = None if shard_unit_mb is None else mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
+        return Strategy(base, "unit", True, accum_steps=accum_steps, implementation="fsdp",
+                        reshard_after_forward=(base == "fsdp"), shard_unit_bytes=unit)
     if name in ("naive", "flat", "overlap"):
         gran = {"naive": "tensor", "flat": "all", "overlap": "tensor"}[name]
         return Strategy(name, gran, overlap=(name == "overlap"), accum_steps=accum_steps)
@@ -94,4 +157,4 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
         return Strategy(name, "bucket", True, mb_to_bytes(bucket_mb),
                         mb_to_bytes(first_mb, "--first-bucket-mb"), accum_steps,
                         sync_last_only=(name == "no_sync"), implementation="torch")
-    raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES + SHARDED)}")

@@ -11,12 +11,13 @@ at each bucket size, and which size wins by how much::
     >>> recommend(results).bucket_mb
     25.0
 
-Strategies without buckets (naive, flat, overlap) do not depend on the bucket size and are
-simulated once. ``no_sync`` (K micro-steps, only the last synced) always comes with its
+Strategies without buckets (naive, flat, overlap, fsdp, zero2) do not depend on the bucket
+size and are simulated once; comm hooks (``comm_hooks=["fp16"]``) add a row per hookable
+strategy (ddp, bucketed) and bucket size, named "ddp+fp16". ``no_sync`` (K micro-steps, only the last synced) always comes with its
 baseline ``sync_each`` (the same K micro-steps, DDP-synced every time), both per optimizer
 step. :func:`sweep_strategies` is the list of configurations, so ``realrun validate`` can
-measure exactly what was predicted; :func:`recommend` and :func:`sweep_rows` read measured
-Results too.
+measure exactly what was predicted; :func:`recommend`, :func:`recommend_strategy` and
+:func:`sweep_rows` read measured Results too.
 """
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.ranges import robust_pick, scenario_steps
 from simddp.result import Result
-from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
-                             Strategy, make_strategy)
+from simddp.hooks import CommHook, parse_comm_hook
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
+                             SHARDED, STRATEGIES, Strategy, beyond_ddp, make_strategy,
+                             mb_to_bytes, split_name)
 
 # 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
 # link preset lies inside, and a 2.5× grid pins it to within ~10% of the step.
@@ -46,22 +49,40 @@ RECOMMEND_FROM = ("ddp", "bucketed", "no_sync")
 
 
 def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
-                     accum_steps: int = DEFAULT_ACCUM_STEPS) -> list[Strategy]:
-    """The configurations a sweep covers, in table order; all input checked before any run."""
+                     accum_steps: int = DEFAULT_ACCUM_STEPS,
+                     comm_hooks: Sequence[str | CommHook] = (),
+                     shard_unit_mb: float | None = None) -> list[Strategy]:
+    """The configurations a sweep covers, in table order; all input checked before any run.
+
+    ``comm_hooks`` add, after each hookable strategy's rows, the same rows with each hook;
+    ``shard_unit_mb`` groups layers into FSDP units of at least that many MB (None: one each).
+    """
     if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or accum_steps < 1:
         raise InputError(f"--accum-steps must be an integer >= 1, got {accum_steps!r}")
+    known = STRATEGIES + SHARDED
     for name in strategies:
-        if name not in STRATEGIES:
-            raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+        if name not in known:
+            raise InputError(f"unknown strategy {name!r}; choose from {', '.join(known)}")
     mbs = sorted({float(mb) for mb in bucket_mbs}) if bucket_mbs else []
     for mb in mbs:
         if not (math.isfinite(mb) and mb > 0 and math.isfinite(mb * MB)):
             raise InputError(f"--bucket-mb: {mb!r} is not a finite number > 0 (MB, e.g. 25)")
     if any(name in BUCKETED for name in strategies) and not mbs:
         raise InputError("--bucket-mb: no bucket sizes given (e.g. 1,10,100)")
+    hooks = [h if isinstance(h, CommHook) else parse_comm_hook(h) for h in comm_hooks]
+    if hooks and not any(name in HOOKABLE for name in strategies):
+        raise InputError(f"--comm-hook {hooks[0].name}: works with {' and '.join(HOOKABLE)} "
+                         f"(torch DDP buckets); none of them is in --strategies")
+    if shard_unit_mb is not None:
+        mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
+        if not any(name in SHARDED for name in strategies):
+            raise InputError(f"--shard-unit-mb: no sharded strategy ({', '.join(SHARDED)}) "
+                             "in --strategies")
     out: list[Strategy] = []
-    for name in (s for s in STRATEGIES if s in strategies):  # canonical order, no duplicates
-        if name not in BUCKETED:
+    for name in (s for s in known if s in strategies):  # canonical order, no duplicates
+        if name in SHARDED:
+            out.append(make_strategy(name, accum_steps=1, shard_unit_mb=shard_unit_mb))
+        elif name not in BUCKETED:
             out.append(make_strategy(name))
         elif name == "no_sync":
             for mb in mbs:
@@ -69,6 +90,8 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
                 out.append(make_strategy("no_sync", mb, accum_steps))
         else:
             out.extend(make_strategy(name, mb) for mb in mbs)
+            for hook in (hooks if name in HOOKABLE else ()):
+                out.extend(make_strategy(name, mb, comm_hook=hook) for mb in mbs)
     return out
 
 
@@ -77,11 +100,12 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           accum_steps: int = DEFAULT_ACCUM_STEPS, *, host: Host | None = None,
           on_progress: Callable[[int, int], None] | None = None,
           record: bool = False, stats: dict | None = None,
-          ranges: bool = False) -> list[Result]:
+          ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
+          shard_unit_mb: float | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
     ``host``: the DDP implementations' host costs (None: free); ``ranges``: also simulate
     each input scenario (simddp/ranges.py), for ``Result.step_range_s`` (5x the work)."""
-    configs = sweep_strategies(strategies, bucket_mbs, accum_steps)
+    configs = sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     results = []
     for i, strategy in enumerate(configs):
@@ -164,11 +188,50 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
         edge = {sizes[0]: "smallest", sizes[-1]: "largest"}.get(best.bucket_mb)
     # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
     # whenever the first bucket is no smaller than the cap would make it).
-    fastest = min(per_step, key=lambda r: (r.step_s, r is not best), default=None)
+    fastest = min(per_step, key=lambda r: (r.step_s, r is not best,
+                                           split_name(r.strategy)[0] != "ddp"), default=None)
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
                           runner.step_s if runner else None, edge, fastest,
                           best.step_range_s, worst, point_best_mb, point_worst)
+
+
+@dataclass(frozen=True)
+class StrategyPick:
+    """The fastest sharded or hooked configuration, against the fastest plain one (ddp,
+    bucketed, overlap, …; None when the sweep had none). ``faster``: whether to switch."""
+
+    best: Result
+    versus: Result | None
+
+    @property
+    def faster(self) -> bool:
+        return self.versus is None or self.best.step_s < self.versus.step_s
+
+    @property
+    def gain(self) -> float | None:
+        """The share of the plain configuration's step the pick saves (0.12: 12 % less time;
+        negative when it is slower)."""
+        if self.versus is None or self.versus.step_s <= 0:
+            return None
+        return 1.0 - self.best.step_s / self.versus.step_s
+
+
+def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
+    """Whether sharding (fsdp, zero2) or a comm hook beats plain data parallelism, per step;
+    None when the sweep had neither. Ties go to the plain configuration (less to change),
+    then to torch DDP's bucket rule, then to the size closest to torch's default 25 MB."""
+    per_step = [r for r in results if baseline_name(r) == "naive"]
+    beyond = [r for r in per_step if beyond_ddp(r.strategy)]
+    if not beyond:
+        return None
+    plain = [r for r in per_step if not beyond_ddp(r.strategy)]
+
+    def key(r: Result) -> tuple:
+        near_25 = 0.0 if r.bucket_mb is None else abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))
+        return r.step_s, split_name(r.strategy)[0] != "ddp", near_25
+
+    return StrategyPick(min(beyond, key=key), min(plain, key=key, default=None))
 
 
 def sweep_rows(results: Sequence[Result], naive: Result | None = None) -> list[dict]:

@@ -3,36 +3,39 @@
     python -m simddp account --model ffn-126x16384x53248 --batch 1 --seq 1024 --comm-dtype bf16
     python -m simddp account --model transformer-xl --world-size 8 --link ib-hdr --format json
     python -m simddp account --model mlp-40x4096 --world-size 1 --master bf16 --optim sgd
+    python -m simddp account --model transformer-xl --world-size 8 --comm-hook fp16,powersgd:2
 
 Memory: parameters, gradients and optimizer state at the chosen precisions, plus the
 activations each layer saves for backward (no checkpointing; docs/ACCOUNT.md lists what is
 saved). FSDP / ZeRO-3 shards parameters, gradients and optimizer state over N devices but
 not activations, and holds one unit (a block) unsharded while it computes; the command
 finds the smallest N that fits in --device-mem-gb (GB = 1e9 bytes) or says none does.
-Communication: per optimizer step per rank for every strategy, from ``simddp.plan``'s
-collectives and the link's α–β law, plus FSDP's all-gathers and reduce-scatters, and the
-closed-form optimal bucket size (simddp.account.optimal_bucket). --world-size 1 is allowed: memory
-only, no communication. Bad input: one line on stderr, exit code 2.
+Communication: per optimizer step per rank for every strategy (fsdp and zero2's all-gathers
+and reduce-scatters, and ddp/bucketed through each --comm-hook too), from ``simddp.plan``'s
+collectives and each kind's α–β law; then the model states per rank of the same plans
+(simddp/account/states.py), and the closed-form optimal bucket size
+(simddp.account.optimal_bucket). --world-size 1 is allowed: memory only, no communication.
+Bad input: one line on stderr, exit code 2.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
-from dataclasses import replace
 
-from simddp.account.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, PROFILE_GRAD_BYTES,
-                           WEIGHT_COPIES, GiB, Precision, fsdp_units, memory_report,
-                           profile_units)
+from simddp.account.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, WEIGHT_COPIES, GiB,
+                                   Precision, memory_report)
 from simddp.account.optimal_bucket import closed_form_optimum
-from simddp.commands.common import DEFAULT_MODEL, _is_file_arg, add_link_args, resolve_link
+from simddp.account.states import PerParam, state_bytes
+from simddp.account.traffic import account_strategies, at_dtype, comm_rows
+from simddp.commands.common import (DEFAULT_MODEL, _is_file_arg, add_beyond_ddp_args,
+                                    add_link_args, parse_hooks, resolve_link)
 from simddp.errors import InputError
 from simddp.io import load_profile
-from simddp.link import Link, bus_factor
 from simddp.plans import plan
 from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
-from simddp.profile import ModelProfile
-from simddp.strategy import DDP_DEFAULT_BUCKET_MB, STRATEGIES, make_strategy, mb_to_bytes
+from simddp.report.recommendation import fmt_bytes
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, mb_to_bytes
 
 HELP = "memory per device, FSDP sharding, communication volume, optimal bucket size"
 
@@ -69,64 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bucket cap for bucketed/ddp/no_sync, MB = 2**20 bytes (default %(default)s)")
     g.add_argument("--accum-steps", type=int, default=1,
                    help="micro-steps per optimizer step (default %(default)s)")
+    add_beyond_ddp_args(p)
     add_link_args(p)  # --world-size 1 is accepted here: memory only
     p.add_argument("--format", default="text", choices=("text", "json"),
                    help="text tables or one JSON document on stdout (default %(default)s)")
-
-
-def _alpha_s(link: Link, n_bytes: float) -> float:
-    """α of the link-fit segment that ``n_bytes`` falls in (as ``Link.allreduce_s`` picks it)."""
-    for piece in link.pieces:
-        if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
-            return piece.alpha_s
-    return link.alpha_s
-
-
-def _row(name: str, kind: str, payloads: list[float], link: Link, world: int) -> dict:
-    """Totals for a list of collectives. A ring all-reduce sends 2(p−1)/p·n per rank; an
-    all-gather or reduce-scatter (p−1)/p·n, i.e. half an all-reduce's bandwidth term."""
-    if kind == "all-reduce":
-        times = [link.allreduce_s(n, world) for n in payloads]
-        factor = bus_factor(world)
-    else:
-        times = [(link.allreduce_s(n, world) + _alpha_s(link, n)) / 2 for n in payloads]
-        factor = bus_factor(world) / 2
-    alpha_s = sum(_alpha_s(link, n) for n in payloads)
-    return {"strategy": name, "kind": kind, "collectives": len(payloads),
-            "payload_bytes": sum(payloads), "sent_bytes_per_rank": factor * sum(payloads),
-            "alpha_s": alpha_s, "bandwidth_s": sum(times) - alpha_s, "time_s": sum(times)}
-
-
-def at_dtype(profile: ModelProfile, elem_bytes: int) -> ModelProfile:
-    """The profile with gradients stored at ``elem_bytes`` per element instead of fp32."""
-    layers = tuple(replace(layer, grad_bytes=tuple(
-        max(1, n // PROFILE_GRAD_BYTES * elem_bytes) for n in layer.grad_bytes))
-        for layer in profile.layers)
-    return replace(profile, layers=layers)
-
-
-def comm_rows(profile: ModelProfile, link: Link, world: int, prec: Precision, bucket_mb: float,
-              accum_steps: int, units: list[int]) -> list[dict]:
-    """Communication per optimizer step per rank: every plan strategy, then FSDP.
-
-    Buckets are formed on gradients at ``--grad`` precision (what bucket_cap_mb counts); a
-    narrower ``--comm-dtype`` compresses each bucket before its all-reduce (torch's
-    bf16_compress_hook). FSDP per unit and micro-step: all-gather params for forward and again
-    for backward (reshard after forward), reduce-scatter gradients.
-    """
-    grads = at_dtype(profile, prec.grad_bytes)
-    ratio = prec.comm_bytes / prec.grad_bytes
-    rows = []
-    for name in STRATEGIES:
-        collectives = plan(grads, make_strategy(name, bucket_mb, accum_steps)).collectives
-        rows.append(_row(name, "all-reduce", [c.nbytes * ratio for c in collectives], link, world))
-    gathers = [float(n * prec.gather_bytes) for n in units] * 2 * accum_steps
-    scatters = [float(n * prec.comm_bytes) for n in units] * accum_steps
-    ag, rs = _row("fsdp", "all-gather", gathers, link, world), \
-        _row("fsdp", "reduce-scatter", scatters, link, world)
-    rows.append({**{k: ag[k] + rs[k] for k in ag if k not in ("strategy", "kind")},
-                 "strategy": "fsdp", "kind": "2 all-gather + reduce-scatter per unit"})
-    return rows
 
 
 def _load(args: argparse.Namespace):
@@ -150,6 +99,9 @@ def account(args: argparse.Namespace) -> dict:
     mb_to_bytes(args.bucket_mb)   # validate before any work
     if not isinstance(args.accum_steps, int) or args.accum_steps < 1:
         raise InputError(f"--accum-steps must be an integer >= 1, got {args.accum_steps!r}")
+    hooks = parse_hooks(args.comm_hook)
+    if args.shard_unit_mb is not None:
+        mb_to_bytes(args.shard_unit_mb, "--shard-unit-mb")
     spec, profile = _load(args)
     mem = memory_report(spec or profile, prec, args.batch, args.seq, args.world_size,
                         args.device_mem_gb, args.attention)
@@ -159,16 +111,21 @@ def account(args: argparse.Namespace) -> dict:
                                           "weight_copy": prec.weight_copy, "act": prec.act,
                                           "comm": prec.comm or prec.grad},
            "attention": args.attention, "memory": mem, "communication": None,
-           "bucket_optimum": None}
+           "states": None, "bucket_optimum": None}
     if args.world_size >= 2:
         link = resolve_link(args)
-        units = fsdp_units(spec) if spec else profile_units(profile)
         out["link"] = {"name": link.name, "alpha_s": link.alpha_s, "busbw_gbps": link.busbw_gbps}
         out["communication"] = {
             "world_size": args.world_size, "bucket_mb": args.bucket_mb,
-            "accum_steps": args.accum_steps,
+            "accum_steps": args.accum_steps, "comm_hooks": [h.name for h in hooks],
+            "shard_unit_mb": args.shard_unit_mb,
             "rows": comm_rows(profile, link, args.world_size, prec, args.bucket_mb,
-                              args.accum_steps, units)}
+                              args.accum_steps, hooks, args.shard_unit_mb)}
+        # the same plans' model states: what each strategy keeps per rank (no activations)
+        out["states"] = [{"strategy": s.name, **state_bytes(plan(profile, s), args.world_size,
+                                                              PerParam.of(prec))}
+                         for s in account_strategies(args.bucket_mb, 1, hooks,
+                                                     args.shard_unit_mb)]
         opt = closed_form_optimum(at_dtype(profile, prec.comm_bytes), link, args.world_size)
         scale = prec.grad_bytes / prec.comm_bytes  # back to gradient bytes, as --bucket-mb counts
         out["bucket_optimum"] = {**opt, "bucket_mb": opt["bucket_mb"] * scale,
@@ -235,13 +192,20 @@ def render(out: dict) -> str:
               f"link {link['name']} (α {link['alpha_s'] * 1e6:g} µs, busbw "
               f"{link['busbw_gbps']:g} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
               f"{comm['accum_steps']} micro-step(s)",
-              f"  {'strategy':10} {'calls':>7} {'payload GB':>11} {'sent/rank GB':>13} "
+              f"  {'strategy':19} {'calls':>7} {'payload GB':>11} {'sent/rank GB':>13} "
               f"{'α ms':>9} {'bw ms':>11} {'total ms':>11}"]
     for r in comm["rows"]:
-        lines.append(f"  {r['strategy']:10} {r['collectives']:7} {r['payload_bytes'] / GB:11.3f} "
+        lines.append(f"  {r['strategy']:19} {r['collectives']:7} {r['payload_bytes'] / GB:11.3f} "
                      f"{r['sent_bytes_per_rank'] / GB:13.3f} {r['alpha_s'] * 1e3:9.3f} "
                      f"{r['bandwidth_s'] * 1e3:11.3f} {r['time_s'] * 1e3:11.3f}")
     lines.append("  (time on the link, serial; how much overlap hides: python -m simddp sweep)")
+    lines += ["", f"model states per rank by strategy ({comm['world_size']} ranks; units and "
+              "buckets as the simulator plans them; no activations)"]
+    for row in out["states"]:
+        parts = {k: v for k, v in row.items() if k != "strategy"}
+        total = sum(parts.values())
+        lines.append(f"  {row['strategy']:20} {fmt_bytes(total):>11}   " + ", ".join(
+            f"{k.replace('_', ' ')} {fmt_bytes(v, total)}" for k, v in parts.items()))
     opt = out["bucket_optimum"]
     lines.append(f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
                  f"{opt['bucket_mb']:.4g} MB, {opt['overhead_ms']:.3f} ms exposed, "

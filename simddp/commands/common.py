@@ -12,6 +12,7 @@ import os
 import sys
 
 from simddp.errors import InputError
+from simddp.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.host import Host
 from simddp.io import load_host, load_link, load_profile, read_json
 from simddp.link import LEGACY_HOST_FIELDS, Link
@@ -59,6 +60,25 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
                         "profile's section, if any; presets have none)")
     g.add_argument("--free-host", action="store_true",
                    help="charge no host costs even if the profile has them")
+
+
+def add_beyond_ddp_args(p: argparse.ArgumentParser, one_hook: bool = False) -> None:
+    """--comm-hook and --shard-unit-mb: compression for ddp/bucketed, units for fsdp/zero2."""
+    g = p.add_argument_group("comm hooks and sharding")
+    g.add_argument("--comm-hook", default=None, metavar="HOOK" if one_hook else "LIST",
+                   help=f"torch DDP comm hook{'' if one_hook else 's, comma-separated'} for "
+                        f"ddp and bucketed: {HOOK_HELP} (default none)")
+    g.add_argument("--shard-unit-mb", type=float, default=None, metavar="MB",
+                   help="fsdp/zero2: group layers into units of at least this many MB "
+                        "(2^20 bytes) (default: one layer per unit)")
+
+
+def parse_hooks(text: str | None) -> list[CommHook]:
+    """'fp16,powersgd:2' -> CommHooks; None or '' -> []; one-line InputError otherwise."""
+    if not text:
+        return []
+    return [parse_comm_hook(item) for item in text.split(",") if item.strip()] or \
+        [parse_comm_hook(text)]
 
 
 def _is_file_arg(text: str) -> bool:

@@ -4,13 +4,17 @@
     python -m simddp simulate --strategy no_sync --bucket-mb 25 --accum-steps 4
     python -m simddp simulate --strategy overlap --trace trace.json --plot gantt.png
     python -m simddp simulate --strategy bucketed --bucket-mb 10 --format json
+    python -m simddp simulate --strategy fsdp --shard-unit-mb 50 --plot fsdp.png
+    python -m simddp simulate --strategy ddp --comm-hook powersgd:2 --trace psgd.json
 
 Prints the step time (per optimizer step), the exposed communication (step time no compute
 covers), the number of collectives and the compute-only time. --trace FILE writes the Trace
 Event Format (open it at https://ui.perfetto.dev): a compute track and a comm track.
 --plot FILE draws both lanes, compute coloured by phase, with the exposed gaps hatched.
---bucket-mb is ignored by naive, flat and overlap; --accum-steps defaults to 4 for no_sync
-and sync_each (the same K micro-steps, synced every time) and to 1 otherwise.
+--bucket-mb is ignored by naive, flat, overlap, fsdp and zero2; --accum-steps defaults to 4
+for no_sync and sync_each (the same K micro-steps, synced every time) and to 1 otherwise.
+--comm-hook (fp16, bf16, powersgd:R) applies to ddp and bucketed; --shard-unit-mb to fsdp and
+zero2.
 """
 from __future__ import annotations
 
@@ -20,9 +24,9 @@ import math
 import sys
 from pathlib import Path
 
-from simddp.commands.common import (add_host_args, add_link_args, add_model_args,
-                                    parse_positive_floats, resolve_host, resolve_link,
-                                    resolve_model)
+from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
+                                    add_model_args, parse_hooks, parse_positive_floats,
+                                    resolve_host, resolve_link, resolve_model)
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.io import write_atomic
@@ -30,12 +34,12 @@ from simddp.plans import plan
 from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.result import COMM
-from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES,
-                             make_strategy)
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, SHARDED,
+                             STRATEGIES, make_strategy, split_name)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
-CHOICES = STRATEGIES + (ACCUM_BASELINE,)
+CHOICES = STRATEGIES + (ACCUM_BASELINE,) + SHARDED
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--plot", metavar="FILE", help="write a Gantt chart PNG of the two lanes")
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
+    add_beyond_ddp_args(p, one_hook=True)
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
@@ -63,7 +68,7 @@ def _check_output(path: str | None, flag: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.strategy not in CHOICES:
+    if split_name(args.strategy)[0] not in CHOICES:
         raise InputError(f"--strategy: unknown {args.strategy!r}; choose from {', '.join(CHOICES)}")
     mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     if len(mbs) != 1:
@@ -74,7 +79,15 @@ def run(args: argparse.Namespace) -> int:
     accum = args.accum_steps
     if accum is None:
         accum = DEFAULT_ACCUM_STEPS if args.strategy in ("no_sync", ACCUM_BASELINE) else 1
-    strategy = make_strategy(args.strategy, mbs[0], accum)
+    hooks = parse_hooks(args.comm_hook)
+    if len(hooks) > 1:
+        raise InputError(f"--comm-hook: {args.comm_hook!r} is a list; simulate takes one hook "
+                         "(use python -m simddp sweep for several)")
+    if args.shard_unit_mb is not None and split_name(args.strategy)[0] not in SHARDED:
+        raise InputError(f"--shard-unit-mb: applies to {' and '.join(SHARDED)}, "
+                         f"not {args.strategy}")
+    strategy = make_strategy(args.strategy, mbs[0], accum, comm_hook=hooks[0] if hooks else None,
+                             shard_unit_mb=args.shard_unit_mb)
     _check_output(args.trace, "--trace")
     _check_output(args.plot, "--plot")
     profile = resolve_model(args)
@@ -85,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(profile, link, p, args.world_size, host=host, record=True)
     comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
     n_bytes = sum(c.nbytes for c in p.collectives)
+    wire_bytes = sum(sum(c.calls) for c in p.collectives)
 
     outputs: dict[str, bytes | str] = {}  # rendered before any is written
     if args.trace:
@@ -97,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if outputs:
         print(f"wrote {', '.join(outputs)}", file=sys.stderr)
 
-    bucketed = args.strategy in BUCKETED + (ACCUM_BASELINE,)
+    bucketed = split_name(args.strategy)[0] in BUCKETED + (ACCUM_BASELINE,)
     if args.format == "json":
         print(json.dumps({
             "strategy": result.strategy,
@@ -105,11 +119,16 @@ def run(args: argparse.Namespace) -> int:
             "accum_steps": result.accum_steps, "step_ms": result.step_s * 1e3,
             "exposed_comm_ms": result.exposed_comm_s * 1e3, "collectives": result.collectives,
             "compute_ms": result.compute_s * 1e3, "comm_ms": comm_s * 1e3,
-            "allreduce_bytes": n_bytes, "model": result.model, "link": result.link,
+            "allreduce_bytes": n_bytes, "wire_bytes": wire_bytes,
+            "kinds": sorted({c.kind for c in p.collectives}), "model": result.model,
+            "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
     per = "per optimizer step" if accum > 1 else "per step"
-    what = args.strategy + (f", bucket_cap_mb {fmt_mb(result.bucket_mb)}" if bucketed else "")
+    what = strategy.name + (f", bucket_cap_mb {fmt_mb(result.bucket_mb)}" if bucketed else "")
+    if p.units:
+        what += (f", {len(p.units)} units (fully_shard, reshard_after_forward="
+                 f"{strategy.reshard_after_forward})")
     if strategy.first_bucket_bytes and strategy.first_bucket_bytes != strategy.bucket_bytes:
         what += f" (first bucket {fmt_mb(strategy.first_bucket_bytes / 2**20)} MB)"
     if accum > 1:
@@ -123,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
          f"{100 * result.exposed_comm_s / max(result.step_s, 1e-300):.1f}% of the step: "
          "compute waits for comm"),
         ("collectives", str(result.collectives),
-         f"{n_bytes / 2**20:.1f} MiB all-reduced; link busy {comm_s * 1e3:.2f} ms, "
+         f"{_moved(p, n_bytes, wire_bytes)}; link busy {comm_s * 1e3:.2f} ms, "
          f"{hidden_s * 1e3:.2f} ms of it hidden under compute"),
     ]
     print(setup_line(profile, link, args.world_size))
@@ -132,3 +151,13 @@ def run(args: argparse.Namespace) -> int:
     for key, value, note in rows:
         print(f"  {key:<13} {value:>10}  {note}")
     return 0
+
+
+def _moved(p, n_bytes: int, wire_bytes: int) -> str:
+    """'490.7 MiB all-reduced', '… gathered or reduce-scattered', '… (8.0 MiB on the wire)'."""
+    verb = "all-reduced" if all(c.kind == "all_reduce" for c in p.collectives) else \
+        "all-gathered or reduce-scattered"
+    text = f"{n_bytes / 2**20:.1f} MiB {verb}"
+    if wire_bytes != n_bytes:
+        text += f" ({wire_bytes / 2**20:.1f} MiB on the wire)"
+    return text

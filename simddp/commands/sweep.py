@@ -5,11 +5,14 @@
     python -m simddp sweep --model transformer-xl --link ib-hdr --world-size 16
     python -m simddp sweep --strategies ddp,no_sync --accum-steps 8 --format json
     python -m simddp sweep --model profile.json --link link.json --out out/sweep
+    python -m simddp sweep --strategies ddp,fsdp,zero2 --comm-hook fp16,powersgd:2
 
 Prints one setup line, a table (strategy, bucket MB, collectives per step, step ms, exposed
 communication ms, speedup vs naive), a second table for gradient accumulation (no_sync vs
 sync_each, per optimizer step of K micro-steps) and the recommended bucket size with its
-margin over the runner-up. --format json prints one JSON document and nothing else on stdout.
+margin over the runner-up. With sharded strategies (fsdp, zero2) or --comm-hook rows, it also
+says whether one of them beats plain DDP, and the model states per rank each holds.
+--format json prints one JSON document and nothing else on stdout.
 --out DIR writes sweep.csv, sweep.json (simddp.results/1 plus the rows) and sweep.png.
 """
 from __future__ import annotations
@@ -22,10 +25,13 @@ import sys
 
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
+from simddp.account.states import FP32_ADAM, PerParam, state_bytes
 from simddp.commands.common import (
+    add_beyond_ddp_args,
     add_host_args,
     add_link_args,
     add_model_args,
+    parse_hooks,
     parse_names,
     parse_positive_floats,
     resolve_host,
@@ -35,7 +41,9 @@ from simddp.commands.common import (
 from simddp.io import check_out_dir, results_to_json, write_atomic
 from simddp.ranges import range_sources
 from simddp.report.progress import Progress
-from simddp.report.recommendation import fastest_row, recommendation_text
+from simddp.plans import plan
+from simddp.profile import ModelProfile
+from simddp.report.recommendation import fastest_row, recommendation_text, strategy_text
 from simddp.report.table import (
     fmt_mb,
     fmt_ms,
@@ -45,12 +53,15 @@ from simddp.report.table import (
     setup_line,
 )
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, STRATEGIES
+from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, SHARDED, STRATEGIES,
+                             make_strategy)
 from simddp.sweeps import (
     DEFAULT_ACCUM_STEPS,
     DEFAULT_BUCKET_MB,
     Recommendation,
+    StrategyPick,
     recommend,
+    recommend_strategy,
     sweep,
     sweep_rows,
     sweep_strategies,
@@ -68,7 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="LIST", help="bucket sizes in MB (2^20 bytes, like torch's "
                                         "bucket_cap_mb), comma-separated (default %(default)s)")
     g.add_argument("--strategies", default="all", metavar="LIST",
-                   help=f"comma-separated from {', '.join(STRATEGIES)}, or all (default all)")
+                   help=f"comma-separated from {', '.join(STRATEGIES + SHARDED)}, or all "
+                        f"(= {', '.join(STRATEGIES)}; default all)")
     g.add_argument("--accum-steps", type=int, default=DEFAULT_ACCUM_STEPS, metavar="K",
                    help="micro-steps per optimizer step for no_sync and its sync_each baseline "
                         "(default %(default)s)")
@@ -77,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
     g.add_argument("--force", action="store_true",
                    help="replace an earlier sweep's files in --out (default: refuse)")
+    add_beyond_ddp_args(p)
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
@@ -85,8 +98,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything is checked before anything is simulated or written.
     bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-    strategies = parse_names(args.strategies, STRATEGIES, "--strategies")
-    sweep_strategies(strategies, bucket_mbs, args.accum_steps)
+    strategies = list(STRATEGIES) if args.strategies.strip() == "all" else \
+        parse_names(args.strategies, STRATEGIES + SHARDED, "--strategies")
+    hooks = parse_hooks(args.comm_hook)
+    sweep_strategies(strategies, bucket_mbs, args.accum_steps, hooks, args.shard_unit_mb)
     out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
                             force=args.force)
     profile = resolve_model(args)
@@ -98,12 +113,15 @@ def run(args: argparse.Namespace) -> int:
         # which `simddp compare` draws next to a measured one.
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
                         args.accum_steps, host=host, on_progress=progress.update,
-                        record=out_dir is not None, ranges=True)
+                        record=out_dir is not None, ranges=True, comm_hooks=hooks,
+                        shard_unit_mb=args.shard_unit_mb)
     naive = next((r for r in results if r.strategy == "naive"), None)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
         naive = sweep(profile, link, args.world_size, ["naive"], host=host)[0]
     rows = sweep_rows(results, naive)
     rec = recommend(results)
+    pick = recommend_strategy(results)
+    states = pick_states(pick, profile, args)
     setup = {"model": profile.name, "tensors": profile.n_tensors,
              "grad_bytes": profile.grad_total_bytes, "forward_ms": profile.forward_s * 1e3,
              "backward_ms": profile.backward_s * 1e3, "optimizer_ms": profile.optimizer_s * 1e3,
@@ -111,10 +129,12 @@ def run(args: argparse.Namespace) -> int:
              "world_size": args.world_size, "accum_steps": args.accum_steps,
              "host_costs": None if host is None else host.name,
              "ranges": range_sources(profile, link, host),
-             "naive_step_ms": naive.step_s * 1e3}
+             "naive_step_ms": naive.step_s * 1e3,
+             "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
                "recommended_from": None if rec is None else rec.strategy,
                "fastest": fastest_row(results, rec),
+               "recommended_strategy": pick_json(pick, states),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
     gap = gap_line(profile, host.contended(link) if host else link, host,
                    summary["closed_form_optimum"], results)
@@ -135,12 +155,46 @@ def run(args: argparse.Namespace) -> int:
         print(f"prediction ranges, step ms (low–high): {setup['ranges']}")
         print()
         print(render_report(results, rows, rec, naive))
+        charged = host is not None and host.costs("torch").copy_gbps is not None
+        more = strategy_text(pick, states, hook_compute_charged=charged)
+        if more:
+            print(more)
         # Issue 6: the α–β closed form beside the simulated optimum (docs/ACCOUNT.md says
         # where they part: tensors are never split, uneven gradient readiness, first bucket).
         print(format_optimum(summary["closed_form_optimum"]))
         if gap:
             print(gap)
     return 0
+
+
+def pick_states(pick: StrategyPick | None, profile: ModelProfile,
+                args: argparse.Namespace) -> dict[str, dict[str, int]]:
+    """Model states per rank of the strategy pick and the plain configuration it is weighed
+    against, from their plans (simddp/account/states.py), by strategy name."""
+    if pick is None:
+        return {}
+    per = FP32_ADAM if args.optimizer == "adam" else PerParam(optimizer=0)  # SGD: no state
+    out = {}
+    for r in (pick.best, pick.versus):
+        if r is not None:
+            strategy = make_strategy(r.strategy, r.bucket_mb or DDP_DEFAULT_BUCKET_MB,
+                                     shard_unit_mb=args.shard_unit_mb)
+            out[r.strategy] = state_bytes(plan(profile, strategy), args.world_size, per)
+    return out
+
+
+def pick_json(pick: StrategyPick | None, states: dict[str, dict[str, int]]) -> dict | None:
+    """The strategy recommendation as JSON (sweep's ``recommended_strategy``)."""
+    if pick is None:
+        return None
+
+    def row(r: Result) -> dict:
+        return {"strategy": r.strategy, "step_ms": r.step_s * 1e3,
+                "bucket_mb": None if r.bucket_mb is None else round(r.bucket_mb, 6),
+                "model_state_bytes": states.get(r.strategy)}
+
+    return {**row(pick.best), "faster": pick.faster, "gain": pick.gain,
+            "versus": None if pick.versus is None else row(pick.versus)}
 
 
 def render_report(results: list[Result], rows: list[dict], rec: Recommendation | None,

@@ -29,7 +29,7 @@ from simddp.report.gantt import draw_gantt
 from simddp.report.style import strategy_colour
 from simddp.report.trace import describe
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE
+from simddp.strategy import ACCUM_BASELINE, split_name
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
@@ -43,7 +43,7 @@ def gantt_figure(result: Result, title: str | None = None) -> Figure:
     per = " per optimizer step" if result.accum_steps > 1 else ""
     ax.set_title(title or f"{describe(result)}\nstep {result.step_s * 1e3:.2f} ms{per}, exposed "
                           f"comm {result.exposed_comm_s * 1e3:.2f} ms, "
-                          f"{result.collectives} all-reduces", fontsize=10)
+                          f"{result.collectives} collectives", fontsize=10)
     return fig
 
 
@@ -76,10 +76,11 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         if with_buckets:
             xs = [r.bucket_mb for r in with_buckets]
             ys = [r.step_s * 1e3 for r in with_buckets]
-            marker, line, width, size = style.get(strategy, ("o", "-", 1.4, 4))
+            base = split_name(strategy)[0]   # ddp+fp16 is drawn like ddp, in fp16's colour
+            marker, line, width, size = style.get(base, ("o", "-", 1.4, 4))
             ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
                     linestyle="--" if measured else line, linewidth=width, label=label,
-                    markerfacecolor="none" if strategy == "bucketed" else color)
+                    markerfacecolor="none" if base == "bucketed" else color)
             ranges = [r.step_range_s for r in with_buckets]
             if all(ranges):  # the prediction range as a band (simddp/ranges.py)
                 ax.fill_between(xs, [v[0] * 1e3 for v in ranges], [v[1] * 1e3 for v in ranges],

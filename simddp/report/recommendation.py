@@ -7,14 +7,16 @@
     Recommended bucket_cap_mb: 10 — ddp predicts 73.40 ms per step; the runner-up, 1 MB, is 2.40 ms (3.3%) slower (75.80 ms).
 
 Used by ``simddp sweep`` and by ``realrun validate`` (which then says whether the measurement
-proves it).
+proves it). :func:`strategy_text` adds whether sharding (fsdp, zero2) or a comm hook beats
+plain DDP, and what it does to memory.
 """
 from __future__ import annotations
 
+from simddp.hooks import parse_comm_hook
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE
-from simddp.sweeps import Recommendation
+from simddp.strategy import ACCUM_BASELINE, split_name
+from simddp.sweeps import Recommendation, StrategyPick
 
 
 def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:
@@ -84,3 +86,78 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
     return text
 
 
+
+
+def _config(r: Result) -> str:
+    return r.strategy + ("" if r.bucket_mb is None else f" at {fmt_mb(r.bucket_mb)} MB")
+
+
+def fmt_bytes(n: float, like: float | None = None) -> str:
+    """Memory as people read it: '3.93 GB' (1e9 bytes), or '12.0 MiB' when ``like`` (default
+    ``n``) is under 1 GB, so the parts of a total read in the total's unit."""
+    like = n if like is None else like
+    return f"{n / 1e9:.2f} GB" if like >= 1e9 else f"{n / 2**20:.1f} MiB"
+
+
+def _states(states: dict[str, int]) -> str:
+    total = sum(states.values())
+    parts = ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(v, total)}" for k, v in states.items())
+    return f"{fmt_bytes(total)} ({parts})"
+
+
+def _caveat(strategy: str) -> str:
+    """What else changes besides the step time, for a strategy beyond plain DDP."""
+    base, hook = split_name(strategy)
+    if hook is None:
+        shard = base == "fsdp"
+        return (f" In torch: fully_shard(unit, reshard_after_forward={shard}) on each unit "
+                "(one layer, or --shard-unit-mb), then on the model.")
+    if hook.startswith("powersgd"):
+        h = parse_comm_hook(hook)
+        return (f" PowerSGD is lossy (rank-{h.rank} approximation with error feedback) and "
+                f"sends plain all-reduces for its first {h.start_iter} steps "
+                "(start_powerSGD_iter): check convergence.")
+    return (f" {hook} rounds every gradient to 16 bits before summing: check convergence"
+            + (" (bf16_compress_hook needs NCCL)." if hook == "bf16" else "."))
+
+
+def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
+                  hook_compute_charged: bool = True) -> str:
+    """Whether sharding or a comm hook beats plain data parallelism, and the memory it moves.
+
+    ``states``: each configuration's model states per rank (simddp.account.states), keyed by
+    strategy name; a missing one is left out of the sentence. ``hook_compute_charged``: False
+    when the host has no copy rate, so a hook's casts and products were free.
+    """
+    if pick is None:
+        return ""
+    best, versus = pick.best, pick.versus
+    mem = states.get(best.strategy)
+    if versus is None:
+        text = f"Fastest strategy: {_config(best)}, {fmt_ms(best.step_s)} ms per step."
+    elif pick.faster:
+        text = (f"Recommended strategy: {_config(best)} — {fmt_ms(best.step_s)} ms per step, "
+                f"{100 * pick.gain:.1f}% less than {_config(versus)} "
+                f"({fmt_ms(versus.step_s)} ms).")
+        if round(100 * pick.gain, 1) < 1:
+            text += " A gain under 1% is within what a prediction can promise."
+    else:
+        slower = -100 * pick.gain
+        than = (f"{slower:.1f}% more than" if round(slower, 1) > 0 else "the same as")
+        text = (f"Sharding and comm hooks are not faster here: the best of them, "
+                f"{_config(best)}, takes {fmt_ms(best.step_s)} ms per step, "
+                f"{than} {_config(versus)} ({fmt_ms(versus.step_s)} ms).")
+    if mem is not None:
+        text += f"\nModel states per rank: {_states(mem)}"
+        if versus is not None and versus.strategy in states:
+            text += f"; {versus.strategy}: {_states(states[versus.strategy])}"
+        text += "."
+    if pick.faster:
+        text += _caveat(best.strategy)
+        hook = split_name(best.strategy)[1]
+        if hook and not hook_compute_charged:
+            work = "matrix products and error feedback" if hook.startswith("powersgd") \
+                else "casts"
+            text += (f" Its {work} are not charged: no host copy rate was measured "
+                     "(--host, or a profile from realrun profile).")
+    return text

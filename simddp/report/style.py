@@ -8,20 +8,34 @@ A backward is the same green in ``simddp simulate --plot``, ``simddp compare``'s
 """
 from __future__ import annotations
 
-from simddp.result import ALL_REDUCE, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER, OTHER
+from simddp.result import (ALL_GATHER, ALL_REDUCE, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER,
+                           OTHER, REDUCE_SCATTER)
+from simddp.strategy import split_name
 
 KIND_COLOURS = {FORWARD: "#4C72B0", BACKWARD: "#55A868", OPTIMIZER: "#8172B2",
                 COPY: "#CCB974", OTHER: "#937860"}
 # Collectives alternate two shades per kind, so back-to-back neighbours stay apart.
-COMM_SHADES = {ALL_REDUCE: ("#DD8452", "#F0B27A")}
+COMM_SHADES = {ALL_REDUCE: ("#DD8452", "#F0B27A"), REDUCE_SCATTER: ("#C44E52", "#E39A9C"),
+               ALL_GATHER: ("#64B5CD", "#A9D8E6")}
 EXPOSED_COLOUR = "#C44E52"  # hatch over the time compute sits waiting for communication
 KIND_LABELS = {COPY: "DDP host work (hooks, copies)", OTHER: "other compute"}
 STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B2",
                     "overlap": "#937860", "bucketed": "#4C72B0", "ddp": "#55A868",
-                    "no_sync": "#DA8BC3", "sync_each": "#64B5CD"}
+                    "no_sync": "#DA8BC3", "sync_each": "#64B5CD", "fsdp": "#8C564B",
+                    "zero2": "#E377C2"}
+# A comm hook's rows take the hook's colour (the line style tells ddp from bucketed).
+HOOK_COLOURS = {"fp16": "#17BECF", "bf16": "#BCBD22", "powersgd": "#9467BD"}
 
 
 def strategy_colour(strategy: str) -> str:
+    """A strategy's colour; a hooked one takes its hook's.
+
+    >>> strategy_colour("ddp+powersgd:2") == HOOK_COLOURS["powersgd"]
+    True
+    """
+    hook = split_name(strategy)[1]
+    if hook is not None:
+        return HOOK_COLOURS.get(hook.split(":")[0], "#333333")
     return STRATEGY_COLOURS.get(strategy, "#333333")
 
 

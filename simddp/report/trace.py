@@ -19,7 +19,8 @@ from simddp.io import write_atomic
 from simddp.result import COMM, COMPUTE, Result
 
 TRACKS = {COMPUTE: 1, COMM: 2}  # tid per lane; compute on top
-TRACK_NAMES = {COMPUTE: "compute (forward, backward, optimizer)", COMM: "comm (all-reduce)"}
+TRACK_NAMES = {COMPUTE: "compute (forward, backward, optimizer)",
+               COMM: "comm (all-reduce, reduce-scatter, all-gather)"}
 
 
 def describe(result: Result) -> str:

@@ -149,9 +149,10 @@ def test_communication_rows(capsys):
     code, out, _ = run_cli(capsys, *base)
     rows = {r["strategy"]: r for r in json.loads(out)["communication"]["rows"]}
     calls = {k: r["collectives"] for k, r in rows.items()}
-    # bucketed 25 MiB holds all 16 MiB; ddp's 1 MiB first bucket closes after one tensor.
+    # bucketed 25 MiB holds all 16 MiB; ddp's 1 MiB first bucket closes after one tensor;
+    # zero2 gathers once per unit and reduce-scatters once (fsdp gathers twice).
     assert calls == {"naive": 4, "flat": 1, "overlap": 4, "bucketed": 1, "ddp": 2,
-                     "no_sync": 2, "fsdp": 12}
+                     "no_sync": 2, "fsdp": 12, "zero2": 8}
     naive = rows["naive"]
     assert naive["payload_bytes"] == 16_777_216
     assert naive["sent_bytes_per_rank"] == 1.5 * 16_777_216

@@ -1,0 +1,77 @@
+"""Host work on the timeline: what the DDP implementation and a comm hook cost the compute lane.
+
+Picture one rank's backward under torch DDP with fp16 compression. Each gradient's hook copies
+it into its bucket; when the bucket is full the comm hook casts it to fp16 and launches the
+all-reduce; when that is done the result is cast back and copied out to the gradients. The
+copies and casts are CPU or GPU time on the compute lane, not the network's::
+
+    >>> from simddp import HostCosts, Layer, ModelProfile, make_strategy, plan
+    >>> toy = ModelProfile("toy", (Layer("l0", (10**6, 10**6)),))
+    >>> copy_in, copy_out = host_copies(toy, HostCosts(copy_gbps=1.0), plan(toy, make_strategy(
+    ...     "bucketed+fp16", 25)))
+    >>> round(copy_in[0][0] * 1e3, 6), [round(s * 1e3, 6) for s in copy_out]   # ms
+    (4.0, [4.0])
+
+(Copy-in 2 MB and the cast 2 MB at 1 GB/s before launch; cast back 2 MB and copy-out 2 MB.)
+All host work is timed at the implementation's measured rates (:class:`simddp.host.HostCosts`,
+the one that runs the plan: ``strategy.implementation``); free costs charge nothing.
+"""
+from __future__ import annotations
+
+from simddp.hooks import HookCost
+from simddp.host import HostCosts
+from simddp.link import ALL_REDUCE
+from simddp.plans import Plan
+from simddp.profile import ModelProfile
+
+
+NO_HOOK = HookCost(())
+
+
+def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
+                ) -> tuple[list[dict[int, float]], list[float]]:
+    """Host seconds on the compute lane: ([micro-step]{layer: copy-in, hook and cast s},
+    [collective] copy-out and cast-back s); ([], []) when ``costs`` are free.
+
+    Copies at ``costs.copy_gbps`` (a lone tensor's in-place scaling at ``scale_gbps``), as
+    realrun.DDP (flat_bucket.py) and torch's reducer do them: a bucket of several tensors
+    copies each gradient in (scaled by 1/p) from its gradient hook when the plan overlaps,
+    else at launch after the backward, and copies the average back out once its all-reduce is
+    done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
+    hook costs ``costs.hook_s`` where its copy-in is, and each collective ``costs.launch_s``
+    at its launch. A comm hook's work (``Collective.hook``: ``pre_work_bytes`` at launch,
+    ``post_work_bytes`` with the copy-out) runs at ``copy_gbps`` too. Reduce-scatters and
+    all-gathers (FSDP2's) pay nothing here: their host work is not modelled yet.
+    """
+    if costs.free:
+        return [], []
+    rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
+    scale_rate = (costs.scale_gbps or costs.copy_gbps or float("inf")) * 1e9
+    hook_s, launch_s = costs.hook_s, costs.launch_s
+    copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
+    copy_out = []
+    for c in plan.collectives:
+        if c.kind != ALL_REDUCE:
+            copy_out.append(0.0)
+            continue
+        hook = c.hook or NO_HOOK
+        per_layer = copy_in[c.micro_step]
+        several = len(c.tensor_ids) > 1
+        per_layer[c.ready_layer] = (per_layer.get(c.ready_layer, 0.0) + launch_s * len(c.calls)
+                                    + hook.pre_work_bytes / rate)
+        for t in c.tensor_ids:
+            layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
+            per_layer[layer] = (per_layer.get(layer, 0.0) + hook_s
+                                + profile.tensor_bytes[t] / (rate if several else scale_rate))
+        copy_out.append((c.nbytes if several else 0.0) / rate + hook.post_work_bytes / rate)
+    return copy_in, copy_out
+
+
+def comm_gaps_s(costs: HostCosts, plan: Plan) -> list[float]:
+    """Seconds each collective's calls wait for a hook's work between them (PowerSGD's Q =
+    Mᵀ·P between the P and the Q all-reduce), at ``costs.copy_gbps``; [] if there is none.
+    The work runs on the comm lane: nothing else can use the link before the Q all-reduce."""
+    if not costs.copy_gbps or not any(c.hook for c in plan.collectives):
+        return []
+    return [(c.hook or NO_HOOK).mid_work_bytes / (costs.copy_gbps * 1e9)
+            for c in plan.collectives]
