@@ -61,31 +61,48 @@ def profile_rank(payload: dict, ctx) -> dict:
         workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
         warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
         precision=payload["precision"])
+    # Plain steps in chunks spread over the phase, as realrun bench spreads its steps over
+    # its run: this VM's compute speed moves by 25-35 % between stretches of seconds (one
+    # 30-step stretch measured 26, 37 and 26 ms in three fresh worlds, 2026-11-23).
+    plain = PlainSteps(workload, payload, ctx)
+    plain.chunk()
     measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
-    measured["plain_steps_s"] = plain_steps(workload, payload, ctx)
+    plain.chunk()
     measured["hooks"] = measure_hooks(workload, payload, ctx)
+    plain.chunk()
     if ctx.world_size > 1:  # this model's backward against its own gradients' all-reduces
-        trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
+        trainer = plain.trainer
 
         def compute() -> None:
             trainer.optimizer.zero_grad(set_to_none=True)
             trainer.loss().backward()
         stream = [torch.zeros(max(1, n // 4), device=ctx.device) for n in profile.tensor_bytes]
         measured["contention"] = median_overlap(compute, stream, ctx, CONTENTION_REPEATS)
+        plain.chunk()
+    measured["plain_steps_s"] = plain.times
     return {"profile": profile_to_json(profile), "measured": measured}
 
 
-def plain_steps(workload: Workload, payload: dict, ctx) -> list[float]:
-    """Seconds of hook-free compute-only steps, each after a barrier (as realrun bench times
-    them): the parent takes the max over ranks per step, since a step ends with the slowest."""
-    trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
-    times = []
-    for i in range(3 + max(10, payload["repeats"])):
-        ctx.barrier()
-        step_s = timed(ctx, trainer.step)
-        if i >= 3:
-            times.append(step_s)
-    return times
+class PlainSteps:
+    """Hook-free compute-only steps, each after a barrier (as realrun bench times them), in
+    chunks; the parent takes the max over ranks per step, since a step ends with the
+    slowest."""
+
+    WARMUP = 3   # untimed steps before the first chunk
+    CHUNK = 8    # timed steps per chunk: 4 chunks, 32 steps on 2+ ranks
+
+    def __init__(self, workload: Workload, payload: dict, ctx) -> None:
+        self.ctx = ctx
+        self.trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx,
+                               payload)
+        self.times: list[float] = []
+        for _ in range(self.WARMUP):
+            self.trainer.step()
+
+    def chunk(self) -> None:
+        for _ in range(self.CHUNK):
+            self.ctx.barrier()
+            self.times.append(timed(self.ctx, self.trainer.step))
 
 
 def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gloo",
