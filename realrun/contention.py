@@ -43,7 +43,13 @@ def mlp_step(widths: list[int], rows: int, device):
 
 def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, float, float, float]:
     """(W, T, D, Ts) seconds of one repeat: compute alone, the stream alone, and together the
-    compute's end and the stream's end, both from the stream's launch."""
+    compute's end and the stream's end, both from the stream's launch.
+
+    The stream's end is stamped by each all-reduce's completion callback, not read after the
+    compute: a stream that finished *during* the compute would otherwise seem to end with it.
+    That censored end made :func:`simddp.contention.slowdowns` read a stream slowed to the
+    compute's length — all-reduces x3.4-4.6 slower under compute where their own completion
+    times say x1.3-2 (mlp-8x1024, 2026-11-23; the miss behind issue 15)."""
     ctx.barrier()
     start_s = time.perf_counter()
     compute()
@@ -56,15 +62,16 @@ def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, floa
     ctx.synchronize()
     alone_comm_s = time.perf_counter() - start_s
     ctx.barrier()
+    ends: list[float] = []
     start_s = time.perf_counter()
-    works = [dist.all_reduce(t, async_op=True) for t in stream]
+    stamped = [dist.all_reduce(t, async_op=True).get_future().then(
+        lambda _f: ends.append(time.perf_counter())) for t in stream]
     compute()
     _compute_done(ctx)
     compute_end_s = time.perf_counter() - start_s
-    for work in works:
-        work.wait()
+    torch.futures.wait_all(stamped)  # each callback has run: every end is stamped
     ctx.synchronize()
-    return alone_compute_s, alone_comm_s, compute_end_s, time.perf_counter() - start_s
+    return alone_compute_s, alone_comm_s, compute_end_s, max(ends) - start_s
 
 
 def _compute_done(ctx) -> None:
