@@ -92,8 +92,8 @@ def invert_ddp(profile, compute_s: float, comm_s: float, backward_end_s: float,
         bwd = max(s.end_s for s in r.spans if s.kind == "backward")
         return bwd, max(s.end_s for s in r.spans if s.kind == "all-reduce")
     best = None
-    for i in range(41):
-        for j in range(41):
+    for i in range(81):
+        for j in range(61):
             cs, ms = 1 + i * 0.05, 1 + j * 0.05
             d, t = ends(cs, ms)
             err = (d / backward_end_s - 1) ** 2 + (t / comm_end_s - 1) ** 2

@@ -92,6 +92,7 @@ def median_overlap(compute, stream: list[torch.Tensor], ctx, repeats: int) -> di
     runs = [overlap_times(compute, stream, ctx) for _ in range(repeats)]
     keys = ("compute_alone_s", "comm_alone_s", "compute_together_s", "comm_together_s")
     out = {k: statistics.median(r[i] for r in runs) for i, k in enumerate(keys)}
-    return {**out, "repeats": repeats, "stream_bytes": sum(t.numel() * t.element_size()
+    return {**out, "repeats": repeats, "repeats_s": [list(r) for r in runs],
+            "stream_bytes": sum(t.numel() * t.element_size()
                                                            for t in stream),
             "stream_count": len(stream)}

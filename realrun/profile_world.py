@@ -50,7 +50,7 @@ class ProfileRun(NamedTuple):
     host: Host
 
 
-CONTENTION_REPEATS = 5  # each ~3 steps long; the median of 5 settles within ~10 % here
+CONTENTION_REPEATS = 9  # each ~3 steps long; their p10-p90 is the contention's spread
 
 
 def profile_rank(payload: dict, ctx) -> dict:
@@ -152,6 +152,7 @@ def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gl
     if world_size > 1:
         c = combine_contention([r["measured"]["contention"] for r in ranks])
         measured["contention"] = {k: c[k] for k in ("compute_slowdown", "comm_slowdown",
-                                                    "notes", "per_rank")}
-        host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]))
+                                                    "spread", "notes", "per_rank")}
+        host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
+                                   contention_spread=c["spread"])
     return ProfileRun(profile, measured, host)

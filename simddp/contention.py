@@ -11,6 +11,8 @@ factors reproduce them. ``calibrate`` and ``realrun`` measure; this is the arith
 """
 from __future__ import annotations
 
+import numpy as np
+
 # Contention needs the compute and the all-reduce stream to overlap: the shorter of the two
 # (alone) should be at least this fraction of the longer, or the factors are guesses.
 MIN_OVERLAP = 0.3
@@ -42,8 +44,11 @@ def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,
 
 
 def combine_contention(per_rank: list[dict]) -> dict:
-    """The factors for the link file: each rank's medians through :func:`slowdowns`, the max
-    over ranks, at least 1.0 (nothing speeds up under contention; below 1.0 is noise).
+    """The factors for the link or host: each rank's medians through :func:`slowdowns`, the
+    mean over ranks (a collective needs every rank, so each rank's estimate sees the same
+    collectives; the max of two noisy estimates read all-reduces x2.71 slower where the other
+    rank said x2.16, 2026-11-23), at least 1.0 (below 1.0 is noise); and their spread over
+    repeats and ranks when the repeats are given (``repeats_s``: (W, T, D, Ts) each).
 
     >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,
     ...      "comm_together_s": 0.035, "repeats": 5, "stream_bytes": 8, "stream_count": 1}
@@ -52,8 +57,8 @@ def combine_contention(per_rank: list[dict]) -> dict:
     """
     factors = [slowdowns(r["compute_alone_s"], r["comm_alone_s"], r["compute_together_s"],
                          r["comm_together_s"]) for r in per_rank]
-    compute = max(f[0] for f in factors)
-    comm = max(f[1] for f in factors)
+    compute = sum(f[0] for f in factors) / len(factors)
+    comm = sum(f[1] for f in factors) / len(factors)
     notes = [f"{name} measured {v:.3f} < 1.0 (noise), clamped to 1.0"
              for name, v in (("compute_slowdown", compute), ("comm_slowdown", comm)) if v < 1.0]
     # The two lanes must overlap for most of the shorter one, or the factors are guesses.
@@ -66,4 +71,21 @@ def combine_contention(per_rank: list[dict]) -> dict:
     return {"compute_slowdown": max(1.0, compute), "comm_slowdown": max(1.0, comm),
             "compute_slowdown_raw": compute, "comm_slowdown_raw": comm,
             "clamped": [n for n, v in (("compute_slowdown", compute), ("comm_slowdown", comm))
-                        if v < 1.0], "notes": notes, "per_rank": per_rank}
+                        if v < 1.0], "notes": notes, "per_rank": per_rank,
+            "spread": contention_spread(per_rank)}
+
+
+def contention_spread(per_rank: list[dict]) -> tuple[tuple[float, float], ...] | None:
+    """((compute, comm) low, (compute, comm) high): the p10 and p90 of each factor over every
+    repeat of every rank, at least 1.0, bracketing the point estimate; None without repeats.
+
+    >>> reps = [(0.02, 0.02, 0.03, 0.035), (0.02, 0.02, 0.036, 0.04)]    # x1.5/x2, x1.8/x2.25
+    >>> contention_spread([{"repeats_s": reps}])
+    ((1.53, 2.02), (1.77, 2.23))
+    """
+    repeats = [tuple(rep) for r in per_rank for rep in r.get("repeats_s") or ()]
+    if not repeats:
+        return None
+    factors = np.array([slowdowns(*rep) for rep in repeats])
+    low, high = (np.maximum(1.0, np.percentile(factors, q, axis=0)) for q in (10, 90))
+    return tuple(round(float(v), 2) for v in low), tuple(round(float(v), 2) for v in high)

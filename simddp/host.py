@@ -80,21 +80,26 @@ class Host:
     ``contention``: (compute_slowdown, comm_slowdown) measured with this model's own
     backward against its own all-reduces (realrun/contention.py); when set, the engine uses
     it instead of the link's, which calibrate measures with a generic MLP.
+    ``contention_spread``: the low and high (compute, comm) pairs of that measurement over its
+    repeats and ranks (p10, p90), which the prediction ranges take (simddp/ranges.py).
     """
 
     name: str
     implementations: dict[str, HostCosts] = field(default_factory=dict)
     source: str = ""
     contention: tuple[float, float] | None = None
+    contention_spread: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
         if self.contention is not None:
-            pair = tuple(self.contention)
-            if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
-                                     or not math.isfinite(v) or v < 1.0 for v in pair):
-                raise InputError(f"host {self.name!r}: contention must be two slowdowns "
-                                 f">= 1.0 (compute, comm), got {self.contention!r}")
-            object.__setattr__(self, "contention", pair)
+            object.__setattr__(self, "contention", self._pair("contention", self.contention))
+        if self.contention_spread is not None:
+            spread = self.contention_spread
+            if len(tuple(spread)) != 2:
+                raise InputError(f"host {self.name!r}: contention_spread must be a low and a "
+                                 f"high (compute, comm) pair, got {spread!r}")
+            object.__setattr__(self, "contention_spread", tuple(
+                self._pair("contention_spread", pair) for pair in spread))
         costs = {}
         for impl, c in dict(self.implementations).items():
             if impl not in IMPLEMENTATIONS:
@@ -102,6 +107,14 @@ class Host:
                                  f"expected {', '.join(IMPLEMENTATIONS)}")
             costs[impl] = c if isinstance(c, HostCosts) else HostCosts(**c)
         object.__setattr__(self, "implementations", costs)
+
+    def _pair(self, what: str, value) -> tuple[float, float]:
+        pair = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
+                                 or not math.isfinite(v) or v < 1.0 for v in pair):
+            raise InputError(f"host {self.name!r}: {what} must be two slowdowns >= 1.0 "
+                             f"(compute, comm), got {value!r}")
+        return pair
 
     def costs(self, implementation: str) -> HostCosts:
         """That implementation's costs; free when none were measured."""

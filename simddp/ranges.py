@@ -7,13 +7,16 @@ spread, the p5 and p95 over the median of many repeats:
 - ``Link.time_spread``: an all-reduce of the bandwidth-bound sizes (``python -m calibrate``).
 
 Contention, when nothing measured it (a link preset, or α/busbw given by hand, and no
-``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION`.
+``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION`; when the profile
+measured it, over its repeats' p10–p90 (``Host.contention_spread``).
 
 The simulator is run once per *scenario*, each a corner of that box: all fast (``low``),
 all slow (``high``), and the two mixed corners, where compute and communication err in
-opposite directions. The mixed corners are the ones that reorder bucket sizes: a job that is
-really more communication-bound than measured wants larger buckets. A row's range is the
-min and max over the point and the corners (``Result.step_range_s``)::
+opposite directions; then the measured contention at its two ends (``contention_low``,
+``contention_high``). The mixed corners and the contention are what reorder bucket sizes: a
+job that is really more communication-bound than measured wants larger buckets, and one
+whose all-reduces slow the backward less wants smaller ones. A row's range is the min and
+max over the point and the scenarios (``Result.step_range_s``)::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002)
@@ -63,12 +66,18 @@ def contention_measured(link: Link, host: Host | None) -> bool:
 def has_spread(profile: ModelProfile, link: Link, host: Host | None = None) -> bool:
     """Whether any input is uncertain, i.e. whether ranges differ from the point."""
     return (profile.compute_spread is not None or link.time_spread is not None
-            or not contention_measured(link, host))
+            or not contention_measured(link, host)
+            or (host is not None and host.contention_spread is not None))
 
 
-def scenario_inputs(profile: ModelProfile, link: Link,
-                    host: Host | None = None) -> dict[str, tuple[ModelProfile, Link]]:
-    """The profile and link of each scenario (host costs are held at their measurement)."""
+def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None
+                    ) -> dict[str, tuple[ModelProfile, Link, Host | None]]:
+    """The profile, link and host of each scenario (host costs held at their measurement).
+
+    The four corners of compute and all-reduce time; then, when the host carries the spread
+    of its measured contention, that contention at its low and high end with the other
+    inputs at the point (``contention_low``, ``contention_high``): whether an overlapped
+    bucket pays off hinges on it."""
     compute = profile.compute_spread or (1.0, 1.0)
     comm = link.time_spread or (1.0, 1.0)
     out = {}
@@ -81,7 +90,14 @@ def scenario_inputs(profile: ModelProfile, link: Link,
         if m == 1 and not contention_measured(link, host):
             lk = replace(lk, compute_slowdown=UNCALIBRATED_CONTENTION[0],
                          comm_slowdown=UNCALIBRATED_CONTENTION[1])
-        out[name] = (p, lk)
+        out[name] = (p, lk, host)
+    if host is not None and host.contention_spread is not None and host.contention:
+        low, high = host.contention_spread
+        point = host.contention
+        out["contention_low"] = (profile, link, replace(
+            host, contention=tuple(min(a, b) for a, b in zip(low, point))))
+        out["contention_high"] = (profile, link, replace(
+            host, contention=tuple(max(a, b) for a, b in zip(high, point))))
     return out
 
 
@@ -89,8 +105,8 @@ def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy:
                    host: Host | None = None) -> dict[str, float]:
     """Step seconds of ``strategy`` in each scenario (the point is the plain simulation)."""
     out = {}
-    for name, (p, lk) in scenario_inputs(profile, link, host).items():
-        out[name] = simulate(p, lk, plan(p, strategy), world_size, host=host,
+    for name, (p, lk, h) in scenario_inputs(profile, link, host).items():
+        out[name] = simulate(p, lk, plan(p, strategy), world_size, host=h,
                              record=False).step_s
     return out
 
@@ -138,6 +154,10 @@ def range_sources(profile: ModelProfile, link: Link, host: Host | None = None) -
     if not contention_measured(link, host):
         c, m = UNCALIBRATED_CONTENTION
         parts.append(f"contention none to x{c:g} compute, x{m:g} comm (not calibrated)")
+    elif host is not None and host.contention_spread is not None:
+        (c0, m0), (c1, m1) = host.contention_spread
+        parts.append(f"contention x{c0:.2f}–x{c1:.2f} compute, x{m0:.2f}–x{m1:.2f} comm "
+                     "(profile p10–p90)")
     if not parts:
         return "none: the profile and link carry no measured spread"
     return "; ".join(parts)

@@ -259,7 +259,8 @@ def test_nccl_without_gpus_is_one_line_exit_2(capsys, tmp_path):
 
 def test_the_contention_probe_sets_the_links_slowdowns():
     """Per rank: compute 20 ms alone, comm 20 ms alone; together compute ends at 30 ms and comm
-    at 35 ms: x1.5 and x2 (calibrate.combine.slowdowns); the max over ranks is kept."""
+    at 35 ms: x1.5 and x2 (simddp.contention.slowdowns); on the quieter rank 25 and 30 ms:
+    x1.25 and 25/(25 + 20 - 30) = x5/3. The mean over ranks is kept."""
     from realrun.validate.probes import inputs_from_probes
     rank = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,
             "comm_together_s": 0.035, "repeats": 30, "stream_bytes": 8, "stream_count": 1}
@@ -267,5 +268,6 @@ def test_the_contention_probe_sets_the_links_slowdowns():
     link, _, info = inputs_from_probes(Link("cal", 1e-3, 1.0, world_size=2,
                                             compute_slowdown=1.7, comm_slowdown=4.6),
                                        None, {}, [10 ** 6] * 4, 2, contention=[rank, quiet])
-    assert (link.compute_slowdown, link.comm_slowdown) == pytest.approx((1.5, 2.0))
+    assert (link.compute_slowdown, link.comm_slowdown) == pytest.approx(
+        ((1.5 + 1.25) / 2, (2.0 + 5 / 3) / 2))
     assert info["calibrated"]["comm_slowdown"] == 4.6

@@ -52,12 +52,12 @@ def test_no_spread_and_measured_contention_gives_a_point():
 
 def test_uncalibrated_contention_only_at_the_comm_high_corners():
     inputs = scenario_inputs(toy(), Link("l", 0.0, 1.0))
-    for name, (_, link) in inputs.items():
+    for name, (_, link, _) in inputs.items():
         expect = UNCALIBRATED_CONTENTION if name in ("high", "comm_bound") else (1.0, 1.0)
         assert (link.compute_slowdown, link.comm_slowdown) == expect
     # measured on the host (the model's own backward): no assumption is added
     host = Host("h", contention=(1.1, 1.3))
-    assert all(lk.comm_slowdown == 1.0 for _, lk in
+    assert all(lk.comm_slowdown == 1.0 for _, lk, _ in
                scenario_inputs(toy(), Link("l", 0.0, 1.0), host).values())
     assert "not calibrated" in range_sources(toy(), Link("l", 0.0, 1.0))
     assert "not calibrated" not in range_sources(toy(), Link("l", 0.0, 1.0), host)
@@ -123,3 +123,21 @@ def test_spreads_are_checked():
         toy((1.1, 1.3))
     with pytest.raises(InputError, match="time_spread"):
         Link("l", 0.0, 1.0, time_spread=(0.9,))
+
+
+def test_the_measured_contention_spread_is_two_more_scenarios():
+    # overlap on the toy: 2 ms forward, l1's backward ends at 4 ms; its 1 ms all-reduce under
+    # contention (c, m) overlaps l0's 2 ms backward. Contention x1.5/x1.5 at the point; its
+    # spread x1.2/x1.2 .. x2/x2. Flat overlaps nothing: contention cannot move it.
+    host = Host("h", contention=(1.5, 1.5), contention_spread=((1.2, 1.2), (2.0, 2.0)))
+    link = Link("l", 0.0, 1.0)
+    flat, overlap = sweep(toy(), link, 2, ["overlap", "flat"], ranges=True, host=host)
+    assert set(overlap.scenarios_s) >= {"contention_low", "contention_high"}
+    # x1.2: the all-reduce 4 -> 5.2 ms while l0 did 1.2/1.2 = 1 ms of work, its last 1 ms
+    # alone -> 6.2 ms, l0's all-reduce -> 7.2. x2: 4 -> 6 ms, l0 did 1 ms, -> 7, -> 8.
+    assert overlap.scenarios_s["contention_low"] == pytest.approx(0.0072)
+    assert overlap.scenarios_s["contention_high"] == pytest.approx(0.008)
+    assert flat.scenarios_s["contention_low"] == flat.scenarios_s["contention_high"] == flat.step_s
+    assert "x1.20–x2.00 compute" in range_sources(toy(), link, host)
+    with pytest.raises(InputError, match="contention_spread"):
+        Host("h", contention=(1.5, 1.5), contention_spread=((1.2, 0.9), (2.0, 2.0)))
