@@ -153,7 +153,13 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
                     "compute spans only")
         log(f"validate: clocking one step of {timeline_config} for the timeline...")
         try:
-            spans = measure_timeline(s, strategy, bucket_mb)
+            try:
+                spans = measure_timeline(s, strategy, bucket_mb)
+            except Exception as e:  # one retry: a world can fail to form on a busy host
+                if is_torchrun():
+                    raise
+                log(f"validate: timeline run failed ({str(e).splitlines()[0]}); retrying once")
+                spans = measure_timeline(s, strategy, bucket_mb)
             if lead:
                 measured = [dataclasses.replace(r, spans=spans) if r is m else r
                             for r in measured]

@@ -130,7 +130,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
                  "validate.json", "predicted.json", "measured.json"):
         assert (out / name).stat().st_size > 0, name
     measured = json.loads((out / "measured.json").read_text())
-    assert any(r.get("spans") for r in measured["results"]), "no measured timeline spans"
+    assert any(r.get("spans") for r in measured["results"]), \
+        f"no measured timeline spans: {doc['validate'].get('timeline_note')!r}; {proc.stderr}"
     # the summary is the prediction made before running: every row scored, with a range
     assert not any(r["input"] for r in doc["rows"])
     assert doc["summary"]["configs"] == len(doc["rows"])
