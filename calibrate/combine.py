@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from simddp.link import GB, bus_factor
+from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
 
 
-
-def summarize(rank_results: list[dict]) -> list[dict]:
-    """Per size: median and p95 on each rank, then the max over ranks (the slowest rank)."""
+def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:
+    """Per size: median and p95 on each rank, then the max over ranks (the slowest rank).
+    ``kind``: the all-reduce sweep (``"sweep"``) or another kind's (``"kinds"``)."""
+    sweeps = [r["sweep"] if kind == ALL_REDUCE else r["kinds"][kind] for r in rank_results]
     rows = []
-    for i, first in enumerate(rank_results[0]["sweep"]):
-        per_rank = [np.asarray(r["sweep"][i]["times_s"]) for r in rank_results]
+    for i, first in enumerate(sweeps[0]):
+        per_rank = [np.asarray(sweep[i]["times_s"]) for sweep in sweeps]
         rows.append({"size_bytes": first["size_bytes"], "count": first["count"],
                      "time_s": max(float(np.median(t)) for t in per_rank),
                      "p95_s": max(float(np.percentile(t, 95)) for t in per_rank),
@@ -64,4 +65,23 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
         out[f"{pattern}_s"] = total_s
         out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
+    return out
+
+
+def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
+                          world_size: int) -> dict:
+    """Parent side, for a reduce-scatter or all-gather queued back to back in the sequence
+    step (ranks/sequence.py): its total (max over ranks of each rank's median) and α.
+
+    >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10}}}
+    >>> round(combine_kind_sequence([seq], "all_gather", 1.0, 2)["alpha_s"], 6)   # 10 x 0.5 ms
+    0.0025
+    """
+    runs = [r["kinds"][kind] for r in per_rank]
+    sizes = runs[0]["sizes_bytes"]
+    out = {"count": len(sizes), "bytes": int(sum(sizes)), "repeats": len(runs[0]["async_s"]),
+           "bandwidth_s": sum(kind_factor(kind, world_size) * n / (busbw_gbps * GB)
+                              for n in sizes),
+           "async_s": max(float(np.median(r["async_s"])) for r in runs)}
+    out["alpha_s"] = max(0.0, (out["async_s"] - out["bandwidth_s"]) / len(sizes))
     return out

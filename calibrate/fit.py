@@ -1,4 +1,6 @@
-"""Fit the ring law ``t(n) = α + 2(p−1)/p · n / busbw`` to measured all-reduce times.
+"""Fit the ring law ``t(n) = α + 2(p−1)/p · n / busbw`` to measured all-reduce times, and
+``t(n) = α + (p−1)/p · n / busbw`` to reduce-scatter and all-gather times (``kind=``; n is
+the full, unsharded size, as nccl-tests counts it).
 
 Pure numpy/scipy, no torch, so tests run in milliseconds::
 
@@ -7,6 +9,7 @@ Pure numpy/scipy, no torch, so tests run in milliseconds::
     pw = fit_piecewise(sizes_bytes, times_s, world_size=2)         # one breakpoint
     pw.breakpoint_bytes, pw.lower.busbw_gbps, pw.upper.busbw_gbps
     err = heldout_error(sizes_bytes, times_s, 2, every=3)          # fit 2/3, score the rest
+    rs = fit_alpha_beta(sizes_bytes, rs_times_s, 2, kind="reduce_scatter")  # (p−1)/p factor
 
 Why relative residuals: times span 3 decades (0.4 ms at 1 KiB to 90 ms at 64 MiB here), so
 plain least squares is decided by the biggest sizes alone and α comes out as noise, often
@@ -21,7 +24,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from calibrate.settings import MIN_POINTS, heldout_mask
-from simddp.link import GB, Link, LinkPiece, bus_factor
+from simddp.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
 # residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.
@@ -47,9 +50,11 @@ class AlphaBetaFit:
     n_points: int
     world_size: int
     weights: str
+    kind: str = ALL_REDUCE  # the collective: its bytes per rank, kind_factor(kind, p)
 
     def predict_s(self, sizes_bytes) -> np.ndarray:
-        return predict_s(self.alpha_s, self.busbw_gbps, sizes_bytes, self.world_size)
+        return predict_s(self.alpha_s, self.busbw_gbps, sizes_bytes, self.world_size,
+                         self.kind)
 
 
 @dataclass(frozen=True)
@@ -69,24 +74,32 @@ class PiecewiseFit:
                         self.upper.predict_s(sizes))
 
 
-def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int) -> np.ndarray:
+def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int,
+              kind: str = ALL_REDUCE) -> np.ndarray:
+    """Seconds of a ``kind`` collective of each size: α + factor · n / busbw.
+
+    >>> predict_s(0.0, 1.0, [1e6], 4).tolist(), predict_s(0.0, 1.0, [1e6], 4, "all_gather").tolist()
+    ([0.0015], [0.00075])
+    """
     sizes = np.asarray(sizes_bytes, dtype=float)
-    return alpha_s + bus_factor(world_size) * sizes / (busbw_gbps * GB)
+    return alpha_s + kind_factor(kind, world_size) * sizes / (busbw_gbps * GB)
 
 
 def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
                    weights: str | np.ndarray = "relative",
-                   fixed_alpha_s: float | None = None) -> AlphaBetaFit:
+                   fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE) -> AlphaBetaFit:
     """Weighted least squares for α >= 0 and busbw > 0.
 
     ``weights``: "relative" (residual / measured time, the default), "absolute" (plain
     least squares, dominated by the largest sizes) or an array, one weight per point.
     ``fixed_alpha_s``: α measured elsewhere (calibrate's sequence step); only busbw is fitted,
     and α's interval is that single value.
+    ``kind``: the collective timed (all_reduce, reduce_scatter, all_gather): the same fit
+    with that kind's bytes per rank, so busbw is comparable between kinds.
     """
     sizes, times = _check(sizes_bytes, times_s)
     w = _weights(weights, times)
-    x = bus_factor(world_size) * sizes / GB  # GB moved per rank; its coefficient is 1/busbw
+    x = kind_factor(kind, world_size) * sizes / GB  # GB moved per rank; its coefficient is 1/busbw
     # Unknowns in µs and ns/byte-ish units (s/GB) so both are O(1)-O(1000) for the solver.
     design = np.column_stack([np.full_like(x, 1e-6), x])
     lower = [0.0, 1 / MAX_BUSBW_GBPS]
@@ -125,11 +138,11 @@ def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
         busbw_ci_gbps=(float(busbw_ci[0]), float(busbw_ci[1])),
         **_quality(times, model), min_bytes=int(sizes.min()), max_bytes=int(sizes.max()),
         n_points=len(times), world_size=world_size,
-        weights=weights if isinstance(weights, str) else "custom")
+        weights=weights if isinstance(weights, str) else "custom", kind=kind)
 
 
 def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relative",
-                  min_points: int = MIN_POINTS) -> PiecewiseFit:
+                  min_points: int = MIN_POINTS, kind: str = ALL_REDUCE) -> PiecewiseFit:
     """Best single breakpoint: try every split leaving ``min_points`` on each side."""
     sizes, times = _check(sizes_bytes, times_s)
     order = np.argsort(sizes)
@@ -138,8 +151,8 @@ def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relativ
         raise ValueError(f"a piecewise fit needs >= {2 * min_points} sizes, got {len(sizes)}")
     best = None
     for k in range(min_points, len(sizes) - min_points + 1):
-        lower = fit_alpha_beta(sizes[:k], times[:k], world_size, weights)
-        upper = fit_alpha_beta(sizes[k:], times[k:], world_size, weights)
+        lower = fit_alpha_beta(sizes[:k], times[:k], world_size, weights, kind=kind)
+        upper = fit_alpha_beta(sizes[k:], times[k:], world_size, weights, kind=kind)
         model = np.concatenate([lower.predict_s(sizes[:k]), upper.predict_s(sizes[k:])])
         cost = float(np.sum(((model - times) * _weights(weights, times)) ** 2))
         if best is None or cost < best[0]:
@@ -151,14 +164,15 @@ def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relativ
 
 def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,
                   piecewise: bool = False, weights: str = "relative",
-                  fixed_alpha_s: float | None = None) -> dict:
+                  fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE) -> dict:
     """Fit on the kept sizes, predict the held-out ones: relative errors there."""
     sizes, times = _check(sizes_bytes, times_s)
     mask = heldout_mask(len(sizes), every)
     if fixed_alpha_s is not None and not piecewise:
-        fit = fit_alpha_beta(sizes[~mask], times[~mask], world_size, weights, fixed_alpha_s)
+        fit = fit_alpha_beta(sizes[~mask], times[~mask], world_size, weights, fixed_alpha_s,
+                             kind)
     else:
-        fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights)
+        fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights, kind)
     rel = np.abs(fit.predict_s(sizes[mask]) - times[mask]) / times[mask]
     return {"fit": fit, "mask": mask.tolist(), "heldout_bytes": sizes[mask].astype(int).tolist(),
             "rel_err": rel.tolist(),
@@ -167,10 +181,10 @@ def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,
 
 
 def fit_any(sizes_bytes, times_s, world_size: int, piecewise: bool = False,
-            weights: str = "relative") -> AlphaBetaFit | PiecewiseFit:
+            weights: str = "relative", kind: str = ALL_REDUCE) -> AlphaBetaFit | PiecewiseFit:
     if piecewise:
-        return fit_piecewise(sizes_bytes, times_s, world_size, weights)
-    return fit_alpha_beta(sizes_bytes, times_s, world_size, weights)
+        return fit_piecewise(sizes_bytes, times_s, world_size, weights, kind=kind)
+    return fit_alpha_beta(sizes_bytes, times_s, world_size, weights, kind=kind)
 
 
 def suggest_piecewise(fit: AlphaBetaFit) -> bool:
