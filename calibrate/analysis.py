@@ -1,4 +1,5 @@
-"""Turn one world's raw all-reduce timings into fits, the sequence α, contention and a Link.
+"""Turn one world's raw all-reduce timings into fits, the sequence α, contention and a Link;
+reduce-scatter and all-gather timings into the Link's ``kind_fits`` the same way.
 
 :func:`calibrate.run` calls :func:`analyse` on what :func:`calibrate.measure` returned, for
 ``python -m calibrate`` and for ``realrun validate`` alike.
@@ -8,15 +9,33 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import calibrate.fit as fitting
-from calibrate.combine import combine_sequence, summarize, time_spread
+from calibrate.combine import combine_kind_sequence, combine_sequence, summarize, time_spread
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from realrun.launch.env import is_torchrun
-from simddp.link import Link
+from simddp.link import KindFit, Link
+
+
+@dataclass(frozen=True)
+class KindCalibration:
+    """One other collective kind's sweep and fit (reduce_scatter, all_gather): the same
+    method as the all-reduce's, with that kind's (p−1)/p bytes per rank."""
+
+    kind: str
+    rows: list[dict]               # per size (n = full bytes): time_s, p95_s, ...
+    fit: object                    # calibrate.fit.AlphaBetaFit: the link file's kind_fits
+    heldout: dict
+    lone_fit: object               # relative residuals on the lone sweep, α fitted
+    lone_heldout: dict
+    sequence: dict | None = None   # α queued back to back (ranks/sequence.py), if measured
+
+    @property
+    def kind_fit(self) -> KindFit:
+        return KindFit(self.fit.alpha_s, self.fit.busbw_gbps)
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,8 @@ class WorldCalibration:
     # refits busbw under it (``fit``); without, the two are the same fit.
     lone_fit: object = None
     lone_heldout: dict | None = None
+    # reduce_scatter / all_gather, when measured (settings.kinds): their fits are link.kind_fits
+    kinds: dict[str, KindCalibration] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,8 +114,36 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     link = dataclasses.replace(link, time_spread=time_spread(rows, link.alpha_s))
+    kinds = {kind: analyse_kind(s, world_size, ranks, kind) for kind in ranks[0].get("kinds", {})}
+    if kinds:
+        link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
-                            alternative, cont, oversubscribed, lone, lone_held)
+                            alternative, cont, oversubscribed, lone, lone_held, kinds)
+
+
+def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind: str
+                 ) -> KindCalibration:
+    """A reduce-scatter's or all-gather's fit, as the all-reduce's: with the sequence step, α
+    is its queued α and busbw is refitted under it by plain least squares; without, both come
+    from relative residuals on the lone sweep. Always one line (no pieces: Link.kind_fits
+    holds one α and busbw per kind), held-out scored the same way."""
+    rows = summarize(ranks, kind)
+    sizes = [r["size_bytes"] for r in rows]
+    times = [r["time_s"] for r in rows]
+    held = lone_held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
+                                             kind=kind)
+    fit = lone = held["fit"]
+    seq = None
+    if kind in ranks[0].get("sequence", {}).get("kinds", {}):
+        for _ in range(3):  # α needs busbw and busbw α: as for the all-reduce, they settle
+            seq = combine_kind_sequence([r["sequence"] for r in ranks], kind, fit.busbw_gbps,
+                                        world_size)
+            held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
+                                         weights="absolute", fixed_alpha_s=seq["alpha_s"],
+                                         kind=kind)
+            fit = held["fit"]
+        seq["lone_alpha_s"] = lone.alpha_s
+    return KindCalibration(kind, rows, fit, held, lone, lone_held, seq)
 
 
 def _link_name(s: CalibrateSettings, world_size: int) -> str:
@@ -124,6 +173,8 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
     if seq is not None:
         text += (f"; α from {seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
                  f"lone α {seq['lone_alpha_s'] * 1e6:.0f} µs")
+    if s.kinds:
+        text += f"; kind_fits ({', '.join(s.kinds)}) by the same method on the same sizes"
     return text + (" (CPU oversubscribed)" if oversubscribed else "")
 
 

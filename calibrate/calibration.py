@@ -23,10 +23,11 @@ def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
         "widths": list(s.contention_widths), "rows": s.contention_rows, "dtype": s.dtype,
         "stream_bytes": list(s.contention_stream_bytes), "repeats": s.contention_repeats}
     sequence = None if not s.sequence else {
-        "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats}
+        "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats,
+        "kinds": list(s.kinds)}
     payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,
                "iters": s.iters, "contention": contention, "sequence": sequence,
-               "progress": s.progress}
+               "progress": s.progress, "kinds": list(s.kinds)}
     return run_world("calibrate.ranks.run:run_rank", payload, world_size=world_size,
                      backend=s.backend, threads_per_rank=s.threads_per_rank,
                      timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)

@@ -4,13 +4,14 @@
     python -m calibrate --out cal --piecewise             # two lines with a fitted breakpoint
     python -m calibrate --world-sizes 2,4 --out cal       # cal/link-p2.json, cal/link-p4.json
     python -m calibrate --emulate-hosts 2 --link-gbit 1 --min-bytes 1M --max-bytes 16M
+    python -m calibrate --kinds none                      # all-reduce only (no kind_fits)
     torchrun --nproc-per-node 8 -m calibrate --backend nccl --max-bytes 1G
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m calibrate --backend nccl
     python -m simddp sweep --link cal/link.json ...       # use the result
 
 Writes under --out (default ``calibrate-out``): allreduce.json (everything), allreduce.csv,
-allreduce_time.png, allreduce_busbw.png and link.json (link-p<N>.json per world size when
-several are swept). Nothing is written unless every rank succeeded. Exit codes: 0 done,
+allreduce_time.png, allreduce_busbw.png, kinds.csv (reduce-scatter and all-gather, unless
+--kinds none) and link.json (link-p<N>.json per world size when several are swept). Nothing is written unless every rank succeeded. Exit codes: 0 done,
 1 a rank failed (one line naming it), 2 bad input (one line naming the flag).
 """
 from __future__ import annotations
@@ -19,8 +20,8 @@ import argparse
 import os
 import sys
 
-from calibrate.settings import (DTYPE_BYTES, SEQUENCE_BYTES, SEQUENCE_COUNT, SEQUENCE_REPEATS,
-                                CalibrateSettings, parse_bytes)
+from calibrate.settings import (DTYPE_BYTES, KINDS, SEQUENCE_BYTES, SEQUENCE_COUNT,
+                                SEQUENCE_REPEATS, CalibrateSettings, parse_bytes)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
 from simddp.cli import join_negative_values
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sequence-bytes", default=None, help="size of each (default 64K)")
     p.add_argument("--sequence-repeats", type=int, default=SEQUENCE_REPEATS,
                    help="repeats, median (%(default)s)")
+    p.add_argument("--kinds", default=",".join(KINDS), metavar="LIST",
+                   help="other collectives to sweep and fit on the same sizes, written as the "
+                        "link's kind_fits (sharded strategies use them): comma list of "
+                        f"{', '.join(KINDS)}, or none (default %(default)s)")
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--profile", metavar="FILE", default=None,
@@ -112,6 +117,7 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
         threads_per_rank=a.threads_per_rank, piecewise=a.piecewise,
         holdout_every=a.holdout_every, sequence=not a.no_sequence,
         sequence_count=a.sequence_count, sequence_repeats=a.sequence_repeats,
+        kinds=_kinds(a.kinds),
         sequence_bytes=(SEQUENCE_BYTES if a.sequence_bytes is None
                         else parse_bytes("--sequence-bytes", a.sequence_bytes)),
         contention=not a.no_contention, contention_widths=_mlp_widths(a.contention_mlp),
@@ -129,6 +135,17 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
     if not is_torchrun() or os.environ["RANK"] == "0":  # rank 0 writes
         check_out_dir(a.out, files=("allreduce.json",), force=a.force)
     return settings, a
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    """'reduce_scatter,all_gather' -> that tuple; 'none' or '' -> (); checked by the settings.
+
+    >>> _kinds("all_gather"), _kinds("none")
+    (('all_gather',), ())
+    """
+    if text.strip().lower() in ("none", ""):
+        return ()
+    return tuple(k.strip().replace("-", "_") for k in text.split(","))
 
 
 def _mlp_widths(text: str) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
 """What ``python -m calibrate`` writes: allreduce.csv, allreduce.json, the link file(s) and the
-plots, each atomically, only after every rank succeeded::
+plots (and kinds.csv when reduce-scatter and all-gather were measured), each atomically, only
+after every rank succeeded::
 
     paths = write_outputs(calibration, "cal", plots=True)   # cal/link.json, cal/allreduce.*
 """
@@ -53,6 +54,41 @@ def csv_text(runs: list[WorldCalibration]) -> str:
     return buf.getvalue()
 
 
+def kinds_csv_text(runs: list[WorldCalibration]) -> str:
+    """One row per (world size, kind, size) of the reduce-scatter and all-gather sweeps; size
+    is the full bytes n, busbw = algbw · (p−1)/p, fit the link file's kind_fits line."""
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["world_size", "kind", "size_bytes", "count", "dtype", "time_us", "p95_us",
+                  "algbw_gbps", "busbw_gbps", "fit_us", "heldout", "iters"])
+    for run in runs:
+        for kind, c in run.kinds.items():
+            predicted = c.fit.predict_s([r["size_bytes"] for r in c.rows])
+            for i, r in enumerate(c.rows):
+                algbw, busbw = bandwidths_gbps(r["size_bytes"], r["time_s"], run.world_size,
+                                               kind)
+                out.writerow([run.world_size, kind, r["size_bytes"], r["count"], run.dtype,
+                              f"{r['time_s'] * 1e6:.3f}", f"{r['p95_s'] * 1e6:.3f}",
+                              f"{algbw:.6f}", f"{busbw:.6f}", f"{predicted[i] * 1e6:.3f}",
+                              int(bool(c.heldout["mask"][i])), r["iters"]])
+    return buf.getvalue()
+
+
+def kinds_json(run: WorldCalibration) -> dict:
+    """allreduce.json's ``kinds`` of one world: per kind its rows, fits and sequence."""
+    out = {}
+    for kind, c in run.kinds.items():
+        rows = [{**r, **dict(zip(("algbw_gbps", "busbw_gbps"),
+                                 bandwidths_gbps(r["size_bytes"], r["time_s"], run.world_size,
+                                                 kind))),
+                 "heldout": bool(h)} for r, h in zip(c.rows, c.heldout["mask"])]
+        out[kind] = {"rows": rows, "fit": fit_to_json(c.fit), "lone_fit": fit_to_json(c.lone_fit),
+                     "heldout": {k: _finite(c.heldout[k]) for k in (
+                         "heldout_bytes", "rel_err", "median_rel_err", "max_rel_err")},
+                     "sequence": c.sequence}
+    return out
+
+
 def link_paths(out_dir: str | Path, world_sizes: list[int]) -> dict[int, Path]:
     """link.json for one world size, link-p<N>.json each when several were swept."""
     out_dir = Path(out_dir)
@@ -81,6 +117,7 @@ def results_json(cal: Calibration, links: dict[int, Path]) -> dict:
             "busbw_wire_fraction": wire_fraction(run.link.busbw_gbps, a.link_gbit),
             "contention": run.contention, "sequence": run.sequence,
             "oversubscribed": run.oversubscribed or None, "link_file": str(links[p]),
+            "kinds": kinds_json(run),
             "link": link_to_json(run.link)})
     return out
 
@@ -95,6 +132,9 @@ def write_outputs(cal: Calibration, out_dir: str | Path, plots: bool = True) -> 
     write_atomic(out_dir / "allreduce.csv", csv_text(runs))
     save_json(out_dir / "allreduce.json", results_json(cal, links))
     paths += [out_dir / "allreduce.csv", out_dir / "allreduce.json"]
+    if any(run.kinds for run in runs):
+        write_atomic(out_dir / "kinds.csv", kinds_csv_text(runs))
+        paths.append(out_dir / "kinds.csv")
     for run in runs:
         save_json(links[run.world_size], link_to_json(run.link))
         paths.append(links[run.world_size])

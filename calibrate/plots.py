@@ -1,6 +1,7 @@
 """calibrate's two pictures: all-reduce time against size (log-log, the fitted line, relative
 residuals below) and bus bandwidth against size, as ``allreduce_time.png`` and
-``allreduce_busbw.png``. matplotlib's object API (Figure, Agg canvas): no pyplot state.
+``allreduce_busbw.png``; the busbw plot also has a series per other collective kind measured
+(reduce-scatter, all-gather). matplotlib's object API (Figure, Agg canvas): no pyplot state.
 """
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from matplotlib.figure import Figure
 from calibrate.analysis import WorldCalibration
 from calibrate.report import bandwidths_gbps
 from simddp.io import write_atomic
-from simddp.link import GB, bus_factor
+from simddp.link import GB, bus_factor, kind_factor
 from simddp.report.plots import figure_png
+
+
+_KIND_MARKERS = {"reduce_scatter": "^", "all_gather": "v"}
 
 
 def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
@@ -53,6 +57,14 @@ def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
         bw_ax.plot(sizes, bw, "o-", color=color, ms=4, label=f"p={p} measured")
         bw_ax.plot(grid, grid * bus_factor(p) / run.fit.predict_s(grid) / GB, "--",
                    color=color, lw=1, label=f"p={p} link file")
+        for kind, c in run.kinds.items():  # same colour per world, a marker per kind
+            marker = _KIND_MARKERS.get(kind, "x")
+            k_sizes = np.array([r["size_bytes"] for r in c.rows], dtype=float)
+            k_bw = [bandwidths_gbps(n, r["time_s"], p, kind)[1] for n, r in zip(k_sizes, c.rows)]
+            bw_ax.plot(k_sizes, k_bw, marker, ls=":", color=color, ms=4, lw=0.8, mfc="none",
+                       label=f"p={p} {kind} measured")
+            bw_ax.plot(grid, grid * kind_factor(kind, p) / c.fit.predict_s(grid) / GB, "-.",
+                       color=color, lw=0.8, alpha=0.7, label=f"p={p} {kind} link file")
     if wire_gbps:
         bw_ax.axhline(wire_gbps, color="k", lw=0.8, ls=":", label=f"wire {wire_gbps:g} GB/s")
     ax.set(xscale="log", yscale="log", ylabel="all-reduce time (µs)",

@@ -14,22 +14,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from calibrate.analysis import Calibration
+from calibrate.analysis import Calibration, KindCalibration
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
-from simddp.link import GB, bus_factor
+from simddp.link import ALL_REDUCE, GB, kind_factor
 
 _NCCL_TYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
               "float64": "double", "int32": "int32", "int64": "int64", "uint8": "uint8"}
 
 
-def bandwidths_gbps(size_bytes: float, time_s: float, world_size: int) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s, as nccl-tests computes them for all-reduce.
+def bandwidths_gbps(size_bytes: float, time_s: float, world_size: int,
+                    kind: str = ALL_REDUCE) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s, as nccl-tests computes them: busbw = algbw · 2(p−1)/p for
+    all-reduce, algbw · (p−1)/p for reduce-scatter and all-gather (size = the full bytes).
 
-    >>> bandwidths_gbps(1e9, 2.0, 4)
-    (0.5, 0.75)
+    >>> bandwidths_gbps(1e9, 2.0, 4), bandwidths_gbps(1e9, 2.0, 4, "reduce_scatter")
+    ((0.5, 0.75), (0.5, 0.375))
     """
     algbw = size_bytes / time_s / GB
-    return algbw, algbw * bus_factor(world_size)
+    return algbw, algbw * kind_factor(kind, world_size)
 
 
 def human_bytes(n: float) -> str:
@@ -96,6 +98,27 @@ def _line(f: AlphaBetaFit) -> str:
             f"{f.alpha_ci_s[1] * 1e6:.1f}], {busbw}")
 
 
+def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float) -> str:
+    """One line for a reduce-scatter's or all-gather's fit (a :class:`KindCalibration`): the
+    link file's α and busbw, where α came from, busbw against the all-reduce's, held-out."""
+    f, seq, lone = c.fit, c.sequence, c.lone_fit
+    if seq is not None:
+        alpha = (f"α {f.alpha_s * 1e6:.0f} µs ({seq['count']} queued back to back "
+                 f"{seq['async_s'] * 1e3:.2f} ms; lone fit {lone.alpha_s * 1e6:.0f} µs)")
+    else:
+        alpha = f"α {f.alpha_s * 1e6:.0f} µs (lone fit)"
+    if f.busbw_gbps >= MAX_BUSBW_GBPS / 2:
+        busbw = "busbw unresolved (latency-bound)"
+    else:
+        lo, hi = f.busbw_ci_gbps
+        busbw = (f"busbw {f.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}] = "
+                 f"x{f.busbw_gbps / allreduce_busbw_gbps:.2f} the all-reduce's")
+    held = c.heldout
+    err = (f"; held-out median err {held['median_rel_err']:.0%}" if held["heldout_bytes"]
+           else "")
+    return f"{c.kind}: {alpha}, {busbw}{err}"
+
+
 def wire_fraction(busbw_gbps: float, link_gbit: float | None) -> float | None:
     """busbw over the emulated wire rate R/8 GB/s (1 Gbit/s carries 0.125 GB/s)."""
     return busbw_gbps / (link_gbit / 8) if link_gbit else None
@@ -140,6 +163,11 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                   f"to back, and here each then costs x{ratio:.1f} a lone one's α; busbw "
                   f"{_line(fit).split('busbw = ')[-1]}, refitted with that α held (the large "
                   "sizes decide it)")
+        if run.kinds:
+            print("other collectives, on the same sizes (n = the full, unsharded bytes, "
+                  "(p−1)/p·n per rank; the link file's kind_fits):")
+            for c in run.kinds.values():
+                print("  " + describe_kind(c, run.link.busbw_gbps))
         frac = wire_fraction(run.link.busbw_gbps, a.link_gbit)
         if frac is not None:
             print(f"  busbw {run.link.busbw_gbps:.4f} GB/s = {frac:.0%} of the "

@@ -27,6 +27,9 @@ from simddp.errors import InputError
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
                "int64": 8, "uint8": 1}
 BACKENDS = ("gloo", "nccl")
+# The collectives measured besides all-reduce, for sharded strategies (simddp Link.kind_fits);
+# simddp.link's names, kept here as text so the settings need nothing but numpy.
+KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
@@ -101,6 +104,9 @@ class CalibrateSettings:
     sequence_bytes: int = SEQUENCE_BYTES
     sequence_repeats: int = SEQUENCE_REPEATS
     sequence_sizes: tuple[int, ...] | None = None  # None: sequence_count x sequence_bytes
+    # Also swept and fitted, each over the same sizes (n = the full, unsharded bytes), and
+    # queued back to back in the sequence step: the link's kind_fits. () = all-reduce only.
+    kinds: tuple[str, ...] = KINDS
     contention: bool = True
     contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload
     contention_rows: int = CONTENTION_ROWS
@@ -132,6 +138,12 @@ class CalibrateSettings:
                                  ("--contention-rows", self.contention_rows, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"{flag} must be an integer >= {low}, got {value}")
+        kinds = (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
+        bad = [k for k in kinds if k not in KINDS] or (
+            [",".join(kinds)] if len(set(kinds)) != len(kinds) else [])
+        if bad:
+            raise InputError(f"--kinds: {bad[0]!r} is not a comma list of distinct "
+                             f"{', '.join(KINDS)} (or none)")
         if self.holdout_every < 0 or self.holdout_every == 1:
             raise InputError(f"--holdout-every must be 0 (none) or >= 2, got "
                              f"{self.holdout_every}")
@@ -153,7 +165,8 @@ class CalibrateSettings:
         if self._resolved:
             return
         # Resolve the defaults that depend on other fields or on how the ranks were started.
-        fields = {"world_sizes": self._world_sizes(), "_resolved": True}
+        fields = {"world_sizes": self._world_sizes(), "kinds": tuple(self.kinds),
+                  "_resolved": True}
         if self.piecewise:  # each piece keeps its own fitted α: no sequence step
             fields["sequence"] = False
         if self.sequence_sizes is None:

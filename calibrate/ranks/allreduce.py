@@ -37,15 +37,21 @@ def measure_sweep(sizes_bytes: list[int], dtype: str, warmup: int, iters: int, c
 
 def time_allreduce(tensor: torch.Tensor, ctx, warmup: int, iters: int) -> list[float]:
     """Seconds of ``iters`` all-reduces, each started together after a barrier."""
+    return time_collective(lambda: dist.all_reduce(tensor), ctx, warmup, iters)
+
+
+def time_collective(call, ctx, warmup: int, iters: int) -> list[float]:
+    """Seconds of ``iters`` calls of ``call()`` (one blocking collective), each started
+    together after a barrier; the reduce-scatter and all-gather sweeps time theirs so too."""
     for _ in range(warmup):  # connections, buffers and allocator pages, not timed
-        dist.all_reduce(tensor)
+        call()
     ctx.synchronize()
     times_s = []
     for _ in range(iters):
         ctx.barrier()
         ctx.synchronize()
         start_s = time.perf_counter()
-        dist.all_reduce(tensor)
+        call()
         ctx.synchronize()
         times_s.append(time.perf_counter() - start_s)
     return times_s

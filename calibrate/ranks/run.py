@@ -5,18 +5,22 @@ Started by :func:`calibrate.measure` through the launcher, never by hand::
     from realrun.launch import run_world
     ranks = run_world("calibrate.ranks.run:run_rank", payload_of(settings), world_size=2)
     ranks[r]["sweep"][i]["times_s"]      # rank r's iteration times at size i
+    ranks[r]["kinds"]["all_gather"][i]   # the same for an all-gather (settings.kinds)
 """
 from __future__ import annotations
 
 from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.contention import measure_contention
+from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.sequence import measure_sequence
 from simddp.report.progress import Progress
 
 
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world; ``payload`` is :func:`calibrate.measure`'s."""
-    steps = len(payload["sizes_bytes"]) + bool(payload["sequence"]) + bool(payload["contention"])
+    kinds = payload.get("kinds", [])
+    steps = (len(payload["sizes_bytes"]) * (1 + len(kinds)) + bool(payload["sequence"])
+             + bool(payload["contention"]))
     # Only rank 0 draws; the bar redraws between sizes, never inside a timed all-reduce.
     progress = Progress(f"all-reduce sweep, {ctx.world_size} ranks", steps,
                         show=ctx.rank == 0 and payload["progress"])
@@ -24,6 +28,9 @@ def run_rank(payload: dict, ctx) -> dict:
         out = {"rank": ctx.rank, "world_size": ctx.world_size,
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}
+        if kinds:
+            out["kinds"] = measure_kind_sweep(kinds, payload["sizes_bytes"], payload["dtype"],
+                                              payload["warmup"], payload["iters"], ctx, progress)
         if payload["sequence"]:
             out["sequence"] = measure_sequence(payload["sequence"], ctx)
             progress.advance("sequence")

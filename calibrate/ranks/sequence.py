@@ -23,6 +23,10 @@ while 32 of them took 1.0-2.2 ms each blocking and 1.0-1.6 ms each queued (threa
 inside Gloo, measured 2026-11-22, docs/CALIBRATE.md); a sweep's small sizes jump between
 0.3 and 3.5 ms from one size to the next, so the fitted intercept is mostly noise.
 ``realrun validate`` runs this with the model's own gradient sizes.
+
+With ``kinds`` (reduce_scatter, all_gather: calibrate/ranks/kinds.py), each repeat also queues
+one collective of each kind per size, n the full bytes, async as FSDP2 issues them, and
+``α_kind = (async_s − Σ (p−1)/p·n/busbw_kind) / N`` is that kind's α in Link.kind_fits.
 """
 from __future__ import annotations
 
@@ -32,27 +36,53 @@ import torch
 import torch.distributed as dist
 
 from calibrate.ranks.allreduce import zeros
+from calibrate.ranks.kinds import collective, full_bytes, kind_tensors
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
 _MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/contention.py)
 
 
 def measure_sequence(cfg: dict, ctx) -> dict:
-    """Rank side. ``cfg``: sizes_bytes (one all-reduce each, in order), dtype, repeats."""
+    """Rank side. ``cfg``: sizes_bytes (one all-reduce each, in order), dtype, repeats, and
+    optionally kinds (also queued, one of each kind per size)."""
     tensors = [zeros(n, cfg["dtype"], ctx.device) for n in cfg["sizes_bytes"]]
     for t in tensors:  # connections and buffers for every size, untimed
         dist.all_reduce(t)
+    kinds = {}
+    for kind in cfg.get("kinds", ()):
+        op = collective(kind)
+        pairs = [kind_tensors(kind, n, cfg["dtype"], ctx.world_size, ctx.device)
+                 for n in cfg["sizes_bytes"]]
+        kinds[kind] = ([lambda async_op, o=o, i=i, op=op: op(o, i, async_op=async_op)
+                        for o, i in pairs], [full_bytes(kind, pair) for pair in pairs])
+        for call in kinds[kind][0]:  # untimed, as the all-reduces above
+            call(False)
     blocking_s, async_s = [], []
+    kinds_s = {kind: [] for kind in kinds}
     for _ in range(cfg["repeats"]):
         for blocking, times in ((True, blocking_s), (False, async_s)):
             ctx.barrier()
             times.append(timed_sequence(tensors, blocking, ctx))
-    return {"blocking_s": blocking_s, "async_s": async_s}
+        for kind, (calls, _) in kinds.items():
+            ctx.barrier()
+            kinds_s[kind].append(timed_calls(calls, False, ctx))
+    out = {"blocking_s": blocking_s, "async_s": async_s}
+    if kinds:
+        out["kinds"] = {kind: {"async_s": kinds_s[kind], "sizes_bytes": sizes}
+                        for kind, (_, sizes) in kinds.items()}
+    return out
 
 
 def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
     """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back: each waited
     for (``blocking``) or all queued, then waited for. realrun's probes time the same."""
+    return timed_calls([lambda async_op, t=t: dist.all_reduce(t, async_op=async_op)
+                        for t in tensors], blocking, ctx, busy_s)
+
+
+def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
+    """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
+    returns its work when ``async_op`` is True."""
     matrix = torch.ones(_MATMUL_N, _MATMUL_N, device=ctx.device)
     end_s = time.perf_counter() + busy_s
     while time.perf_counter() < end_s:
@@ -60,10 +90,10 @@ def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -
         ctx.synchronize()
     start_s = time.perf_counter()
     if blocking:
-        for t in tensors:
-            dist.all_reduce(t)
+        for call in calls:
+            call(False)
     else:
-        for work in [dist.all_reduce(t, async_op=True) for t in tensors]:
+        for work in [call(True) for call in calls]:
             work.wait()
     ctx.synchronize()
     return time.perf_counter() - start_s
