@@ -6,11 +6,16 @@
     python -m realrun bench --emulate-hosts 2 --link-gbit 1      # each rank its own 1 Gbit/s host
     python -m realrun bench --format json                        # {"rows": [...]} only, on stdout
     python -m realrun bench --trace traces/ --scaling            # Chrome traces; vs one process
+    python -m realrun bench --strategies ddp,fsdp,zero2 --bucket-mb 10   # torch FSDP2 too
+    python -m realrun bench --strategies ddp --bucket-mb 10 --comm-hook fp16,powersgd:2
     torchrun --nproc-per-node 2 -m realrun bench                 # ranks started by torchrun
 
 Configurations: ``compute-only`` (no communication: the compute baseline) always runs first;
-naive, flat and overlap run once; bucketed and ddp once per --bucket-mb. ``ddp`` is torch's
-DistributedDataParallel(model, bucket_cap_mb=X); the others are realrun.ddp.DDP. Every
+naive, flat, overlap, fsdp and zero2 run once; bucketed and ddp once per --bucket-mb, and
+once more per --comm-hook ("ddp+fp16"). ``ddp`` is torch's DistributedDataParallel(model,
+bucket_cap_mb_list=[1, X]); a hooked strategy is torch DDP with register_comm_hook
+(realrun/comm_hooks.py); fsdp and zero2 are torch FSDP2 fully_shard (realrun/sharded.py); the
+others are realrun.ddp.DDP. bf16 on Gloo is refused (one line, exit 2): torch's hook needs NCCL. Every
 configuration trains the same model (same seed) on the same batch; after --warmup untimed
 steps each, the timed steps run round-robin in chunks of --chunk steps so drift on a shared
 box hits all alike. A step's time is the max over ranks; median, p5 and p95 are over steps.
@@ -29,9 +34,12 @@ import sys
 
 from realrun.commands.common import (add_model_args, require_int, require_seconds,
                                      resolve_workload)
-from realrun.configs import BENCH_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.comm_hooks import check_backend, check_warmup
+from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, PER_BUCKET, bench_configs
 from realrun.launch.env import is_torchrun
-from simddp.commands.common import parse_names, parse_positive_floats
+from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
+                                    parse_positive_floats)
+from simddp.strategy import split_name
 from simddp.errors import InputError
 from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
 
@@ -41,9 +49,10 @@ HELP = "measure step time per strategy and bucket size on real ranks (gloo or nc
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     g = p.add_argument_group("what to compare")
-    g.add_argument("--strategies", default=",".join(BENCH_STRATEGIES),
+    g.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help="comma list of naive, flat, overlap, bucketed, ddp (torch's "
-                        "DistributedDataParallel), or all (default %(default)s)")
+                        "DistributedDataParallel), fsdp, zero2 (torch FSDP2 fully_shard, "
+                        "reshard_after_forward True/False), or all (default %(default)s)")
     g.add_argument("--bucket-mb", default="1,10,100",
                    help="bucket caps in MiB for bucketed and ddp (default %(default)s)")
     g.add_argument("--steps", type=int, default=30, help="timed steps per config (default %(default)s)")
@@ -56,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scaling", action="store_true",
                    help="also time compute-only in ONE process and report samples/s and "
                         "efficiency = (N-rank samples/s) / (N x single samples/s)")
+    add_beyond_ddp_args(p)
     w = p.add_argument_group("world")
     w.add_argument("--world-size", type=int, default=None,
                    help="ranks (default 2; under torchrun, its WORLD_SIZE)")
@@ -80,7 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--trace-steps", type=int, default=3, help="steps per trace (default %(default)s)")
 
 
-def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
+def check_args(args: argparse.Namespace, strategies: list[str], hooks=()) -> None:
     under_torchrun = is_torchrun()
     if args.world_size is None:
         args.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun else 2
@@ -91,9 +101,11 @@ def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
     if not under_torchrun or os.environ["RANK"] == "0":
         check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)
     require_seconds("--timeout-s", args.timeout_s)
-    if "ddp" in strategies and args.warmup < 2:
+    if ("ddp" in strategies or hooks) and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
                          "forward of its second step; use --warmup >= 2")
+    check_backend(hooks, args.backend)   # bf16 needs NCCL
+    check_warmup(hooks, args.warmup)     # PowerSGD's timed steps all compressed
     if args.emulate_hosts is not None and args.emulate_hosts != args.world_size:
         raise InputError(f"--emulate-hosts {args.emulate_hosts}: must equal --world-size "
                          f"{args.world_size} (one rank per emulated host)")
@@ -111,8 +123,9 @@ def check_args(args: argparse.Namespace, strategies: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
     buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-    check_args(args, strategies)
-    configs = bench_configs(strategies, buckets_mb)
+    hooks = parse_hooks(args.comm_hook)
+    check_args(args, strategies, hooks)
+    configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb)
     workload = resolve_workload(args)  # imports torch, after the cheap checks
     import realrun.bench as bench
 
@@ -166,7 +179,9 @@ def _write_files(args, results, stats, scaling) -> None:
             "seq": None if args.module else args.seq, "precision": args.precision,
             "optimizer": args.optimizer, "world_size": args.world_size, "backend": args.backend,
             "threads": args.threads, "link": results[0].link, "steps": args.steps,
-            "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed}
+            "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed,
+            "comm_hooks": [h.name for h in parse_hooks(args.comm_hook)],
+            "shard_unit_mb": args.shard_unit_mb}
     data = results_to_json(results, bench=meta,
                            steps_s={s["label"]: s["steps_s"] for s in stats},
                            scaling=scaling)
@@ -193,14 +208,14 @@ def format_table(args, results, stats, scaling) -> str:
              f"{args.threads} thread(s)/rank",
              f"# {args.steps} timed steps per config after {args.warmup} warm-up, round-robin "
              f"in chunks of {args.chunk}; step = max over ranks; exposed = median - compute-only",
-             f"# {'strategy':<13}{'bucket_MB':>10}{'colls':>7}{'median_ms':>11}{'p5_ms':>9}"
+             f"# {'strategy':<20}{'bucket_MB':>10}{'colls':>7}{'median_ms':>11}{'p5_ms':>9}"
              f"{'p95_ms':>9}{'exposed_ms':>12}{'vs_ddp':>8}"]
     for r in results:
         ratio = "-"
-        if r.strategy in PER_BUCKET and r.bucket_mb in ddp_ms:
+        if split_name(r.strategy)[0] in PER_BUCKET and r.bucket_mb in ddp_ms:
             ratio = f"{r.step_s / ddp_ms[r.bucket_mb]:.3f}"
         mb = "-" if r.bucket_mb is None else f"{r.bucket_mb:g}"
-        lines.append(f"  {r.strategy:<13}{mb:>10}{r.collectives:>7}{r.step_s * 1e3:>11.2f}"
+        lines.append(f"  {r.strategy:<20}{mb:>10}{r.collectives:>7}{r.step_s * 1e3:>11.2f}"
                      f"{r.step_p5_s * 1e3:>9.2f}{r.step_p95_s * 1e3:>9.2f}"
                      f"{r.exposed_comm_s * 1e3:>12.2f}{ratio:>8}")
     lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"

@@ -7,6 +7,8 @@
     python -m realrun validate --model transformer-small --layers 8 --d-model 128 --d-ff 512 \\
         --heads 4 --vocab 1024 --batch 2 --seq 32 --bucket-mb 0.25,0.5,1,2,4 --out out/val
     python -m realrun validate --module examples/gpt2_tiny.py:build --bucket-mb 0.5,2,8
+    python -m realrun validate --strategies ddp,fsdp,zero2 --bucket-mb 4    # torch FSDP2 too
+    python -m realrun validate --strategies ddp --bucket-mb 4 --comm-hook fp16,powersgd:2
     python -m realrun validate --backend nccl --precision bf16 --module my_model.py:build
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 \\
         -m realrun validate --backend nccl --module my_model.py:build   # rank 0 prints, writes
@@ -34,9 +36,10 @@ import os
 import sys
 
 from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workload
-from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES
+from realrun.comm_hooks import check_backend, check_warmup
+from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.env import is_torchrun
-from simddp.commands.common import parse_positive_floats
+from simddp.commands.common import add_beyond_ddp_args, parse_hooks, parse_positive_floats
 from simddp.errors import InputError
 from simddp.io import check_out_dir, load_link
 
@@ -46,9 +49,9 @@ HELP = "predict, run for real and compare every strategy and bucket size"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     g = p.add_argument_group("what to validate")
-    g.add_argument("--strategies", default="all",
-                   help="comma list of naive, flat, overlap, bucketed, ddp, or all "
-                        "(default %(default)s)")
+    g.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                   help="comma list of naive, flat, overlap, bucketed, ddp, fsdp, zero2 "
+                        "(torch FSDP2), or all (default %(default)s)")
     g.add_argument("--bucket-mb", default="1,4,10,40",
                    help="bucket caps in MiB for bucketed and ddp (default %(default)s)")
     g.add_argument("--steps", type=int, default=30, help="timed steps per config (default %(default)s)")
@@ -60,6 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeline-steps", type=int, default=5,
                    help="steps clocked span by span for the timeline plot; the median one "
                         "is drawn (default %(default)s)")
+    add_beyond_ddp_args(p)
     w = p.add_argument_group("world and link")
     w.add_argument("--world-size", type=int, default=None,
                    help="ranks (default 2; under torchrun, its WORLD_SIZE)")
@@ -112,6 +116,9 @@ def settings_from_args(args: argparse.Namespace):
             require_gpus(1)  # before minutes of calibration, not after
         except ValueError as e:
             raise InputError(str(e)) from None
+    hooks = parse_hooks(args.comm_hook)
+    check_backend(hooks, args.backend)  # bf16 needs NCCL: before any rank starts
+    check_warmup(hooks, args.warmup)
     text = args.strategies.strip()
     names = BENCH_STRATEGIES if text == "all" else tuple(n.strip() for n in text.split(","))
     for n in names:
@@ -134,6 +141,7 @@ def settings_from_args(args: argparse.Namespace):
         batch=args.batch, seq=args.seq, precision=args.precision, backend=args.backend,
         optimizer=args.optimizer, threads=args.threads, seed=args.seed,
         strategies=tuple(names), bucket_mbs=tuple(buckets),
+        comm_hooks=tuple(h.name for h in hooks), shard_unit_mb=args.shard_unit_mb,
         world_size=args.world_size or (int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2),
         emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit, link=link,
         steps=args.steps, warmup=args.warmup, chunk=args.chunk,

@@ -52,6 +52,7 @@ from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
+from simddp.strategy import make_strategy
 from simddp.sweeps import sweep
 
 
@@ -67,7 +68,7 @@ def predict(profile: ModelProfile, link: Link, host: Host | None,
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
     return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True,
-                 ranges=True)
+                 ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb)
 
 
 def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dict], list[str]]:
@@ -148,9 +149,9 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
     if config is not None:
         strategy, bucket_mb = config
         timeline_config = strategy + (f":{bucket_mb:g}" if bucket_mb is not None else "")
-        if strategy in ("ddp", COMPUTE_ONLY):
-            note = ("timeline: torch DDP has no launch hooks, so its measured panel shows "
-                    "compute spans only")
+        if strategy == COMPUTE_ONLY or make_strategy(strategy).implementation != "realrun":
+            note = (f"timeline: {strategy} runs under torch (DDP or FSDP2), which has no "
+                    "launch hooks of ours, so its measured panel shows compute spans only")
         log(f"validate: clocking one step of {timeline_config} for the timeline...")
         try:
             try:

@@ -3,6 +3,9 @@
     >>> s = ValidateSettings(model="mlp-4x64", bucket_mbs=(1, 10), strategies=("naive", "ddp"))
     >>> [c["strategy"] for c in s.configs()], len(s.probes_run())
     (['compute-only', 'naive', 'ddp', 'ddp'], 9)
+    >>> s = ValidateSettings(bucket_mbs=(4,), strategies=("ddp", "zero2"), comm_hooks=("fp16",))
+    >>> [c["strategy"] for c in s.configs()]
+    ['compute-only', 'ddp', 'ddp+fp16', 'zero2']
 """
 from __future__ import annotations
 
@@ -10,13 +13,16 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, PER_BUCKET, bench_configs
+from realrun.comm_hooks import check_backend, check_warmup
+from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, PER_BUCKET,
+                             bench_configs)
 from realrun.launch.context import BACKENDS
 from realrun.precision import check_precision
 from realrun.tensors import tensor_bytes
 from realrun.validate.probes import HOST_PROBES, PROBES
 from realrun.workload import Workload
 from simddp.errors import InputError
+from simddp.hooks import parse_comm_hook
 from simddp.link import Link
 from simddp.presets.models import ModelSpec, parse_model
 
@@ -34,8 +40,10 @@ class ValidateSettings:
     optimizer: str = "sgd"
     threads: int = 1
     seed: int = 0
-    strategies: tuple[str, ...] = BENCH_STRATEGIES
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     bucket_mbs: tuple[float, ...] = (1.0, 4.0, 10.0, 40.0)
+    comm_hooks: tuple[str, ...] = ()                 # "fp16", "powersgd:2": hooked ddp/bucketed
+    shard_unit_mb: float | None = None               # fsdp/zero2 units (None: one per layer)
     world_size: int = 2
     backend: str = "gloo"
     precision: str = "fp32"
@@ -66,7 +74,7 @@ class ValidateSettings:
         if self.world_size < 2:
             raise InputError(f"--world-size must be >= 2 (one rank has nothing to sync), "
                              f"got {self.world_size}")
-        if "ddp" in self.strategies and self.warmup < 2:
+        if ("ddp" in self.strategies or self.comm_hooks) and self.warmup < 2:
             raise InputError(f"--warmup {self.warmup}: torch ddp rebuilds its buckets in its "
                              "second step; use --warmup >= 2")
         bad = [s for s in self.strategies if s not in BENCH_STRATEGIES]
@@ -91,6 +99,10 @@ class ValidateSettings:
         if self.backend not in BACKENDS:
             raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
         check_precision(self.precision)
+        hooks = [parse_comm_hook(h) for h in self.comm_hooks]
+        check_backend(hooks, self.backend)
+        check_warmup(hooks, self.warmup)
+        self.configs()  # the sweep's own checks: hooks need ddp/bucketed, units need fsdp/zero2
         if self.compute_basis not in COMPUTE_BASES:
             raise InputError(f"--compute-basis: unknown {self.compute_basis!r}; choose "
                              f"{' or '.join(COMPUTE_BASES)}")
@@ -112,7 +124,8 @@ class ValidateSettings:
 
     def configs(self) -> list[dict]:
         """compute-only first, then every strategy at every bucket size (realrun.steps)."""
-        return bench_configs(self.strategies, self.bucket_mbs)
+        return bench_configs(self.strategies, self.bucket_mbs, self.comm_hooks,
+                             self.shard_unit_mb)
 
     def probes_run(self) -> list[str]:
         """The probes timed in the same rounds (not compared; realrun/validate/probes.py)."""

@@ -1,0 +1,62 @@
+"""DDP communication hooks for real: torch's fp16, bf16 and PowerSGD hooks on torch DDP.
+
+simddp names a hooked strategy "ddp+fp16" or "bucketed+powersgd:2" (simddp/hooks.py says
+what each hook sends and computes); here the same :class:`simddp.hooks.CommHook` becomes
+``model.register_comm_hook(state, hook)`` on torch's DistributedDataParallel::
+
+    model = DistributedDataParallel(net, bucket_cap_mb=25)
+    register(model, parse_comm_hook("powersgd:2"), process_group=None)
+
+- ``fp16``: ``default_hooks.fp16_compress_hook`` (cast to fp16, all-reduce, cast back);
+- ``bf16``: ``default_hooks.bf16_compress_hook``; torch documents it for NCCL only, and Gloo
+  has no bfloat16 all-reduce, so :func:`check_backend` refuses it on Gloo before any rank
+  starts;
+- ``powersgd:R[:S]``: ``powerSGD_hook.powerSGD_hook`` with
+  ``PowerSGDState(matrix_approximation_rank=R, start_powerSGD_iter=POWERSGD_START_ITER)``.
+  torch sends plain all-reduces until the start step (1000 by default); simddp's plan is the
+  compressed step after it, so realrun starts at step 2 — torch's minimum with error
+  feedback and warm start — and bench needs ``--warmup`` >= :data:`POWERSGD_MIN_WARMUP`, so
+  every timed step is compressed and the first compressed step (which allocates P, Q and
+  the error buffers) is not timed. The name's S is what a training run would use; it does
+  not change what a compressed step does, so bench ignores it.
+"""
+from __future__ import annotations
+
+from simddp.errors import InputError
+from simddp.hooks import PSGD_MIN_START, CommHook
+
+POWERSGD_START_ITER = PSGD_MIN_START   # 2: torch refuses less with error feedback/warm start
+# steps before the first timed one: plain steps 0..1, then one compressed step that allocates
+POWERSGD_MIN_WARMUP = POWERSGD_START_ITER + 1
+
+
+def check_backend(hooks, backend: str) -> None:
+    """InputError (one line) if a hook cannot run on ``backend``: bf16 needs NCCL."""
+    for hook in hooks:
+        if hook.kind == "bf16" and backend != "nccl":
+            raise InputError(f"--comm-hook bf16: torch's bf16_compress_hook needs NCCL "
+                             f"(--backend nccl); Gloo has no bfloat16 all-reduce. On "
+                             f"{backend}, use fp16")
+
+
+def check_warmup(hooks, warmup: int) -> None:
+    """InputError unless PowerSGD's timed steps all come after its start and first step."""
+    if any(h.kind == "powersgd" for h in hooks) and warmup < POWERSGD_MIN_WARMUP:
+        raise InputError(f"--warmup {warmup}: powersgd compresses from step "
+                         f"{POWERSGD_START_ITER} on and allocates its buffers in that step; "
+                         f"use --warmup >= {POWERSGD_MIN_WARMUP}")
+
+
+def register(model, hook: CommHook, process_group=None) -> None:
+    """Register ``hook`` on the torch DistributedDataParallel ``model``."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if hook.kind == "fp16":
+        model.register_comm_hook(process_group, default_hooks.fp16_compress_hook)
+    elif hook.kind == "bf16":
+        model.register_comm_hook(process_group, default_hooks.bf16_compress_hook)
+    else:
+        state = powerSGD_hook.PowerSGDState(
+            process_group=process_group, matrix_approximation_rank=hook.rank,
+            start_powerSGD_iter=POWERSGD_START_ITER)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)

@@ -1,0 +1,85 @@
+"""fsdp and zero2 for real: torch FSDP2 ``fully_shard`` on simddp's shard units, then the root.
+
+Picture simddp's plan for a sharded strategy (simddp/sharding.py): a list of units, each one
+module with trainable parameters (or several consecutive ones with ``--shard-unit-mb``). Here
+each unit becomes one ``fully_shard`` call, bottom-up, and the root gets the last one, which
+takes every parameter no unit took::
+
+    model, plan = shard_module(net, make_strategy("fsdp"), torch.device("cpu"))
+    loss_fn(model(x), y).backward()     # FSDP2 all-gathers, reduce-scatters inside
+    opt.step()                          # on this rank's shard (DTensor parameters)
+
+``reshard_after_forward`` is the strategy's (True for fsdp, False for zero2); prefetching is
+FSDP2's default. The units come from ``simddp.plan(module_profile(module), strategy)``: the
+same function the simulator uses, on the module's own definition order (a measured profile
+may order layers differently; that only moves the grouping with ``--shard-unit-mb``).
+
+What FSDP2 needs that the plan does not say:
+
+- every rank must start from the same weights: FSDP2 shards what each rank holds and
+  broadcasts nothing (realrun builds every rank's model from one seed);
+- a tied parameter (one Parameter held by two modules, e.g. embedding and LM head) must live
+  in one FSDP unit reaching all its users, so a unit holding one is left to the root
+  (:func:`shard_groups` says which);
+- on Gloo, FSDP2 asks for ``ReduceOp.AVG`` in its fp32 reduce-scatter, which Gloo's
+  reduce-scatter has summed silently (pytorch/pytorch#162338); ``force_sum`` makes FSDP2 sum
+  and divide by p itself (one pass over the shard, 1/p of the bytes), on every backend but
+  NCCL.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+
+from realrun.tensors import module_profile
+from simddp.plans import Plan, plan as make_plan
+from simddp.strategy import Strategy
+
+ROOT = "(root)"   # module_profile's name for parameters the root module owns itself
+
+
+def shard_groups(module: nn.Module, plan: Plan) -> list[list[str]]:
+    """Module names of each ``fully_shard`` call before the root's, children first.
+
+    A unit is skipped (its parameters go to the root) when it is the root itself or when one
+    of its parameters is also held by a module outside it (a tied weight).
+    """
+    named = dict(module.named_modules())
+    holders: dict[int, set[str]] = {}      # id(parameter) -> modules that hold it directly
+    for name, sub in named.items():
+        for p in sub.parameters(recurse=False):
+            holders.setdefault(id(p), set()).add(name)
+    groups = []
+    for unit in plan.units:
+        if ROOT in unit.names:
+            continue
+        inside = {n for n in named if any(n == u or n.startswith(u + ".") for u in unit.names)}
+        params = [p for u in unit.names for p in named[u].parameters()]
+        if any(holders[id(p)] - inside for p in params):
+            continue
+        groups.append(list(unit.names))
+    # bottom-up: a unit nested in another (a module with parameters of its own and children
+    # with theirs) must be sharded first
+    return sorted(groups, key=lambda names: -max(n.count(".") + 1 for n in names))
+
+
+def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
+                 process_group=None) -> tuple[nn.Module, Plan]:
+    """``module`` under FSDP2 as ``strategy`` (fsdp or zero2) plans it, and that plan."""
+    plan = make_plan(module_profile(module), strategy)
+    group = process_group or dist.group.WORLD
+    mesh = DeviceMesh.from_group(group, device_type=device.type)
+    kwargs = {"mesh": mesh, "reshard_after_forward": strategy.reshard_after_forward}
+    named = dict(module.named_modules())
+    for names in shard_groups(module, plan):
+        targets = [named[n] for n in names]
+        fully_shard(targets[0] if len(targets) == 1 else targets, **kwargs)
+    fully_shard(module, **kwargs)
+    if dist.get_backend(group) != "nccl":
+        for sub in module.modules():
+            if isinstance(sub, FSDPModule):
+                sub.set_force_sum_reduction_for_comms(True)
+    return module, plan
