@@ -1,4 +1,5 @@
-"""``python -m calibrate``: measure all-reduce times, fit α and busbw, write a simddp link file.
+"""``python -m calibrate``: measure all-reduce times (and reduce-scatter, all-gather), fit α and
+busbw per kind, write a simddp link file.
 
     python -m calibrate                                   # 2 local Gloo ranks, 1 KiB..64 MiB x2
     python -m calibrate --out cal --piecewise             # two lines with a fitted breakpoint
@@ -41,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m calibrate", description=(
         "Time all-reduce over a range of sizes on real ranks, fit t(n) = α + 2(p−1)/p·n/busbw, "
-        "measure compute/comm contention and write a link file for `python -m simddp`."))
+        "do the same for reduce-scatter and all-gather (α + (p−1)/p·n/busbw), measure "
+        "compute/comm contention and write a link file for `python -m simddp`."))
     p.add_argument("--min-bytes", default="1K", help="smallest message, e.g. 1024, 1K, 1MiB "
                    "(K/M/G are binary; default 1K)")
     p.add_argument("--max-bytes", default="64M", help="largest message (default 64M)")

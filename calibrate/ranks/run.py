@@ -22,7 +22,8 @@ def run_rank(payload: dict, ctx) -> dict:
     steps = (len(payload["sizes_bytes"]) * (1 + len(kinds)) + bool(payload["sequence"])
              + bool(payload["contention"]))
     # Only rank 0 draws; the bar redraws between sizes, never inside a timed all-reduce.
-    progress = Progress(f"all-reduce sweep, {ctx.world_size} ranks", steps,
+    label = ", ".join(["all-reduce", *kinds])
+    progress = Progress(f"{label} sweep, {ctx.world_size} ranks", steps,
                         show=ctx.rank == 0 and payload["progress"])
     try:
         out = {"rank": ctx.rank, "world_size": ctx.world_size,
