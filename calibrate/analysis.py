@@ -174,7 +174,8 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
         text += (f"; α from {seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
                  f"lone α {seq['lone_alpha_s'] * 1e6:.0f} µs")
     if s.kinds:
-        text += f"; kind_fits ({', '.join(s.kinds)}) by the same method on the same sizes"
+        text += (f"; kind_fits ({', '.join(s.kinds)}) by the same method on "
+                 f"{s.kind_sizes_bytes[0]}..{s.kind_sizes_bytes[-1]} B")
     return text + (" (CPU oversubscribed)" if oversubscribed else "")
 
 

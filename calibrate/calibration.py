@@ -27,7 +27,8 @@ def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
         "kinds": list(s.kinds)}
     payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,
                "iters": s.iters, "contention": contention, "sequence": sequence,
-               "progress": s.progress, "kinds": list(s.kinds)}
+               "progress": s.progress, "kinds": list(s.kinds),
+               "kind_sizes_bytes": s.kind_sizes_bytes}
     return run_world("calibrate.ranks.run:run_rank", payload, world_size=world_size,
                      backend=s.backend, threads_per_rank=s.threads_per_rank,
                      timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="other collectives to sweep and fit on the same sizes, written as the "
                         "link's kind_fits (sharded strategies use them): comma list of "
                         f"{', '.join(KINDS)}, or none (default %(default)s)")
+    p.add_argument("--kinds-max-bytes", default=None, metavar="BYTES",
+                   help="largest size of the reduce-scatter and all-gather sweep (default a "
+                        "quarter of --max-bytes, or all sizes if that leaves fewer than 3 to "
+                        "fit: on Gloo those collectives take ~3x an all-reduce at large sizes)")
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--profile", metavar="FILE", default=None,
@@ -119,7 +123,9 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
         threads_per_rank=a.threads_per_rank, piecewise=a.piecewise,
         holdout_every=a.holdout_every, sequence=not a.no_sequence,
         sequence_count=a.sequence_count, sequence_repeats=a.sequence_repeats,
-        kinds=_kinds(a.kinds),
+        kinds=_kinds(a.kinds), kinds_max_bytes=(
+            None if a.kinds_max_bytes is None
+            else parse_bytes("--kinds-max-bytes", a.kinds_max_bytes)),
         sequence_bytes=(SEQUENCE_BYTES if a.sequence_bytes is None
                         else parse_bytes("--sequence-bytes", a.sequence_bytes)),
         contention=not a.no_contention, contention_widths=_mlp_widths(a.contention_mlp),

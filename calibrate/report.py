@@ -164,8 +164,10 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                   f"{_line(fit).split('busbw = ')[-1]}, refitted with that α held (the large "
                   "sizes decide it)")
         if run.kinds:
-            print("other collectives, on the same sizes (n = the full, unsharded bytes, "
-                  "(p−1)/p·n per rank; the link file's kind_fits):")
+            k_sizes = [r["size_bytes"] for r in next(iter(run.kinds.values())).rows]
+            print(f"other collectives, {human_bytes(k_sizes[0])}–{human_bytes(k_sizes[-1])} "
+                  "(n = the full, unsharded bytes, (p−1)/p·n per rank; kinds.csv has the "
+                  "rows; the link file's kind_fits):")
             for c in run.kinds.values():
                 print("  " + describe_kind(c, run.link.busbw_gbps))
         frac = wire_fraction(run.link.busbw_gbps, a.link_gbit)

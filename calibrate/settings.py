@@ -84,6 +84,12 @@ def heldout_mask(n_sizes: int, every: int = 3) -> np.ndarray:
     return mask
 
 
+def _n_fit(sizes_bytes: list[int], max_bytes: int, holdout_every: int) -> int:
+    """How many of the sizes up to ``max_bytes`` a fit keeps (the rest are held out)."""
+    n = sum(1 for s in sizes_bytes if s <= max_bytes)
+    return int((~heldout_mask(n, holdout_every)).sum())
+
+
 @dataclass(frozen=True)
 class CalibrateSettings:
     """One calibration: the sweep, the fit, the sequence and contention steps, the world."""
@@ -104,9 +110,15 @@ class CalibrateSettings:
     sequence_bytes: int = SEQUENCE_BYTES
     sequence_repeats: int = SEQUENCE_REPEATS
     sequence_sizes: tuple[int, ...] | None = None  # None: sequence_count x sequence_bytes
-    # Also swept and fitted, each over the same sizes (n = the full, unsharded bytes), and
-    # queued back to back in the sequence step: the link's kind_fits. () = all-reduce only.
+    # Also swept and fitted (n = the full, unsharded bytes), and queued back to back in the
+    # sequence step: the link's kind_fits. () = all-reduce only.
     kinds: tuple[str, ...] = KINDS
+    # Their sweep: the all-reduce's sizes up to this. None: a quarter of max_bytes (the two
+    # largest sizes of a x2 sweep), or all sizes if that leaves too few to fit. On Gloo a
+    # 64 MiB reduce-scatter takes ~3x a 64 MiB all-reduce, so the full range would make the
+    # default run 3.5x as long; FSDP's collectives are one unit's parameters, a fraction of
+    # the model, so the large sizes matter least for them.
+    kinds_max_bytes: int | None = None
     contention: bool = True
     contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload
     contention_rows: int = CONTENTION_ROWS
@@ -144,6 +156,11 @@ class CalibrateSettings:
         if bad:
             raise InputError(f"--kinds: {bad[0]!r} is not a comma list of distinct "
                              f"{', '.join(KINDS)} (or none)")
+        if self.kinds_max_bytes is not None and kinds and _n_fit(
+                self.sizes_bytes, self.kinds_max_bytes, self.holdout_every) < MIN_POINTS:
+            raise InputError(f"--kinds-max-bytes {self.kinds_max_bytes} leaves "
+                             f"{_n_fit(self.sizes_bytes, self.kinds_max_bytes, self.holdout_every)}"
+                             f" sizes to fit, need >= {MIN_POINTS}: raise it, or --kinds none")
         if self.holdout_every < 0 or self.holdout_every == 1:
             raise InputError(f"--holdout-every must be 0 (none) or >= 2, got "
                              f"{self.holdout_every}")
@@ -167,6 +184,7 @@ class CalibrateSettings:
         # Resolve the defaults that depend on other fields or on how the ranks were started.
         fields = {"world_sizes": self._world_sizes(), "kinds": tuple(self.kinds),
                   "_resolved": True}
+
         if self.piecewise:  # each piece keeps its own fitted α: no sequence step
             fields["sequence"] = False
         if self.sequence_sizes is None:
@@ -202,6 +220,21 @@ class CalibrateSettings:
     @property
     def sizes_bytes(self) -> list[int]:
         return sweep_sizes(self.min_bytes, self.max_bytes, self.factor, DTYPE_BYTES[self.dtype])
+
+    @property
+    def kind_sizes_bytes(self) -> list[int]:
+        """The reduce-scatter and all-gather sweep: the all-reduce's sizes up to
+        ``kinds_max_bytes``.
+
+        >>> CalibrateSettings().kind_sizes_bytes[-1] == 16 * 2 ** 20     # 64 MiB / 4
+        True
+        """
+        limit = self.kinds_max_bytes
+        if limit is None:
+            quarter = self.max_bytes // 4
+            enough = _n_fit(self.sizes_bytes, quarter, self.holdout_every) >= MIN_POINTS
+            limit = quarter if enough else self.max_bytes
+        return [n for n in self.sizes_bytes if n <= limit]
 
     def _world_sizes(self) -> tuple[int, ...]:
         given = self.world_sizes

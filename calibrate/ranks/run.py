@@ -19,8 +19,9 @@ from simddp.report.progress import Progress
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world; ``payload`` is :func:`calibrate.measure`'s."""
     kinds = payload.get("kinds", [])
-    steps = (len(payload["sizes_bytes"]) * (1 + len(kinds)) + bool(payload["sequence"])
-             + bool(payload["contention"]))
+    kind_sizes = payload.get("kind_sizes_bytes", payload["sizes_bytes"])
+    steps = (len(payload["sizes_bytes"]) + len(kind_sizes) * len(kinds)
+             + bool(payload["sequence"]) + bool(payload["contention"]))
     # Only rank 0 draws; the bar redraws between sizes, never inside a timed all-reduce.
     label = ", ".join(["all-reduce", *kinds])
     progress = Progress(f"{label} sweep, {ctx.world_size} ranks", steps,
@@ -30,7 +31,7 @@ def run_rank(payload: dict, ctx) -> dict:
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}
         if kinds:
-            out["kinds"] = measure_kind_sweep(kinds, payload["sizes_bytes"], payload["dtype"],
+            out["kinds"] = measure_kind_sweep(kinds, kind_sizes, payload["dtype"],
                                               payload["warmup"], payload["iters"], ctx, progress)
         if payload["sequence"]:
             out["sequence"] = measure_sequence(payload["sequence"], ctx)

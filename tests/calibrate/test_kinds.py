@@ -162,7 +162,7 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
     assert run["kinds"]["all_gather"]["fit"]["kind"] == "all_gather"
     print_report(cal, paths)
     out = capsys.readouterr().out
-    assert "other collectives, on the same sizes" in out
+    assert "other collectives, 1 KiB–64 MiB (n = the full" in out
     assert "reduce_scatter: α 300 µs (8 queued back to back" in out
     assert "the all-reduce's" in out and "all_gather: α" in out
     assert bandwidths_gbps(2e9, 2.0, 2, "all_gather") == (1.0, 0.5)
@@ -170,6 +170,15 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
 
 def test_kinds_flag_and_setting():
     assert CalibrateSettings().kinds == KINDS
+    # the kinds' sweep: up to a quarter of --max-bytes, unless that leaves < 3 sizes to fit
+    assert CalibrateSettings().kind_sizes_bytes == list(SIZES[:-2])
+    assert CalibrateSettings(min_bytes=1 << 20, max_bytes=16 << 20).kind_sizes_bytes == [
+        1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]
+    assert CalibrateSettings(kinds_max_bytes=8192).kind_sizes_bytes == [1024, 2048, 4096, 8192]
+    with pytest.raises(InputError, match="--kinds-max-bytes 4096 leaves 2 sizes to fit"):
+        CalibrateSettings(kinds_max_bytes=4096)   # 3 sizes, the middle one held out
+    settings, _ = cli.parse_args(["--kinds-max-bytes", "1M", "--out", "/nonexistent/x"])
+    assert settings.kind_sizes_bytes[-1] == 1 << 20
     assert CalibrateSettings(kinds=["all_gather"]).kinds == ("all_gather",)
     with pytest.raises(InputError, match="--kinds: 'broadcast' is not"):
         CalibrateSettings(kinds=("broadcast",))
@@ -200,7 +209,8 @@ def test_a_short_real_run_writes_kind_fits(tmp_path):
             assert fit.alpha_s >= 0 and fit.busbw_gbps > 0
             assert f"  {kind}: α" in proc.stdout
         run = json.loads((out / "allreduce.json").read_text())["runs"][0]
+        # the all-reduce's sizes up to a quarter of --max-bytes (64K): 1K..16K
         assert [r["size_bytes"] for r in run["kinds"][want[0]]["rows"]] == [
-            r["size_bytes"] for r in run["rows"]]
+            r["size_bytes"] for r in run["rows"]][:5]
         assert run["kinds"][want[0]]["sequence"]["count"] == 4
         assert (out / "kinds.csv").exists()
