@@ -20,11 +20,12 @@ What FSDP2 needs that the plan does not say:
   broadcasts nothing (realrun builds every rank's model from one seed);
 - a tied parameter (one Parameter held by two modules, e.g. embedding and LM head) must live
   in one FSDP unit reaching all its users, so a unit holding one is left to the root
-  (:func:`shard_groups` says which);
-- on Gloo, FSDP2 asks for ``ReduceOp.AVG`` in its fp32 reduce-scatter, which Gloo's
-  reduce-scatter has summed silently (pytorch/pytorch#162338); ``force_sum`` makes FSDP2 sum
-  and divide by p itself (one pass over the shard, 1/p of the bytes), on every backend but
-  NCCL.
+  (:func:`shard_groups` says which).
+
+On Gloo FSDP2 reduce-scatters with ``ReduceOp.AVG``, which older Gloo builds summed silently
+(pytorch/pytorch#162338). torch 2.13's averages (checked on 2 ranks: the same result with and
+without ``set_force_sum_reduction_for_comms``), so FSDP2's defaults stay; the equivalence
+tests (tests/realrun/test_beyond_ddp.py) would catch a sum.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import fully_shard
 
 from realrun.tensors import module_profile
 from simddp.plans import Plan, plan as make_plan
@@ -78,8 +79,4 @@ def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
         targets = [named[n] for n in names]
         fully_shard(targets[0] if len(targets) == 1 else targets, **kwargs)
     fully_shard(module, **kwargs)
-    if dist.get_backend(group) != "nccl":
-        for sub in module.modules():
-            if isinstance(sub, FSDPModule):
-                sub.set_force_sum_reduction_for_comms(True)
     return module, plan
