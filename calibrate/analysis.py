@@ -32,6 +32,9 @@ class KindCalibration:
     lone_fit: object               # relative residuals on the lone sweep, α fitted
     lone_heldout: dict
     sequence: dict | None = None   # α queued back to back (ranks/sequence.py), if measured
+    # The all-reduce's busbw over this kind's sizes, fitted the same way: the fair baseline
+    # for "x0.5 the all-reduce's" when the kinds stop below --max-bytes.
+    allreduce_busbw_gbps: float | None = None
 
     @property
     def kind_fit(self) -> KindFit:
@@ -114,19 +117,23 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     link = dataclasses.replace(link, time_spread=time_spread(rows, link.alpha_s))
-    kinds = {kind: analyse_kind(s, world_size, ranks, kind) for kind in ranks[0].get("kinds", {})}
+    kinds = {kind: analyse_kind(s, world_size, ranks, kind, rows,
+                                seq["alpha_s"] if seq is not None else None)
+             for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds)
 
 
-def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind: str
-                 ) -> KindCalibration:
+def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind: str,
+                 allreduce_rows: list[dict] | None = None,
+                 allreduce_alpha_s: float | None = None) -> KindCalibration:
     """A reduce-scatter's or all-gather's fit, as the all-reduce's: with the sequence step, α
     is its queued α and busbw is refitted under it by plain least squares; without, both come
     from relative residuals on the lone sweep. Always one line (no pieces: Link.kind_fits
-    holds one α and busbw per kind), held-out scored the same way."""
+    holds one α and busbw per kind), held-out scored the same way. ``allreduce_rows`` (and the
+    all-reduce's step α, if any): its busbw over the same sizes, for a like-for-like ratio."""
     rows = summarize(ranks, kind)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
@@ -143,7 +150,14 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
                                          kind=kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
-    return KindCalibration(kind, rows, fit, held, lone, lone_held, seq)
+    same = [r for r in allreduce_rows or () if r["size_bytes"] <= max(sizes)]
+    ar_busbw = None
+    if len(same) >= fitting.MIN_POINTS:
+        ar_busbw = fitting.fit_alpha_beta(
+            [r["size_bytes"] for r in same], [r["time_s"] for r in same], world_size,
+            "absolute" if allreduce_alpha_s is not None else "relative",
+            allreduce_alpha_s).busbw_gbps
+    return KindCalibration(kind, rows, fit, held, lone, lone_held, seq, ar_busbw)
 
 
 def _link_name(s: CalibrateSettings, world_size: int) -> str:

@@ -85,7 +85,8 @@ def kinds_json(run: WorldCalibration) -> dict:
         out[kind] = {"rows": rows, "fit": fit_to_json(c.fit), "lone_fit": fit_to_json(c.lone_fit),
                      "heldout": {k: _finite(c.heldout[k]) for k in (
                          "heldout_bytes", "rel_err", "median_rel_err", "max_rel_err")},
-                     "sequence": c.sequence}
+                     "sequence": c.sequence,
+                     "allreduce_busbw_gbps_same_sizes": c.allreduce_busbw_gbps}
     return out
 
 

@@ -98,9 +98,12 @@ def _line(f: AlphaBetaFit) -> str:
             f"{f.alpha_ci_s[1] * 1e6:.1f}], {busbw}")
 
 
-def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float) -> str:
+def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float,
+                  allreduce_max_bytes: float = 0) -> str:
     """One line for a reduce-scatter's or all-gather's fit (a :class:`KindCalibration`): the
-    link file's α and busbw, where α came from, busbw against the all-reduce's, held-out."""
+    link file's α and busbw, where α came from, busbw against the all-reduce's (and against
+    its busbw on the kind's own sizes when they stop below ``allreduce_max_bytes``),
+    held-out."""
     f, seq, lone = c.fit, c.sequence, c.lone_fit
     if seq is not None:
         alpha = (f"α {f.alpha_s * 1e6:.0f} µs ({seq['count']} queued back to back "
@@ -113,6 +116,10 @@ def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float) -> str:
         lo, hi = f.busbw_ci_gbps
         busbw = (f"busbw {f.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}] = "
                  f"x{f.busbw_gbps / allreduce_busbw_gbps:.2f} the all-reduce's")
+        if (c.allreduce_busbw_gbps and c.allreduce_busbw_gbps < MAX_BUSBW_GBPS / 2
+                and c.rows[-1]["size_bytes"] < allreduce_max_bytes):
+            busbw += (f" (x{f.busbw_gbps / c.allreduce_busbw_gbps:.2f} its "
+                      f"{c.allreduce_busbw_gbps:.3f} GB/s fitted on the same sizes)")
     held = c.heldout
     err = (f"; held-out median err {held['median_rel_err']:.0%}" if held["heldout_bytes"]
            else "")
@@ -169,7 +176,7 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                   "(n = the full, unsharded bytes, (p−1)/p·n per rank; kinds.csv has the "
                   "rows; the link file's kind_fits):")
             for c in run.kinds.values():
-                print("  " + describe_kind(c, run.link.busbw_gbps))
+                print("  " + describe_kind(c, run.link.busbw_gbps, run.rows[-1]["size_bytes"]))
         frac = wire_fraction(run.link.busbw_gbps, a.link_gbit)
         if frac is not None:
             print(f"  busbw {run.link.busbw_gbps:.4f} GB/s = {frac:.0%} of the "

@@ -25,7 +25,9 @@ inside Gloo, measured 2026-11-22, docs/CALIBRATE.md); a sweep's small sizes jump
 ``realrun validate`` runs this with the model's own gradient sizes.
 
 With ``kinds`` (reduce_scatter, all_gather: calibrate/ranks/kinds.py), each repeat also queues
-one collective of each kind per size, n the full bytes, async as FSDP2 issues them, and
+one collective of one kind per size, the kinds in turn (so each gets half the repeats with two:
+the default run stays within 1.5x its time without kinds), n the full bytes, async as FSDP2
+issues them, and
 ``α_kind = (async_s − Σ (p−1)/p·n/busbw_kind) / N`` is that kind's α in Link.kind_fits.
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ _MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/contention.py)
 
 def measure_sequence(cfg: dict, ctx) -> dict:
     """Rank side. ``cfg``: sizes_bytes (one all-reduce each, in order), dtype, repeats, and
-    optionally kinds (also queued, one of each kind per size)."""
+    optionally kinds (one kind per repeat, in turn: one collective per size, queued)."""
     tensors = [zeros(n, cfg["dtype"], ctx.device) for n in cfg["sizes_bytes"]]
     for t in tensors:  # connections and buffers for every size, untimed
         dist.all_reduce(t)
@@ -59,13 +61,16 @@ def measure_sequence(cfg: dict, ctx) -> dict:
             call(False)
     blocking_s, async_s = [], []
     kinds_s = {kind: [] for kind in kinds}
-    for _ in range(cfg["repeats"]):
+    order = list(kinds)
+    for repeat in range(max(cfg["repeats"], len(order))):  # every kind at least once
         for blocking, times in ((True, blocking_s), (False, async_s)):
+            if repeat < cfg["repeats"]:
+                ctx.barrier()
+                times.append(timed_sequence(tensors, blocking, ctx))
+        if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
+            kind = order[repeat % len(order)]
             ctx.barrier()
-            times.append(timed_sequence(tensors, blocking, ctx))
-        for kind, (calls, _) in kinds.items():
-            ctx.barrier()
-            kinds_s[kind].append(timed_calls(calls, False, ctx))
+            kinds_s[kind].append(timed_calls(kinds[kind][0], False, ctx))
     out = {"blocking_s": blocking_s, "async_s": async_s}
     if kinds:
         out["kinds"] = {kind: {"async_s": kinds_s[kind], "sizes_bytes": sizes}

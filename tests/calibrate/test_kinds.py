@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -118,6 +119,7 @@ def test_analyse_writes_kind_fits_with_the_step_alpha():
         c = world.kinds[kind]
         assert c.lone_fit.alpha_s == pytest.approx(ALPHA_S, rel=0.2)  # the sweep's own
         assert c.sequence["count"] == 8 and c.heldout["heldout_bytes"]
+        assert c.allreduce_busbw_gbps == pytest.approx(1.0, rel=0.03)  # same sizes, same fit
     assert world.link.alpha_s == pytest.approx(300e-6, rel=0.01)
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.03)
     assert "kind_fits (reduce_scatter, all_gather)" in world.link.source
@@ -164,7 +166,13 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "other collectives, 1 KiB–64 MiB (n = the full" in out
     assert "reduce_scatter: α 300 µs (8 queued back to back" in out
-    assert "the all-reduce's" in out and "all_gather: α" in out
+    assert "the all-reduce's; held-out" in out and "all_gather: α" in out
+    assert "fitted on the same sizes" not in out   # the kinds ran on all the sizes here
+    # when they stop below the all-reduce's largest size, the like-for-like ratio too
+    from calibrate.report import describe_kind
+    line = describe_kind(cal.worlds[0].kinds["reduce_scatter"], 1.0, 2 ** 30)
+    assert re.search(r"= x0\.\d\d the all-reduce's \(x0\.\d\d its 1\.\d+ GB/s fitted on the "
+                     r"same sizes\)", line), line
     assert bandwidths_gbps(2e9, 2.0, 2, "all_gather") == (1.0, 0.5)
 
 
