@@ -12,8 +12,9 @@ busbw per kind, write a simddp link file.
 
 Writes under --out (default ``calibrate-out``): allreduce.json (everything), allreduce.csv,
 allreduce_time.png, allreduce_busbw.png, kinds.csv (reduce-scatter and all-gather, unless
---kinds none) and link.json (link-p<N>.json per world size when several are swept). Nothing is written unless every rank succeeded. Exit codes: 0 done,
-1 a rank failed (one line naming it), 2 bad input (one line naming the flag).
+--kinds none) and link.json (link-p<N>.json per world size when several are swept). Nothing
+is written unless every rank succeeded. Exit codes: 0 done, 1 a rank failed (one line naming
+it), 2 bad input (one line naming the flag).
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinds-max-bytes", default=None, metavar="BYTES",
                    help="largest size of the reduce-scatter and all-gather sweep (default a "
                         "quarter of --max-bytes, or all sizes if that leaves fewer than 3 to "
-                        "fit: on Gloo those collectives take ~3x an all-reduce at large sizes)")
+                        "fit: on Gloo they took 1.6-3.4x an all-reduce at 64 MiB here)")
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--profile", metavar="FILE", default=None,

@@ -115,9 +115,9 @@ class CalibrateSettings:
     kinds: tuple[str, ...] = KINDS
     # Their sweep: the all-reduce's sizes up to this. None: a quarter of max_bytes (the two
     # largest sizes of a x2 sweep), or all sizes if that leaves too few to fit. On Gloo a
-    # 64 MiB reduce-scatter takes ~3x a 64 MiB all-reduce, so the full range would make the
-    # default run 3.5x as long; FSDP's collectives are one unit's parameters, a fraction of
-    # the model, so the large sizes matter least for them.
+    # 64 MiB reduce-scatter or all-gather took 1.6-3.4x a 64 MiB all-reduce here, and the
+    # full range made the default run 3.5x as long; FSDP's collectives are one unit's
+    # parameters, a fraction of the model, so the large sizes matter least for them.
     kinds_max_bytes: int | None = None
     contention: bool = True
     contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload
