@@ -8,12 +8,13 @@ import dataclasses
 import math
 
 import calibrate
-from calibrate.settings import CalibrateSettings
+from calibrate.settings import KINDS, CalibrateSettings
 from realrun.profile_world import ProfileRun, profile_world
 from realrun.validate.settings import ValidateSettings
 from simddp.engine import compute_only_s
 from simddp.link import Link
 from simddp.profile import ModelProfile
+from simddp.strategy import SHARDED
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
@@ -41,6 +42,9 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
         timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit,
         piecewise=piecewise, sequence=not lone_alpha, progress=False, sequence_repeats=15,
         backend=s.backend,
+        # reduce-scatter and all-gather only when a sharded strategy will use them: on Gloo
+        # they add ~40 % to the calibration (docs/CALIBRATE.md)
+        kinds=KINDS if set(s.strategies) & set(SHARDED) else (),
         # the sequence step and the contention stream on this model's own gradients
     ).for_model(sizes, max_bytes_given=True)
     cal = calibrate.run(settings)
