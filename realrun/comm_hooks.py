@@ -19,6 +19,14 @@ what each hook sends and computes); here the same :class:`simddp.hooks.CommHook`
   every timed step is compressed and the first compressed step (which allocates P, Q and
   the error buffers) is not timed. The name's S is what a training run would use; it does
   not change what a compressed step does, so bench ignores it.
+- PowerSGD on Gloo, several buckets: torch's hook issues a bucket's P and Q all-reduces from
+  the completion callbacks of the one before, so with buckets in flight together the order
+  of collectives differs between ranks and Gloo pairs the wrong ones: the step hangs until
+  the timeout (2 ranks, 6 layers of 512×512 in 1 MB buckets, torch 2.13). Off NCCL realrun
+  therefore waits, in each bucket's hook, for the previous bucket's PowerSGD chain, so the
+  calls go out bucket by bucket (uncompressed, P, Q) on every rank — the plan's launch order.
+  The price: the backward pauses while the previous bucket's chain finishes, which simddp's
+  plan does not charge.
 """
 from __future__ import annotations
 
@@ -49,6 +57,7 @@ def check_warmup(hooks, warmup: int) -> None:
 
 def register(model, hook: CommHook, process_group=None) -> None:
     """Register ``hook`` on the torch DistributedDataParallel ``model``."""
+    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if hook.kind == "fp16":
@@ -59,4 +68,21 @@ def register(model, hook: CommHook, process_group=None) -> None:
         state = powerSGD_hook.PowerSGDState(
             process_group=process_group, matrix_approximation_rank=hook.rank,
             start_powerSGD_iter=POWERSGD_START_ITER)
-        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        nccl = dist.get_backend(process_group) == "nccl"
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook if nccl
+                                 else bucket_by_bucket(powerSGD_hook.powerSGD_hook))
+
+
+def bucket_by_bucket(hook_fn):
+    """``hook_fn`` with each bucket's start waiting for the previous bucket's future (see the
+    module text: PowerSGD on Gloo). The reducer calls hooks in bucket order, from index 0 in
+    every step, so the previous future is the one of index - 1."""
+    last: list = [None]
+
+    def hook(state, bucket):
+        if bucket.index() > 0 and last[0] is not None:
+            last[0].wait()
+        fut = hook_fn(state, bucket)
+        last[0] = None if bucket.is_last() else fut
+        return fut
+    return hook

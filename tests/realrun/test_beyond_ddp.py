@@ -116,6 +116,9 @@ CASES = {
                        "model": "lowrank", "per_rank": 1},
     "bucketed+powersgd:2": {"config": {"strategy": "bucketed+powersgd:2", "bucket_mb": 25.0},
                             "model": "lowrank", "per_rank": 1},
+    # several buckets in flight: torch's hook alone hangs on Gloo (realrun/comm_hooks.py)
+    "powersgd-buckets": {"config": {"strategy": "bucketed+powersgd:1", "bucket_mb": 0.02},
+                         "model": "untied"},
 }
 
 
@@ -146,6 +149,15 @@ def test_powersgd_is_exact_on_gradients_of_rank_at_most_its_rank(two_ranks, name
         assert max(case["diffs"][:2]) < ATOL     # steps 0, 1: plain all-reduces
         assert max(case["diffs"]) < POWERSGD_RTOL * case["moved"], (case["diffs"], case["moved"])
         assert case["moved"] > 100 * ATOL
+
+
+@pytest.mark.slow
+def test_powersgd_with_several_buckets_runs_on_gloo_and_trains(two_ranks):
+    """Full-rank gradients, rank 1: lossy, so only that it finishes, matches on both ranks
+    and stays nearer to exact SGD than the distance training moved (measured in the docs)."""
+    a, b = (rank["powersgd-buckets"] for rank in two_ranks)
+    assert a["diffs"] == b["diffs"]
+    assert max(a["diffs"]) < a["moved"], (a["diffs"], a["moved"])
 
 
 @pytest.mark.slow
