@@ -25,7 +25,8 @@ def timeline_rank(payload: dict, ctx) -> dict:
     Compute spans: forward, backward (``loss.backward()`` returns; with overlap it includes
     launching collectives), optimizer. Comm spans: launch (or the end of the previous
     collective, Gloo runs them one at a time) to completion, read in the work's future
-    callback. Only realrun.DDP strategies have the hooks; ``ddp`` gets compute spans only.
+    callback. Only realrun.DDP strategies have the hooks; torch's (``ddp``, hooked strategies,
+    FSDP2's ``fsdp`` and ``zero2``) get compute spans only.
     """
     torch.set_flush_denormal(True)
     set_precision(payload["precision"])
@@ -92,8 +93,11 @@ def _clock_bucket(bucket, comm: list, clock) -> None:
 def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
                      ) -> tuple[Span, ...]:
     """Spans of one measured step (the median of ``timeline_steps``) on rank 0."""
-    payload = {**bench_payload(s, []), "config": {"strategy": strategy, "bucket_mb": bucket_mb},
-               "steps": s.timeline_steps}
+    # the configuration as bench ran it (realrun/configs.py): with its units, if sharded
+    config = next((c for c in s.configs()
+                   if (c["strategy"], c["bucket_mb"]) == (strategy, bucket_mb)),
+                  {"strategy": strategy, "bucket_mb": bucket_mb})
+    payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
     ranks = run_world("realrun.validate.timeline:timeline_rank", payload, backend=s.backend,
                       world_size=s.world_size,
                       threads_per_rank=s.threads, timeout_s=s.timeout_s,
