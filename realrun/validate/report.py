@@ -18,6 +18,7 @@ from simddp.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
 from simddp.report.table import host_line
 from simddp.result import Result
+from simddp.strategy import SHARDED
 from simddp.sweeps import recommend
 
 
@@ -65,6 +66,27 @@ class Prediction:
                         "grad_mib": self.profile.grad_total_bytes / 2 ** 20,
                         "compute_spread": self.profile.compute_spread},
             "compute_anchor": self.compute_anchor, "probes": self.probes}
+
+
+def caveats(settings: ValidateSettings) -> list[str]:
+    """Known gaps between simddp's model and what this validation runs, one line each.
+
+    >>> caveats(ValidateSettings(strategies=("ddp",)))
+    []
+    >>> len(caveats(ValidateSettings(strategies=("ddp", "zero2"), comm_hooks=("fp16",))))
+    2
+    """
+    out = []
+    if settings.backend == "gloo" and any(s in SHARDED for s in settings.strategies):
+        out.append("caveat: fsdp/zero2 on CPU: FSDP2's host work around its collectives is not "
+                   "in simddp's prediction, and on Gloo each collective blocks the training "
+                   "thread (no overlap); expect under-prediction (15-60 % on this project's "
+                   "2-vCPU box: docs/results/2026-11-23-sharded-and-hooks.md)")
+    if settings.backend == "gloo" and settings.comm_hooks:
+        out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
+                   "slower than simddp's byte counts say, and PowerSGD runs bucket by bucket "
+                   "on Gloo (docs/REALRUN.md); expect under-prediction")
+    return out
 
 
 @dataclass
@@ -147,7 +169,7 @@ class ValidationReport:
             **self.before.inputs_json(), "calibrated_here": self.link_info,
             "verdict": self.verdict(), "timeline_config": self.timeline_config,
             "timeline_note": self.timeline_note, "load_before_after": list(self.load),
-            "elapsed_s": round(self.elapsed_s, 1)}
+            "elapsed_s": round(self.elapsed_s, 1), "caveats": caveats(self.settings)}
         return doc
 
     def text(self) -> str:
@@ -183,6 +205,7 @@ class ValidationReport:
             lines.append(v["text"])
         if self.timeline_note:
             lines.append(self.timeline_note)
+        lines += caveats(self.settings)
         return "\n".join(lines)
 
     def write(self, out_dir: str) -> list[str]:
