@@ -24,6 +24,8 @@ released when a layer's forward or backward *starts* (``Collective.ready_at``: F
 all-gather, issued one unit ahead), and a layer's compute may wait for a collective
 (``Collective.gates``: a unit computes only once its parameters are gathered). The forward
 is then timed in stretches between those layers; the optimizer runs on the shard, 1/p of it.
+The implementation's host costs may say its collectives block (``blocking_collectives``:
+FSDP2 on Gloo/CPU): then compute waits for each collective where it releases it.
 The engine never looks at a strategy's name: it only executes the plan.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import simpy
 
 from simddp.host import FREE, Host
-from simddp.hostwork import comm_gaps_s, host_copies
+from simddp.hostwork import comm_gaps_s, host_copies, shard_host_s
 from simddp.link import ALL_REDUCE, Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
@@ -109,25 +111,33 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     backward = [(f"{layer.name} bwd", layer.backward_s, li)
                 for li, layer in reversed(list(enumerate(profile.layers)))]
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
-    copy_in, copy_out = host_copies(profile, costs, plan)
+    copy_in, copy_out = host_copies(profile, costs, plan, world_size)
     copy_in_label = "hooks+copy-in" if costs.hook_s or costs.launch_s else "copy-in"
-    blocking = not plan.strategy.overlap  # each collective waited for before the next
+    # hold: the compute lane waits for each collective it releases (FSDP2 on Gloo/CPU)
+    hold = costs.blocking_collectives
+    blocking = not plan.strategy.overlap or hold  # each collective waited for before the next
     event = env.event
     # What each compute point releases and waits for, per micro-step: after a layer's backward
     # (gradients ready: ready_after), and at the start of a layer's forward or backward
     # (at_start: FSDP's all-gathers issued one unit ahead, and the compute they gate).
-    ready_after: list[dict[int, list[simpy.Event]]] = [{} for _ in range(micro_steps)]
+    ready_after: list[dict[int, list[int]]] = [{} for _ in range(micro_steps)]  # collectives
     at_start: dict[str, list[dict[int, tuple[list, list]]]] = {
         FORWARD: [{} for _ in range(micro_steps)], BACKWARD: [{} for _ in range(micro_steps)]}
     ready = [event() for _ in collectives]
-    finished = [event() for _ in collectives] if copy_out else [None] * len(collectives)
+    finished = ([event() for _ in collectives] if copy_out or hold
+                else [None] * len(collectives))
+    # an all-gather's host work where it is issued and where its compute waits for it
+    shard_s = ([shard_host_s(costs, c, world_size) for c in collectives]
+               if plan.units and not costs.free else None)
+    released = [False] * len(collectives)
+    unreleased = [0]   # the first collective not released yet
     # plan() gives a plan without units or hook only plain all-reduces, released after a
     # layer's backward: the common case, kept lean (bench/bench_sim.py)
     if not plan.units and plan.strategy.comm_hook is None:
         comm_s = [link.allreduce_s(c.nbytes, world_size, blocking) for c in collectives]
         comm_kind = [SPAN_KIND[ALL_REDUCE]] * len(collectives)
-        for c, ev in zip(collectives, ready):
-            ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ev)
+        for i, c in enumerate(collectives):
+            ready_after[c.micro_step].setdefault(c.ready_layer, []).append(i)
     else:  # each call by its kind's law, plus a hook's work between calls; gates
         gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(collectives)
         comm_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls) + gap_s
@@ -135,14 +145,14 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         comm_kind = [SPAN_KIND[c.kind] for c in collectives]
         for i, c in enumerate(collectives):
             if c.ready_at == AFTER_BACKWARD:
-                ready_after[c.micro_step].setdefault(c.ready_layer, []).append(ready[i])
+                ready_after[c.micro_step].setdefault(c.ready_layer, []).append(i)
             else:
                 at_start[c.ready_at][c.micro_step].setdefault(
-                    c.ready_layer, ([], []))[0].append(ready[i])
+                    c.ready_layer, ([], []))[0].append(i)
             if c.gates:
                 finished[i] = finished[i] or event()
                 at_start[c.gates[0]][c.micro_step].setdefault(
-                    c.gates[1], ([], []))[1].append(finished[i])
+                    c.gates[1], ([], []))[1].append(i)
     fwd_at, bwd_at = at_start[FORWARD], at_start[BACKWARD]
     segments = _forward_segments(profile, {li for points in fwd_at for li in points})
     gated_backward = any(bwd_at)
@@ -150,14 +160,34 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     last_of = {c.micro_step: i for i, c in enumerate(collectives)}
     optimizer_s = optimizer_share_s(profile, plan, world_size)
 
+    def release(indices: list[int]):
+        """Generator: launch these collectives; with ``hold``, wait for each to be done
+        (those whose predecessors on the comm lane are all launched: the rest later)."""
+        for i in indices:
+            ready[i].succeed()
+            released[i] = True
+        if hold:
+            while unreleased[0] < len(collectives) and released[unreleased[0]]:
+                unreleased[0] += 1
+            for i in indices:
+                if i < unreleased[0] and not finished[i].triggered:
+                    yield finished[i]
+
     def reach(point: tuple[list, list]):
-        """Generator: release what is issued here, then wait for what this compute needs."""
+        """Generator: release what is issued here (after its host work at issue), then wait
+        for what this compute needs (and copy the gathered parameters out)."""
         releases, needs = point
-        for ev in releases:
-            ev.succeed()
-        for ev in needs:
-            if not ev.triggered:
-                yield ev
+        for i in releases:
+            if shard_s and shard_s[i][0] > 0:
+                yield from lanes.work(COMPUTE, f"{collectives[i].label} issue", COPY,
+                                      shard_s[i][0], compute_ref)
+            yield from release([i])
+        for i in needs:
+            if not finished[i].triggered:
+                yield finished[i]
+            if shard_s and shard_s[i][1] > 0:
+                yield from lanes.work(COMPUTE, f"{collectives[i].label} copy-out", COPY,
+                                      shard_s[i][1], compute_ref)
 
     def compute():
         for k in range(micro_steps):
@@ -186,10 +216,13 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                 extra_s = copy_in[k].get(li) if copy_in else None
                 if extra_s:  # the wrapper's hooks, copy-in / in-place 1/p, before launches
                     yield from lanes.work(COMPUTE, copy_in_label, COPY, extra_s, compute_ref)
-                evs = ready_k.get(li)
-                if evs:
-                    for ev in evs:
-                        ev.succeed()
+                released_here = ready_k.get(li)
+                if released_here:
+                    if hold:
+                        yield from release(released_here)
+                    else:
+                        for i in released_here:
+                            ready[i].succeed()
             if k in done and copy_out:  # wait for each bucket in launch order, copy it out
                 for i, c in enumerate(collectives):
                     if c.micro_step == k:

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, replace
 
 from simddp.errors import InputError
 
-# "fsdp": torch FSDP2 (fully_shard) runs fsdp and zero2. Its own host work (the copies around
-# its all-gathers and reduce-scatters) is not modelled yet: the engine charges host costs to
-# all-reduces only (simddp.engine.host_copies), so an "fsdp" entry changes nothing so far.
+# "fsdp": torch FSDP2 (fully_shard) runs fsdp and zero2. Its host work around each all-gather
+# and reduce-scatter (gather_s, scatter_s and the copies at copy_gbps) was 20-35 % of the step
+# on Gloo/CPU (docs/results/2026-11-23-sharded-and-hooks.md); blocking_collectives says its
+# collectives hold the training thread (Gloo on CPU) instead of overlapping (NCCL).
 IMPLEMENTATIONS = ("realrun", "torch", "fsdp")
 
 
@@ -51,23 +52,37 @@ class HostCosts:
     scale_gbps: a lone tensor's in-place 1/p (one pass over it); None: at copy_gbps.
     hook_s: seconds per gradient of the hook path (dispatch, bookkeeping).
     launch_s: seconds per collective the implementation launches (call, work, callback).
+    gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies
+      (FSDP2's hooks and DTensor bookkeeping); the copies around them, at copy_gbps, are an
+      all-gather's shard in (n/p) and the gathered parameters out (n), a reduce-scatter's
+      gradients in (n) and the reduced shard out (n/p) (simddp/hostwork.py).
+    blocking_collectives: the compute lane waits for each collective it issues (FSDP2 on
+      Gloo/CPU, where its collectives run on the training thread); False: they overlap with
+      compute as the plan says (NCCL's own streams).
     """
 
     copy_gbps: float | None = None
     scale_gbps: float | None = None
     hook_s: float = 0.0
     launch_s: float = 0.0
+    gather_s: float = 0.0
+    scatter_s: float = 0.0
+    blocking_collectives: bool = False
 
     def __post_init__(self) -> None:
         for name in ("copy_gbps", "scale_gbps"):
             _check(name, name, getattr(self, name), allow_none=True, allow_zero=False)
-        for name in ("hook_s", "launch_s"):
+        for name in ("hook_s", "launch_s", "gather_s", "scatter_s"):
             _check(name, name, getattr(self, name), allow_none=False, allow_zero=True)
+        if not isinstance(self.blocking_collectives, bool):
+            raise InputError(f"host costs: blocking_collectives must be true or false, got "
+                             f"{self.blocking_collectives!r}")
 
     @property
     def free(self) -> bool:
-        """Nothing to charge: no copies, no hooks, no launches."""
-        return self.copy_gbps is None and not self.hook_s and not self.launch_s
+        """Nothing to charge (no copies, hooks, launches, per-call costs) and nothing blocks."""
+        return (self.copy_gbps is None and not self.hook_s and not self.launch_s
+                and not self.gather_s and not self.scatter_s and not self.blocking_collectives)
 
 
 FREE = HostCosts()

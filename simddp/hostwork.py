@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from simddp.hooks import HookCost
 from simddp.host import HostCosts
-from simddp.link import ALL_REDUCE
-from simddp.plans import Plan
+from simddp.link import ALL_GATHER, ALL_REDUCE
+from simddp.plans import Collective, Plan
 from simddp.profile import ModelProfile
+from simddp.sharding import AFTER_BACKWARD
 
 
 NO_HOOK = HookCost(())
 
 
-def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
+def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size: int = 1
                 ) -> tuple[list[dict[int, float]], list[float]]:
     """Host seconds on the compute lane: ([micro-step]{layer: copy-in, hook and cast s},
     [collective] copy-out and cast-back s); ([], []) when ``costs`` are free.
@@ -40,8 +41,10 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
     done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
     hook costs ``costs.hook_s`` where its copy-in is, and each collective ``costs.launch_s``
     at its launch. A comm hook's work (``Collective.hook``: ``pre_work_bytes`` at launch,
-    ``post_work_bytes`` with the copy-out) runs at ``copy_gbps`` too. Reduce-scatters and
-    all-gathers (FSDP2's) pay nothing here: their host work is not modelled yet.
+    ``post_work_bytes`` with the copy-out) runs at ``copy_gbps`` too. A reduce-scatter
+    (FSDP2's, :func:`shard_host_s`) pays its call and copy-in where it is released, its
+    copy-out with the others; an all-gather pays nothing here: it is issued and waited for
+    at the start of a forward or backward, where the engine charges :func:`shard_host_s`.
     """
     if costs.free:
         return [], []
@@ -52,7 +55,11 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
     copy_out = []
     for c in plan.collectives:
         if c.kind != ALL_REDUCE:
-            copy_out.append(0.0)
+            issue_s, done_s = shard_host_s(costs, c, world_size)
+            if c.ready_at == AFTER_BACKWARD:   # a reduce-scatter, after its unit's backward
+                per_layer = copy_in[c.micro_step]
+                per_layer[c.ready_layer] = per_layer.get(c.ready_layer, 0.0) + issue_s
+            copy_out.append(done_s if c.gates is None else 0.0)
             continue
         hook = c.hook or NO_HOOK
         per_layer = copy_in[c.micro_step]
@@ -65,6 +72,24 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan
                                 + profile.tensor_bytes[t] / (rate if several else scale_rate))
         copy_out.append((c.nbytes if several else 0.0) / rate + hook.post_work_bytes / rate)
     return copy_in, copy_out
+
+
+def shard_host_s(costs: HostCosts, c: Collective, world_size: int) -> tuple[float, float]:
+    """(at issue, once done) host seconds of one all-gather or reduce-scatter, as torch FSDP2
+    does them: an all-gather copies this rank's shard (n/p) into the gather buffer and, once
+    gathered, the whole unit (n) out to the parameters; a reduce-scatter copies the gradients
+    (n) into its input and the reduced shard (n/p) out to the sharded gradient. The call's
+    own cost (``gather_s``/``scatter_s``) is charged at issue::
+
+        >>> c = Collective("u all-gather", (0,), 4 * 10**6, 0, 0, kind=ALL_GATHER)
+        >>> [round(s * 1e3, 6) for s in shard_host_s(HostCosts(copy_gbps=1.0, gather_s=1e-3), c, 4)]
+        [2.0, 4.0]
+    """
+    rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
+    shard, whole = c.nbytes / world_size / rate, c.nbytes / rate
+    if c.kind == ALL_GATHER:
+        return costs.gather_s + shard, whole
+    return costs.scatter_s + whole, shard
 
 
 def comm_gaps_s(costs: HostCosts, plan: Plan) -> list[float]:

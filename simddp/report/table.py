@@ -91,5 +91,9 @@ def host_line(host) -> str:
     for impl, c in host.implementations.items():
         copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
         parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"
-                     + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else ""))
+                     + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else "")
+                     + (f", {c.gather_s * 1e6:.0f} µs per all-gather and "
+                        f"{c.scatter_s * 1e6:.0f} µs per reduce-scatter"
+                        if c.gather_s or c.scatter_s else "")
+                     + (", collectives block compute" if c.blocking_collectives else ""))
     return "; ".join(parts)

@@ -13,6 +13,8 @@ import pytest
 from simddp.closed_form import closed_form_step_s
 from simddp.engine import simulate
 from simddp.errors import InputError
+from simddp.host import Host, HostCosts
+from simddp.io import host_from_json, host_to_json
 from simddp.link import ALL_GATHER, REDUCE_SCATTER, Link
 from simddp.plans import plan
 from simddp.presets import build_profile, parse_model
@@ -187,3 +189,75 @@ def test_collective_laws_and_measured_fits_per_kind():
         Link("l", 0.0, 1.0, kind_fits={"broadcast": KindFit(0.0, 1.0)})
     with pytest.raises(InputError, match="kind_fits.all_gather.busbw_gbps"):
         Link("l", 0.0, 1.0, kind_fits={"all_gather": {"alpha_s": 0.0, "busbw_gbps": 0.0}})
+
+
+# --- FSDP2's host work and its blocking collectives (the "fsdp" implementation's HostCosts) ---
+
+def run_host(name: str, costs: HostCosts, profile: ModelProfile = TOY):
+    host = Host("box", {"fsdp": costs})
+    return simulate(profile, unit_link(), plan(profile, make_strategy(name)), 2, host=host)
+
+
+def test_fsdp2_host_work_lands_where_it_issues_and_copies_out():
+    # Copies 1 MiB per ms, 0.5 ms per call. All-gather: at issue 0.5 + shard (½ MiB) 0.5 ms,
+    # once done the whole unit out 1 ms. Reduce-scatter: at issue 0.5 + 1 ms in, out ½ ms.
+    costs = HostCosts(copy_gbps=MB / 1e6, gather_s=0.5e-3, scatter_s=0.5e-3)
+    r = run_host("zero2", costs)
+    assert timeline(r) == [
+        ("compute", "l0 all-gather issue", 0.0, 1.0),      # reaching l0 issues AG(l0), AG(l1)
+        ("compute", "l1 all-gather issue", 1.0, 2.0),
+        ("compute", "l0 all-gather copy-out", 2.0, 3.0),   # AG(l0) done at 1.5
+        ("compute", "l0 fwd", 3.0, 4.0),
+        ("compute", "l2 all-gather issue", 4.0, 5.0),      # reaching l1 issues AG(l2)
+        ("compute", "l1 all-gather copy-out", 5.0, 6.0),
+        ("compute", "l1 fwd", 6.0, 7.0),
+        ("compute", "l2 all-gather copy-out", 7.0, 8.0),
+        ("compute", "l2 fwd", 8.0, 9.0),
+        ("compute", "l2 bwd", 9.0, 11.0), ("compute", "copy-in", 11.0, 12.5),   # RS(l2) issue
+        ("compute", "l1 bwd", 12.5, 14.5), ("compute", "copy-in", 14.5, 16.0),
+        ("compute", "l0 bwd", 16.0, 18.0), ("compute", "copy-in", 18.0, 19.5),
+        ("compute", "l2 reduce-scatter copy-out", 19.5, 20.0),   # the step's end, in order
+        ("compute", "l1 reduce-scatter copy-out", 20.0, 20.5),
+        ("compute", "l0 reduce-scatter copy-out", 20.5, 21.0),
+        ("comm", "l0 all-gather", 1.0, 1.5), ("comm", "l1 all-gather", 2.0, 2.5),
+        ("comm", "l2 all-gather", 5.0, 5.5),
+        ("comm", "l2 reduce-scatter", 12.5, 13.0), ("comm", "l1 reduce-scatter", 16.0, 16.5),
+        ("comm", "l0 reduce-scatter", 19.5, 20.0)]
+    # 9 ms compute + 3 × (1 + 1) all-gathers + 3 × (1.5 + 0.5) reduce-scatters, all overlapped
+    assert step_ms(r) == 21.0
+
+
+def test_blocking_collectives_hold_the_compute_lane():
+    # Gloo on CPU: each collective runs on the training thread, so compute waits for it where
+    # it is issued; the wire adds up to the compute (zero2: 9 + 6 × 0.5 ms).
+    r = run_host("zero2", HostCosts(blocking_collectives=True))
+    assert timeline(r) == [
+        ("compute", "l0 fwd", 1.0, 2.0),     # AG(l0) 0–0.5 then the prefetched AG(l1) 0.5–1.0
+        ("compute", "l1 fwd", 2.5, 3.5),     # AG(l2), issued on reaching l1: 2.0–2.5
+        ("compute", "l2 fwd", 3.5, 4.5),
+        ("compute", "l2 bwd", 4.5, 6.5), ("compute", "l1 bwd", 7.0, 9.0),
+        ("compute", "l0 bwd", 9.5, 11.5),
+        ("comm", "l0 all-gather", 0.0, 0.5), ("comm", "l1 all-gather", 0.5, 1.0),
+        ("comm", "l2 all-gather", 2.0, 2.5),
+        ("comm", "l2 reduce-scatter", 6.5, 7.0), ("comm", "l1 reduce-scatter", 9.0, 9.5),
+        ("comm", "l0 reduce-scatter", 11.5, 12.0)]
+    assert step_ms(r) == 12.0
+    assert step_ms(run_host("fsdp", HostCosts(blocking_collectives=True))) == 9.0 + 9 * 0.5
+    # without blocking, the plan's overlap: 10.5 and 10.0 ms (the timelines above)
+    assert step_ms(run_host("fsdp", HostCosts())) == 10.5
+
+
+def test_fsdp2_host_costs_change_no_other_implementation_and_round_trip():
+    costs = HostCosts(copy_gbps=1.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
+    host = Host("box", {"fsdp": costs})
+    assert host.costs("fsdp").blocking_collectives and not costs.free
+    assert not HostCosts(gather_s=1e-3).free and HostCosts().free
+    assert host_from_json(host_to_json(host)) == host
+    for name in ("flat", "ddp", "bucketed"):
+        p = plan(TOY, make_strategy(name))
+        assert simulate(TOY, unit_link(), p, 2, host=host).step_s == \
+            simulate(TOY, unit_link(), p, 2).step_s
+    with pytest.raises(InputError, match="blocking_collectives"):
+        HostCosts(blocking_collectives="yes")
+    with pytest.raises(InputError, match="gather_s"):
+        HostCosts(gather_s=-1.0)
