@@ -14,9 +14,9 @@ every timed step after a barrier, the step = max over ranks, median over steps:
   size, in the plan's order, each waited for, as FSDP2 issues them on CPU).
 
 ``host = strategy - compute-only - wire``: what FSDP2 does on the host around its collectives
-(copy-in, copy-out, hooks, DTensor bookkeeping) — the part simddp does not charge yet
-(simddp/host.py: the "fsdp" implementation has no host costs). With ``--link`` it also prints
-simddp's time for the same collectives from that link's kind fits.
+(copy-in, copy-out, hooks, DTensor bookkeeping). realrun/fsdp_costs.py measures it the same
+way with the profile, as the "fsdp" implementation's host costs simddp charges. With
+``--link`` it also prints simddp's time for the same collectives from that link's kind fits.
 Results and their use: docs/results/2026-11-23-sharded-and-hooks.md.
 """
 from __future__ import annotations
@@ -37,33 +37,10 @@ MODELS = {"mlp": ("mlp-8x1024", {}, 2, 8),
 SHARDED = ("fsdp", "zero2")
 
 
-class Wire:
-    """The plan's all-gathers and reduce-scatters of one sharded strategy, each waited for."""
-
-    def __init__(self, strategy: str, module, world_size: int) -> None:
-        import torch
-        from realrun.tensors import module_profile
-        from simddp.plans import plan
-        from simddp.strategy import make_strategy
-        self.calls = []
-        for c in plan(module_profile(module), make_strategy(strategy)).collectives:
-            n = c.nbytes // 4
-            n -= n % world_size
-            self.calls.append((c.kind, torch.zeros(n), torch.zeros(n // world_size)))
-
-    def step(self) -> None:
-        import torch.distributed as dist
-        from simddp.link import ALL_GATHER
-        for kind, full, shard in self.calls:
-            if kind == ALL_GATHER:
-                dist.all_gather_into_tensor(full, shard)
-            else:
-                dist.reduce_scatter_tensor(shard, full)
-
-
 def rank(payload: dict, ctx) -> dict:
     """Rank target: every item warmed up, then timed round-robin; per-step seconds per item."""
     import torch
+    from realrun.fsdp_costs import Wire, sharded_plans
     from realrun.steps import Trainer
     from realrun.workload import Workload
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
@@ -72,7 +49,8 @@ def rank(payload: dict, ctx) -> dict:
     items = {name: Trainer({"strategy": name, "bucket_mb": None}, workload, ctx, payload)
              for name in ("compute-only",) + SHARDED}
     module = workload.build(payload["seed"], ctx.rank, "cpu")[0]
-    items.update({f"wire:{s}": Wire(s, module, ctx.world_size) for s in SHARDED})
+    items.update({f"wire:{s}": Wire(p, ctx.world_size, ctx.device)
+                  for s, p in sharded_plans(module, None).items()})
     for item in items.values():
         for _ in range(payload["warmup"]):
             item.step()

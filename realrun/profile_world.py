@@ -10,7 +10,9 @@ Each rank profiles its model (realrun/profiler.py) while the others do the same,
 the DDP implementations' host costs (realrun/host_costs.py: gradient copies; the hook path on
 its own 1-rank group), hook-free compute-only steps after a barrier, as realrun bench times
 them, and the contention between this model's backward and its own all-reduces
-(realrun/contention.py), which goes with the host costs (``Host.contention``).
+(realrun/contention.py), which goes with the host costs (``Host.contention``). When fsdp or
+zero2 will be predicted, torch FSDP2's host work around its collectives too
+(realrun/fsdp_costs.py: the "fsdp" implementation's costs).
 
 Rank 0's per-layer split is kept, rescaled so that a step's compute is the median plain
 step of the slowest rank (see :func:`profile_world`); the host costs are the slowest
@@ -29,6 +31,7 @@ import torch
 
 from realrun.configs import COMPUTE_BASES
 from realrun.contention import median_overlap
+from realrun.fsdp_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.host_costs import host_from_measurements, measure_copies, measure_hooks
 from realrun.launch import run_world
 from realrun.profiler import profile_workload
@@ -79,6 +82,9 @@ def profile_rank(payload: dict, ctx) -> dict:
         stream = [torch.zeros(max(1, n // 4), device=ctx.device) for n in profile.tensor_bytes]
         measured["contention"] = median_overlap(compute, stream, ctx, CONTENTION_REPEATS)
         plain.chunk()
+    if payload.get("fsdp") is not None and ctx.world_size > 1:  # FSDP2's host work
+        measured["fsdp_steps_s"] = measure_fsdp(workload, payload, ctx,
+                                                payload["fsdp"]["shard_unit_mb"])
     measured["plain_steps_s"] = plain.times
     return {"profile": profile_to_json(profile), "measured": measured}
 
@@ -109,15 +115,18 @@ def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gl
                   threads: int = 1, timeout_s: float = 60.0, emulate_hosts: int | None = None,
                   link_gbit: float | None = None, repeats: int = 15, warmup: int = 3,
                   optimizer: str = "sgd", seed: int = 0, precision: str = "fp32",
-                  compute_basis: str = "slowest") -> ProfileRun | None:
+                  compute_basis: str = "slowest", fsdp: bool = False,
+                  shard_unit_mb: float | None = None) -> ProfileRun | None:
     """What ``world_size`` ranks measured (:class:`ProfileRun`); None on torchrun ranks other
     than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
     over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
-    or rank 0's ("rank0")."""
+    or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
+    implementation, realrun/fsdp_costs.py; ~5-30 s more) with units of ``shard_unit_mb``."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
-               "optimizer": optimizer, "seed": seed, "precision": precision}
+               "optimizer": optimizer, "seed": seed, "precision": precision,
+               "fsdp": {"shard_unit_mb": shard_unit_mb} if fsdp else None}
     ranks = run_world("realrun.profile_world:profile_rank", payload, world_size=world_size,
                       backend=backend, threads_per_rank=threads, timeout_s=timeout_s,
                       emulate_hosts=emulate_hosts, link_gbit=link_gbit)
@@ -155,4 +164,16 @@ def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gl
                                                     "spread", "notes", "per_rank")}
         host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
                                    contention_spread=c["spread"])
+    if "fsdp_steps_s" in measured:
+        per_rank = [r["measured"].pop("fsdp_steps_s") for r in ranks]  # max over ranks per step
+        host_s, steps_s = host_over_rounds(
+            {k: list(np.max([t[k] for t in per_rank], axis=0)) for k in per_rank[0]})
+        module = workload.build(seed, 0, torch.device("cpu"))[0]
+        # On CPU/Gloo FSDP2's collectives block the training thread; NCCL's overlap
+        costs, measured["fsdp"] = fsdp_costs(
+            host_s, sharded_plans(module, shard_unit_mb), measured["copy"]["copy_gbps"],
+            world_size, profile.optimizer_s, blocking=backend == "gloo")
+        measured["fsdp"]["steps_ms"] = {k: v * 1e3 for k, v in steps_s.items()}
+        host = dataclasses.replace(host, implementations={**host.implementations,
+                                                          "fsdp": costs})
     return ProfileRun(profile, measured, host)

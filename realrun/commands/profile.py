@@ -4,6 +4,7 @@
     python -m realrun profile --model transformer-small --layers 2 --d-model 256 --d-ff 1024 \\
         --heads 4 --vocab 2048 --batch 4 --seq 32 --repeats 20 --out out/profile.json
     python -m realrun profile --module examples/gpt2_tiny.py:build --precision bf16
+    python -m realrun profile --fsdp --shard-unit-mb 1      # + torch FSDP2's host costs
     python -m simddp sweep --model out/profile.json              # simulate the measured model
 
 Every module that owns trainable parameters gets its forward time (forward hooks) and
@@ -14,7 +15,9 @@ which gradients became ready, each tensor's bytes and the optimizer step. --worl
 the slowest rank's plain step (--compute-basis), and the DDP implementations' host costs,
 this model's compute/all-reduce contention and the step's spread are measured on the same
 ranks and saved with the profile (realrun/profile_world.py), so ``simddp sweep --model FILE``
-charges them. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
+charges them. --fsdp also measures torch FSDP2's host work around its all-gathers and
+reduce-scatters (the "fsdp" implementation that runs fsdp and zero2; realrun/fsdp_costs.py),
+with the units of --shard-unit-mb. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
 ``gpt2_tiny:build``); how it was measured is stored next to it under "measured".
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from realrun.commands.common import (add_model_args, require_int, require_second
 from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from simddp.errors import InputError
+from simddp.strategy import mb_to_bytes
 from simddp.io import check_out_dir, profile_to_json, save_json
 from simddp.report.table import host_line
 
@@ -69,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "as realrun bench times a step (default), or rank 0's")
     g.add_argument("--timeout-s", type=float, default=120.0,
                    help="seconds any rank may wait for the others (default %(default)s)")
+    g.add_argument("--fsdp", action="store_true",
+                   help="also measure torch FSDP2's host costs for fsdp/zero2 predictions "
+                        "(adds its steps: ~5-30 s)")
+    g.add_argument("--shard-unit-mb", type=float, default=None, metavar="MB",
+                   help="with --fsdp: group layers into units of at least MB, as --shard-unit-mb "
+                        "of bench/validate/sweep (default: one unit per layer)")
     g.add_argument("--out", default="out/profile.json",
                    help="profile JSON to write (default %(default)s)")
     g.add_argument("--force", action="store_true",
@@ -79,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     require_int("--repeats", args.repeats)
     require_int("--warmup", args.warmup, minimum=0)
     require_seconds("--timeout-s", args.timeout_s)
+    if args.shard_unit_mb is not None:
+        if not args.fsdp:
+            raise InputError("--shard-unit-mb: only with --fsdp (it groups FSDP2's units)")
+        mb_to_bytes(args.shard_unit_mb, "--shard-unit-mb")
     if args.device is not None:
         args.backend = {"cpu": "gloo", "cuda": "nccl"}[args.device]
     if args.world_size is None:
@@ -95,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                             emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit,
                             repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
                             seed=args.seed, precision=args.precision,
-                            compute_basis=args.compute_basis)
+                            compute_basis=args.compute_basis, fsdp=args.fsdp,
+                            shard_unit_mb=args.shard_unit_mb)
     except ValueError as e:  # run_world's checks: nccl without GPUs, emulate_hosts != ranks
         raise InputError(str(e).splitlines()[0]) from None
     if out is None:

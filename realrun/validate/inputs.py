@@ -71,7 +71,10 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
                          threads=s.threads, timeout_s=s.timeout_s, repeats=s.profile_repeats,
                          optimizer=s.optimizer, seed=s.seed, precision=s.precision,
                          compute_basis=s.compute_basis, emulate_hosts=s.emulate_hosts,
-                         link_gbit=s.link_gbit)
+                         link_gbit=s.link_gbit,
+                         # FSDP2's host costs only when a sharded strategy is validated
+                         fsdp=bool(set(s.strategies) & set(SHARDED)),
+                         shard_unit_mb=s.shard_unit_mb)
 
 
 def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:

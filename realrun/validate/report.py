@@ -57,7 +57,9 @@ class Prediction:
             "host_costs": None if self.host is None else {
                 "contention": self.host.contention, **{
                     impl: {"copy_gbps": c.copy_gbps, "scale_gbps": c.scale_gbps,
-                           "hook_us": c.hook_s * 1e6, "launch_us": c.launch_s * 1e6}
+                           "hook_us": c.hook_s * 1e6, "launch_us": c.launch_s * 1e6,
+                           "gather_us": c.gather_s * 1e6, "scatter_us": c.scatter_s * 1e6,
+                           "blocking_collectives": c.blocking_collectives}
                     for impl, c in self.host.implementations.items()}},
             "profile": {"forward_ms": self.profile.forward_s * 1e3,
                         "backward_ms": self.profile.backward_s * 1e3,
@@ -78,10 +80,11 @@ def caveats(settings: ValidateSettings) -> list[str]:
     """
     out = []
     if settings.backend == "gloo" and any(s in SHARDED for s in settings.strategies):
-        out.append("caveat: fsdp/zero2 on CPU: FSDP2's host work around its collectives is not "
-                   "in simddp's prediction, and on Gloo each collective blocks the training "
-                   "thread (no overlap); expect under-prediction (15-60 % on this project's "
-                   "2-vCPU box: docs/results/2026-11-23-sharded-and-hooks.md)")
+        out.append("caveat: fsdp/zero2 on Gloo: FSDP2's host work and blocking collectives are "
+                   "measured with the profile and charged (realrun/fsdp_costs.py), but the "
+                   "wire law of many small reduce-scatters/all-gathers has no blocking α yet: "
+                   "expect under-prediction with small units over a slow link (-23 to -31 % "
+                   "on the transformer at 2 Gbit/s: docs/results/2026-11-23-sharded-and-hooks.md)")
     if settings.backend == "gloo" and settings.comm_hooks:
         out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
                    "slower than simddp's byte counts say, and PowerSGD runs bucket by bucket "

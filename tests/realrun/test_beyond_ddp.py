@@ -178,6 +178,60 @@ def test_bf16_check_names_the_backend():
     assert torch.distributed.is_available()
 
 
+def test_fsdp2_host_costs_are_solved_from_fsdp_and_zero2_steps():
+    # Two 1 MB layers, p = 2, copies at 1 GB/s: an all-gather or reduce-scatter copies 1.5 MB
+    # (n/p and n) = 1.5 ms. fsdp: 4 all-gathers + 2 reduce-scatters (9 ms of copies), zero2:
+    # 2 + 2 (6 ms). With gather 1 ms and scatter 2 ms per call the rest is 8 and 6 ms; a
+    # 2 ms optimizer on the shard saves 1 ms of the 10 ms compute-only step.
+    from realrun.fsdp_costs import SHARDED, fsdp_costs
+    from simddp import Layer, ModelProfile
+    toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10 ** 6,)) for i in range(2)))
+    plans = {s: plan(toy, make_strategy(s)) for s in SHARDED}
+    # host = step - compute-only - wire: fsdp 38 - 10 - 12 = 16 ms, zero2 29 - 10 - 8 = 11 ms,
+    # +1 ms each for the optimizer's share -> 17 and 12 ms, less 9 and 6 ms of copies
+    from realrun.fsdp_costs import host_over_rounds
+    steps = {"compute-only": [0.010] * 2, "fsdp": [0.038] * 2, "zero2": [0.029] * 2,
+             "wire:fsdp": [0.012] * 2, "wire:zero2": [0.008] * 2}
+    host_s, medians = host_over_rounds(steps, chunk=1)
+    assert host_s == pytest.approx({"fsdp": 0.016, "zero2": 0.011})
+    costs, info = fsdp_costs(host_s, plans, 1.0, 2, optimizer_s=0.002, blocking=True)
+    assert (costs.gather_s, costs.scatter_s) == pytest.approx((1e-3, 2e-3))
+    assert costs.copy_gbps == 1.0 and costs.blocking_collectives
+    assert info["calls"]["fsdp"] == {"all_gather": 4, "reduce_scatter": 2}
+    # noise making fsdp's rest (4 ms) smaller than zero2's (6 ms): the better fit with one
+    # cost 0 — scatter only: s = (2·4 + 2·6) / (2² + 2²) = 2.5 ms (g only fits worse)
+    costs, _ = fsdp_costs({"fsdp": 0.012, "zero2": 0.011}, plans, 1.0, 2, optimizer_s=0.002)
+    assert (costs.gather_s, costs.scatter_s) == pytest.approx((0.0, 2.5e-3))
+    assert not costs.blocking_collectives
+    # steps faster than their copies: never a negative cost
+    costs, _ = fsdp_costs({"fsdp": 0.004, "zero2": 0.002}, plans, 1.0, 2)
+    assert (costs.gather_s, costs.scatter_s) == (0.0, 0.0)
+
+
+def test_anchored_probes_keep_the_fsdp2_host_costs():
+    from realrun.validate.probes import inputs_from_probes
+    from simddp.host import Host, HostCosts
+    from simddp.link import Link
+    fsdp = HostCosts(copy_gbps=2.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
+    earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0), "fsdp": fsdp})
+    _, host, _ = inputs_from_probes(Link("cal", 1e-4, 1.0, world_size=2), earlier,
+                                    {"probe:copy": 0.008, "probe:scale": 0.002},
+                                    [10 ** 6] * 4, 2)
+    assert host.costs("fsdp") == fsdp and host.costs("realrun").copy_gbps == 1.0
+
+
+@pytest.mark.slow
+def test_profile_measures_fsdp2_host_costs_on_gloo(tmp_path):
+    """realrun profile --fsdp: the "fsdp" implementation's costs in the profile's host_costs
+    section, blocking on Gloo, read back by simddp."""
+    from simddp.io import load_host
+    out = tmp_path / "profile.json"
+    assert main(["profile", *TINY, "--repeats", "3", "--fsdp", "--out", str(out)]) == 0
+    costs = load_host(out).costs("fsdp")
+    assert costs.blocking_collectives and costs.copy_gbps > 0
+    assert costs.gather_s >= 0 and costs.scatter_s >= 0
+
+
 @pytest.mark.slow
 def test_validate_runs_fsdp_zero2_and_a_hook_end_to_end(tmp_path):
     """realrun validate --strategies ddp,fsdp,zero2 --comm-hook fp16 on a tiny model with a

@@ -1,0 +1,179 @@
+"""What torch FSDP2 costs the host around its collectives: the "fsdp" implementation's HostCosts.
+
+Picture one rank's fsdp step on Gloo: before each unit computes, FSDP2 copies its shard into
+a buffer, all-gathers it and copies the gathered parameters out; after each unit's backward it
+copies the gradients into a reduce-scatter's input and the reduced shard out; DTensor
+bookkeeping runs in Python hooks around each. None of that is the wire's. Measured on the
+ranks the profile runs on (realrun/profile_world.py), when a sharded strategy will be
+predicted (it adds ~5-30 s)::
+
+    times = measure_fsdp(workload, payload, ctx)              # rank side, every rank at once
+    host_s, steps_s = host_over_rounds(times_max_over_ranks)  # parent
+    costs, info = fsdp_costs(host_s, plans, copy_gbps, world_size, optimizer_s, blocking=True)
+
+The decomposition is bench/fsdp_host_work.py's, in one world, round-robin, each step after a
+barrier: ``host = strategy's step - compute-only step - the plan's collectives alone`` (the
+plan's all-gathers and reduce-scatters on buffers of each unit's size, in its order, each
+waited for, as FSDP2 issues them on CPU), for fsdp and for zero2, within each round (this
+VM's speed drifts between rounds), median over the rounds (:func:`host_over_rounds`). Their copies (simddp's
+:func:`simddp.hostwork.shard_host_s` at the measured ``copy_gbps``) are taken out; fsdp does
+U more all-gathers than zero2, which splits the rest into ``gather_s`` and ``scatter_s``
+(:func:`fsdp_costs`). On CPU/Gloo FSDP2's collectives block the training thread
+(``async_op=False``), so ``blocking_collectives`` is set there; on NCCL they overlap.
+Measured 2026-11-23 (docs/results/2026-11-23-sharded-and-hooks.md): 40-60 ms per step on the
+8-unit MLP, 96-157 ms on the 75-unit transformer, 20-35 % of the step.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from realrun.steps import Trainer
+from realrun.workload import Workload
+from simddp.host import HostCosts
+from simddp.hostwork import shard_host_s
+from simddp.link import ALL_GATHER
+from simddp.plans import Plan, plan as make_plan
+from simddp.result import COMPUTE_ONLY
+from simddp.strategy import make_strategy
+
+SHARDED = ("fsdp", "zero2")
+# 12 timed steps per item, round-robin in 6 rounds: with 3 rounds of 3 one slow stretch
+# made fsdp's host 2x zero2's+U gathers (mlp-8x1024, 2026-11-23 08:06 UTC)
+ROUNDS, CHUNK, WARMUP = 6, 2, 2
+
+
+class Wire:
+    """The plan's all-gathers and reduce-scatters of one sharded strategy, each waited for."""
+
+    def __init__(self, plan: Plan, world_size: int, device) -> None:
+        self.calls = []
+        for c in plan.collectives:
+            n = c.nbytes // 4
+            n -= n % world_size
+            self.calls.append((c.kind, torch.zeros(n, device=device),
+                               torch.zeros(n // world_size, device=device)))
+
+    def step(self) -> None:
+        for kind, full, shard in self.calls:
+            if kind == ALL_GATHER:
+                dist.all_gather_into_tensor(full, shard)
+            else:
+                dist.reduce_scatter_tensor(shard, full)
+
+
+def sharded_plans(module, shard_unit_mb: float | None) -> dict[str, Plan]:
+    """fsdp's and zero2's plans on ``module`` (what realrun/sharded.py shards it by)."""
+    from realrun.tensors import module_profile
+    profile = module_profile(module)
+    return {s: make_plan(profile, make_strategy(s, shard_unit_mb=shard_unit_mb))
+            for s in SHARDED}
+
+
+def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | None = None
+                 ) -> dict[str, list[float]]:
+    """Rank side: per-step seconds of compute-only, fsdp, zero2 and each plan's collectives
+    alone (``wire:fsdp``, ``wire:zero2``), warmed up, then round-robin in chunks."""
+    warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
+    extra = {} if shard_unit_mb is None else {"shard_unit_mb": shard_unit_mb}
+    items = {name: Trainer({"strategy": name, "bucket_mb": None, **extra}, workload, ctx,
+                           payload).step for name in (COMPUTE_ONLY,) + SHARDED}
+    module = workload.build(payload["seed"], ctx.rank, str(ctx.device))[0]
+    for s, p in sharded_plans(module, shard_unit_mb).items():
+        items[f"wire:{s}"] = Wire(p, ctx.world_size, ctx.device).step
+    for step in items.values():
+        for _ in range(WARMUP):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in items}
+    for _ in range(ROUNDS):
+        for name, step in items.items():
+            for _ in range(CHUNK):
+                ctx.barrier()
+                t0 = time.perf_counter()
+                step()
+                ctx.synchronize()
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def host_over_rounds(times_s: dict[str, list[float]], chunk: int = CHUNK
+                     ) -> tuple[dict[str, float], dict[str, float]]:
+    """(fsdp's and zero2's host seconds, every item's median step) from per-step seconds
+    (the max over ranks) of :func:`measure_fsdp`: host = step − compute-only − wire within
+    each round (the chunks of one round ran back to back), median over rounds.
+
+    >>> t = {"compute-only": [1, 1, 5, 5], "fsdp": [4, 4, 12, 12], "zero2": [3, 3, 9, 9],
+    ...      "wire:fsdp": [2, 2, 2, 2], "wire:zero2": [1, 1, 1, 1]}
+    >>> host_over_rounds(t, chunk=2)[0]          # rounds: fsdp 1 and 5, zero2 1 and 3
+    {'fsdp': 3.0, 'zero2': 2.0}
+    """
+    def rounds(k: str) -> list[float]:
+        t = times_s[k]
+        return [float(statistics.median(t[i:i + chunk])) for i in range(0, len(t), chunk)]
+    compute = rounds(COMPUTE_ONLY)
+    host = {s: statistics.median(step - c - wire for step, c, wire in
+                                 zip(rounds(s), compute, rounds(f"wire:{s}")))
+            for s in SHARDED}
+    return host, {k: float(statistics.median(t)) for k, t in times_s.items()}
+
+
+def fsdp_costs(host_s: dict[str, float], plans: dict[str, Plan], copy_gbps: float | None,
+               world_size: int, optimizer_s: float = 0.0, blocking: bool = False
+               ) -> tuple[HostCosts, dict]:
+    """The "fsdp" implementation's costs from fsdp's and zero2's host seconds per step
+    (step − compute-only − wire, :func:`host_over_rounds`), and how they were derived.
+
+    A sharded optimizer updates 1/p, so (p−1)/p of ``optimizer_s`` goes back to the host;
+    less its copies at ``copy_gbps``, the rest is A·gather_s + R·scatter_s with A, R the
+    strategy's all-gathers and reduce-scatters. Two strategies, two unknowns; when the
+    solution has a negative (noise), the better least-squares fit with one of them 0.
+
+    >>> from simddp import Layer, ModelProfile
+    >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,)) for i in range(2)))
+    >>> plans = {s: make_plan(toy, make_strategy(s)) for s in SHARDED}   # fsdp 4 AG, zero2 2
+    >>> costs, info = fsdp_costs({"fsdp": 0.008, "zero2": 0.004}, plans, None, 2, blocking=True)
+    >>> round(costs.gather_s * 1e3, 6), round(costs.scatter_s * 1e3, 6), costs.blocking_collectives
+    (2.0, 0.0, True)
+    """
+    rest, calls = {}, {}
+    for s in SHARDED:
+        p = plans[s]
+        copies_s = sum(sum(shard_host_s(HostCosts(copy_gbps=copy_gbps), c, world_size))
+                       for c in p.collectives)
+        rest[s] = host_s[s] + optimizer_s * (1 - 1 / world_size) - copies_s
+        gathers = sum(c.kind == ALL_GATHER for c in p.collectives)
+        calls[s] = (gathers, len(p.collectives) - gathers)
+    gather_s, scatter_s = _solve([calls[s] for s in SHARDED], [rest[s] for s in SHARDED])
+    costs = HostCosts(copy_gbps=copy_gbps, gather_s=round(float(gather_s), 9),  # not numpy's
+                      scatter_s=round(float(scatter_s), 9), blocking_collectives=bool(blocking))
+    info = {"host_ms": {k: v * 1e3 for k, v in host_s.items()},
+            "host_less_copies_ms": {k: v * 1e3 for k, v in rest.items()},
+            "calls": {k: {"all_gather": a, "reduce_scatter": r} for k, (a, r) in calls.items()},
+            "gather_us": costs.gather_s * 1e6, "scatter_us": costs.scatter_s * 1e6,
+            "blocking_collectives": blocking}
+    return costs, info
+
+
+def _solve(calls: list[tuple[int, int]], rest: list[float]) -> tuple[float, float]:
+    """(g, s) ≥ 0 with a·g + r·s = rest for each (a, r): exact if that is ≥ 0, else the
+    least-squares fit with g or s at 0, whichever fits better (both 0 if neither is > 0)."""
+    (a1, r1), (a2, r2) = calls
+    det = a1 * r2 - a2 * r1
+    if det:
+        g = (rest[0] * r2 - rest[1] * r1) / det
+        s = (a1 * rest[1] - a2 * rest[0]) / det
+        if g >= 0 and s >= 0:
+            return g, s
+
+    def fit(cols: list[int]) -> float:
+        den = sum(c * c for c in cols)
+        return max(0.0, sum(c * y for c, y in zip(cols, rest)) / den) if den else 0.0
+
+    def miss(g: float, s: float) -> float:
+        return sum((a * g + r * s - y) ** 2 for (a, r), y in zip(calls, rest))
+    only_g, only_s = (fit([a1, a2]), 0.0), (0.0, fit([r1, r2]))
+    return min(only_g, only_s, key=lambda gs: miss(*gs))
