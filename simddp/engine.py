@@ -189,30 +189,29 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                 yield from lanes.work(COMPUTE, f"{collectives[i].label} copy-out", COPY,
                                       shard_s[i][1], compute_ref)
 
+    def layer_work(label, kind, seconds):
+        """One layer's forward or backward on the compute lane: through the contention
+        model when collectives can overlap, else a plain timeout (the cheap path)."""
+        if contended:
+            yield from lanes.work(COMPUTE, label, kind, seconds, compute_ref)
+            return
+        start_s = env.now
+        yield timeout(seconds)
+        if record:
+            spans.append((COMPUTE, label, start_s, env.now, kind))
+
     def compute():
         for k in range(micro_steps):
             ready_k, fwd_k, bwd_k = ready_after[k], fwd_at[k], bwd_at[k]
             for li, forward_s, label in segments:
                 if li in fwd_k:
                     yield from reach(fwd_k[li])
-                if contended:
-                    yield from lanes.work(COMPUTE, label, FORWARD, forward_s, compute_ref)
-                else:
-                    start_s = env.now
-                    yield timeout(forward_s)
-                    if record:
-                        spans.append((COMPUTE, label, start_s, env.now, FORWARD))
+                yield from layer_work(label, FORWARD, forward_s)
             for label, backward_s, li in backward:
                 if gated_backward and li in bwd_k:
                     yield from reach(bwd_k[li])
                 if backward_s > 0:
-                    if contended:
-                        yield from lanes.work(COMPUTE, label, BACKWARD, backward_s, compute_ref)
-                    else:
-                        start_s = env.now
-                        yield timeout(backward_s)
-                        if record:
-                            spans.append((COMPUTE, label, start_s, env.now, BACKWARD))
+                    yield from layer_work(label, BACKWARD, backward_s)
                 extra_s = copy_in[k].get(li) if copy_in else None
                 if extra_s:  # the wrapper's hooks, copy-in / in-place 1/p, before launches
                     yield from lanes.work(COMPUTE, copy_in_label, COPY, extra_s, compute_ref)
