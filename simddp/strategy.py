@@ -18,7 +18,7 @@ simulator and the real wrapper only ever execute the plan::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
@@ -84,6 +84,33 @@ class Strategy:
         if self.implementation not in IMPLEMENTATIONS:
             raise InputError(f"strategy {self.name!r}: implementation must be one of "
                              f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
+
+    @property
+    def base(self) -> str:
+        """The strategy without its comm hook: 'ddp' for ddp+fp16 (what realrun wraps, what
+        a plot draws it like)."""
+        hook = self.comm_hook
+        return self.name if hook is None else self.name[:-len(hook.name) - 1]
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able fields (a rank's payload); :meth:`from_dict` reads them back.
+
+        >>> s = make_strategy("ddp+powersgd:2", bucket_mb=4)
+        >>> Strategy.from_dict(s.to_dict()) == s, s.base
+        (True, 'ddp')
+        """
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.comm_hook is not None:
+            out["comm_hook"] = {f.name: getattr(self.comm_hook, f.name)
+                                for f in fields(self.comm_hook)}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Strategy":
+        data = dict(data)
+        if data.get("comm_hook") is not None:
+            data["comm_hook"] = CommHook(**data["comm_hook"])
+        return cls(**data)
 
     @property
     def bucket_mb(self) -> float | None:
