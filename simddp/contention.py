@@ -11,11 +11,32 @@ factors reproduce them. ``calibrate`` and ``realrun`` measure; this is the arith
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 # Contention needs the compute and the all-reduce stream to overlap: the shorter of the two
 # (alone) should be at least this fraction of the longer, or the factors are guesses.
 MIN_OVERLAP = 0.3
+
+
+@dataclass(frozen=True)
+class Contention:
+    """How much each lane slows while the other is busy: compute runs at 1/``compute`` of its
+    speed while a collective is in flight, a collective at 1/``comm`` while compute runs."""
+
+    compute: float = 1.0
+    comm: float = 1.0
+
+    @property
+    def active(self) -> bool:
+        return self.compute != 1.0 or self.comm != 1.0
+
+
+def contention_for(link, host=None) -> Contention:
+    """The contention a simulation runs under: the model's own (``host``), else the link's."""
+    lk = host.contended(link) if host is not None else link
+    return Contention(lk.compute_slowdown, lk.comm_slowdown)
 
 
 def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,

@@ -309,4 +309,4 @@ def make_result(profile: ModelProfile, link: Link, plan: Plan, world_size: int, 
                   world_size=world_size, step_s=step_s,
                   exposed_comm_s=max(0.0, step_s - compute_s),
                   collectives=plan.calls, accum_steps=plan.micro_steps,
-                  compute_s=compute_s, spans=tuple(Span(*s) for s in spans))
+                  compute_s=compute_s, spans=tuple(Span(*s) for s in spans), spec=strategy)

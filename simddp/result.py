@@ -14,7 +14,9 @@ measured by realrun, so one plot function draws both::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from simddp.strategy import Strategy, strategy_of
 
 COMPUTE, COMM = "compute", "comm"
 # What a span is. Compute lane: the model's phases, and the DDP implementation's host work
@@ -88,8 +90,17 @@ class Result:
     # Predicted step seconds in each input scenario (simddp/ranges.py: low, high, comm_bound,
     # compute_bound); None when no ranges were computed.
     scenarios_s: dict[str, float] | None = None
+    # The configuration itself (``strategy`` is its name, for tables and files): what plots,
+    # recommendations and realrun read, so no one parses the name back. Files written before
+    # it existed get it rebuilt from the name once, here (simddp.strategy.strategy_of).
+    spec: Strategy | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.spec, dict):
+            object.__setattr__(self, "spec", Strategy.from_dict(self.spec))
+        elif self.spec is None:
+            object.__setattr__(self, "spec", strategy_of(self.strategy, self.bucket_mb,
+                                                         self.accum_steps))
         spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
         object.__setattr__(self, "spans", spans)
         object.__setattr__(self, "steps_s", tuple(self.steps_s))

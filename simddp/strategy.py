@@ -128,6 +128,25 @@ def split_name(name: str) -> tuple[str, str | None]:
     return base, hook or None
 
 
+def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
+                ) -> Strategy | None:
+    """The Strategy a result file names, for files written before results carried it
+    (``Result.spec``); None for what is no strategy (compute-only, an unknown name). The one
+    place a strategy's name is read back.
+
+    >>> strategy_of("ddp+fp16", 4.0).comm_hook.kind, strategy_of("compute-only")
+    ('fp16', None)
+    """
+    base = split_name(name)[0]
+    if base not in STRATEGIES + SHARDED + (ACCUM_BASELINE,):
+        return None
+    mb = () if bucket_mb is None else (bucket_mb,)
+    try:
+        return make_strategy(name, *mb, accum_steps=accum_steps)
+    except InputError:
+        return None
+
+
 def beyond_ddp(name: str) -> bool:
     """Whether a strategy shards (fsdp, zero2) or compresses (a comm hook): what a sweep
     recommends as a strategy, beside the bucket size."""
