@@ -2,7 +2,7 @@
 
 Measured by ``realrun validate`` on the ranks (all at once, as in the real run) and handed to
 simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the compute lane for
-the implementation that runs each strategy (simddp.engine.host_copies):
+the implementation that runs each strategy (simddp.hostwork.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
   ``scale_gbps``), also timed as probes (realrun/validate/probes.py);

@@ -23,7 +23,7 @@ evaluator refuses such inputs instead of being silently wrong.
 """
 from __future__ import annotations
 
-from simddp.engine import optimizer_share_s
+from simddp.schedule import optimizer_share_s
 from simddp.host import Host
 from simddp.link import Link
 from simddp.plans import Plan

@@ -14,7 +14,7 @@ time on the compute lane, and it differs between implementations on the same hos
 A strategy says which implementation runs it (``Strategy.implementation``: "torch" for
 ``ddp``, torch's own DistributedDataParallel; "realrun" for the others), and the engine charges
 that implementation's costs — it never looks at a strategy's name. How each cost lands on
-the timeline is :func:`simddp.engine.host_copies`. Measured by ``realrun validate`` (and
+the timeline is :func:`simddp.hostwork.host_copies`. Measured by ``realrun validate`` (and
 ``realrun profile``) on the ranks; stored as a profile's ``host_costs`` section or as a
 ``simddp.host/1`` file (docs/FORMATS.md). Presets have none: their hosts are free.
 """

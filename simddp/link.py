@@ -35,11 +35,12 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simddp.errors import InputError
+from simddp.kinds import CollectiveKind
 from simddp.profile import _check_spread
 
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 # Collective kinds a plan issues (simddp/plans.py); a span's kind spells them with a hyphen.
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all_reduce", "reduce_scatter", "all_gather"
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = CollectiveKind    # simddp/kinds.py
 COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 # Fields of links written before 2026-11-23, which now belong to simddp.host.Host.
 LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")

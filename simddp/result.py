@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simddp.kinds import Lane, SpanKind
 from simddp.strategy import Strategy, strategy_of
 
-COMPUTE, COMM = "compute", "comm"
-# What a span is. Compute lane: the model's phases, and the DDP implementation's host work
-# (hooks and gradient copies, "copy"); comm lane: the collectives.
-FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = "forward", "backward", "optimizer", "copy", "compute"
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all-reduce", "reduce-scatter", "all-gather"
-KINDS = (FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
-# A plan's collective kind (simddp.link: "all_reduce", ...) -> the kind of its span.
-SPAN_KIND = {"all_reduce": ALL_REDUCE, "reduce_scatter": REDUCE_SCATTER,
-             "all_gather": ALL_GATHER}
+COMPUTE, COMM = Lane.COMPUTE, Lane.COMM
+# What a span is (simddp/kinds.py): compute lane, the model's phases and the DDP
+# implementation's host work (hooks and gradient copies, "copy"); comm lane, the collectives.
+FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = (SpanKind.FORWARD, SpanKind.BACKWARD,
+                                             SpanKind.OPTIMIZER, SpanKind.COPY, SpanKind.OTHER)
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = (SpanKind.ALL_REDUCE, SpanKind.REDUCE_SCATTER,
+                                          SpanKind.ALL_GATHER)
+KINDS = tuple(SpanKind)
 # The configuration realrun bench always measures first: no gradient sync at all. Every
 # prediction carries its time as ``compute_s``, so compare scores it too.
 COMPUTE_ONLY = "compute-only"

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simddp.kinds import Phase
 from simddp.link import ALL_GATHER, REDUCE_SCATTER
 from simddp.profile import ModelProfile
 
-FORWARD, BACKWARD, AFTER_BACKWARD = "forward", "backward", "after_backward"
+FORWARD, BACKWARD, AFTER_BACKWARD = Phase.FORWARD, Phase.BACKWARD, Phase.AFTER_BACKWARD
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,49 @@
+"""How long each collective of a plan occupies the communication lane: the cost law.
+
+The engine asks one question of the network: for collective i of this plan, how many seconds
+on the comm lane? Today's answer is the link's α–β law per call (:mod:`simddp.link`:
+all-reduce, reduce-scatter, all-gather), with the α of collectives issued back to back when
+the plan overlaps them and ``blocking_alpha_s`` when each is waited for before the next,
+plus a comm hook's work between its calls (PowerSGD's Q = Mᵀ·P)::
+
+    >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
+    >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
+    >>> link = Link("l", 50e-6, 1.0, blocking_alpha_s=80e-6)
+    >>> [round(s * 1e3, 3) for s in comm_seconds(plan(toy, make_strategy("overlap")), link, 2)]
+    [1.05, 1.05]
+    >>> [round(s * 1e3, 3) for s in comm_seconds(plan(toy, make_strategy("naive")), link, 2)]
+    [1.08, 1.08]
+
+This module is the one place that law lives, so a better one (many small collectives in
+flight at once, which the α–β law over-charges on Gloo) changes here and nowhere else.
+"""
+from __future__ import annotations
+
+from simddp.host import FREE, HostCosts
+from simddp.hostwork import comm_gaps_s
+from simddp.kinds import CollectiveKind, SpanKind
+from simddp.link import Link
+from simddp.plans import Plan
+
+
+def issued_blocking(plan: Plan, costs: HostCosts = FREE) -> bool:
+    """Whether each collective is waited for before the next is issued: plans that do not
+    overlap (naive, flat), or an implementation whose collectives hold the training thread
+    (``blocking_collectives``: FSDP2 on Gloo/CPU). Such collectives pay ``blocking_alpha_s``."""
+    return not plan.strategy.overlap or costs.blocking_collectives
+
+
+def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE
+                 ) -> list[float]:
+    """Seconds each collective of ``plan`` occupies the comm lane, in launch order."""
+    blocking = issued_blocking(plan, costs)
+    if not plan.units and plan.strategy.comm_hook is None:   # plain all-reduces: kept lean
+        return [link.allreduce_s(c.nbytes, world_size, blocking) for c in plan.collectives]
+    gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
+    return [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls) + gap_s
+            for c, gap_s in zip(plan.collectives, gaps_s)]
+
+
+def span_kinds(plan: Plan) -> list[SpanKind]:
+    """Each collective's kind on the timeline."""
+    return [CollectiveKind(c.kind).span_kind for c in plan.collectives]
