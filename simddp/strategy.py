@@ -24,6 +24,11 @@ from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.host import IMPLEMENTATIONS
 
+
+class UnknownStrategy(InputError):
+    """A strategy name that is none of the strategies (a CLI words its own message)."""
+
+
 MB = 2**20                 # torch's bucket_cap_mb counts MiB
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: "1MB is a reasonable value"
 DDP_DEFAULT_BUCKET_MB = 25.0
@@ -92,6 +97,18 @@ class Strategy:
         hook = self.comm_hook
         return self.name if hook is None else self.name[:-len(hook.name) - 1]
 
+    @property
+    def accumulates(self) -> bool:
+        """Whether it is about gradient accumulation (no_sync, and its sync_each baseline):
+        it runs ``accum_steps`` micro-steps by default."""
+        return self.sync_last_only or self.name == ACCUM_BASELINE
+
+    @property
+    def beyond_ddp(self) -> bool:
+        """Whether it shards (fsdp, zero2) or compresses (a comm hook): what a sweep
+        recommends as a strategy, beside the bucket size."""
+        return self.reshard_after_forward is not None or self.comm_hook is not None
+
     def to_dict(self) -> dict:
         """Plain JSON-able fields (a rank's payload); :meth:`from_dict` reads them back.
 
@@ -147,13 +164,6 @@ def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
         return None
 
 
-def beyond_ddp(name: str) -> bool:
-    """Whether a strategy shards (fsdp, zero2) or compresses (a comm hook): what a sweep
-    recommends as a strategy, beside the bucket size."""
-    base, hook = split_name(name)
-    return base in SHARDED or hook is not None
-
-
 def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
     if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not math.isfinite(mb) or mb <= 0:
         raise InputError(f"{flag}: {mb!r} is not a number > 0 (MB, e.g. 25)")
@@ -203,4 +213,5 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
         return Strategy(name, "bucket", True, mb_to_bytes(bucket_mb),
                         mb_to_bytes(first_mb, "--first-bucket-mb"), accum_steps,
                         sync_last_only=(name == "no_sync"), implementation="torch")
-    raise InputError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES + SHARDED)}")
+    raise UnknownStrategy(f"unknown strategy {name!r}; choose from "
+                          f"{', '.join(STRATEGIES + SHARDED)}")

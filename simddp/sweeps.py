@@ -35,8 +35,8 @@ from simddp.ranges import robust_pick, scenario_steps
 from simddp.result import Result
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
-                             SHARDED, STRATEGIES, Strategy, beyond_ddp, make_strategy,
-                             mb_to_bytes, split_name)
+                             SHARDED, STRATEGIES, Strategy, make_strategy,
+                             mb_to_bytes)
 
 # 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
 # link preset lies inside, and a 2.5× grid pins it to within ~10% of the step.
@@ -189,7 +189,7 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
     # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
     # whenever the first bucket is no smaller than the cap would make it).
     fastest = min(per_step, key=lambda r: (r.step_s, r is not best,
-                                           split_name(r.strategy)[0] != "ddp"), default=None)
+                                           r.spec is None or r.spec.base != "ddp"), default=None)
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
                           runner.step_s if runner else None, edge, fastest,
@@ -222,14 +222,14 @@ def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
     None when the sweep had neither. Ties go to the plain configuration (less to change),
     then to torch DDP's bucket rule, then to the size closest to torch's default 25 MB."""
     per_step = [r for r in results if baseline_name(r) == "naive"]
-    beyond = [r for r in per_step if beyond_ddp(r.strategy)]
+    beyond = [r for r in per_step if r.spec is not None and r.spec.beyond_ddp]
     if not beyond:
         return None
-    plain = [r for r in per_step if not beyond_ddp(r.strategy)]
+    plain = [r for r in per_step if r.spec is None or not r.spec.beyond_ddp]
 
     def key(r: Result) -> tuple:
         near_25 = 0.0 if r.bucket_mb is None else abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))
-        return r.step_s, split_name(r.strategy)[0] != "ddp", near_25
+        return r.step_s, r.spec is None or r.spec.base != "ddp", near_25
 
     return StrategyPick(min(beyond, key=key), min(plain, key=key, default=None))
 

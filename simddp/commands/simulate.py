@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
@@ -34,8 +35,8 @@ from simddp.plans import plan
 from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.result import COMM
-from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, MB, SHARDED,
-                             STRATEGIES, make_strategy, split_name)
+from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, SHARDED, STRATEGIES,
+                             UnknownStrategy, make_strategy)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
@@ -68,26 +69,29 @@ def _check_output(path: str | None, flag: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if split_name(args.strategy)[0] not in CHOICES:
-        raise InputError(f"--strategy: unknown {args.strategy!r}; choose from {', '.join(CHOICES)}")
     mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     if len(mbs) != 1:
         raise InputError(f"--bucket-mb: {args.bucket_mb!r} is a list; simulate takes one size "
                          "(use python -m simddp sweep for several)")
     if not math.isfinite(mbs[0] * MB):
         raise InputError(f"--bucket-mb: {args.bucket_mb!r} is too large (MB, e.g. 25)")
-    accum = args.accum_steps
-    if accum is None:
-        accum = DEFAULT_ACCUM_STEPS if args.strategy in ("no_sync", ACCUM_BASELINE) else 1
     hooks = parse_hooks(args.comm_hook)
     if len(hooks) > 1:
         raise InputError(f"--comm-hook: {args.comm_hook!r} is a list; simulate takes one hook "
                          "(use python -m simddp sweep for several)")
-    if args.shard_unit_mb is not None and split_name(args.strategy)[0] not in SHARDED:
+    try:
+        strategy = make_strategy(args.strategy, mbs[0], comm_hook=hooks[0] if hooks else None,
+                                 shard_unit_mb=args.shard_unit_mb)
+    except UnknownStrategy:
+        raise InputError(f"--strategy: unknown {args.strategy!r}; "
+                         f"choose from {', '.join(CHOICES)}") from None
+    if args.shard_unit_mb is not None and strategy.reshard_after_forward is None:
         raise InputError(f"--shard-unit-mb: applies to {' and '.join(SHARDED)}, "
                          f"not {args.strategy}")
-    strategy = make_strategy(args.strategy, mbs[0], accum, comm_hook=hooks[0] if hooks else None,
-                             shard_unit_mb=args.shard_unit_mb)
+    accum = args.accum_steps
+    if accum is None:
+        accum = DEFAULT_ACCUM_STEPS if strategy.accumulates else 1
+    strategy = replace(strategy, accum_steps=accum)
     _check_output(args.trace, "--trace")
     _check_output(args.plot, "--plot")
     profile = resolve_model(args)
@@ -111,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if outputs:
         print(f"wrote {', '.join(outputs)}", file=sys.stderr)
 
-    bucketed = split_name(args.strategy)[0] in BUCKETED + (ACCUM_BASELINE,)
+    bucketed = strategy.granularity == "bucket"
     if args.format == "json":
         print(json.dumps({
             "strategy": result.strategy,

@@ -29,7 +29,7 @@ from simddp.report.gantt import draw_gantt
 from simddp.report.style import strategy_colour
 from simddp.report.trace import describe
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, split_name
+from simddp.strategy import ACCUM_BASELINE
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
@@ -69,14 +69,15 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     for (strategy, source), rs in series.items():
-        color = strategy_colour(strategy)
+        spec = rs[0].spec   # ddp+fp16 is drawn like ddp (spec.base), in fp16's colour
+        color = strategy_colour(spec if spec is not None else strategy)
         measured = source == "measured"
         label = strategy + (" (measured)" if measured else "")
         with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
         if with_buckets:
             xs = [r.bucket_mb for r in with_buckets]
             ys = [r.step_s * 1e3 for r in with_buckets]
-            base = split_name(strategy)[0]   # ddp+fp16 is drawn like ddp, in fp16's colour
+            base = spec.base if spec is not None else strategy
             marker, line, width, size = style.get(base, ("o", "-", 1.4, 4))
             ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
                     linestyle="--" if measured else line, linewidth=width, label=label,

@@ -12,10 +12,9 @@ plain DDP, and what it does to memory.
 """
 from __future__ import annotations
 
-from simddp.hooks import parse_comm_hook
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, split_name
+from simddp.strategy import ACCUM_BASELINE, Strategy
 from simddp.sweeps import Recommendation, StrategyPick
 
 
@@ -105,20 +104,19 @@ def _states(states: dict[str, int]) -> str:
     return f"{fmt_bytes(total)} ({parts})"
 
 
-def _caveat(strategy: str) -> str:
+def _caveat(spec: Strategy) -> str:
     """What else changes besides the step time, for a strategy beyond plain DDP."""
-    base, hook = split_name(strategy)
-    if hook is None:
-        shard = base == "fsdp"
-        return (f" In torch: fully_shard(unit, reshard_after_forward={shard}) on each unit "
+    h = spec.comm_hook
+    if h is None:
+        return (f" In torch: fully_shard(unit, reshard_after_forward="
+                f"{spec.reshard_after_forward}) on each unit "
                 "(one layer, or --shard-unit-mb), then on the model.")
-    if hook.startswith("powersgd"):
-        h = parse_comm_hook(hook)
+    if h.kind == "powersgd":
         return (f" PowerSGD is lossy (rank-{h.rank} approximation with error feedback) and "
                 f"sends plain all-reduces for its first {h.start_iter} steps "
                 "(start_powerSGD_iter): check convergence.")
-    return (f" {hook} rounds every gradient to 16 bits before summing: check convergence"
-            + (" (bf16_compress_hook needs NCCL)." if hook == "bf16" else "."))
+    return (f" {h.name} rounds every gradient to 16 bits before summing: check convergence"
+            + (" (bf16_compress_hook needs NCCL)." if h.kind == "bf16" else "."))
 
 
 def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
@@ -153,11 +151,10 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
             text += f"; {versus.strategy}: {_states(states[versus.strategy])}"
         text += "."
     if pick.faster:
-        text += _caveat(best.strategy)
-        hook = split_name(best.strategy)[1]
+        text += _caveat(best.spec)
+        hook = best.spec.comm_hook
         if hook and not hook_compute_charged:
-            work = "matrix products and error feedback" if hook.startswith("powersgd") \
-                else "casts"
+            work = "matrix products and error feedback" if hook.kind == "powersgd" else "casts"
             text += (f" Its {work} are not charged: no host copy rate was measured "
                      "(--host, or a profile from realrun profile).")
     return text

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from simddp.result import (ALL_GATHER, ALL_REDUCE, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER,
                            OTHER, REDUCE_SCATTER)
-from simddp.strategy import split_name
+from simddp.strategy import Strategy, strategy_of
 
 KIND_COLOURS = {FORWARD: "#4C72B0", BACKWARD: "#55A868", OPTIMIZER: "#8172B2",
                 COPY: "#CCB974", OTHER: "#937860"}
 # Collectives alternate two shades per kind, so back-to-back neighbours stay apart.
 COMM_SHADES = {ALL_REDUCE: ("#DD8452", "#F0B27A"), REDUCE_SCATTER: ("#C44E52", "#E39A9C"),
                ALL_GATHER: ("#64B5CD", "#A9D8E6")}
-EXPOSED_COLOUR = "#C44E52"  # hatch over the time compute sits waiting for communication
+# hatch over the time compute sits waiting for communication: a red no span kind uses
+EXPOSED_COLOUR = "#E8000B"
 KIND_LABELS = {COPY: "DDP host work (hooks, copies)", OTHER: "other compute"}
 STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B2",
                     "overlap": "#937860", "bucketed": "#4C72B0", "ddp": "#55A868",
@@ -27,16 +28,19 @@ STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B
 HOOK_COLOURS = {"fp16": "#17BECF", "bf16": "#BCBD22", "powersgd": "#9467BD"}
 
 
-def strategy_colour(strategy: str) -> str:
-    """A strategy's colour; a hooked one takes its hook's.
+def strategy_colour(strategy: Strategy | str | None) -> str:
+    """A strategy's colour (a Result's ``spec``, or a row's name); a hooked one takes its
+    hook's; None or "compute-only": no sync at all.
 
     >>> strategy_colour("ddp+powersgd:2") == HOOK_COLOURS["powersgd"]
     True
     """
-    hook = split_name(strategy)[1]
-    if hook is not None:
-        return HOOK_COLOURS.get(hook.split(":")[0], "#333333")
-    return STRATEGY_COLOURS.get(strategy, "#333333")
+    spec = strategy_of(strategy) if isinstance(strategy, str) else strategy
+    if spec is None:
+        return STRATEGY_COLOURS.get(strategy or COMPUTE_ONLY, "#333333")
+    if spec.comm_hook is not None:
+        return HOOK_COLOURS.get(spec.comm_hook.kind, "#333333")
+    return STRATEGY_COLOURS.get(spec.name, "#333333")
 
 
 def comm_shades(kind: str) -> tuple[str, str]:
