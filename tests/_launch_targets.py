@@ -51,6 +51,24 @@ def hang_on_rank(payload: dict, ctx) -> int:
     return ctx.rank
 
 
+def abort_on_rank(payload: dict, ctx) -> int:
+    """The chosen rank aborts (SIGABRT, like a C++ terminate) before reporting its value."""
+    dist.all_reduce(torch.ones(1))
+    if ctx.rank == payload["rank"]:
+        os.abort()
+    return ctx.rank
+
+
+def abort_after_reporting(payload: dict, ctx) -> int:
+    """Every rank reports its value and then aborts in teardown, as torch 2.13's Gloo can
+    ("terminate called without an active exception"): the run still succeeded."""
+    import atexit
+
+    print(f"rank {ctx.rank} printed before returning", flush=False)
+    atexit.register(os.abort)  # runs after the worker wrote the result and left the group
+    return ctx.rank
+
+
 def timed_allreduce(payload: dict, ctx) -> dict:
     """Wall seconds of `repeats` all-reduces of `n_bytes` of float32 after one warm-up, and
     the reduced value, which must be 1 + 2 + ... + world_size."""

@@ -222,7 +222,7 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
                 # Own process group: Ctrl-C in a terminal reaches only the parent, which
                 # then kills each rank's whole group.
                 start_new_session=True))
-        watch(procs, workdir, job["timeout_s"])
+        watch(procs, workdir, job["timeout_s"], job["backend"])
         return [_read_result(workdir, rank) for rank in range(world_size)]
     finally:
         kill_all(procs)

@@ -1,13 +1,20 @@
 """Supervising a world of rank processes: notice the first failure, name the rank in one
 line, and leave no process behind.
 
+A rank is done once it has written result-<rank>.json (after the final barrier, so every
+rank got that far): how its process ends after that does not count. torch 2.13's Gloo can
+abort a rank in teardown ("terminate called without an active exception", SIGABRT) after
+its value is in; that run succeeded. Once every rank has reported, the parent gives them
+_GRACE_S to exit, then kills the rest.
+
 How the culprit is found: each worker writes its exception (one line, wall time, whether it
 was a timeout) to error-<rank>.json and exits 1; the parent polls its children. After the
 first failure it waits _GRACE_S for the peers' follow-on errors, then sorts what it has:
 - *primary* events are a rank's own error, or a death without a file (os._exit, a signal, a
   crash), dated by the last poll that saw it alive; the earliest primary is blamed.
 - *secondary* events only report another rank's trouble: timeouts, "connection reset/closed
-  by peer", and SIGABRT (NCCL's watchdog aborts a rank whose collective timed out). They are
+  by peer", and on NCCL SIGABRT (its watchdog aborts a rank whose collective timed out; on
+  Gloo a SIGABRT before reporting is the rank's own crash, so primary). They are
   never blamed while a primary exists, since a dead rank's sockets can close before the
   parent can see the death. With only secondaries, a rank still running is the one that hung.
 Then every rank's process group is SIGKILLed.
@@ -78,32 +85,42 @@ def write_error(workdir: Path, rank: int, exc: BaseException) -> None:
     os.replace(tmp, error_path(workdir, rank))
 
 
-def watch(procs: list[subprocess.Popen], workdir: Path, timeout_s: float) -> None:
-    """Return when every rank exited 0; else raise LaunchError (or PortTaken) naming one rank.
+def watch(procs: list[subprocess.Popen], workdir: Path, timeout_s: float,
+          backend: str = "gloo") -> None:
+    """Return when every rank has reported its result (whatever its exit code after that);
+    else raise LaunchError (or PortTaken) naming one rank.
 
-    Also catches a rank still running timeout_s + _GRACE_S after another finished cleanly,
-    since ranks end with a barrier and so finish together.
+    A rank that exits without a result has failed. Also catches a rank still running, with
+    no result, timeout_s + _GRACE_S after another reported, since ranks end with a barrier
+    and so report together.
     """
     last_alive_time = [time.time()] * len(procs)
-    first_failure_s = first_success_s = None
+    first_failure_s = first_report_s = all_reported_s = None
     while True:
         now_wall, now_s = time.time(), time.monotonic()
         codes = [p.poll() for p in procs]
+        # Read after polling: a rank writes its result before it exits, so an exited rank
+        # that reported is seen as reported.
+        reported = [result_path(workdir, rank).exists() for rank in range(len(procs))]
         for rank, code in enumerate(codes):
             if code is None:
                 last_alive_time[rank] = now_wall
-        if all(code == 0 for code in codes):
-            return
-        if any(code not in (None, 0) for code in codes):
+        if all(reported):
+            # Let teardown finish on its own (rank 0 may still be exiting); kill_all ends a
+            # rank stuck in it, which cannot undo its result.
+            all_reported_s = all_reported_s or now_s
+            if None not in codes or now_s - all_reported_s >= _GRACE_S:
+                return
+        elif any(code is not None and not done for code, done in zip(codes, reported)):
             first_failure_s = first_failure_s or now_s
             if None not in codes or now_s - first_failure_s >= _GRACE_S:
                 break
-        elif 0 in codes:
-            first_success_s = first_success_s or now_s
-            if now_s - first_success_s >= timeout_s + _GRACE_S:
+        elif any(reported):
+            first_report_s = first_report_s or now_s
+            if now_s - first_report_s >= timeout_s + _GRACE_S:
                 break
         time.sleep(_POLL_S)
-    raise _blame(codes, last_alive_time, workdir, timeout_s)
+    raise _blame(codes, last_alive_time, workdir, timeout_s, backend)
 
 
 def kill_all(procs: list[subprocess.Popen]) -> None:
@@ -126,20 +143,23 @@ def clear_rank_files(workdir: Path) -> None:
 
 
 def _blame(codes: list, last_alive_time: list[float], workdir: Path,
-           timeout_s: float) -> Exception:
-    alive = [rank for rank, code in enumerate(codes) if code is None]
+           timeout_s: float, backend: str = "gloo") -> Exception:
+    reported = [result_path(workdir, rank).exists() for rank in range(len(codes))]
+    alive = [rank for rank, code in enumerate(codes) if code is None and not reported[rank]]
+    # Only NCCL's watchdog aborts a rank for a peer's trouble (see the module docstring).
+    watchdog = backend == "nccl"
     primary, secondary = [], []  # (time, rank, message, is_timeout, traceback)
     for rank, code in enumerate(codes):
-        if code is None or (code == 0 and result_path(workdir, rank).exists()):
-            continue
+        if code is None or reported[rank]:
+            continue  # running, or done: an exit after reporting is no failure
         try:
             record = json.loads(error_path(workdir, rank).read_text())
             event = (record["time"], rank, record["message"], record["timeout"],
                      record.get("traceback", ""))
             follow_on = event[3] or is_peer_loss(event[2])
         except (OSError, ValueError, KeyError):
-            event = (last_alive_time[rank], rank, _describe_exit(code), code == -signal.SIGABRT, "")
-            follow_on = code == -signal.SIGABRT
+            follow_on = watchdog and code == -signal.SIGABRT
+            event = (last_alive_time[rank], rank, _describe_exit(code), follow_on, "")
         (secondary if follow_on else primary).append(event)
     also = (f" (also still running: ranks {', '.join(map(str, alive[1:]))})"
             if len(alive) > 1 else "")
@@ -150,7 +170,7 @@ def _blame(codes: list, last_alive_time: list[float], workdir: Path,
             return PortTaken(message)
         return LaunchError(f"rank {rank} failed: {message}", rank=rank, traceback=trace)
     if not secondary:
-        done = [rank for rank, code in enumerate(codes) if code == 0]
+        done = [rank for rank in range(len(codes)) if reported[rank]]
         return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
                            f"after rank {done[0]} finished{also}", rank=alive[0])
     _, rank, message, timed_out, trace = min(secondary)

@@ -5,9 +5,11 @@
 
 Reads job.json (target, payload, backend, threads_per_rank, timeout_s) from the work dir, pins
 threads, inits the process group, calls the target, waits at a barrier for the other ranks,
-and writes result-<rank>.json. On any error it writes error-<rank>.json (one line, see
-realrun.launch.supervise) and exits 1 at once, skipping a teardown that could block on dead
-peers.
+and writes result-<rank>.json. On any error before that it writes error-<rank>.json (one
+line, see realrun.launch.supervise) and exits 1 at once, skipping a teardown that could block
+on dead peers. Once the result is written the rank is done: the parent no longer reads its
+exit code, so teardown (destroy_process_group, which can abort under torch 2.13's Gloo) can
+fail without failing the run.
 """
 from __future__ import annotations
 
@@ -42,6 +44,17 @@ def main(workdir: Path) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    _tear_down()
+
+
+def _tear_down() -> None:
+    """After the result is written: leave the group; a failure here is not the run's."""
+    import torch.distributed as dist
+
+    try:
+        dist.destroy_process_group()
+    except Exception as e:  # the value is in; say why teardown failed and exit 0 anyway
+        print(f"realrun.launch.worker: teardown after the result: {e}", file=sys.stderr)
 
 
 def _run(workdir: Path, rank: int) -> None:
@@ -50,7 +63,6 @@ def _run(workdir: Path, rank: int) -> None:
 
     # Pin intra-op threads before any work: ranks sharing a box must not fight for cores.
     torch.set_num_threads(job["threads_per_rank"])
-    import torch.distributed as dist
 
     from realrun.launch.context import init_group, make_context
     from realrun.launch.run import as_json, resolve_target
@@ -64,10 +76,12 @@ def _run(workdir: Path, rank: int) -> None:
     # Finish together: a rank stuck in its target makes this barrier time out on the others
     # (after timeout_s), which is how the parent learns which rank hung.
     ctx.barrier()
+    # Flush first: once every result is in, the parent may kill a rank slow in teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
     tmp = workdir / f".result-{rank}.tmp"
     tmp.write_text(json.dumps(value))
     os.replace(tmp, result_path(workdir, rank))  # atomic: the parent never reads half a file
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -112,9 +112,21 @@ def test_blame_the_rank_still_running_when_a_peer_timed_out(tmp_path):
                       "(also still running: ranks 2)")
     # NCCL's watchdog aborts the waiting rank instead of raising: same verdict.
     supervise.error_path(tmp_path, 0).unlink()
-    e = supervise._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
+    e = supervise._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5,
+                         backend="nccl")
     assert str(e) == ("rank 1 failed: stuck, no reply within timeout_s=5 s (rank 0 gave up "
                       "waiting: killed by SIGABRT)")
+
+
+def test_blame_a_gloo_abort_before_reporting_not_one_after(tmp_path):
+    # Gloo has no watchdog: a SIGABRT before the result is the rank's own crash...
+    e = supervise._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
+    assert (str(e), e.rank) == ("rank 0 failed: killed by SIGABRT", 0)
+    # ...and after it (torch 2.13's Gloo aborting in teardown) no failure at all: rank 1,
+    # which never reported, is the one blamed.
+    supervise.result_path(tmp_path, 0).write_text("0")
+    e = supervise._blame([-signal.SIGABRT, 1], [15.0, 16.0], tmp_path, timeout_s=5)
+    assert str(e).startswith("rank 1 failed: exited with code 1")
 
 
 def test_blame_a_signal_and_a_straggler(tmp_path):
@@ -189,6 +201,26 @@ def test_failing_rank_is_named(tag, target, expected):
     assert info.value.rank == 1
     if target == "raise_on_rank":  # the full traceback travels along for --verbose output
         assert "in raise_on_rank" in info.value.traceback
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+def test_a_rank_that_aborts_after_reporting_is_done(tag, capfd):
+    # Every rank aborts at exit after its result is written: judged by the result, not the
+    # signal (issue 23: tests/realrun/test_beyond_ddp.py failed "killed by SIGABRT").
+    values = run_world(f"{TARGETS}:abort_after_reporting", {}, world_size=2, timeout_s=20)
+    assert values == [0, 1]
+    assert "rank 0 printed before returning" in capfd.readouterr().out  # flushed in time
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
+def test_a_rank_that_aborts_before_reporting_fails_clearly(tag):
+    start_s = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        run_world(f"{TARGETS}:abort_on_rank", {"rank": 1}, world_size=2, timeout_s=20)
+    assert (str(info.value), info.value.rank) == ("rank 1 failed: killed by SIGABRT", 1)
+    assert time.monotonic() - start_s < 20 + 10  # within its timeout, not after it
     assert tagged_pids(tag) == []
 
 
