@@ -139,6 +139,11 @@ def _gb(n: float) -> str:
 
 
 def render(out: dict) -> str:
+    """The account for people: memory per device, then communication per step."""
+    return "\n".join(_memory_lines(out) + _comm_lines(out))
+
+
+def _memory_lines(out: dict) -> list[str]:
     mem, prec = out["memory"], out["precision"]
     bpp = mem["bytes_per_param"]
     shape = (f"{out['batch']} × {out['seq']} = {mem['tokens']:,} tokens per rank"
@@ -183,12 +188,15 @@ def render(out: dict) -> str:
                      "lower --batch/--seq or checkpoint activations")
     else:
         lines.append(f"  smallest N that fits in {limit / GB:g} GB: {mem['fsdp_min_world']}")
-    comm = out["communication"]
+    return lines
+
+
+def _comm_lines(out: dict) -> list[str]:
+    comm, prec = out["communication"], out["precision"]
     if comm is None:
-        lines += ["", "world size 1: no communication"]
-        return "\n".join(lines)
+        return ["", "world size 1: no communication"]
     link = out["link"]
-    lines += ["", f"communication per optimizer step per rank: {comm['world_size']} ranks, "
+    lines = ["", f"communication per optimizer step per rank: {comm['world_size']} ranks, "
               f"link {link['name']} (α {link['alpha_s'] * 1e6:g} µs, busbw "
               f"{link['busbw_gbps']:g} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
               f"{comm['accum_steps']} micro-step(s)",
@@ -210,7 +218,7 @@ def render(out: dict) -> str:
     lines.append(f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
                  f"{opt['bucket_mb']:.4g} MB, {opt['overhead_ms']:.3f} ms exposed, "
                  f"{opt['regime']}")
-    return "\n".join(lines)
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

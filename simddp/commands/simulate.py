@@ -34,9 +34,10 @@ from simddp.io import write_atomic
 from simddp.plans import plan
 from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
-from simddp.result import COMM
+from simddp.plans import Plan
+from simddp.result import COMM, Result
 from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, SHARDED, STRATEGIES,
-                             UnknownStrategy, make_strategy)
+                             Strategy, UnknownStrategy, make_strategy)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
@@ -68,7 +69,8 @@ def _check_output(path: str | None, flag: str) -> None:
         raise InputError(f"{flag}: {path!r} is a directory; give a file name")
 
 
-def run(args: argparse.Namespace) -> int:
+def _strategy(args: argparse.Namespace) -> Strategy:
+    """The one configuration the flags name, every flag checked."""
     mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     if len(mbs) != 1:
         raise InputError(f"--bucket-mb: {args.bucket_mb!r} is a list; simulate takes one size "
@@ -91,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
     accum = args.accum_steps
     if accum is None:
         accum = DEFAULT_ACCUM_STEPS if strategy.accumulates else 1
-    strategy = replace(strategy, accum_steps=accum)
+    return replace(strategy, accum_steps=accum)
+
+
+def run(args: argparse.Namespace) -> int:
+    strategy = _strategy(args)
     _check_output(args.trace, "--trace")
     _check_output(args.plot, "--plot")
     profile = resolve_model(args)
@@ -128,6 +134,16 @@ def run(args: argparse.Namespace) -> int:
             "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
+    print(setup_line(profile, link, args.world_size))
+    print()
+    _print_table(result, p, comm_s, n_bytes, wire_bytes)
+    return 0
+
+
+def _print_table(result: Result, p: Plan, comm_s: float, n_bytes: int, wire_bytes: int) -> None:
+    """The configuration in words, then step, compute, exposed comm and collectives."""
+    strategy, accum = p.strategy, p.strategy.accum_steps
+    bucketed = strategy.granularity == "bucket"
     per = "per optimizer step" if accum > 1 else "per step"
     what = strategy.name + (f", bucket_cap_mb {fmt_mb(result.bucket_mb)}" if bucketed else "")
     if p.units:
@@ -149,12 +165,9 @@ def run(args: argparse.Namespace) -> int:
          f"{_moved(p, n_bytes, wire_bytes)}; link busy {comm_s * 1e3:.2f} ms, "
          f"{hidden_s * 1e3:.2f} ms of it hidden under compute"),
     ]
-    print(setup_line(profile, link, args.world_size))
-    print()
     print(what)
     for key, value, note in rows:
         print(f"  {key:<13} {value:>10}  {note}")
-    return 0
 
 
 def _moved(p, n_bytes: int, wire_bytes: int) -> str:

@@ -38,7 +38,9 @@ from simddp.commands.common import (
     resolve_link,
     resolve_model,
 )
+from simddp.host import Host
 from simddp.io import check_out_dir, results_to_json, write_atomic
+from simddp.link import Link
 from simddp.ranges import range_sources
 from simddp.report.progress import Progress
 from simddp.plans import plan
@@ -122,15 +124,7 @@ def run(args: argparse.Namespace) -> int:
     rec = recommend(results)
     pick = recommend_strategy(results)
     states = pick_states(pick, profile, args)
-    setup = {"model": profile.name, "tensors": profile.n_tensors,
-             "grad_bytes": profile.grad_total_bytes, "forward_ms": profile.forward_s * 1e3,
-             "backward_ms": profile.backward_s * 1e3, "optimizer_ms": profile.optimizer_s * 1e3,
-             "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
-             "world_size": args.world_size, "accum_steps": args.accum_steps,
-             "host_costs": None if host is None else host.name,
-             "ranges": range_sources(profile, link, host),
-             "naive_step_ms": naive.step_s * 1e3,
-             "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
+    setup = _setup(profile, link, host, args, hooks, naive)
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
                "recommended_from": None if rec is None else rec.strategy,
                "fastest": fastest_row(results, rec),
@@ -156,15 +150,34 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(render_report(results, rows, rec, naive))
         charged = host is not None and host.costs("torch").copy_gbps is not None
-        more = strategy_text(pick, states, hook_compute_charged=charged)
-        if more:
-            print(more)
-        # Issue 6: the α–β closed form beside the simulated optimum (docs/ACCOUNT.md says
-        # where they part: tensors are never split, uneven gradient readiness, first bucket).
-        print(format_optimum(summary["closed_form_optimum"]))
-        if gap:
-            print(gap)
+        _print_verdicts(strategy_text(pick, states, hook_compute_charged=charged),
+                        summary["closed_form_optimum"], gap)
     return 0
+
+
+def _print_verdicts(strategy_line: str, optimum: dict, gap: str | None) -> None:
+    """The strategy pick, then the α–β closed form beside the simulated optimum (issue 6;
+    docs/ACCOUNT.md says where they part: tensors are never split, uneven gradient
+    readiness, the first bucket)."""
+    if strategy_line:
+        print(strategy_line)
+    print(format_optimum(optimum))
+    if gap:
+        print(gap)
+
+
+def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.Namespace,
+           hooks: list, naive: Result) -> dict:
+    """The inputs of the sweep, as sweep.json's ``setup`` records them."""
+    return {"model": profile.name, "tensors": profile.n_tensors,
+            "grad_bytes": profile.grad_total_bytes, "forward_ms": profile.forward_s * 1e3,
+            "backward_ms": profile.backward_s * 1e3, "optimizer_ms": profile.optimizer_s * 1e3,
+            "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
+            "world_size": args.world_size, "accum_steps": args.accum_steps,
+            "host_costs": None if host is None else host.name,
+            "ranges": range_sources(profile, link, host),
+            "naive_step_ms": naive.step_s * 1e3,
+            "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
 
 
 def pick_states(pick: StrategyPick | None, profile: ModelProfile,
