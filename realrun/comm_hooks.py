@@ -27,6 +27,12 @@ what each hook sends and computes); here the same :class:`simddp.hooks.CommHook`
   calls go out bucket by bucket (uncompressed, P, Q) on every rank — the plan's launch order.
   The price: the backward pauses while the previous bucket's chain finishes, which simddp's
   plan does not charge.
+- PowerSGD on CPU tensors where CUDA exists: torch's hook ends its decompress callback with
+  ``if torch.cuda.is_available(): torch.cuda.synchronize(device)``, ``device`` being the
+  bucket's, so a Gloo run on a GPU host fails in the callback with "Expected a cuda device,
+  but got: cpu" (issue 20, torch 2.11 and 2.13: powerSGD_hook.py lines 630 and 854 in
+  2.13). :func:`register` hands that module a ``torch`` whose ``cuda.synchronize`` skips a
+  non-CUDA device: nothing is queued on a GPU for CPU tensors, and a CUDA bucket still syncs.
 """
 from __future__ import annotations
 
@@ -65,6 +71,7 @@ def register(model, hook: CommHook, process_group=None) -> None:
     elif hook.kind == "bf16":
         model.register_comm_hook(process_group, default_hooks.bf16_compress_hook)
     else:
+        _cpu_safe_sync(powerSGD_hook)
         state = powerSGD_hook.PowerSGDState(
             process_group=process_group, matrix_approximation_rank=hook.rank,
             start_powerSGD_iter=POWERSGD_START_ITER)
@@ -86,3 +93,34 @@ def bucket_by_bucket(hook_fn):
         last[0] = None if bucket.is_last() else fut
         return fut
     return hook
+
+
+class _CudaSkippingCpu:
+    """``torch.cuda`` with ``synchronize(device)`` a no-op for a non-CUDA ``torch.device``."""
+
+    def __getattr__(self, name: str):
+        import torch
+        return getattr(torch.cuda, name)
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        import torch
+        if isinstance(device, torch.device) and device.type != "cuda":
+            return      # CPU tensors: no CUDA work to wait for, and torch.cuda refuses cpu
+        torch.cuda.synchronize(device)
+
+
+class _TorchForHook:
+    """``torch`` as one hook module sees it: everything torch's, but :class:`_CudaSkippingCpu`."""
+
+    cuda = _CudaSkippingCpu()
+
+    def __getattr__(self, name: str):
+        import torch
+        return getattr(torch, name)
+
+
+def _cpu_safe_sync(module) -> None:
+    """Give ``module`` (torch's powerSGD_hook) the ``torch`` above: see the module text."""
+    if not isinstance(module.torch, _TorchForHook):
+        module.torch = _TorchForHook()
