@@ -65,7 +65,9 @@ def test_the_tour_runs_top_to_bottom(tmp_path):
     commands = tour_commands((ROOT / "README.md").read_text())
     assert len(commands) >= 10
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    # prepend: the caller's PYTHONPATH may hold packages installed outside the venv
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
     skipped = []
     for words in commands:
         argv = runnable(words)

@@ -252,8 +252,10 @@ def test_validate_runs_fsdp_zero2_and_a_hook_end_to_end(tmp_path):
            "--comm-hook", "fp16", "--bucket-mb", "1", "--steps", "4", "--warmup", "2",
            "--chunk", "2", "--profile-repeats", "3", "--link", str(link), "--out", str(out),
            "--format", "json"]
+    # prepend: the caller's PYTHONPATH may hold packages installed outside the venv
+    path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+                          env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr
     rows = {(r["strategy"], r["bucket_mb"]): r for r in json.loads(proc.stdout)["rows"]}
     assert set(rows) == {("compute-only", None), ("ddp", 1.0), ("ddp+fp16", 1.0),

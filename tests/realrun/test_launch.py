@@ -240,8 +240,9 @@ def test_torchrun_mode_gathers_on_rank_0(tag):
     # torchrun sets RANK/WORLD_SIZE/MASTER_ADDR; run_world then must not spawn but gather.
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
             "2", "-m", TARGETS]
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": path})   # prepend, keep the rest
     assert done.returncode == 0, done.stderr[-2000:]
     values = json.loads(done.stdout.strip().splitlines()[-1])
     assert [(v["rank"], v["sum"]) for v in values] == [(0, [3.0] * 3), (1, [3.0] * 3)]
@@ -253,8 +254,9 @@ def test_torchrun_mode_gathers_on_rank_0(tag):
 def test_killing_the_launcher_ends_its_ranks(tag, signum):
     code = (f"from realrun.launch import run_world\n"
             f"run_world('{TARGETS}:hang_on_rank', {{'rank': 0}}, world_size=2, timeout_s=600)")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     launcher = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
-                                env={**os.environ, "PYTHONPATH": str(REPO)},
+                                env={**os.environ, "PYTHONPATH": path},   # prepend
                                 stderr=subprocess.DEVNULL)
     try:
         deadline_s = time.monotonic() + 60

@@ -115,7 +115,9 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     cmd = [sys.executable, "-m", "realrun", "validate", *TINY, "--bucket-mb", "0.01,1",
            "--steps", "4", "--warmup", "2", "--chunk", "2", "--profile-repeats", "3",
            "--link", link_file, "--out", str(out), "--format", "json"]
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # prepend: the caller's PYTHONPATH may hold packages installed outside the venv
+    path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
