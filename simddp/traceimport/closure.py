@@ -19,7 +19,6 @@ does not slow the network.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 from simddp.engine import simulate
@@ -37,25 +36,25 @@ def close_link(profile: ModelProfile, link: Link, plan: Plan, world: int, host: 
     """(link with α and the bandwidth term scaled by one factor, the factor) so that
     ``plan`` simulates to ``target_s``; factor 1 where no factor can (compute alone
     exceeds the target, or comm is negligible)."""
-    def scaled(k: float) -> Link:
-        return replace(link, alpha_s=link.alpha_s * k, busbw_gbps=link.busbw_gbps / k,
-                       pieces=())
-
     def step(k: float) -> float:
-        return simulate(profile, scaled(k), plan, world, host=host, record=False).step_s
+        return simulate(profile, link.time_scaled(k), plan, world, host=host,
+                        record=False).step_s
 
     k = _solve(step, target_s, lower=1 / _LIMIT)
-    return (link, 1.0) if k is None else (scaled(k), k)
+    return (link, 1.0) if k is None else (link.time_scaled(k), k)
 
 
 def anchor_compute(profile: ModelProfile, link: Link, plan: Plan, world: int,
                    host: Host | None, step_s: float) -> tuple[ModelProfile, float]:
     """(profile with forward, backward and optimizer scaled by one factor, the factor) so
     that ``plan`` simulates to ``step_s``; InputError if no factor can."""
+    totals = {"forward_s": sum(layer.forward_s for layer in profile.layers),
+              "backward_s": sum(layer.backward_s for layer in profile.layers)}
+
     def scaled(k: float) -> ModelProfile:
-        return replace(profile, optimizer_s=profile.optimizer_s * k, layers=tuple(
-            replace(layer, forward_s=layer.forward_s * k, backward_s=layer.backward_s * k)
-            for layer in profile.layers))
+        # a zero total stays zero (ModelProfile.scaled refuses to rescale it)
+        return profile.scaled(**{name: total * k for name, total in totals.items() if total},
+                              optimizer_s=profile.optimizer_s * k)
 
     def step(k: float) -> float:
         return simulate(scaled(k), link, plan, world, host=host, record=False).step_s
