@@ -12,8 +12,11 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 import calibrate.fit as fitting
-from calibrate.combine import combine_kind_sequence, combine_sequence, summarize, time_spread
+from calibrate.combine import (combine_kind_sequence, combine_sequence, summarize, time_spread,
+                               widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from realrun.launch.env import is_torchrun
@@ -63,6 +66,9 @@ class WorldCalibration:
     lone_heldout: dict | None = None
     # reduce_scatter / all_gather, when measured (settings.kinds): their fits are link.kind_fits
     kinds: dict[str, KindCalibration] = field(default_factory=dict)
+    # Why a fit the link uses is degenerate ("link: busbw at its bound ..."), for the report,
+    # the link's source and realrun validate; () when every fit is usable (fit.fit_problems).
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
                                    fit.busbw_gbps, world_size)
-            held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
-                                         weights="absolute", fixed_alpha_s=seq["alpha_s"])
+            held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
     alternative = None  # what --piecewise would give, shown when one line fits badly
@@ -116,14 +121,65 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
                            _source(s, world_size, fit, held, oversubscribed, seq))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
-    link = dataclasses.replace(link, time_spread=time_spread(rows, link.alpha_s))
+    spread = time_spread(rows, link.alpha_s)
+    if seq is not None:  # the step's α spreads far more than a large all-reduce's time
+        seq["bandwidth_spread"] = spread
+        spread = widen(spread, widen(seq.get("alpha_spread"), seq.get("blocking_alpha_spread")))
+    link = dataclasses.replace(link, time_spread=spread)
     kinds = {kind: analyse_kind(s, world_size, ranks, kind, rows,
                                 seq["alpha_s"] if seq is not None else None)
              for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
+    problems = [f"link: {p}" for p in fitting.fit_problems(fit, *_scored(fit, held, rows, seq))]
+    problems += [f"{k}: {p}" for k, c in kinds.items() for p in
+                 fitting.fit_problems(c.fit, *_scored(c.fit, c.heldout, c.rows, c.sequence))]
+    if problems:  # the link file says so too: whoever reads it later sees the warning
+        link = dataclasses.replace(link, source=f"{link.source}; DEGENERATE FIT: "
+                                                + "; ".join(problems))
+    if seq is not None:  # the table's line: its α is not the link's, its busbw may be
+        problems += [f"lone fit (the table's line, not the link's α): {p}"
+                     for p in fitting.fit_problems(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
-                            alternative, cont, oversubscribed, lone, lone_held, kinds)
+                            alternative, cont, oversubscribed, lone, lone_held, kinds,
+                            tuple(problems))
+
+
+def _scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
+    """The held-out errors and the R² (log t) a line is judged by. A line through the step's
+    α misses lone small all-reduces by design (x3 their time here: R² below 0 on a small
+    model's sweep), so with the sequence step only the sizes that take at least 2α
+    (bandwidth-bound, where that line makes its claim) count; R² needs 3 of them."""
+    if seq is None:
+        return held, fit.r2
+    big = [r for r in rows if r["time_s"] >= 2 * seq["alpha_s"]]
+    sizes = {r["size_bytes"] for r in big}
+    errs = [e for n, e in zip(held["heldout_bytes"], held["rel_err"]) if n in sizes]
+    scored = {"heldout_bytes": [n for n in held["heldout_bytes"] if n in sizes],
+              "median_rel_err": float(np.median(errs)) if errs else float("nan")}
+    if len(big) < fitting.MIN_POINTS:
+        return scored, float("nan")
+    log_t = np.log10([r["time_s"] for r in big])
+    log_m = np.log10(fit.predict_s([r["size_bytes"] for r in big]))
+    ss_tot = float(np.sum((log_t - log_t.mean()) ** 2))
+    return scored, (1.0 - float(np.sum((log_t - log_m) ** 2)) / ss_tot if ss_tot > 0
+                    else float("nan"))
+
+
+def _held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,
+                    alpha_s: float, lone, kind: str = fitting.ALL_REDUCE) -> dict:
+    """busbw under the step's α by plain least squares (held-out scored). When that α lies
+    above the lone times of every size, no slope fits under it and busbw would sit at its
+    1e6 GB/s bound (a small model's sweep, up to 1 MiB): then busbw is the lone fit's, if
+    that one measured a slope."""
+    held = fitting.heldout_error(sizes, times, world_size, s.holdout_every, weights="absolute",
+                                 fixed_alpha_s=alpha_s, kind=kind)
+    if fitting.busbw_unresolved(held["fit"]) and not fitting.busbw_unresolved(lone):
+        held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
+                                     weights="absolute", fixed_alpha_s=alpha_s, kind=kind,
+                                     fixed_busbw_gbps=lone.busbw_gbps)
+        held["busbw_from"] = "the lone fit: no slope fits under the step's α on these sizes"
+    return held
 
 
 def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind: str,
@@ -145,9 +201,7 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
         for _ in range(3):  # α needs busbw and busbw α: as for the all-reduce, they settle
             seq = combine_kind_sequence([r["sequence"] for r in ranks], kind, fit.busbw_gbps,
                                         world_size)
-            held = fitting.heldout_error(sizes, times, world_size, s.holdout_every,
-                                         weights="absolute", fixed_alpha_s=seq["alpha_s"],
-                                         kind=kind)
+            held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
     same = [r for r in allreduce_rows or () if r["size_bytes"] <= max(sizes)]

@@ -65,7 +65,43 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
         out[f"{pattern}_s"] = total_s
         out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
+        # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
+        # median within one run, in stretches of seconds (docs/results/
+        # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
+        # into the prediction ranges (analysis.py widens the link's time_spread with it).
+        repeats = min(len(r[f"{pattern}_s"]) for r in per_rank)
+        slowest = np.max([r[f"{pattern}_s"][:repeats] for r in per_rank], axis=0)
+        per_repeat = np.maximum(0.0, (slowest - out["bandwidth_s"]) / len(sizes_bytes))
+        out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
+        out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
     return out
+
+
+def spread(values) -> tuple[float, float] | None:
+    """(p5, p95) of ``values`` over their median, the low end ≤ 1 ≤ the high end (a floor of
+    0.01 keeps it a valid ``Link.time_spread``); None for fewer than 3 values or a median 0.
+
+    >>> spread([1.0, 1.0, 2.0, 0.5, 1.0])
+    (0.6, 1.8)
+    """
+    v = np.asarray(values, dtype=float)
+    median = float(np.median(v)) if v.size else 0.0
+    if v.size < 3 or median <= 0:
+        return None
+    low, high = (float(np.percentile(v, q)) / median for q in (5, 95))
+    return round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6)
+
+
+def widen(a: tuple[float, float] | None, b: tuple[float, float] | None
+          ) -> tuple[float, float] | None:
+    """The spread covering both: the lower low and the higher high.
+
+    >>> widen((0.9, 1.1), (0.5, 1.05)), widen(None, (0.9, 1.2)), widen(None, None)
+    ((0.5, 1.1), (0.9, 1.2), None)
+    """
+    if a is None or b is None:
+        return a or b
+    return min(a[0], b[0]), max(a[1], b[1])
 
 
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,

@@ -32,6 +32,11 @@ SUGGEST_PIECEWISE_RMS = 0.15
 # busbw's upper bound: 1e6 GB/s is 1000x NVLink. A flat (latency-bound) segment has no
 # measurable slope and ends up here; the report prints it as unresolved.
 MAX_BUSBW_GBPS = 1e6
+# A fit past any of these is degenerate, not just noisy, and is flagged (issue 23: a link with
+# busbw 1e+06 GB/s and R²(log t) = -0.99 was used without a word): a negative R² on log time
+# (the line explains less than a constant would), busbw at its bound (no slope was measured),
+# or a held-out median error above 50 % (the line does not predict the sizes it never saw).
+MAX_HELDOUT_REL_ERR = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,15 @@ def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int,
 
 def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
                    weights: str | np.ndarray = "relative",
-                   fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE) -> AlphaBetaFit:
+                   fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE,
+                   fixed_busbw_gbps: float | None = None) -> AlphaBetaFit:
     """Weighted least squares for α >= 0 and busbw > 0.
 
     ``weights``: "relative" (residual / measured time, the default), "absolute" (plain
     least squares, dominated by the largest sizes) or an array, one weight per point.
     ``fixed_alpha_s``: α measured elsewhere (calibrate's sequence step); only busbw is fitted,
-    and α's interval is that single value.
+    and α's interval is that single value. ``fixed_busbw_gbps`` pins busbw the same way (with
+    both pinned nothing is fitted: the quality figures score that line).
     ``kind``: the collective timed (all_reduce, reduce_scatter, all_gather): the same fit
     with that kind's bytes per rank, so busbw is comparable between kinds.
     """
@@ -107,26 +114,29 @@ def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
     if fixed_alpha_s is not None:  # pin α by its bounds; the solver then fits busbw alone
         alpha_us = max(0.0, float(fixed_alpha_s)) * 1e6
         lower[0], upper[0] = alpha_us, alpha_us * (1 + 1e-12) + 1e-12
+    if fixed_busbw_gbps is not None:
+        inv = 1.0 / min(float(fixed_busbw_gbps), MAX_BUSBW_GBPS)
+        lower[1], upper[1] = inv, inv * (1 + 1e-12)
     start, *_ = np.linalg.lstsq(design * w[:, None], times * w, rcond=None)
-    start = np.clip(start, [lower[0], 2 / MAX_BUSBW_GBPS], [upper[0], np.inf])
+    start = np.clip(start, [lower[0], max(lower[1], 2 / MAX_BUSBW_GBPS)], upper)
     res = optimize.least_squares(lambda p: (design @ p - times) * w, start,
                                  bounds=(lower, upper), x_scale="jac",
                                  method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15)
     alpha_us, inv_busbw = (float(v) for v in res.x)
-    n_free = 1 if fixed_alpha_s is not None else 2
+    free = [i for i, pinned in enumerate((fixed_alpha_s, fixed_busbw_gbps)) if pinned is None]
+    n_free = len(free)
     dof = len(times) - n_free
-    half = np.full(2, np.nan)
-    if dof > 0:
-        jac = res.jac[:, 2 - n_free:]
+    half = np.zeros(2)
+    half[free] = np.nan
+    if dof > 0 and free:
+        jac = res.jac[:, free]
         sigma2 = float(res.fun @ res.fun) / dof
         try:
             cov = np.linalg.inv(jac.T @ jac) * sigma2
-            half[2 - n_free:] = (float(stats.t.ppf(0.975, dof))
-                                 * np.sqrt(np.clip(np.diag(cov), 0.0, None)))
+            half[free] = (float(stats.t.ppf(0.975, dof))
+                          * np.sqrt(np.clip(np.diag(cov), 0.0, None)))
         except np.linalg.LinAlgError:
             pass
-    if fixed_alpha_s is not None:
-        half[0] = 0.0
     busbw = 1.0 / inv_busbw
     lo_inv, hi_inv = inv_busbw - half[1], inv_busbw + half[1]
     busbw_ci = (1.0 / hi_inv if np.isfinite(hi_inv) else np.nan,
@@ -164,13 +174,14 @@ def fit_piecewise(sizes_bytes, times_s, world_size: int, weights: str = "relativ
 
 def heldout_error(sizes_bytes, times_s, world_size: int, every: int = 3,
                   piecewise: bool = False, weights: str = "relative",
-                  fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE) -> dict:
+                  fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE,
+                  fixed_busbw_gbps: float | None = None) -> dict:
     """Fit on the kept sizes, predict the held-out ones: relative errors there."""
     sizes, times = _check(sizes_bytes, times_s)
     mask = heldout_mask(len(sizes), every)
-    if fixed_alpha_s is not None and not piecewise:
+    if (fixed_alpha_s is not None or fixed_busbw_gbps is not None) and not piecewise:
         fit = fit_alpha_beta(sizes[~mask], times[~mask], world_size, weights, fixed_alpha_s,
-                             kind)
+                             kind, fixed_busbw_gbps)
     else:
         fit = fit_any(sizes[~mask], times[~mask], world_size, piecewise, weights, kind)
     rel = np.abs(fit.predict_s(sizes[mask]) - times[mask]) / times[mask]
@@ -185,6 +196,38 @@ def fit_any(sizes_bytes, times_s, world_size: int, piecewise: bool = False,
     if piecewise:
         return fit_piecewise(sizes_bytes, times_s, world_size, weights, kind=kind)
     return fit_alpha_beta(sizes_bytes, times_s, world_size, weights, kind=kind)
+
+
+def busbw_unresolved(fit: AlphaBetaFit | PiecewiseFit) -> bool:
+    """Whether the (large-message) line's busbw sits at its bound: no slope was measured."""
+    main = fit.upper if isinstance(fit, PiecewiseFit) else fit
+    return main.busbw_gbps >= MAX_BUSBW_GBPS / 2
+
+
+def fit_problems(fit: AlphaBetaFit | PiecewiseFit, heldout: dict | None = None,
+                 r2: float | None = None) -> list[str]:
+    """Why a fit is degenerate, one short phrase each; [] when it is usable. ``r2``: the R²
+    to judge instead of the fit's own (calibrate/analysis.py scores a line through the step's
+    α on the bandwidth-bound sizes only).
+
+    >>> sizes = [2 ** k for k in range(10, 17)]
+    >>> flat = fit_alpha_beta(sizes, [1e-3] * 7, 2)     # time does not grow with size
+    >>> fit_problems(flat)
+    ['busbw at its 1e+06 GB/s bound: the time does not grow with size over 1024..65536 B']
+    """
+    main = fit.upper if isinstance(fit, PiecewiseFit) else fit
+    out = []
+    if busbw_unresolved(fit):
+        out.append(f"busbw at its {MAX_BUSBW_GBPS:.0e} GB/s bound: the time does not grow "
+                   f"with size over {main.min_bytes}..{main.max_bytes} B")
+    r2 = fit.r2 if r2 is None else r2
+    if np.isfinite(r2) and r2 < 0:
+        out.append(f"R²(log t) {r2:.2f} < 0: the line fits worse than a constant")
+    if heldout and heldout.get("heldout_bytes") and \
+            heldout["median_rel_err"] > MAX_HELDOUT_REL_ERR:
+        out.append(f"held-out median error {heldout['median_rel_err']:.0%} > "
+                   f"{MAX_HELDOUT_REL_ERR:.0%}")
+    return out
 
 
 def suggest_piecewise(fit: AlphaBetaFit) -> bool:

@@ -126,6 +126,10 @@ def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float,
     return f"{c.kind}: {alpha}, {busbw}{err}"
 
 
+def _spread(spread: tuple[float, float] | None) -> str:
+    return "not measured" if spread is None else f"x{spread[0]:.2f}–x{spread[1]:.2f}"
+
+
 def wire_fraction(busbw_gbps: float, link_gbit: float | None) -> float | None:
     """busbw over the emulated wire rate R/8 GB/s (1 Gbit/s carries 0.125 GB/s)."""
     return busbw_gbps / (link_gbit / 8) if link_gbit else None
@@ -163,13 +167,21 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                   f"queued async {seq['async_s'] * 1e3:.2f} ms -> α {seq['alpha_s'] * 1e6:.0f} "
                   f"µs, each waited for {seq['blocking_s'] * 1e3:.2f} ms -> α "
                   f"{seq['blocking_alpha_s'] * 1e6:.0f} µs")
+            if seq.get("alpha_spread"):
+                print(f"  α per repeat (slowest rank): p5–p95 x{seq['alpha_spread'][0]:.2f}–"
+                      f"x{seq['alpha_spread'][1]:.2f} of the median over {seq['repeats']} "
+                      "repeats; the link's time_spread covers it, so the prediction ranges "
+                      f"do: x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} "
+                      "(large all-reduces alone: " + _spread(seq.get("bandwidth_spread"))
+                      + ")")
             ratio = seq["alpha_s"] / max(seq["lone_alpha_s"], 1e-9)
             print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (async; blocking "
                   f"{run.link.blocking_alpha_s * 1e6:.0f} µs), the step's, not the lone fit's "
                   f"{seq['lone_alpha_s'] * 1e6:.0f} µs: a DDP step issues its all-reduces back "
                   f"to back, and here each then costs x{ratio:.1f} a lone one's α; busbw "
-                  f"{_line(fit).split('busbw = ')[-1]}, refitted with that α held (the large "
-                  "sizes decide it)")
+                  f"{_line(fit).split('busbw = ')[-1]}, " + (
+                      f"from {held['busbw_from']}" if held.get("busbw_from") else
+                      "refitted with that α held (the large sizes decide it)"))
         if run.kinds:
             k_sizes = [r["size_bytes"] for r in next(iter(run.kinds.values())).rows]
             print(f"other collectives, {human_bytes(k_sizes[0])}–{human_bytes(k_sizes[-1])} "
@@ -200,6 +212,11 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                 print(f"  note: {note}")
         if run.oversubscribed:
             print(f"note: {run.oversubscribed}")
+        for problem in run.problems:  # the link file's source says so too
+            print(f"WARNING: degenerate fit, {problem}")
+        if any(not p.startswith("lone fit") for p in run.problems):
+            print("  the link file was written but is suspect: rerun on a quieter machine, "
+                  "or with a larger --max-bytes when busbw is at its bound")
         print()
     if len(runs) > 1:
         base = runs[0].link

@@ -33,7 +33,10 @@ KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
-SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 10
+# 40 repeats, not 10: one repeat's α ranges x0.2-x2 of the median here, in stretches of
+# seconds, and 10 repeats (1.5 s) gave α of 0.23-2.3 ms from run to run; 40 (~6 s) keep four
+# runs within ±30 % (docs/results/2026-11-24-calibrate-repeatability.md).
+SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 40
 # Contention is measured with a real forward + backward of an MLP of these widths on this many
 # rows, against its gradients' all-reduces (calibrate/ranks/contention.py): the mlp-8x1024
 # preset at batch 2 x seq 8, ~20 ms of backward here, about as long as its 8 x 4 MiB stream.

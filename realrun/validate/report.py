@@ -190,6 +190,7 @@ class ValidationReport:
                     f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
                  f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
                  f"comm x{l.comm_slowdown:.2f}",
+                 *link_warnings(l),
                  f"#   host costs: {host_line(self.host)}",
                  f"#   profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
                  f"{self.profile.backward_s * 1e3:.2f} ms, optimizer "
@@ -230,6 +231,18 @@ class ValidationReport:
             write_atomic(path, json.dumps(doc, indent=1) + "\n")
             paths.append(path)
         return paths
+
+
+def link_warnings(link: Link) -> list[str]:
+    """One line when calibrate flagged the link's fit as degenerate (calibrate.fit.fit_problems
+    writes "DEGENERATE FIT: ..." into the link's source), so the prediction is read as such.
+
+    >>> link_warnings(Link("l", 1e-3, 1.0, source="x; DEGENERATE FIT: link: busbw at its bound"))
+    ['#   WARNING: the link fit is degenerate (link: busbw at its bound): predictions built on it are suspect']
+    """
+    _, found, what = link.source.partition("DEGENERATE FIT: ")
+    return [f"#   WARNING: the link fit is degenerate ({what}): predictions built on it are "
+            "suspect"] if found else []
 
 
 def anchored_text(a: Prediction) -> str:

@@ -1,0 +1,111 @@
+"""Issue 23, item 1: a degenerate fit is flagged, not used without a word, and α's spread from
+repeat to repeat is reported and carried into the link's time_spread (the prediction ranges).
+
+    python -m pytest tests/calibrate/test_degenerate.py -q      # no processes, < 5 s
+
+Synthetic ranks as run_rank returns them (tests/calibrate/test_kinds.py builds the same).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibrate.analysis import Calibration, analyse
+from calibrate.combine import combine_sequence, spread, widen
+from calibrate.fit import (MAX_BUSBW_GBPS, fit_alpha_beta, fit_problems, heldout_error,
+                           predict_s)
+from calibrate.report import print_report
+from calibrate.settings import CalibrateSettings
+
+SMALL = 4096 * 2 ** np.arange(9)       # 4 KiB .. 1 MiB: a small own model's sweep
+
+
+def _ranks(sweep_s, async_s, sizes=SMALL, seq_bytes=65536, count=8) -> list[dict]:
+    rows = [{"size_bytes": int(n), "count": int(n) // 4, "times_s": [float(t)] * 5}
+            for n, t in zip(sizes, sweep_s)]
+    seq = {"blocking_s": [a * 1.2 for a in async_s], "async_s": list(async_s)}
+    return [{"rank": r, "world_size": 2, "sweep": rows, "sequence": seq} for r in range(2)]
+
+
+def _settings(**kw) -> CalibrateSettings:
+    return CalibrateSettings(min_bytes=4096, max_bytes=1 << 20, world_sizes=(2,),
+                             sequence_count=8, contention=False, kinds=(), progress=False, **kw)
+
+
+def test_flat_times_are_flagged_busbw_at_its_bound():
+    flat = fit_alpha_beta(SMALL, [4e-4] * len(SMALL), 2)
+    assert flat.busbw_gbps >= MAX_BUSBW_GBPS / 2
+    (problem,) = fit_problems(flat)
+    assert "busbw at its 1e+06 GB/s bound" in problem and "4096..1048576 B" in problem
+    good = fit_alpha_beta(SMALL, predict_s(4e-4, 1.0, SMALL, 2), 2)
+    assert fit_problems(good, heldout_error(SMALL, predict_s(4e-4, 1.0, SMALL, 2), 2)) == []
+
+
+def test_negative_r2_and_heldout_error_over_half_are_flagged():
+    times = predict_s(4e-4, 1.0, SMALL, 2)
+    # α held 4x above every lone time: the line explains less than a constant would
+    held = heldout_error(SMALL, times, 2, weights="absolute", fixed_alpha_s=1.6e-3)
+    problems = fit_problems(held["fit"], held)
+    assert any("R²(log t)" in p and "< 0" in p for p in problems)
+    assert any("held-out median error" in p and "> 50%" in p for p in problems)
+
+
+def test_both_pinned_is_scored_not_fitted():
+    times = predict_s(4e-4, 1.0, SMALL, 2)
+    fit = fit_alpha_beta(SMALL, times, 2, "absolute", fixed_alpha_s=4e-4, fixed_busbw_gbps=1.0)
+    assert (fit.alpha_s, fit.busbw_gbps) == (pytest.approx(4e-4), pytest.approx(1.0))
+    assert fit.busbw_ci_gbps == (pytest.approx(1.0), pytest.approx(1.0))
+    assert fit.r2 == pytest.approx(1.0)
+
+
+def test_small_model_step_alpha_above_the_sweep_takes_the_lone_busbw():
+    # issue 23: validate on a small model fitted busbw 1e+06 GB/s with R² -0.99 under the
+    # step's α (1.5 ms, above every lone time up to 1 MiB) and used it without a word
+    lone = predict_s(3e-4, 1.0, SMALL, 2)
+    world = analyse(_settings(), 2, _ranks(lone, [8 * 1.5e-3] * 5))
+    assert world.link.alpha_s == pytest.approx(1.5e-3, rel=0.05)
+    assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.01)      # the lone fit's
+    assert world.problems == ()      # R² and held-out judged where that line makes its claim
+    assert world.heldout["busbw_from"].startswith("the lone fit")
+
+
+def test_a_sweep_with_no_slope_is_flagged_in_report_and_link(capsys):
+    world = analyse(_settings(), 2, _ranks([4e-4] * len(SMALL), [8 * 1.5e-3] * 5))
+    assert any(p.startswith("link: busbw at its") for p in world.problems)
+    assert "DEGENERATE FIT: link: busbw at its" in world.link.source
+    print_report(Calibration(_settings(), [world]), [])
+    out = capsys.readouterr().out
+    assert "WARNING: degenerate fit, link: busbw at its 1e+06 GB/s bound" in out
+    assert "the link file was written but is suspect" in out
+
+
+def test_a_clean_run_has_no_problems():
+    lone = predict_s(3e-4, 1.0, SMALL, 2)
+    seq_total = float(predict_s(3e-4, 1.0, [65536] * 8, 2).sum())
+    world = analyse(_settings(), 2, _ranks(lone, [seq_total] * 5))
+    assert world.problems == () and "DEGENERATE" not in world.link.source
+
+
+def test_alpha_spread_per_repeat_widens_the_time_spread(capsys):
+    # repeats that run fast or slow in stretches, as on this box: 8 all-reduces of 64 KiB,
+    # α 0.25 ms in the fast stretch and 1.5 ms in the slow one
+    totals = [8 * a for a in (1.5e-3, 1.4e-3, 0.25e-3, 0.3e-3, 1.6e-3, 1.2e-3, 1.3e-3)]
+    seq = combine_sequence([{"async_s": totals, "blocking_s": totals}] * 2, [65536] * 8, 1.0, 2)
+    assert len(seq["alpha_per_repeat_s"]) == 7
+    low, high = seq["alpha_spread"]
+    assert low < 0.3 and 1.1 < high < 1.3
+    lone = predict_s(3e-4, 1.0, SMALL, 2)
+    world = analyse(_settings(), 2, _ranks(lone, totals))
+    assert world.link.time_spread[0] == pytest.approx(world.sequence["alpha_spread"][0])
+    assert world.link.time_spread[1] >= world.sequence["alpha_spread"][1]
+    print_report(Calibration(_settings(), [world]), [])
+    out = capsys.readouterr().out
+    assert "α per repeat (slowest rank): p5–p95 x0.16–x1.22 of the median over 7" in out
+    assert "WARNING" not in out     # a line through the step's α misses lone sizes by design
+
+
+def test_spread_helpers():
+    assert spread([1.0, 2.0]) is None and spread([0.0, 0.0, 0.0]) is None
+    assert spread([1.0] * 5) == (1.0, 1.0)
+    assert spread([0.0] * 2 + [1.0] * 3)[0] == 0.01   # a floor: a valid Link spread
+    assert widen((0.8, 1.1), (0.9, 1.3)) == (0.8, 1.3)
