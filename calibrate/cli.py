@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=None, help="link name (default from host/backend/world)")
     p.add_argument("--out", default="calibrate-out", help="output directory (calibrate-out)")
     p.add_argument("--force", action="store_true", help="replace an earlier calibration's "
-                   "files in --out (default: refuse)")
+                   "files in --out (default: move them into --out/earlier-<time>/)")
     p.add_argument("--timeout-s", type=float, default=120.0, help="per-collective timeout (120)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return p

@@ -23,6 +23,8 @@ from typing import Any
 from simddp.errors import InputError
 from simddp.host import Host, host_from_legacy_link
 from simddp.link import LEGACY_HOST_FIELDS, Link, LinkPiece
+# Output folders live in simddp.outdir; commands import them from here.
+from simddp.outdir import check_out_dir, check_out_file  # noqa: F401
 from simddp.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
@@ -135,34 +137,6 @@ def load_host(path: str | os.PathLike) -> Host | None:
 
 def load_results(path: str | os.PathLike) -> list[Result]:
     return results_from_json(read_json(path), str(path))
-
-
-def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
-                  force: bool = False) -> Path | None:
-    """``out`` as a Path if files can be created under it (it may not exist yet); InputError
-    naming ``flag`` otherwise. Called before any work, so a bad folder fails in a second.
-    ``files``: what the command will write there; unless ``force``, any of them already there
-    (an earlier run's) is refused rather than silently replaced."""
-    if out is None:
-        return None
-    path = Path(out)
-    earlier = [name for name in files if (path / name).exists()]
-    if earlier and not force:
-        raise InputError(f"{flag} {out}: holds {earlier[0]} from an earlier run; pass --force "
-                         f"to replace it, or choose another {flag}")
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{flag}: {str(out)!r} exists and is not a directory")
-    parent = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
-    if not parent.is_dir():
-        raise InputError(f"{flag}: {str(parent)!r} is not a directory")
-    try:  # a real file, not os.access: root passes access() on a read-only mount
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".simddp-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise InputError(f"{flag}: cannot create files under {str(parent)!r} "
-                         f"({e.strerror or e})") from None
-    return path
 
 
 def read_json(path: str | os.PathLike) -> Any:

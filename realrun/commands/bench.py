@@ -81,7 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--out", default="out/bench", help="folder for bench.json and bench.csv "
                                                       "(default %(default)s)")
     o.add_argument("--force", action="store_true",
-                   help="replace an earlier run's bench.json/bench.csv in --out (default: refuse)")
+                   help="replace an earlier run's bench.json/bench.csv in --out (default: "
+                        "move them into --out/earlier-<time>/)")
     o.add_argument("--format", default="table", choices=("table", "json"),
                    help='stdout: a table, or only {"rows": [...]} as JSON (default %(default)s)')
     o.add_argument("--trace", metavar="DIR", default=None,
@@ -98,8 +99,6 @@ def check_args(args: argparse.Namespace, strategies: list[str], hooks=()) -> Non
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
     require_int("--world-size", args.world_size, minimum=2,
                 why="one rank has nothing to synchronise; --scaling times one process alone")
-    if not under_torchrun or os.environ["RANK"] == "0":
-        check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)
     require_seconds("--timeout-s", args.timeout_s)
     if ("ddp" in strategies or hooks) and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
@@ -127,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     check_args(args, strategies, hooks)
     configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb)
     workload = resolve_workload(args)  # imports torch, after the cheap checks
+    if not is_torchrun() or os.environ["RANK"] == "0":  # last: it moves an earlier run aside
+        check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)
     import realrun.bench as bench
 
     payload = {"workload": workload.to_json(), "configs": configs, "precision": args.precision,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from realrun.commands.common import (add_model_args, require_int, require_seconds,
                                      resolve_workload)
@@ -32,19 +31,15 @@ from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from simddp.errors import InputError
 from simddp.strategy import mb_to_bytes
-from simddp.io import check_out_dir, profile_to_json, save_json
+from simddp.io import PROFILE_FORMAT, profile_to_json, save_json
+from simddp.io import check_out_file as check_profile_file
 from simddp.report.table import host_line
 
 
 def check_out_file(path: str, force: bool) -> None:
-    """InputError now, before minutes of profiling, if ``path`` cannot be written, or holds an
-    earlier profile and ``force`` is off."""
-    if Path(path).is_dir():
-        raise InputError(f"--out: {path!r} is a directory; give a file name, e.g. profile.json")
-    if Path(path).exists() and not force:
-        raise InputError(f"--out {path}: an earlier profile is there; pass --force to replace "
-                         "it, or choose another --out")
-    check_out_dir(Path(path).parent or ".", "--out")
+    """InputError now, before minutes of profiling, if ``path`` cannot be written or holds
+    something other than a profile; an earlier profile there is kept under a dated name."""
+    check_profile_file(path, PROFILE_FORMAT, force=force)
 
 HELP = "measure per-layer forward/backward seconds of a preset or your model; write a profile"
 
@@ -82,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="out/profile.json",
                    help="profile JSON to write (default %(default)s)")
     g.add_argument("--force", action="store_true",
-                   help="replace an earlier profile at --out (default: refuse)")
+                   help="replace the file at --out (default: keep an earlier profile as "
+                        "NAME.<time>.json; refuse any other file)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,10 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if args.world_size is None:
         args.world_size = int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2
     require_int("--world-size", args.world_size)
-    lead = not is_torchrun() or os.environ["RANK"] == "0"
-    if lead:
+    workload = resolve_workload(args)  # a typo in --module fails before --out is touched
+    if not is_torchrun() or os.environ["RANK"] == "0":
         check_out_file(args.out, args.force)
-    workload = resolve_workload(args)
     from realrun.profile_world import profile_world  # torch, after the cheap checks
     try:
         out = profile_world(workload, world_size=args.world_size, backend=args.backend,

@@ -101,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--out", default="out/validate", help="folder for plots and JSON "
                                                          "(default %(default)s)")
     o.add_argument("--force", action="store_true",
-                   help="replace an earlier run's files in --out (default: refuse)")
+                   help="replace an earlier run's files in --out (default: move them into "
+                        "--out/earlier-<time>/)")
     o.add_argument("--format", default="table", choices=("table", "json"),
                    help="stdout: the report, or one JSON document (default %(default)s)")
 

@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="also write the three PNGs, compare.json and compare.csv into DIR")
     p.add_argument("--force", action="store_true",
-                   help="replace an earlier comparison's files in --out (default: refuse)")
+                   help="replace an earlier comparison's files in --out (default: move "
+                        "them into --out/earlier-<time>/)")
     p.add_argument("--timeline-config", metavar="STRATEGY[:BUCKET_MB]", default=None,
                    help="configuration whose timelines --out draws, e.g. ddp:25 or naive "
                         "(default: the measured-best bucketed config)")
@@ -49,20 +50,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_out_dir(args.out, files=("compare.json",), force=args.force)
     predicted = load_results(args.predicted)
     measured = load_results(args.measured)
     comparison = compare_results(predicted, measured, check_model=not args.ignore_model,
                                  where=(args.predicted, args.measured),
                                  inputs=frozenset(x.strip() for x in args.inputs.split(",")
                                                   if x.strip()))
+    if args.timeline_config is not None:
+        pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
+    # After the inputs: an earlier comparison in --out is moved aside only for a good run.
+    check_out_dir(args.out, files=("compare.json",), force=args.force)
     written = []
     if args.out is not None:
         # imported here: matplotlib costs ~0.5 s, and a table needs none of it
         from simddp.compare.plots import write_compare_files
         written = write_compare_files(comparison, args.out, args.timeline_config)
-    elif args.timeline_config is not None:
-        pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     if args.format == "json":
         print(json.dumps(comparison.to_json(args.timeline_config), indent=1))
     else:

@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="table for people, json (one document on stdout) for scripts")
     g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
     g.add_argument("--force", action="store_true",
-                   help="replace an earlier sweep's files in --out (default: refuse)")
+                   help="replace an earlier sweep's files in --out (default: move them "
+                        "into --out/earlier-<time>/)")
     add_beyond_ddp_args(p)
     add_model_args(p)
     add_link_args(p)
@@ -104,11 +105,11 @@ def run(args: argparse.Namespace) -> int:
         parse_names(args.strategies, STRATEGIES + SHARDED, "--strategies")
     hooks = parse_hooks(args.comm_hook)
     sweep_strategies(strategies, bucket_mbs, args.accum_steps, hooks, args.shard_unit_mb)
-    out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
-                            force=args.force)
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)
+    out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
+                            force=args.force)  # last: it moves an earlier sweep aside
 
     with Progress("simulating", delay_s=1.0) as progress:
         # Spans are kept only for --out: sweep.json then holds every predicted timeline,

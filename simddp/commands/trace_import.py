@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one Chrome trace per rank (.json or .json.gz)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="write profile.json, link.json and summary.json here")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out (default: move an earlier import's files "
+                        "into --out/earlier-<time>/; refuse another command's results)")
     g = p.add_argument_group("what the trace cannot say (all optional)")
     g.add_argument("--bucket-mb", type=float, default=None, metavar="MB",
                    help="the traced bucket_cap_mb (default: inferred from the buckets)")
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--bucket-mb", args.bucket_mb), ("--step-ms", args.step_ms)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"{flag} must be a number > 0, got {value!r}")
-    out_dir = check_out_dir(args.out)
+    check_out_dir(args.out)  # only that it is writable: the traces may take a while
     from simddp.traceimport import import_traces
     from simddp.traceimport.summary import render_summary, summary
 
@@ -82,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
                                    for s in imp.derived.grad_shapes]}
     files = {"profile.json": profile_doc, "link.json": link_to_json(imp.link),
              "summary.json": doc}
+    out_dir = check_out_dir(args.out, files=("summary.json",), force=args.force)
     for name, data in files.items():
         write_atomic(out_dir / name, json.dumps(data, indent=1) + "\n")
     print(f"wrote {', '.join(str(out_dir / n) for n in files)}", file=sys.stderr)

@@ -48,14 +48,16 @@ def test_bad_args_exit_2_with_one_line_and_no_files(argv, message, tmp_path, cap
     assert captured.out == "" and not out.exists()
 
 
-def test_an_earlier_run_is_not_replaced_without_force(tmp_path, capsys):
+def test_a_folder_of_another_commands_results_is_refused(tmp_path, capsys):
+    # An earlier bench run is moved aside (tests/simddp/test_outdir.py); a sweep's is not
+    # bench's to move.
     out = tmp_path / "out"
     out.mkdir()
-    (out / "bench.json").write_text("{}")
+    (out / "sweep.json").write_text("{}")
     assert _exit_code(["bench", *TINY, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "holds bench.json from an earlier run; pass --force" in err
-    assert (out / "bench.json").read_text() == "{}"
+    assert f"--out {out}: holds sweep.json from simddp sweep, not realrun bench's" in err
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
 
 
 def _exit_code(argv: list[str]) -> int:

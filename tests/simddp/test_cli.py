@@ -288,13 +288,17 @@ def test_python_m_simddp_sweep_runs_on_the_defaults():
     assert quiet(proc.stderr)
 
 
-def test_sweep_out_refuses_to_replace_an_earlier_run_without_force(tmp_path, capsys):
+def test_sweep_out_twice_keeps_the_earlier_run_without_force(tmp_path, capsys):
+    # Issue 23: rerunning a command into its folder used to stop with "pass --force".
     out = tmp_path / "pred"
     assert main(["sweep", "--bucket-mb", "10", "--out", str(out)]) == 0
     before = (out / "sweep.json").read_text()
     capsys.readouterr()
-    assert main(["sweep", "--bucket-mb", "25", "--out", str(out)]) == 2
+    assert main(["sweep", "--bucket-mb", "25", "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "holds sweep.json from an earlier run; pass --force" in err and err.count("\n") == 1
-    assert (out / "sweep.json").read_text() == before
+    (kept,) = out.glob("earlier-*")
+    assert f"note: kept the earlier run's 3 files in {kept}" in err
+    assert (kept / "sweep.json").read_text() == before
+    assert (out / "sweep.json").read_text() != before
     assert main(["sweep", "--bucket-mb", "25", "--out", str(out), "--force"]) == 0
+    assert len(list(out.glob("earlier-*"))) == 1  # --force replaces in place

@@ -1,0 +1,135 @@
+"""Output folders: a second run into the same --out keeps the first one instead of failing.
+
+    check_out_dir("out/validate", files=("validate.json",))
+    # stderr: note: kept the earlier run's 9 files in out/validate/earlier-20261124-180222
+    check_out_dir("out/sweep", files=("validate.json",))
+    # InputError: --out out/sweep: holds sweep.json from simddp sweep, not realrun validate's
+    # files; choose another --out, or pass --force to write there anyway
+
+Each command's outputs are listed in OUT_FILES, first the file that marks a folder as that
+command's. Rerunning a command into its own folder (the default one, or one the user named)
+moves the earlier run's files into a dated sub-folder and says where on stderr, so the
+README's commands can be run twice without a flag. A folder that holds another command's
+results is refused: the two runs' files (validate writes compare.json too) would mix.
+``force`` keeps the old meaning: replace files in place, wherever.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from simddp.errors import InputError
+
+# command -> what it writes into --out (glob patterns); the first name marks the folder.
+# Order matters where one command's files include another's marker: validate writes
+# compare.json, so a folder with validate.json is validate's, not compare's.
+OUT_FILES = {
+    "realrun validate": ("validate.json", "predicted.json", "anchored_predicted.json",
+                         "measured.json", "link.json", "profile.json", "compare.json",
+                         "compare.csv", "compare_*.png"),
+    "calibrate": ("allreduce.json", "allreduce.csv", "kinds.csv", "link.json", "link-p*.json",
+                  "allreduce_*.png"),
+    "realrun bench": ("bench.json", "bench.csv"),
+    "simddp sweep": ("sweep.json", "sweep.csv", "sweep.png"),
+    "simddp compare": ("compare.json", "compare.csv", "compare_*.png"),
+    "simddp trace-import": ("summary.json", "profile.json", "link.json"),
+}
+EARLIER_PREFIX = "earlier-"  # earlier-20261124-180222: when the earlier run wrote its marker
+
+
+def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
+                  force: bool = False) -> Path | None:
+    """``out`` as a Path, ready for this command's files (it may not exist yet); InputError
+    naming ``flag`` otherwise. Call it after the other inputs are checked and before any work.
+
+    ``files[0]`` names the command (its marker in OUT_FILES; other names are its own files
+    too). An earlier run of the same command there is moved to ``out/earlier-<time>/`` (a
+    note on stderr says where); another command's results there are refused unless
+    ``force``, which replaces files in place.
+    """
+    if out is None:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag}: {str(out)!r} exists and is not a directory")
+    _check_writable(path, flag)
+    if force or not files or not path.is_dir():
+        return path
+    mine = _command_of(files[0]) if files else None
+    owner = next((cmd for cmd, names in OUT_FILES.items() if (path / names[0]).exists()), None)
+    if owner is not None and owner != mine:
+        what = f"not {mine}'s files" if mine else "another command's results"
+        raise InputError(f"{flag} {out}: holds {OUT_FILES[owner][0]} from {owner}, {what}; "
+                         f"choose another {flag}, or pass --force to write there anyway")
+    patterns = OUT_FILES.get(mine, ()) + tuple(files)
+    earlier = sorted({p for pattern in patterns for p in path.glob(pattern) if p.is_file()})
+    if earlier:
+        marker = path / files[0]
+        kept = _free_name(path / (EARLIER_PREFIX + _stamp(marker if marker.exists()
+                                                          else earlier[0])))
+        kept.mkdir()
+        for p in earlier:
+            os.replace(p, kept / p.name)  # a rename: same file system, nothing copied
+        print(f"note: kept the earlier run's {len(earlier)} files in {kept}", file=sys.stderr)
+    return path
+
+
+def check_out_file(out: str | os.PathLike, fmt: str, flag: str = "--out",
+                   force: bool = False) -> Path:
+    """``out`` as a Path a file of format ``fmt`` can be written to. An earlier file of that
+    format is renamed ``<stem>.<time><suffix>`` (a note on stderr says so); any other file
+    there is refused unless ``force``."""
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"{flag}: {str(out)!r} is a directory; give a file name, "
+                         f"e.g. {fmt.split('.')[-1].split('/')[0]}.json")
+    _check_writable(path.parent, flag)
+    if force or not path.exists():
+        return path
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != fmt:
+        what = f"a {found} file" if isinstance(found, str) else "a file that is not one"
+        raise InputError(f"{flag} {out}: holds {what}, not {fmt}; choose another {flag}, "
+                         "or pass --force to replace it")
+    kept = _free_name(path.with_name(f"{path.stem}.{_stamp(path)}{path.suffix}"))
+    os.replace(path, kept)
+    print(f"note: kept the earlier {path.name} as {kept}", file=sys.stderr)
+    return path
+
+
+def _command_of(marker: str) -> str | None:
+    return next((cmd for cmd, names in OUT_FILES.items() if names[0] == marker), None)
+
+
+def _stamp(path: Path) -> str:
+    """When ``path`` was last written, local time, sortable: 20261124-180222."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``path`` with -2, -3, ... before its suffix if taken (two runs a second)."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def _check_writable(path: Path, flag: str) -> None:
+    parent = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not parent.is_dir():
+        raise InputError(f"{flag}: {str(parent)!r} is not a directory")
+    try:  # a real file, not os.access: root passes access() on a read-only mount
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".simddp-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"{flag}: cannot create files under {str(parent)!r} "
+                         f"({e.strerror or e})") from None
