@@ -47,6 +47,14 @@ DEVICES = {d.name: d for d in (
            "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS bf16 dense, 2039 GB/s HBM2e"),
     Device("h100", 989.0, 3350.0, 0.4, 2,
            "NVIDIA H100 SXM datasheet: 989 TFLOPS bf16 dense, 3350 GB/s HBM3"),
+    Device("h200", 989.0, 4800.0, 0.4, 2,
+           "NVIDIA H200 SXM: the H100's GH100 compute (1979 TFLOPS bf16 with sparsity = 989 "
+           "dense), 4800 GB/s HBM3e (141 GB), as spec pages quoting NVIDIA give it; the "
+           "datasheet itself was not at hand"),
+    Device("b200", 2250.0, 8000.0, 0.4, 2,
+           "NVIDIA HGX B200 (1000 W): 2250 TFLOPS bf16 dense, 8000 GB/s HBM3e, from NVIDIA's "
+           "figures as glennklockwood.com/garden/processors/B200 tabulates them; the "
+           "datasheet itself was not at hand"),
 )}
 
 
