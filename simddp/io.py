@@ -123,6 +123,10 @@ def results_from_json(data: dict, where: str = "results") -> list[Result]:
 
 
 def load_profile(path: str | os.PathLike) -> ModelProfile:
+    if str(path).endswith(".py"):  # a model's source: simddp (no torch) cannot run it
+        raise InputError(f"{path}: a Python file, not a profile; measure the model first: "
+                         f"python -m realrun profile --module {path}:FN --out profile.json "
+                         "(FN() returns (model, inputs)), then give profile.json")
     return profile_from_json(read_json(path), str(path))
 
 

@@ -33,6 +33,7 @@ from simddp.profile import ModelProfile
 from simddp.strategy import MB
 
 COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET = "comm-bound", "compute-bound", "one-bucket"
+NO_LATENCY = "no-latency"      # α = 0: smaller buckets are never worse, there is no optimum
 SMALLEST = "smallest-bucket"   # the optimum wants buckets below the smallest allowed size
 
 
@@ -141,6 +142,8 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> d
     'compute-bound'
     """
     b, t_s, regime = _optimum_for(profile, link, world_size)
+    if all(alpha_s == 0 for _, _, alpha_s, _ in _pieces(link)):
+        regime = NO_LATENCY  # b* would be the 1-byte floor: a floor, not an answer
     note = "α–β closed form, gradients ready evenly over backward, no tensor granularity"
     if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0:
         note += "; ignores the link's contention factors"
@@ -150,6 +153,9 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> d
 
 def format_optimum(opt: dict) -> str:
     """One line for a sweep table's footer."""
+    if opt["regime"] == NO_LATENCY:
+        return ("closed-form optimum (bucketed, α–β): none — the link's α is 0, so per-call "
+                "cost is nil and smaller buckets are never slower; the simulated rows decide")
     return (f"closed-form optimum (bucketed, α–β): {opt['bucket_mb']:.3g} MB buckets "
             f"(≈{opt['buckets']:.3g} of them), {opt['overhead_ms']:.3f} ms exposed, "
             f"{opt['regime']}")

@@ -82,7 +82,7 @@ def gap_line(profile: ModelProfile, link: Link, host: Host | None, opt: dict,
              results: list[Result]) -> str | None:
     """One line for the sweep when the optima disagree, saying why; None when they agree."""
     rows = [r for r in results if r.strategy == "bucketed" and r.bucket_mb is not None]
-    if not rows:
+    if not rows or opt.get("regime") == "no-latency":  # no closed-form optimum to differ from
         return None
     best = min(rows, key=lambda r: r.step_s)
     if not differs(opt, best):

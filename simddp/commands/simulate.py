@@ -19,6 +19,7 @@ zero2.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import sys
@@ -55,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"micro-steps per optimizer step (default {DEFAULT_ACCUM_STEPS} for "
                         "no_sync and sync_each, else 1)")
     g.add_argument("--trace", metavar="FILE", help="write a Chrome trace JSON (Perfetto)")
-    g.add_argument("--plot", metavar="FILE", help="write a Gantt chart PNG of the two lanes")
+    g.add_argument("--plot", metavar="FILE", help="write a Gantt chart of the two lanes "
+                                                  "(.png, .svg, .pdf or .jpg, by the name)")
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
     add_beyond_ddp_args(p, one_hook=True)
@@ -64,9 +66,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_host_args(p)
 
 
+# What --plot can write, by the name's suffix: matplotlib needs no extra package for these
+# (JPEG goes through Pillow, a dependency of matplotlib).
+PLOT_FORMATS = {"png": "png", "svg": "svg", "pdf": "pdf", "jpg": "jpeg", "jpeg": "jpeg"}
+
+
 def _check_output(path: str | None, flag: str) -> None:
     if path is not None and Path(path).is_dir():
         raise InputError(f"{flag}: {path!r} is a directory; give a file name")
+
+
+def _plot_format(path: str) -> str:
+    """The image format ``path``'s suffix names; InputError for any other suffix, so a .jpg
+    never holds PNG bytes."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in PLOT_FORMATS:
+        raise InputError(f"--plot {path}: {'.' + suffix if suffix else 'no suffix'} is not an "
+                         "image type simulate writes; end the name in .png, .svg, .pdf or .jpg")
+    return PLOT_FORMATS[suffix]
+
+
+def _figure_bytes(fig, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=120)  # 120 dpi, as simddp.report.plots.figure_png
+    return buf.getvalue()
 
 
 def _strategy(args: argparse.Namespace) -> Strategy:
@@ -100,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     strategy = _strategy(args)
     _check_output(args.trace, "--trace")
     _check_output(args.plot, "--plot")
+    plot_format = None if args.plot is None else _plot_format(args.plot)
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)
@@ -114,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         outputs[args.trace] = json.dumps(trace_events(result)) + "\n"
     if args.plot:
-        from simddp.report.plots import figure_png, gantt_figure
-        outputs[args.plot] = figure_png(gantt_figure(result))
+        from simddp.report.plots import gantt_figure
+        outputs[args.plot] = _figure_bytes(gantt_figure(result), plot_format)
     for path, payload in outputs.items():
         write_atomic(path, payload)
     if outputs:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, Strategy
+from simddp.strategy import ACCUM_BASELINE, DDP_FIRST_BUCKET_MB, Strategy
 from simddp.sweeps import Recommendation, StrategyPick
 
 
@@ -63,12 +63,7 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
         text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
                  f"extend --bucket-mb.")
     if rec.strategy == "ddp":
-        # torch 2.13 keeps the 1 MiB first bucket only at the default cap (docs/CLI.md)
-        mb = fmt_mb(rec.bucket_mb)
-        text += (f"\nIn torch: DistributedDataParallel(model, bucket_cap_mb_list=[1, {mb}]) runs "
-                 f"the ddp rows (torch 2.13, as realrun runs it; a torch without "
-                 f"bucket_cap_mb_list takes bucket_cap_mb={mb}); on 2.13 a plain "
-                 f"bucket_cap_mb={mb} makes the first bucket {mb} MB too (the bucketed rows).")
+        text += "\n" + torch_call_text(rec.bucket_mb)
     f = rec.fastest
     if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
         return text
@@ -85,6 +80,24 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
     return text
 
 
+
+
+def torch_call_text(bucket_mb: float) -> str:
+    """How to ask torch DDP for the ddp rows at ``bucket_mb``.
+
+        >>> torch_call_text(1.0)
+        'In torch: DistributedDataParallel(model, bucket_cap_mb=1) runs the ddp rows (its first bucket is 1 MB as well, so the ddp and bucketed rows at 1 MB are one configuration).'
+    """
+    mb, first = fmt_mb(bucket_mb), fmt_mb(DDP_FIRST_BUCKET_MB)
+    if mb == first:  # [1, 1]: the list says nothing a plain cap doesn't
+        return (f"In torch: DistributedDataParallel(model, bucket_cap_mb={mb}) runs the ddp "
+                f"rows (its first bucket is {first} MB as well, so the ddp and bucketed rows "
+                f"at {mb} MB are one configuration).")
+    # torch 2.13 keeps the 1 MiB first bucket only at the default cap (docs/CLI.md)
+    return (f"In torch: DistributedDataParallel(model, bucket_cap_mb_list=[{first}, {mb}]) runs "
+            f"the ddp rows (torch 2.13, as realrun runs it; a torch without "
+            f"bucket_cap_mb_list takes bucket_cap_mb={mb}); on 2.13 a plain "
+            f"bucket_cap_mb={mb} makes the first bucket {mb} MB too (the bucketed rows).")
 
 
 def _config(r: Result) -> str:

@@ -56,17 +56,42 @@ def fmt_range(range_s: tuple[float, float] | None, digits: int = 2) -> str:
 
 
 def fmt_mb(bucket_mb: float | None) -> str:
-    """A bucket size as the user typed it: 25, 2.5, 1000; '-' for strategies without buckets."""
-    return "-" if bucket_mb is None else f"{round(bucket_mb, 6):g}"
+    """A bucket size as the user typed it: 25, 2.5, 1000; '-' for strategies without buckets.
+
+    A size comes back from whole bytes (mb_to_bytes truncates: 0.1 MB is 104857 bytes,
+    0.0999994 MB), and result files keep 6 decimals of that (0.099999): print the shortest
+    decimal within a byte and a half of it.
+
+        >>> fmt_mb(104857 / 2**20), fmt_mb(0.099999), fmt_mb(25.0), fmt_mb(0.25), fmt_mb(None)
+        ('0.1', '0.1', '25', '0.25', '-')
+    """
+    if bucket_mb is None:
+        return "-"
+    for digits in range(7):
+        typed = round(bucket_mb, digits)
+        if typed > 0 and abs(typed - bucket_mb) * MIB < 1.5:
+            return f"{typed:g}"
+    return f"{bucket_mb:.6g}"
 
 
 def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}×"
 
 
+def _short(x: float) -> str:
+    """Three significant digits, whole numbers from 100 up: a calibrated busbw is 0.838879
+    GB/s, and nobody reads the last three digits of it.
+
+        >>> _short(0.838879), _short(11.0), _short(40.0), _short(1806.4), _short(0.0)
+        ('0.839', '11', '40', '1806', '0')
+    """
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
     """One line naming everything a prediction depends on."""
-    link_law = (f"α {link.alpha_s * 1e6:g} µs, busbw {link.busbw_gbps:g} GB/s" if not link.pieces
+    link_law = (f"α {_short(link.alpha_s * 1e6)} µs, busbw {_short(link.busbw_gbps)} GB/s"
+                if not link.pieces
                 else f"piecewise α–β fit ({len(link.pieces)} pieces)")
     return (f"model {profile.name}: {profile.n_tensors} gradient tensors, "
             f"{profile.grad_total_bytes / MIB:.1f} MiB of gradients, forward "
