@@ -68,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     imp = import_traces(args.traces, bucket_mb=args.bucket_mb,
                         implementation=args.implementation, name=args.name,
                         step_s=None if args.step_ms is None else args.step_ms / 1e3)
+    if len(imp.timelines) < imp.world_size:  # a rank left out may be the slow one
+        print(f"warning: {len(imp.timelines)} trace(s) of a {imp.world_size}-rank job: the "
+              "profile and link describe only those ranks; pass one trace per rank",
+              file=sys.stderr)
     profile = imp.profile
     if args.module is not None:
         from simddp.traceimport.names import module_parameters, name_gradients
