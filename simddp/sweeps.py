@@ -152,20 +152,27 @@ class Recommendation:
     worst_regret: float | None = None
     point_best_mb: float | None = None
     point_best_worst_regret: float | None = None
+    # The other swept sizes that make the same buckets as bucket_mb (simddp/compare/
+    # layouts.py): one configuration, so none of them is the runner-up.
+    same_layout_mb: tuple[float, ...] = ()
 
     @property
     def margin_s(self) -> float | None:
         return None if self.runner_up_step_s is None else self.runner_up_step_s - self.step_s
 
 
-def recommend(results: Sequence[Result]) -> Recommendation | None:
+def recommend(results: Sequence[Result], profile: ModelProfile | None = None
+              ) -> Recommendation | None:
     """The bucket_cap_mb minimising ddp's step (else bucketed's, else no_sync's); None if none.
 
     With prediction ranges, the size with the lowest worst-case regret over them (a robust
     choice; ``point_best_mb`` names the lowest point estimate when that is another size).
     Ties (comm fully hidden at several sizes) go to the size closest to torch's default 25 MB,
-    the one a user need not change.
+    the one a user need not change. Sizes that make the same buckets are one configuration
+    (``profile``: by the plan's buckets; without, by identical predictions): the runner-up
+    is another layout, and ``same_layout_mb`` names the recommended one's other sizes.
     """
+    from simddp.compare.layouts import group_by_layout  # here: simddp.compare reads this module
     per_step = [r for r in results if baseline_name(r) == "naive"]
     for name in RECOMMEND_FROM:
         rows = [r for r in results if r.strategy == name and r.bucket_mb is not None]
@@ -174,18 +181,22 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
     else:
         return None
     rows.sort(key=lambda r: (r.step_s, abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))))
-    i, regrets = robust_pick([(r.step_s, r.scenarios_s) for r in rows])
-    best = rows[i]
+    groups = group_by_layout(rows, profile)   # each group's first row is its best by the key
+    firsts = [g[0] for g in groups]
+    i, regrets = robust_pick([(r.step_s, r.scenarios_s) for r in firsts])
+    best = firsts[i]
+    same = tuple(sorted(r.bucket_mb for r in groups[i] if r is not best))
     worst = point_best_mb = point_worst = None
     if regrets is not None:
         worst = regrets[i]
         if i != 0:
-            point_best_mb, point_worst = rows[0].bucket_mb, regrets[0]
-    runner = next((r for r in rows if r is not best), None)
+            point_best_mb, point_worst = firsts[0].bucket_mb, regrets[0]
+    runner = next((r for r in firsts if r is not best), None)
     sizes = sorted(r.bucket_mb for r in rows)
     edge = None
     if runner is not None and runner.step_s > best.step_s:  # a strict optimum at an end
-        edge = {sizes[0]: "smallest", sizes[-1]: "largest"}.get(best.bucket_mb)
+        mine = {best.bucket_mb, *same}
+        edge = "smallest" if sizes[0] in mine else "largest" if sizes[-1] in mine else None
     # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
     # whenever the first bucket is no smaller than the cap would make it).
     fastest = min(per_step, key=lambda r: (r.step_s, r is not best,
@@ -193,7 +204,7 @@ def recommend(results: Sequence[Result]) -> Recommendation | None:
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
                           runner.step_s if runner else None, edge, fastest,
-                          best.step_range_s, worst, point_best_mb, point_worst)
+                          best.step_range_s, worst, point_best_mb, point_worst, same)
 
 
 @dataclass(frozen=True)

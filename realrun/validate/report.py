@@ -10,21 +10,15 @@ from dataclasses import dataclass, replace
 
 from realrun.validate.settings import ValidateSettings
 from simddp.compare import Comparison, compare_results, format_table
-from simddp.compare.metrics import ratio_interval
+from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
 from simddp.host import Host
 from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.profile import ModelProfile
-from simddp.report.recommendation import recommendation_text
 from simddp.report.table import host_line
 from simddp.result import Result
 from simddp.strategy import SHARDED
-from simddp.sweeps import recommend
 
-
-# How much slower than the measured best a recommendation may measure and still count as
-# right: the validation target for regret (docs/VALIDATION.md).
-MARGIN_PCT = 3.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +38,8 @@ class Prediction:
     def rescored(self, measured: list[Result]) -> "Prediction":
         """The same prediction compared with ``measured`` (after spans were added)."""
         return replace(self, comparison=compare_results(self.predicted, measured,
-                                                        inputs=self.scored_out))
+                                                        inputs=self.scored_out,
+                                                        profile=self.profile))
 
     def inputs_json(self) -> dict:
         l = self.link
@@ -117,48 +112,9 @@ class ValidationReport:
     comparison = property(lambda self: self.before.comparison)
 
     def verdict(self) -> dict:
-        """simddp's recommendation and whether the measurement proves or refutes it."""
-        rec = recommend(self.predicted)
-        naive = next((r for r in self.predicted if r.strategy == "naive"), None)
-        out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
-        if rec is None:
-            return out
-        measured = [r for r in self.measured if r.strategy == rec.strategy
-                    and r.bucket_mb is not None]
-        at_rec = next((r for r in measured if abs(r.bucket_mb - rec.bucket_mb)
-                       <= 1e-3 * rec.bucket_mb), None)
-        if at_rec is None:
-            out["text"] = (f"Not measured: {rec.strategy} at {rec.bucket_mb:g} MB did not run, "
-                           "so the recommendation is neither proven nor refuted.")
-            return out
-        best = min(measured, key=lambda r: r.step_s)
-        out.update(measured_best_mb=best.bucket_mb, margin_pct=MARGIN_PCT)
-        if best is at_rec:
-            out.update(proven=True, regret_pct=0.0, regret_ci_pct=None)
-            out["text"] = (f"PROVEN: measured, {rec.strategy} at {rec.bucket_mb:g} MB is the "
-                           f"fastest bucket size ({at_rec.step_ms:.2f} ms median).")
-            return out
-        regret, low, high = (ratio_interval(at_rec.steps_s, best.steps_s)
-                             if at_rec.steps_s and best.steps_s else
-                             (100 * (at_rec.step_s / best.step_s - 1),) * 3)
-        out.update(regret_pct=regret, regret_ci_pct=[low, high])
-        said = (f"the measured best is {best.bucket_mb:g} MB ({best.step_ms:.2f} ms); "
-                f"{rec.bucket_mb:g} MB is {regret:.1f} % slower (95 % interval {low:+.1f} … "
-                f"{high:+.1f} %, {at_rec.samples} steps each")
-        if high <= MARGIN_PCT:
-            out["proven"] = True
-            out["text"] = (f"PROVEN within noise: {said}), inside the {MARGIN_PCT:g} % margin a "
-                           "recommendation may cost.")
-        elif low > MARGIN_PCT:
-            out["proven"] = False
-            out["text"] = (f"REFUTED: {said}): following the recommendation costs more than "
-                           f"the {MARGIN_PCT:g} % margin.")
-        else:
-            out["proven"] = None
-            out["text"] = (f"WITHIN NOISE: {said}), which straddles the {MARGIN_PCT:g} % "
-                           "margin: at this many steps the bucket sizes cannot be told apart; "
-                           "more --steps would decide.")
-        return out
+        """simddp's recommendation and whether the measurement proves or refutes it
+        (simddp/compare/verdict.py); sizes that make the same buckets are one."""
+        return verdict(self.predicted, self.measured, self.profile)
 
     def to_json(self) -> dict:
         """``summary`` and ``rows``: the prediction made before running; ``anchored``: the

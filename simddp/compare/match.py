@@ -28,9 +28,11 @@ import math
 from dataclasses import dataclass
 
 from simddp.compare.fidelity import timeline_fidelity
+from simddp.compare.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
 from simddp.compare.text import config_label, config_list, config_sort_key
 from simddp.errors import InputError
+from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 
 # Bucket sizes travel as MB floats: a sweep stores int(mb * 2**20) / 2**20, so 0.1 MB comes back
@@ -58,6 +60,9 @@ class Row:
     steps_s: tuple[float, ...] = ()   # the measured steps, when the file has them
     # the prediction's input scenarios (simddp/ranges.py), when the sweep computed them
     predicted_scenarios_s: dict[str, float] | None = None
+    # what makes two bucket sizes one configuration (simddp/compare/layouts.py): rows with
+    # the same layout are scored as one
+    layout: tuple = ()
 
     @property
     def predicted_range_s(self) -> tuple[float, float] | None:
@@ -136,12 +141,15 @@ class Comparison:
 
 def compare_results(predicted: list[Result], measured: list[Result], *,
                     check_model: bool = True, where: tuple[str, str] = ("predicted", "measured"),
-                    inputs: frozenset[str] = frozenset()) -> Comparison:
+                    inputs: frozenset[str] = frozenset(),
+                    profile: ModelProfile | None = None) -> Comparison:
     """Pair every measured result with its prediction and compute the summary.
 
     ``where`` names the two inputs in error messages (the command passes the file paths).
     ``inputs``: strategies whose measurement the prediction was built from (realrun validate
     sets the compute total from the compute-only row): tabled, marked, left out of the summary.
+    ``profile``: to know which bucket sizes make the same buckets, one configuration in the
+    best-bucket numbers (without: those predicted identically; simddp/compare/layouts.py).
     Raises :class:`InputError` on mismatched inputs (model, world size, sources), a measured
     configuration with no prediction, a configuration listed twice, or nothing to compare.
     """
@@ -178,7 +186,7 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
                              f"in {wp} (predicted: {config_list(predicted)})")
         rows.append(Row(m.strategy, m.bucket_mb, m.accum_steps, p.step_s, m.step_s,
                         m.step_p5_s, m.step_p95_s, m.samples, m.strategy in inputs,
-                        m.steps_s, p.scenarios_s))
+                        m.steps_s, p.scenarios_s, layout_key(p, profile)))
     rows.sort(key=lambda r: config_sort_key(r.config))
     scored = [r for r in rows if not r.is_input]
     summary = summarize(scored, model=model_m if model_m == model_p else f"{model_p} / {model_m}",

@@ -12,14 +12,15 @@ the simulator would pick against which measured fastest.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from simddp.compare.text import config_sort_key
 from simddp.errors import InputError
 from simddp.ranges import robust_pick
-from simddp.strategy import BUCKETED
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB
+from simddp.sweeps import RECOMMEND_FROM
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Summary:
     # fall inside it
     with_range: int = 0
     in_range: int = 0
+    # bucket sizes of bucket_strategy that make the same buckets, one group each, e.g.
+    # ((1.0, 4.0),): scored as one configuration (simddp/compare/layouts.py)
+    same_layout: tuple[tuple[float, ...], ...] = ()
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -75,29 +79,57 @@ def summarize(rows: list, *, model: str = "", world_size: int = 0,
 def best_bucket(rows: list) -> dict:
     """Predicted-best and measured-best bucket of one bucketed strategy, and the regret in %.
 
-    The strategy is "bucketed" if measured, else "ddp", else "no_sync"; with several
-    accumulation settings the smallest is used. Only measured buckets are candidates, since the
-    regret needs the measured time at the predicted-best bucket. With prediction ranges the
+    The strategy is the one ``simddp sweep`` recommends a size for: "ddp" if measured, else
+    "bucketed", else "no_sync" (simddp.sweeps.RECOMMEND_FROM); with several accumulation
+    settings the smallest is used. Only measured buckets are candidates, since the regret
+    needs the measured time at the predicted-best bucket. With prediction ranges the
     predicted best is the robust choice ``simddp sweep`` recommends (simddp/ranges.py).
+    Sizes that make the same buckets (``Row.layout``) are one candidate: its steps pooled,
+    named by the size closest to 25 MB, as the recommendation names it.
     """
-    for s in BUCKETED:
+    candidates = []
+    for s in RECOMMEND_FROM:
         mine = [r for r in rows if r.strategy == s and r.bucket_mb is not None]
         if mine:
             accum = min(r.accum_steps for r in mine)
-            mine = [r for r in mine if r.accum_steps == accum]
-            mine.sort(key=lambda r: (r.predicted_s, r.bucket_mb))
-            pred_best = mine[robust_pick([(r.predicted_s, r.predicted_scenarios_s)
-                                          for r in mine])[0]]
-            meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
-            ci = None
-            if pred_best.steps_s and meas_best.steps_s and pred_best is not meas_best:
-                ci = ratio_interval(pred_best.steps_s, meas_best.steps_s)[1:]
-            return {"bucket_strategy": s, "bucket_accum_steps": accum,
-                    "predicted_best_bucket_mb": pred_best.bucket_mb,
-                    "measured_best_bucket_mb": meas_best.bucket_mb,
-                    "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0,
-                    "regret_ci": ci}
-    return {}
+            groups: dict[tuple, list] = {}
+            for r in (r for r in mine if r.accum_steps == accum):
+                groups.setdefault(r.layout or (r.bucket_mb,), []).append(r)
+            candidates.append((s, accum, groups))
+    # a strategy measured at one layout only has no bucket size to choose: the next one
+    if not candidates:
+        return {}
+    s, accum, groups = min(candidates, key=lambda c: len(c[2]) < 2)  # stable: the first
+    mine = [_one_configuration(g) for g in groups.values()]
+    mine.sort(key=lambda r: (r.predicted_s, r.bucket_mb))
+    pred_best = mine[robust_pick([(r.predicted_s, r.predicted_scenarios_s)
+                                  for r in mine])[0]]
+    meas_best = min(mine, key=lambda r: (r.measured_s, r.bucket_mb))
+    ci = None
+    if pred_best.steps_s and meas_best.steps_s and pred_best is not meas_best:
+        ci = ratio_interval(pred_best.steps_s, meas_best.steps_s)[1:]
+    return {"bucket_strategy": s, "bucket_accum_steps": accum,
+            "predicted_best_bucket_mb": pred_best.bucket_mb,
+            "measured_best_bucket_mb": meas_best.bucket_mb,
+            "regret": (pred_best.measured_s / meas_best.measured_s - 1.0) * 100.0,
+            "regret_ci": ci,
+            "same_layout": tuple(tuple(sorted(r.bucket_mb for r in g))
+                                 for g in groups.values() if len(g) > 1)}
+
+
+def _one_configuration(group: list):
+    """Rows of one layout as one Row: named by the size closest to torch's 25 MB default, the
+    prediction (the same plan: the same number) and the measured steps pooled."""
+    if len(group) == 1:
+        return group[0]
+    name = min(group, key=lambda r: (abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB)),
+                                     r.bucket_mb))
+    steps = tuple(t for r in group for t in r.steps_s)
+    pooled = (float(np.median(steps)) if all(r.steps_s for r in group)
+              else float(np.median([r.measured_s for r in group])))
+    return replace(name, predicted_s=min(r.predicted_s for r in group), measured_s=pooled,
+                   steps_s=steps if all(r.steps_s for r in group) else (),
+                   samples=sum(r.samples for r in group))
 
 
 def ratio_interval(a_s, b_s, resamples: int = 2000, seed: int = 0

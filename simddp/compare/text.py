@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
+from simddp.compare.layouts import sizes_text
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
 
@@ -46,6 +47,9 @@ def format_table(comparison, timeline: str | None = None) -> str:
                      f"{s.predicted_best_bucket_mb:g} MB, measured {s.measured_best_bucket_mb:g} "
                      f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket"
                      f"{ci})")
+        for sizes in s.same_layout:  # a difference between them is noise, not a verdict
+            lines.append(f"  {sizes_text(sizes)} make the same buckets here: one "
+                         "configuration, their measured steps pooled")
     else:
         lines.append("best bucket: n/a (no bucketed or ddp configs measured)")
     for r in c.rows:
