@@ -100,7 +100,7 @@ def test_spearman_hand_computed():
     assert list(rank_average([3, 1, 3, 3])) == [3, 1, 3, 3]
 
 
-def test_best_bucket_prefers_bucketed_then_ddp_and_none_without_buckets():
+def test_best_bucket_of_the_recommended_strategy_and_none_without_buckets():
     only_ddp = compare_results([res("ddp", 1, 10), res("ddp", 25, 8)],
                                [meas("ddp", 1, 9), meas("ddp", 25, 12)])
     s = only_ddp.summary
