@@ -4,11 +4,15 @@
     python -m simddp trace-import traces/*.pt.trace.json.gz --out out/trace --step-ms 41.3
     python -m simddp sweep --model out/trace/profile.json --link out/trace/link.json \\
         --strategies ddp --bucket-mb 1,4,16,64
+    python -m simddp trace-import gpu0.pt.trace.json --link ib-8xndr --out out/one-gpu
+    python -m simddp sweep --model out/one-gpu/profile.json --link ib-8xndr --world-size 64
 
 One Chrome trace per rank (``prof.export_chrome_trace`` or ``tensorboard_trace_handler``),
 recorded with ``record_shapes=True`` over at least one whole training step of a job under
 torch's DistributedDataParallel or realrun.DDP: CPU with Gloo, or CUDA with NCCL (then also
-``ProfilerActivity.CUDA``). docs/TRACES.md says how to record one and what is derived how.
+``ProfilerActivity.CUDA``). A trace of one GPU (NCCL, world size 1) gives the gradients and
+their ready times but no network: ``--link`` names the one to predict with. docs/TRACES.md
+says how to record one and what is derived how.
 
 Writes OUT/profile.json (simddp.profile/1, with the traced implementation's launch cost as
 its host_costs), OUT/link.json (simddp.link/1) and OUT/summary.json, and prints the summary:
@@ -52,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="your model (realrun's contract: FN() returns (model, inputs[, "
                         "loss_fn])), for parameter names; runs your file, which needs torch")
     g.add_argument("--name", default=None, help="the profile's name (default: the trace's)")
+    g.add_argument("--link", default=None, metavar="PRESET|FILE.json",
+                   help="required for a one-GPU trace (world size 1), whose all-reduces move "
+                        "nothing: the network to predict with (python -m simddp links, or a "
+                        "link.json from python -m calibrate); refused for a multi-rank trace")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (summary.json on stdout) for scripts")
 
@@ -65,9 +73,14 @@ def run(args: argparse.Namespace) -> int:
     from simddp.traceimport import import_traces
     from simddp.traceimport.summary import render_summary, summary
 
+    link = None
+    if args.link is not None:
+        from simddp.io import load_link
+        from simddp.presets import get_link
+        link = load_link(args.link) if args.link.endswith(".json") else get_link(args.link)
     imp = import_traces(args.traces, bucket_mb=args.bucket_mb,
                         implementation=args.implementation, name=args.name,
-                        step_s=None if args.step_ms is None else args.step_ms / 1e3)
+                        step_s=None if args.step_ms is None else args.step_ms / 1e3, link=link)
     if len(imp.timelines) < imp.world_size:  # a rank left out may be the slow one
         print(f"warning: {len(imp.timelines)} trace(s) of a {imp.world_size}-rank job: the "
               "profile and link describe only those ranks; pass one trace per rank",

@@ -66,7 +66,13 @@ class TraceImport:
 
     @property
     def world_size(self) -> int:
-        return self.link.world_size or len(self.timelines)
+        """The traced world (a given link's own world size is another matter)."""
+        return self.timelines[0].trace.world_size or len(self.timelines)
+
+    @property
+    def link_given(self) -> bool:
+        """True for a one-GPU trace: the link is the one passed in, not measured."""
+        return all(tl.local_comms for tl in self.timelines)
 
     @property
     def reproduction_error(self) -> float:
@@ -80,13 +86,17 @@ class TraceImport:
 
 
 def import_traces(paths, *, bucket_mb: float | None = None, implementation: str | None = None,
-                  name: str | None = None, step_s: float | None = None) -> TraceImport:
+                  name: str | None = None, step_s: float | None = None,
+                  link: Link | None = None) -> TraceImport:
     """Read one trace per rank; InputError (one line) if they lack what the import needs.
 
     ``bucket_mb``: the traced bucket_cap_mb, if known (else inferred from the buckets);
     ``implementation``: "torch" or "realrun", if the trace's own marks mislead; ``step_s``:
     the job's step time without the profiler (its own log): the compute is scaled so that
-    the traced configuration re-simulates to it (docs/TRACES.md, "The profiler's cost").
+    the traced configuration re-simulates to it (docs/TRACES.md, "The profiler's cost");
+    ``link``: the network, required for a one-GPU trace and refused otherwise (a trace of
+    one rank moves nothing over a network, so there is nothing to fit; see
+    simddp.traceimport.cuda).
     """
     if step_s is not None and not (isinstance(step_s, (int, float)) and 0 < step_s < 1e6):
         raise InputError(f"--step-ms must be a number > 0, got {step_s!r}")
@@ -97,8 +107,9 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
     for tl in timelines:
         if not any(c.kind == "allreduce" for c in tl.comms):
             raise InputError(f"{tl.trace.path}: no all-reduce in the trace (gloo:all_reduce, "
-                             "nccl*AllReduce* kernels); was the model wrapped in "
-                             "DistributedDataParallel or realrun.DDP?")
+                             "nccl*AllReduce* kernels, record_param_comms on one GPU); was "
+                             "the model wrapped in DistributedDataParallel or realrun.DDP?")
+    _check_link(timelines, link)
     if implementation is not None:
         timelines = [_with_impl(tl, implementation) for tl in timelines]
     steps = [find_steps(tl) for tl in timelines]
@@ -120,21 +131,25 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
         notes.append(f"the gradient all-reduces move {total_syncs} bytes per step, the "
                      f"gradients are {sum(grad_bytes)} bytes")
     name = name or _name(paths[0])
-    derived = derive(joint, timelines, name, grad_bytes, segment_grads)
+    derived = derive(joint, timelines, name, grad_bytes, segment_grads, given_link=link)
     traced = traced_config(derived.profile, joint, timelines[0].implementation, bucket_mb)
-    world = derived.link.world_size or len(timelines)
     steps_s = [j.step_s for j in joint]
     measured_s = statistics.median(steps_s)
-    replayed = simulate(derived.traced_profile, derived.link, traced.plan, world,
+    if link is None:
+        world, traced_link = derived.link.world_size or len(timelines), derived.link
+    else:   # one rank: its all-reduces took no time, so the traced step is re-run without
+        world, traced_link = 1, Link(f"{link.name} at one rank", 0.0, link.busbw_gbps)
+    replayed = simulate(derived.traced_profile, traced_link, traced.plan, world,
                         host=derived.host, record=False)
-    link, comm_scale = close_link(derived.traced_profile, derived.link, traced.plan, world,
-                                  derived.host, measured_s)
-    resim = simulate(derived.traced_profile, link, traced.plan, world, host=derived.host)
+    traced_link, comm_scale = (traced_link, 1.0) if link is not None else close_link(
+        derived.traced_profile, traced_link, traced.plan, world, derived.host, measured_s)
+    resim = simulate(derived.traced_profile, traced_link, traced.plan, world, host=derived.host)
     profile, scale = derived.profile, 1.0
     if step_s is not None:
-        profile, scale = anchor_compute(derived.profile, link, traced.plan, world,
+        profile, scale = anchor_compute(derived.profile, traced_link, traced.plan, world,
                                         derived.host, step_s)
-    predicted = simulate(profile, link, traced.plan, world, host=derived.host)
+    predicted = simulate(profile, traced_link, traced.plan, world, host=derived.host)
+    link = link or traced_link
     return TraceImport(profile, link, derived.host, traced, derived, tuple(timelines),
                        tuple(joint), measured_s, float(np.percentile(steps_s, 5)),
                        float(np.percentile(steps_s, 95)), resim, predicted, granularity,
@@ -155,6 +170,19 @@ def _ordered(timelines: list[Timeline]) -> list[Timeline]:
     if worlds and len(timelines) > next(iter(worlds)):
         raise InputError(f"{len(timelines)} traces for a world of {next(iter(worlds))} ranks")
     return timelines
+
+
+def _check_link(timelines: list[Timeline], link: Link | None) -> None:
+    """A one-GPU trace needs ``link``; a trace with a network to fit refuses one."""
+    local = [tl.local_comms for tl in timelines]
+    if all(local) and link is None:
+        raise InputError(f"{timelines[0].trace.path}: a one-GPU trace (world size 1) moves no "
+                         "gradient over a network, so it gives sizes and ready times but no "
+                         "link; add --link PRESET|link.json (python -m simddp links)")
+    if not any(local) and link is not None:
+        raise InputError(f"--link {link.name}: the traces come from "
+                         f"{timelines[0].trace.world_size or len(timelines)} ranks and the "
+                         "link is fitted from them; --link is for one-GPU traces")
 
 
 def _with_impl(tl: Timeline, implementation: str) -> Timeline:

@@ -16,7 +16,12 @@ instant by which everything launched before it has finished::
   from ``record_param_comms``), else from the host op that launched it (``record_param_comms``,
   ``nccl:all_reduce`` or ``c10d::allreduce_`` with ``Input Dims``); it is issued when the
   kernel starts (the NCCL stream waits for the bucket's gradients);
-- the profiler does not slow kernels down, so no per-event overhead is removed.
+- the profiler does not slow kernels down, so no per-event overhead is removed;
+- **one GPU** (world size 1): NCCL launches no kernel for a one-rank all-reduce, but the host
+  still records each call (``record_param_comms`` with ``Collective name`` and ``In``/``Out
+  msg nelems``, inside ``c10d::allreduce_``). Those records become the collectives, issued
+  and ended when the GPU has run all work launched before the call: the gradient sizes and
+  ready times come from the trace, the network does not (``Timeline.local_comms``).
 
 Tested on minimal events written by hand in the Kineto format (tests/simddp/
 test_trace_import.py); no GPU trace was recorded for this project.
@@ -24,7 +29,7 @@ test_trace_import.py); no GPU trace was recorded for this project.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 from simddp.traceimport.events import (
@@ -117,9 +122,13 @@ def build_cuda_timeline(trace: RankTrace) -> Timeline:
         nodes.append(Node(node_name(n), clock.done_by(n.start_s), clock.done_by(n.end_s),
                           grad_bytes=None if grad is None else nbytes_of(grad),
                           grad_shape=None if grad is None else shape_of(grad)))
+    comms = _nccl_comms(trace, nccl, host, launches)
+    local = trace.world_size == 1 and not any(c.kind == "allreduce" for c in comms)
+    if local:
+        comms = _host_comms(host, clock)
     return Timeline(
         trace=trace, device="cuda", implementation=implementation(trace),
-        nodes=tuple(nodes), comms=tuple(_nccl_comms(trace, nccl, host, launches)),
+        nodes=tuple(nodes), comms=tuple(comms), local_comms=local,
         steps=_on_device(host, STEP, clock), optimizer=_on_device(host, OPTIMIZER, clock),
         event_starts=(), overhead_s=0.0, start_s=min(k.start_s for k in device),
         end_s=max(k.end_s for k in device),
@@ -145,4 +154,22 @@ def _nccl_comms(trace: RankTrace, kernels: list[Event], host: list[Event],
             around = [e for e in sized if e.start_s <= t <= e.end_s]
             nbytes = nbytes_of(around[-1]) if around else None
         comms.append(Comm(nccl_kind(k), nbytes, k.start_s, k.start_s, k.end_s))
+    return comms
+
+
+def _host_comms(host: list[Event], clock: DeviceClock) -> list[Comm]:
+    """One rank's collectives from the host's ``record_param_comms`` records (no kernel ran):
+    each issued, started and ended when the GPU finished the work launched before it."""
+    comms = []
+    for e in host:
+        named = str(e.args.get("Collective name", "")).replace("_", "").lower()
+        if e.name != "record_param_comms" or not named:
+            continue
+        kind = next((k for key, k in _NCCL_KINDS if key in named), "other")
+        nbytes = nbytes_of(e)
+        if nbytes is None and "Out msg nelems" in e.args:   # some builds fill only Out
+            nbytes = nbytes_of(replace(e, args={**e.args,
+                                                "In msg nelems": e.args["Out msg nelems"]}))
+        at_s = clock.done_by(e.start_s)
+        comms.append(Comm(kind, nbytes, at_s, at_s, at_s))
     return comms

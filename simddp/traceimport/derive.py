@@ -55,12 +55,14 @@ class Derived:
 
 
 def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
-           grad_bytes: tuple[int, ...], segment_grads: tuple[tuple[int, ...], ...]) -> Derived:
+           grad_bytes: tuple[int, ...], segment_grads: tuple[tuple[int, ...], ...],
+           given_link: Link | None = None) -> Derived:
     """Build the profile, link and host costs from the steps every rank traced.
 
     ``grad_bytes``: each gradient's bytes in ready order; ``segment_grads``: which of them
     each backward segment made ready (the trace's gradients, or its buckets when the trace
-    does not give per-parameter sizes)."""
+    does not give per-parameter sizes); ``given_link``: the link to use instead of fitting
+    one (a one-GPU trace, whose all-reduces moved nothing)."""
     first = joint[0].ranks[0]
     shapes = [None] * len(grad_bytes) if len(first.grad_shapes) != len(grad_bytes) \
         else list(first.grad_shapes)
@@ -68,7 +70,9 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
     overhead_s = statistics.median(t.overhead_s for t in timelines)
     world = len(timelines) if timelines[0].trace.world_size is None \
         else timelines[0].trace.world_size
-    link_fit = fit_link([_replay_step(j) for j in joint], world)
+    link_fit = fit_link([_replay_step(j) for j in joint], world) if given_link is None \
+        else LinkFit(given_link.alpha_s, given_link.busbw_gbps, given_link.comm_slowdown,
+                     sizes_separable=True, slowdown_measured=False, residuals=())
 
     # Each segment's compute seconds on every rank of every step, and its share beside comm.
     obs: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
@@ -103,11 +107,12 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
 
     profile = _profile(name, segment_grads, grad_bytes, labels, clean, forward_clean, post_clean)
     traced = _profile(name, segment_grads, grad_bytes, labels, kept, forward_kept, post_kept)
-    link = Link(name=f"trace:{name}", alpha_s=link_fit.alpha_s, busbw_gbps=link_fit.busbw_gbps,
-                world_size=world, backend=timelines[0].trace.backend or "",
-                compute_slowdown=slow, comm_slowdown=link_fit.comm_slowdown,
-                source=f"simddp trace-import of {len(timelines)} rank trace(s), "
-                       f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
+    link = given_link or Link(
+        name=f"trace:{name}", alpha_s=link_fit.alpha_s, busbw_gbps=link_fit.busbw_gbps,
+        world_size=world, backend=timelines[0].trace.backend or "",
+        compute_slowdown=slow, comm_slowdown=link_fit.comm_slowdown,
+        source=f"simddp trace-import of {len(timelines)} rank trace(s), "
+               f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
     host = _host(timelines, joint)
     phases = {
         "step_s": statistics.median(j.step_s for j in joint),

@@ -65,7 +65,8 @@ def summary(imp) -> dict:
             else [round(x, 6) for x in imp.traced.bucket_mb_range],
             "bucket_rule_reproduces": imp.traced.rule_reproduces,
             "collectives": len(imp.traced.plan.collectives)},
-        "link": {"alpha_us": round(imp.link.alpha_s * 1e6, 3),
+        "link": {"given": imp.link_given, "name": imp.link.name,
+                 "alpha_us": round(imp.link.alpha_s * 1e6, 3),
                  "busbw_gbps": round(imp.link.busbw_gbps, 6),
                  "comm_slowdown": imp.link.comm_slowdown,
                  "compute_slowdown": imp.link.compute_slowdown,
@@ -133,23 +134,16 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         f"{co['issued_after_backward']:g} after; other collectives: {other}",
         f"traced configuration: {tr['strategy']}{bucket}; simddp's bucket rule gives the "
         f"traced buckets: {'yes' if tr['bucket_rule_reproduces'] else 'no'}",
-        f"link: α {ln['alpha_us']:.0f} µs, busbw {ln['busbw_gbps']:.3g} GB/s, fitted on "
-        f"all-reduces of {ln['fitted_sizes_bytes'][0] / MB:.3g}–"
-        f"{ln['fitted_sizes_bytes'][1] / MB:.3g} MiB (buckets far outside extrapolate); "
-        f"all-reduces x{ln['comm_slowdown']:.2f} slower beside compute"
-        f"{'' if ln['comm_slowdown_measured'] else ' (not measured)'}, compute "
-        f"x{ln['compute_slowdown']:.2f} slower beside them"
-        f"{'' if ln['compute_slowdown_measured'] else ' (not measured)'}"
-        f"{'' if ln['sizes_separable'] else '; sizes too alike to tell α from bandwidth: α = 0'}",
+        _link_line(ln),
     ]
     if doc["host"]:
         lines.append("host: " + "; ".join(f"{impl_} {c['launch_us']:.0f} µs per launch"
                                           for impl_, c in doc["host"].items()))
-    lines.append(
-        f"traced step: measured {st['measured']:.2f} ms; re-simulated {st['resimulated']:.2f} ms "
-        f"({st['error_pct']:+.1f} %; the link as fitted to the all-reduces' ends gave "
-        f"{st['replayed']:.2f} ms, {st['replay_error_pct']:+.1f} %, its costs then x"
-        f"{ln['comm_scale']:.3f})")
+    how = ("one rank: its all-reduces took no time" if ln["given"] else
+           f"the link as fitted to the all-reduces' ends gave {st['replayed']:.2f} ms, "
+           f"{st['replay_error_pct']:+.1f} %, its costs then x{ln['comm_scale']:.3f}")
+    lines.append(f"traced step: measured {st['measured']:.2f} ms; re-simulated "
+                 f"{st['resimulated']:.2f} ms ({st['error_pct']:+.1f} %; {how})")
     if st["step_anchor"] is None:
         lines.append(f"without the profiler's overhead (profile.json): "
                      f"{st['without_profiler']:.2f} ms per step predicted")
@@ -161,5 +155,21 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         mb = tr["bucket_mb"] or 25
         sizes_mb = ",".join(f"{x:g}" for x in sorted({mb / 4, mb, mb * 4, mb * 16}))
         lines.append(f"predict: python -m simddp sweep --model {out_dir}/profile.json --link "
-                     f"{out_dir}/link.json --strategies {tr['strategy']} --bucket-mb {sizes_mb}")
+                     f"{out_dir}/link.json --strategies {tr['strategy']} --bucket-mb {sizes_mb}"
+                     + (" --world-size N (your cluster's ranks)" if ln["given"] else ""))
     return "\n".join(lines)
+
+
+def _link_line(ln: dict) -> str:
+    if ln["given"]:
+        return (f"link: {ln['name']} as given (α {ln['alpha_us']:.0f} µs, busbw "
+                f"{ln['busbw_gbps']:.3g} GB/s), not measured: a one-GPU trace's all-reduces "
+                "move nothing over a network; link.json is that link")
+    return (f"link: α {ln['alpha_us']:.0f} µs, busbw {ln['busbw_gbps']:.3g} GB/s, fitted on "
+            f"all-reduces of {ln['fitted_sizes_bytes'][0] / MB:.3g}–"
+            f"{ln['fitted_sizes_bytes'][1] / MB:.3g} MiB (buckets far outside extrapolate); "
+            f"all-reduces x{ln['comm_slowdown']:.2f} slower beside compute"
+            f"{'' if ln['comm_slowdown_measured'] else ' (not measured)'}, compute "
+            f"x{ln['compute_slowdown']:.2f} slower beside them"
+            f"{'' if ln['compute_slowdown_measured'] else ' (not measured)'}"
+            f"{'' if ln['sizes_separable'] else '; sizes too alike to tell α from bandwidth: α = 0'}")

@@ -24,6 +24,7 @@ import pytest
 from simddp.cli import main
 from simddp.errors import InputError
 from simddp.io import load_link, load_profile
+from simddp.presets import get_link
 from simddp.strategy import MB
 from simddp.traceimport import import_traces
 from simddp.traceimport.fit import ReplayStep, fit_compute_slowdown, fit_link
@@ -46,10 +47,12 @@ def _grads() -> list[tuple[list[int], int]]:
 
 
 def job(world: int = 2, device: str = "cpu", sizes_on_kernel: bool = True,
-        shapes: bool = True, torch_marks: bool = True, steps: int = STEPS) -> list[dict]:
+        shapes: bool = True, torch_marks: bool = True, steps: int = STEPS,
+        kernels: bool = True) -> list[dict]:
     """One Chrome trace per rank of a DDP job: each layer's backward (BWD_US) makes a bias
     and a weight ready, which fill one bucket, all-reduced on a lane that takes
-    α + bytes/busbw each, one at a time; optimizer after the last all-reduce."""
+    α + bytes/busbw each, one at a time; optimizer after the last all-reduce.
+    ``kernels=False`` (CUDA, one rank): NCCL launches nothing, the host records the call."""
     traces = [{"traceEvents": [], "distributedInfo": {"rank": r, "world_size": world,
                                                       "backend": "nccl" if device == "cuda"
                                                       else "gloo"}, "host_name": "box"}
@@ -91,10 +94,10 @@ def job(world: int = 2, device: str = "cpu", sizes_on_kernel: bool = True,
         bwd_end, lane = t, -1.0
         for issue, nbytes in ready:
             begin = max(issue, lane)
-            lane = begin + ALPHA_US + nbytes / (BUSBW_GBPS * 1e3)   # bytes/(GB/s) in µs
+            lane = begin + (ALPHA_US + nbytes / (BUSBW_GBPS * 1e3) if kernels else 0.0)
             for r in range(world):
                 _comm(traces[r], device, begin, lane - begin, nbytes, shapes, sizes_on_kernel,
-                      corr, issue)
+                      corr, issue, kernels)
         t = max(bwd_end, lane) + 30
         for r in range(world):
             _op(traces[r], device, "Optimizer.step#SGD.step", t, OPT_US, "user_annotation")
@@ -128,16 +131,22 @@ def _op(trace: dict, device: str, name: str, ts: float, dur: float, cat: str = "
 
 
 def _comm(trace: dict, device: str, begin: float, dur: float, nbytes: int, shapes: bool,
-          sizes_on_kernel: bool, corr: list, issue: float) -> None:
+          sizes_on_kernel: bool, corr: list, issue: float, kernels: bool = True) -> None:
     events = trace["traceEvents"]
     if device == "cpu":
         args = {"Input Dims": [[nbytes // 4]], "Input type": ["float"]} if shapes else {}
         events.append({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce",
                        "pid": 1, "tid": 9, "ts": begin, "dur": dur, "args": args})
         return
-    corr[0] += 1
     meta = {"Collective name": "allreduce", "In msg nelems": nbytes // 4,
             "Out msg nelems": nbytes // 4, "Group size": 2, "dtype": "Float"}
+    if not kernels:   # inside c10d::allreduce_ (issue .. issue + 8), as torch records it
+        events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
+                       "tid": 1, "ts": issue + 1, "dur": 5, "args": {**meta, "Group size": 1}})
+        events.append({"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce",
+                       "pid": 1, "tid": 1, "ts": issue + 2, "dur": 3, "args": {}})
+        return
+    corr[0] += 1
     events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
                    "tid": 2, "ts": issue - 30, "dur": 2, "args": {"correlation": corr[0]}})
     events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
@@ -237,6 +246,51 @@ def test_cuda_job_reads_nccl_kernels_on_the_gpu_clock(tmp_path, sizes_on_kernel)
     assert imp.derived.link_fit.alpha_s * 1e6 == pytest.approx(ALPHA_US, rel=0.05)
     assert imp.derived.link_fit.busbw_gbps == pytest.approx(BUSBW_GBPS, rel=0.05)
     assert abs(imp.replay_error) < 0.05 and abs(imp.reproduction_error) < 1e-6
+
+
+def one_gpu(tmp_path: Path, in_nelems: bool = True) -> list[str]:
+    """A one-GPU NCCL trace (issue 20): no NCCL kernel, the calls recorded on the host."""
+    (trace,) = job(world=1, device="cuda", kernels=False)
+    for e in trace["traceEvents"]:
+        if e["name"] == "record_param_comms" and not in_nelems:
+            del e["args"]["In msg nelems"]          # some builds record only Out msg nelems
+    assert not any(e["name"].startswith("nccl") and e["cat"] == "kernel"
+                   for e in trace["traceEvents"])
+    return write(tmp_path, [trace])
+
+
+@pytest.mark.parametrize("in_nelems", [True, False])
+def test_one_gpu_trace_gives_sizes_and_ready_times_and_takes_the_link(tmp_path, in_nelems):
+    imp = import_traces(one_gpu(tmp_path, in_nelems), link=get_link("ib-8xndr"))
+    assert imp.link == get_link("ib-8xndr") and imp.link_given and imp.world_size == 1
+    assert imp.profile.grad_total_bytes == sum(b for _, b in _grads())
+    assert len(imp.joint) == STEPS and len(imp.joint[0].samples) == len(ROWS)
+    # a layer's backward as traced: BWD_US plus its two AccumulateGrad nodes (50 µs each);
+    # the first in backward order (last layer) also holds the GPU's gap before it
+    assert [round(x.backward_s * 1e6) for x in imp.profile.layers[:-1]] == [BWD_US + 100] * 5
+    assert imp.traced.strategy.name == "ddp" and abs(imp.reproduction_error) < 1e-9
+
+
+def test_one_gpu_command_needs_link_and_predicts_a_cluster(tmp_path, capsys):
+    paths, out = one_gpu(tmp_path), tmp_path / "out"
+    code, stdout, err = cli(capsys, "trace-import", *paths, "--out", str(out))
+    assert code == 2 and "add --link PRESET|link.json" in err and err.count("\n") == 1
+    assert stdout == "" and not out.exists()
+    code, stdout, err = cli(capsys, "trace-import", *paths, "--out", str(out), "--link",
+                            "nvlink-h100")
+    assert code == 0, err
+    assert "nvlink-h100 as given" in stdout and "--world-size N" in stdout
+    assert load_link(out / "link.json").busbw_gbps == get_link("nvlink-h100").busbw_gbps
+    code, stdout, _ = cli(capsys, "sweep", "--model", str(out / "profile.json"), "--link",
+                          "nvlink-h100", "--world-size", "8", "--strategies", "ddp",
+                          "--bucket-mb", "0.01,1")
+    assert code == 0 and "ddp" in stdout
+
+
+def test_link_is_refused_for_a_multi_rank_trace(tmp_path, capsys):
+    code, _, err = cli(capsys, "trace-import", *write(tmp_path, job()), "--out",
+                       str(tmp_path / "o"), "--link", "eth-100g")
+    assert code == 2 and "--link is for one-GPU traces" in err and err.count("\n") == 1
 
 
 # --- fits and helpers -----------------------------------------------------------------------
