@@ -19,11 +19,15 @@ flight at once, which the α–β law over-charges on Gloo) changes here and now
 """
 from __future__ import annotations
 
+from functools import partial
+
 from simddp.host import FREE, HostCosts
 from simddp.hostwork import comm_gaps_s
 from simddp.kinds import CollectiveKind, SpanKind
 from simddp.link import Link
 from simddp.plans import Plan
+from simddp.topology import Topology
+from simddp.topology import collective_s as topology_collective_s
 
 
 def issued_blocking(plan: Plan, costs: HostCosts = FREE) -> bool:
@@ -33,15 +37,29 @@ def issued_blocking(plan: Plan, costs: HostCosts = FREE) -> bool:
     return not plan.strategy.overlap or costs.blocking_collectives
 
 
-def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE
-                 ) -> list[float]:
-    """Seconds each collective of ``plan`` occupies the comm lane, in launch order."""
+def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE,
+                 topology: Topology | None = None) -> list[float]:
+    """Seconds each collective of ``plan`` occupies the comm lane, in launch order.
+
+    ``topology``: nodes × GPUs with an intra-node link (``link`` is then the one between
+    nodes); each collective crosses it by ``plan.strategy.algorithm`` (simddp/topology.py)."""
     blocking = issued_blocking(plan, costs)
-    if not plan.units and plan.strategy.comm_hook is None:   # plain all-reduces: kept lean
+    if topology is not None:
+        law = partial(topology_collective_s, topology, link,
+                      algorithm=plan.strategy.algorithm, blocking=blocking)
+    else:
+        law = partial(_single_link_s, link, world_size=world_size, blocking=blocking)
+    if not plan.units and plan.strategy.comm_hook is None and topology is None:
+        # plain all-reduces on one link: the common case, kept lean (bench/bench_sim.py)
         return [link.allreduce_s(c.nbytes, world_size, blocking) for c in plan.collectives]
     gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
-    return [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls) + gap_s
+    return [sum(law(c.kind, n) for n in c.calls) + gap_s
             for c, gap_s in zip(plan.collectives, gaps_s)]
+
+
+def _single_link_s(link: Link, kind: str, n_bytes: float, *, world_size: int,
+                   blocking: bool) -> float:
+    return link.collective_s(kind, n_bytes, world_size, blocking)
 
 
 def span_kinds(plan: Plan) -> list[SpanKind]:

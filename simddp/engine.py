@@ -28,6 +28,7 @@ from __future__ import annotations
 import simpy
 
 from simddp.contention import contention_for
+from simddp.errors import InputError
 from simddp.host import FREE, Host
 from simddp.kinds import Lane, SpanKind
 from simddp.lanes import Lanes
@@ -36,6 +37,7 @@ from simddp.plans import Plan
 from simddp.profile import ModelProfile
 from simddp.result import Result, Span
 from simddp.schedule import Schedule, build_schedule, optimizer_share_s
+from simddp.topology import Topology
 
 __all__ = ["compute_only_s", "make_result", "simulate"]
 
@@ -44,13 +46,19 @@ FORWARD, BACKWARD, COPY = SpanKind.FORWARD, SpanKind.BACKWARD, SpanKind.COPY
 
 
 def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
-             host: Host | None = None, record: bool = True, stats: dict | None = None) -> Result:
+             host: Host | None = None, record: bool = True, stats: dict | None = None,
+             topology: Topology | None = None) -> Result:
     """Run one optimizer step of ``plan``; ``stats['events']`` gets the events processed.
 
     ``host``: the DDP implementations' host costs (None: free, as for presets).
+    ``topology``: nodes × GPUs per node with their intra-node link; ``link`` is then the link
+    between nodes and ``world_size`` must be nodes × GPUs (None: one link among all ranks).
     """
+    if topology is not None and topology.world_size != world_size:
+        raise InputError(f"world size {world_size} is not {topology.nodes} nodes × "
+                         f"{topology.gpus_per_node} GPUs per node")
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
-    schedule = build_schedule(profile, link, plan, world_size, costs)
+    schedule = build_schedule(profile, link, plan, world_size, costs, topology)
     env = simpy.Environment()
     step = _Step(env, schedule, Lanes(env, contention_for(link, host)), record)
     step.start()

@@ -24,6 +24,7 @@ from simddp.kinds import Phase, SpanKind
 from simddp.link import Link
 from simddp.plans import Collective, Plan
 from simddp.profile import ModelProfile
+from simddp.topology import Topology
 
 # per micro-step: layer -> (collectives released there, collectives the compute waits for)
 Points = list[dict[int, tuple[list[int], list[int]]]]
@@ -69,8 +70,9 @@ class Schedule:
 
 
 def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
-                   costs: HostCosts = FREE) -> Schedule:
-    """The tables of one step of ``plan`` on ``link`` under ``costs`` (see the module text)."""
+                   costs: HostCosts = FREE, topology: Topology | None = None) -> Schedule:
+    """The tables of one step of ``plan`` on ``link`` under ``costs`` (see the module text);
+    ``topology``: a two-level cluster, ``link`` the link between its nodes."""
     collectives, micro = plan.collectives, plan.micro_steps
     copy_in, copy_out = host_copies(profile, costs, plan, world_size)
     hold = costs.blocking_collectives
@@ -95,7 +97,8 @@ def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: in
         backward=[(f"{layer.name} bwd", layer.backward_s, li)
                   for li, layer in reversed(list(enumerate(profile.layers)))],
         after_backward=after_backward, at_start=at_start,
-        comm_s=comm_seconds(plan, link, world_size, costs), comm_kinds=span_kinds(plan),
+        comm_s=comm_seconds(plan, link, world_size, costs, topology),
+        comm_kinds=span_kinds(plan),
         copy_in=copy_in,
         copy_in_label="hooks+copy-in" if costs.hook_s or costs.launch_s else "copy-in",
         copy_out=copy_out,

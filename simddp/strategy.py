@@ -34,7 +34,9 @@ DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: "1MB
 DDP_DEFAULT_BUCKET_MB = 25.0
 
 STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "no_sync")
-BUCKETED = ("bucketed", "ddp", "no_sync")   # strategies whose rows carry a bucket size
+# bucketed with a two-level all-reduce (simddp/topology.py); swept on a multi-node topology
+HIERARCHICAL = "hierarchical"
+BUCKETED = ("bucketed", "ddp", "no_sync", HIERARCHICAL)   # rows that carry a bucket size
 SHARDED = ("fsdp", "zero2")                 # FSDP2 fully_shard, reshard_after_forward True/False
 HOOKABLE = ("bucketed", "ddp")              # torch DDP with register_comm_hook
 # The baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
@@ -68,6 +70,10 @@ class Strategy:
     reshard_after_forward: bool | None = None
     shard_unit_bytes: int | None = None
     comm_hook: CommHook | None = None
+    # How each all-reduce crosses a two-level cluster (simddp/topology.py): "ring" over every
+    # rank, as NCCL and Gloo do, or "hierarchical" (reduce-scatter in the node, all-reduce
+    # of 1/G across nodes, all-gather in the node). One node or one GPU per node: the same.
+    algorithm: str = "ring"
 
     def __post_init__(self) -> None:
         if self.granularity not in ("tensor", "all", "bucket", "unit"):
@@ -86,6 +92,9 @@ class Strategy:
             raise InputError(f"strategy {self.name!r}: a bucketed strategy needs bucket sizes > 0")
         if not isinstance(self.accum_steps, int) or self.accum_steps < 1:
             raise InputError(f"--accum-steps must be an integer >= 1, got {self.accum_steps!r}")
+        if self.algorithm not in ("ring", "hierarchical"):
+            raise InputError(f"strategy {self.name!r}: algorithm must be ring or hierarchical, "
+                             f"got {self.algorithm!r}")
         if self.implementation not in IMPLEMENTATIONS:
             raise InputError(f"strategy {self.name!r}: implementation must be one of "
                              f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
@@ -155,7 +164,7 @@ def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
     ('fp16', None)
     """
     base = split_name(name)[0]
-    if base not in STRATEGIES + SHARDED + (ACCUM_BASELINE,):
+    if base not in STRATEGIES + SHARDED + (ACCUM_BASELINE, HIERARCHICAL):
         return None
     mb = () if bucket_mb is None else (bucket_mb,)
     try:
@@ -204,14 +213,15 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
     if name in ("naive", "flat", "overlap"):
         gran = {"naive": "tensor", "flat": "all", "overlap": "tensor"}[name]
         return Strategy(name, gran, overlap=(name == "overlap"), accum_steps=accum_steps)
-    if name == "bucketed":
+    if name in ("bucketed", HIERARCHICAL):
         cap = mb_to_bytes(bucket_mb)
         first = cap if first_bucket_mb is None else mb_to_bytes(first_bucket_mb, "--first-bucket-mb")
-        return Strategy(name, "bucket", True, cap, first, accum_steps)
+        return Strategy(name, "bucket", True, cap, first, accum_steps,
+                        algorithm="hierarchical" if name == HIERARCHICAL else "ring")
     if name in ("ddp", "no_sync", ACCUM_BASELINE):
         first_mb = DDP_FIRST_BUCKET_MB if first_bucket_mb is None else first_bucket_mb
         return Strategy(name, "bucket", True, mb_to_bytes(bucket_mb),
                         mb_to_bytes(first_mb, "--first-bucket-mb"), accum_steps,
                         sync_last_only=(name == "no_sync"), implementation="torch")
     raise UnknownStrategy(f"unknown strategy {name!r}; choose from "
-                          f"{', '.join(STRATEGIES + SHARDED)}")
+                          f"{', '.join(STRATEGIES + SHARDED + (HIERARCHICAL,))}")

@@ -1,0 +1,100 @@
+"""Two-level clusters: GPUs in nodes, a fast link inside a node and a slower one between.
+
+Picture 2 nodes × 2 GPUs, NVLink inside (100 GB/s), 1 GB/s between. A collective's time
+depends on the algorithm, and each algorithm's phases run on one of the two links:
+
+- **ring** (what NCCL and Gloo run by default): one ring over all p = N·G ranks. It crosses
+  the node boundary, so its slowest hop, the inter-node link, sets the pace of the whole ring:
+  ``t = α_inter + 2(p−1)/p · n / busbw_inter`` for an all-reduce (nccl-tests' busbw of a
+  multi-node run is exactly this bottleneck figure).
+- **hierarchical**: reduce-scatter inside each node (n bytes among G), all-reduce of the
+  node's 1/G share across nodes (n/G among N), all-gather inside the node::
+
+    t = [α + (G−1)/G·n/bw]_intra + [α + 2(N−1)/N·(n/G)/bw]_inter + [α + (G−1)/G·n/bw]_intra
+
+  A reduce-scatter is the first two phases (the inter-node one a reduce-scatter of n/G), an
+  all-gather the last two in reverse.
+
+The issue's case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
+
+    >>> from simddp.link import Link, kind_factor
+    >>> topo = Topology(nodes=2, gpus_per_node=2, intra=Link("nvl", 0.0, 100.0))
+    >>> inter = Link("eth", 0.0, 1.0)
+    >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "ring") * 1e3, 3)
+    25.166
+    >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "hierarchical") * 1e3, 3)
+    8.556
+
+One node (N = 1) is the intra link alone and one GPU per node (G = 1) the inter link alone,
+for every algorithm: both reduce exactly to the single-link law (:meth:`Link.collective_s`).
+NCCL also runs trees across nodes for small messages and NVLS/CollNet where the hardware
+has them; neither is modelled here (docs/TOPOLOGY.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simddp.errors import InputError
+from simddp.kinds import CollectiveKind
+from simddp.link import Link, kind_factor
+
+ALGORITHMS = ("ring", "hierarchical")
+AR, RS, AG = CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_GATHER
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``nodes`` × ``gpus_per_node`` ranks; ``intra`` is the link among a node's GPUs (the
+    link between nodes is the one every command already takes, ``--link``)."""
+
+    nodes: int
+    gpus_per_node: int
+    intra: Link
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "gpus_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, "
+                                 f"got {value!r}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def two_level(self) -> bool:
+        """Whether both links carry traffic (else one of them is the whole story)."""
+        return self.nodes > 1 and self.gpus_per_node > 1
+
+    def inter_bytes(self, kind: str, n_bytes: float, algorithm: str) -> float:
+        """Bytes one rank sends over the inter-node link for one ``kind`` collective of
+        ``n_bytes`` (reduce-scatter and all-gather: the full, unsharded bytes)."""
+        if self.nodes == 1:
+            return 0.0
+        if algorithm == "ring" or self.gpus_per_node == 1:
+            return kind_factor(kind, self.world_size) * n_bytes
+        return kind_factor(kind, self.nodes) * n_bytes / self.gpus_per_node
+
+
+def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorithm: str,
+                 blocking: bool = False) -> float:
+    """Seconds for one ``kind`` collective of ``n_bytes`` on ``topo`` by ``algorithm``."""
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    nodes, gpus = topo.nodes, topo.gpus_per_node
+    if nodes == 1:
+        return topo.intra.collective_s(kind, n_bytes, gpus, blocking)
+    if gpus == 1 or algorithm == "ring":
+        return inter.collective_s(kind, n_bytes, topo.world_size, blocking)
+    inside = topo.intra.collective_s
+    share = n_bytes / gpus   # what each GPU's slice of the node sends across nodes
+    if kind == AR:
+        return (inside(RS, n_bytes, gpus, blocking)
+                + inter.collective_s(AR, share, nodes, blocking)
+                + inside(AG, n_bytes, gpus, blocking))
+    if kind == RS:
+        return inside(RS, n_bytes, gpus, blocking) + inter.collective_s(RS, share, nodes, blocking)
+    if kind == AG:
+        return inter.collective_s(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
+    raise InputError(f"unknown collective kind {kind!r}")

@@ -1,0 +1,84 @@
+"""Two-level clusters (issue 22): the laws against hand-computed numbers, and the reductions
+to one link."""
+from __future__ import annotations
+
+import pytest
+
+from simddp import Layer, Link, ModelProfile, build_profile, make_strategy, parse_model, plan
+from simddp.engine import simulate
+from simddp.errors import InputError
+from simddp.presets import get_link
+from simddp.topology import Topology, collective_s
+
+MIB4 = 4 * 2**20
+B = 4 * MIB4        # mlp-4x1024's gradients: 16,777,216 bytes
+ZERO = ModelProfile("mlp-4x1024, no compute", tuple(Layer(f"l{i}", (MIB4,)) for i in range(4)))
+
+
+def ms(result) -> float:
+    return round(result.step_s * 1e3, 6)
+
+
+def test_the_issues_2x2_case_flat_ring_and_hierarchical():
+    """α 0, 1 GB/s between nodes, 100 GB/s inside: ring 2·(3/4)·B/1 GB/s; hierarchical
+    (1/2)·B/100 + 2·(1/2)·(B/2)/1 + (1/2)·B/100 GB/s."""
+    topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
+    inter = Link("eth", 0.0, 1.0)
+    flat = simulate(ZERO, inter, plan(ZERO, make_strategy("flat")), 4, topology=topo)
+    hier = simulate(ZERO, inter, plan(ZERO, make_strategy("hierarchical", 1000)), 4,
+                    topology=topo)
+    assert ms(flat) == round(2 * 0.75 * B / 1e9 * 1e3, 6) == 25.165824
+    assert ms(hier) == round((0.5 * B / 100e9 + 2 * 0.5 * (B / 2) / 1e9 + 0.5 * B / 100e9)
+                             * 1e3, 6) == 8.55638
+
+
+def test_4x8_laws_by_hand():
+    """4 nodes × 8 GPUs; inside α 10 µs, 100 GB/s; between α 50 µs, 10 GB/s."""
+    topo = Topology(4, 8, Link("in", 10e-6, 100.0))
+    inter = Link("ib", 50e-6, 10.0)
+    us = lambda kind, algo: round(collective_s(topo, inter, kind, B, algo) * 1e6, 5)  # noqa: E731
+    # one ring over 32 ranks, paced by its inter-node hops: 50 + 2·31/32·B/10 GB/s
+    assert us("all_reduce", "ring") == 3300.5856
+    # RS in the node 10 + 7/8·B/100 GB/s = 156.80064; AR of B/8 over 4 nodes
+    # 50 + 2·3/4·(B/8)/10 GB/s = 364.5728; AG as the RS
+    assert us("all_reduce", "hierarchical") == round(2 * 156.80064 + 364.5728, 5) == 678.17408
+    # FSDP's reduce-scatter: RS in the node, then RS of B/8 over 4 nodes 50 + 3/4·(B/8)/10 GB/s
+    assert us("reduce_scatter", "hierarchical") == round(156.80064 + 207.2864, 5)
+    assert us("all_gather", "hierarchical") == round(207.2864 + 156.80064, 5)
+    assert topo.inter_bytes("all_reduce", B, "hierarchical") == 2 * 3 / 4 * B / 8
+    assert topo.inter_bytes("all_reduce", B, "ring") == 2 * 31 / 32 * B
+
+
+def test_hierarchical_buckets_overlap_backward_by_hand():
+    """2 layers (fwd 1 ms, bwd 2 ms, 4 MiB each), one bucket per layer, 2×2, α 0: each
+    all-reduce takes 2·(1/2)·2 MiB/1 GB/s + 2·(1/2)·4 MiB/100 GB/s = 2.13909504 ms."""
+    toy = ModelProfile("toy", tuple(Layer(f"l{i}", (MIB4,), 0.001, 0.002) for i in range(2)))
+    topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
+    r = simulate(toy, Link("eth", 0.0, 1.0), plan(toy, make_strategy("hierarchical", 4)), 4,
+                 topology=topo)
+    comm = [(round(s.start_s * 1e3, 8), round(s.end_s * 1e3, 8)) for s in r.spans
+            if s.lane == "comm"]
+    # l1's bucket at 4 ms (its backward ends), l0's after both l0's backward (6 ms) and l1's
+    # bucket (6.13909504 ms)
+    assert comm == [(4.0, 6.13909504), (6.13909504, 8.27819008)]
+    assert ms(r) == 8.27819
+
+
+@pytest.mark.parametrize("name", ["naive", "overlap", "bucketed", "ddp", "hierarchical", "fsdp",
+                                  "zero2", "ddp+fp16"])
+def test_one_node_or_one_gpu_per_node_is_one_link(name):
+    profile = build_profile(parse_model("transformer-small"))
+    nvlink, eth = get_link("nvlink-a100"), get_link("eth-100g")
+    p = plan(profile, make_strategy(name, 25))
+    one_node = simulate(profile, eth, p, 8, topology=Topology(1, 8, nvlink), record=False)
+    assert one_node.step_s == simulate(profile, nvlink, p, 8, record=False).step_s
+    spread = simulate(profile, eth, p, 8, topology=Topology(8, 1, nvlink), record=False)
+    assert spread.step_s == simulate(profile, eth, p, 8, record=False).step_s
+
+
+def test_bad_topology_is_one_line():
+    with pytest.raises(InputError, match="--gpus-per-node must be an integer >= 1"):
+        Topology(2, 0, Link("x", 0.0, 1.0))
+    with pytest.raises(InputError, match="world size 4 is not 2 nodes × 4 GPUs"):
+        simulate(ZERO, Link("x", 0.0, 1.0), plan(ZERO, make_strategy("flat")), 4,
+                 topology=Topology(2, 4, Link("y", 0.0, 1.0)))
