@@ -1,42 +1,136 @@
-"""Contention, measured: from an overlap experiment to the engine's two slowdown factors.
+"""Contention: how much compute and communication slow each other, and how sure that is.
 
-The engine (simddp/engine.py) slows a lane while the other is busy: compute runs at
-1/``compute_slowdown`` of its speed while a collective is in flight, a collective at
-1/``comm_slowdown`` while compute runs. This module inverts that model: given compute alone
-(W), comm alone (T), and both started together (compute ends at D, comm at Ts), which two
-factors reproduce them. ``calibrate`` and ``realrun`` measure; this is the arithmetic::
+Picture a backward running while an all-reduce is in flight: both share the memory bus and
+the CPU threads (Gloo) or the SMs (NCCL), so each runs slower than alone. The engine
+(simddp/engine.py, through :func:`contention_for` only) slows a lane while the other is
+busy: compute runs at 1/``compute`` of its speed while a collective is in flight, a
+collective at 1/``comm`` while compute runs. :class:`Contention` is the one type that holds
+those two factors, their measured spread and where they come from; the files keep their own
+fields (a link's ``compute_slowdown``/``comm_slowdown``, a profile's ``host_costs.contention``
+and ``contention_spread``: docs/FORMATS.md), read into it here::
+
+    >>> from simddp.host import Host
+    >>> from simddp.link import Link
+    >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.1)
+    >>> contention_for(link)                       # calibrate's, with a generic MLP
+    Contention(compute=1.2, comm=1.1, spread=None, source='link')
+    >>> own = Host("h", contention=(1.5, 2.0), contention_spread=((1.2, 1.5), (1.8, 2.4)))
+    >>> c = contention_for(link, own)              # measured with the model itself: it wins
+    >>> c.source, c.measured, c.ends()[1]          # the high end of its measured spread
+    ('model', True, Contention(compute=1.8, comm=2.4, spread=None, source='model'))
+
+The rest of the module inverts the engine's model: given compute alone (W), comm alone (T),
+and both started together (compute ends at D, comm at Ts), which two factors reproduce them.
+``calibrate`` and ``realrun`` measure; this is the arithmetic::
 
     >>> slowdowns(0.020, 0.020, 0.030, 0.035)       # compute x1.5, comm x2
     (1.5, 2.0)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from simddp.errors import InputError
 
 # Contention needs the compute and the all-reduce stream to overlap: the shorter of the two
 # (alone) should be at least this fraction of the longer, or the factors are guesses.
 MIN_OVERLAP = 0.3
+# Where factors come from: calibrate's generic MLP (a link file), the model's own backward
+# (a profile's host_costs), or nothing measured ("").
+SOURCES = ("", "link", "model")
+
+
+def check_factors(owner: str, what: str, value) -> tuple[float, float]:
+    """A (compute, comm) pair of finite slowdowns >= 1.0 as a tuple, else a one-line
+    InputError naming ``owner`` and ``what``."""
+    pair = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
+                             or not math.isfinite(v) or v < 1.0 for v in pair):
+        raise InputError(f"{owner}: {what} must be two slowdowns >= 1.0 (compute, comm), "
+                         f"got {value!r}")
+    return pair
+
+
+def check_spread(owner: str, value) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A (low, high) pair of (compute, comm) pairs, each checked by :func:`check_factors`."""
+    if not isinstance(value, (list, tuple)) or len(tuple(value)) != 2:
+        raise InputError(f"{owner}: contention_spread must be a low and a high (compute, "
+                         f"comm) pair, got {value!r}")
+    return tuple(check_factors(owner, "contention_spread", pair) for pair in value)
 
 
 @dataclass(frozen=True)
 class Contention:
     """How much each lane slows while the other is busy: compute runs at 1/``compute`` of its
-    speed while a collective is in flight, a collective at 1/``comm`` while compute runs."""
+    speed while a collective is in flight, a collective at 1/``comm`` while compute runs.
+
+    spread: ((compute, comm) low, (compute, comm) high), the p10 and p90 over the repeats
+      and ranks of the measurement; None: not measured.
+    source: "link" (calibrate, a generic MLP), "model" (the model's own backward against its
+      own all-reduces) or "" (nothing measured: a preset, or factors given by hand as 1.0).
+    """
 
     compute: float = 1.0
     comm: float = 1.0
+    spread: tuple[tuple[float, float], tuple[float, float]] | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        check_factors("contention", "(compute, comm)", (self.compute, self.comm))
+        if self.spread is not None:
+            object.__setattr__(self, "spread", check_spread("contention", self.spread))
+        if self.source not in SOURCES:
+            raise InputError(f"contention: source must be one of {SOURCES}, got {self.source!r}")
 
     @property
     def active(self) -> bool:
+        """Whether either lane slows at all (1.0 and 1.0: the engine's cheap path)."""
         return self.compute != 1.0 or self.comm != 1.0
+
+    @property
+    def measured(self) -> bool:
+        """Whether a measurement set these factors (else a range must assume some)."""
+        return self.source != ""
+
+    @property
+    def factors(self) -> tuple[float, float]:
+        return self.compute, self.comm
+
+    def ends(self) -> tuple["Contention", "Contention"] | None:
+        """The low and high end of the measured spread, each bracketing the point (a spread
+        from fewer repeats can miss it); None without a spread."""
+        if self.spread is None:
+            return None
+        low, high = self.spread
+        return (Contention(*(min(a, b) for a, b in zip(low, self.factors)), source=self.source),
+                Contention(*(max(a, b) for a, b in zip(high, self.factors)), source=self.source))
+
+
+def link_contention(link) -> Contention:
+    """A link's factors (calibrate's); measured unless both are 1.0 (a preset, or none)."""
+    c, m = link.compute_slowdown, link.comm_slowdown
+    return Contention(c, m, source="link" if (c, m) != (1.0, 1.0) else "")
 
 
 def contention_for(link, host=None) -> Contention:
-    """The contention a simulation runs under: the model's own (``host``), else the link's."""
-    lk = host.contended(link) if host is not None else link
-    return Contention(lk.compute_slowdown, lk.comm_slowdown)
+    """The contention a simulation runs under: the model's own (``host.contention``, with
+    its spread), else the link's. The one place that choice is made."""
+    if host is not None and host.contention is not None:
+        return Contention(*host.contention, spread=host.contention_spread, source="model")
+    return link_contention(link)
+
+
+def with_contention(link, host, contention: Contention):
+    """(link, host) whose :func:`contention_for` is ``contention``'s factors: set where the
+    engine reads them (the host's own when it has one, else the link's)."""
+    if host is not None and host.contention is not None:
+        return link, replace(host, contention=contention.factors)
+    if contention.factors == (link.compute_slowdown, link.comm_slowdown):
+        return link, host
+    return replace(link, compute_slowdown=contention.compute, comm_slowdown=contention.comm), host
 
 
 def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,

@@ -21,8 +21,10 @@ the timeline is :func:`simddp.hostwork.host_copies`. Measured by ``realrun valid
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from simddp.contention import (check_factors, check_spread, contention_for,
+                                with_contention)
 from simddp.errors import InputError
 
 # "fsdp": torch FSDP2 (fully_shard) runs fsdp and zero2. Its host work around each all-gather
@@ -97,6 +99,8 @@ class Host:
     it instead of the link's, which calibrate measures with a generic MLP.
     ``contention_spread``: the low and high (compute, comm) pairs of that measurement over its
     repeats and ranks (p10, p90), which the prediction ranges take (simddp/ranges.py).
+    Both are the file's fields (a profile's ``host_costs``); the engine and the ranges read
+    them as one :class:`simddp.contention.Contention` through ``contention_for(link, host)``.
     """
 
     name: str
@@ -106,15 +110,13 @@ class Host:
     contention_spread: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
+        owner = f"host {self.name!r}"
         if self.contention is not None:
-            object.__setattr__(self, "contention", self._pair("contention", self.contention))
+            object.__setattr__(self, "contention",
+                               check_factors(owner, "contention", self.contention))
         if self.contention_spread is not None:
-            spread = self.contention_spread
-            if len(tuple(spread)) != 2:
-                raise InputError(f"host {self.name!r}: contention_spread must be a low and a "
-                                 f"high (compute, comm) pair, got {spread!r}")
-            object.__setattr__(self, "contention_spread", tuple(
-                self._pair("contention_spread", pair) for pair in spread))
+            object.__setattr__(self, "contention_spread",
+                               check_spread(owner, self.contention_spread))
         costs = {}
         for impl, c in dict(self.implementations).items():
             if impl not in IMPLEMENTATIONS:
@@ -122,14 +124,6 @@ class Host:
                                  f"expected {', '.join(IMPLEMENTATIONS)}")
             costs[impl] = c if isinstance(c, HostCosts) else HostCosts(**c)
         object.__setattr__(self, "implementations", costs)
-
-    def _pair(self, what: str, value) -> tuple[float, float]:
-        pair = tuple(value) if isinstance(value, (list, tuple)) else (value,)
-        if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
-                                 or not math.isfinite(v) or v < 1.0 for v in pair):
-            raise InputError(f"host {self.name!r}: {what} must be two slowdowns >= 1.0 "
-                             f"(compute, comm), got {value!r}")
-        return pair
 
     def costs(self, implementation: str) -> HostCosts:
         """That implementation's costs; free when none were measured."""
@@ -140,11 +134,10 @@ class Host:
         return all(c.free for c in self.implementations.values()) and self.contention is None
 
     def contended(self, link):
-        """``link`` with this host's measured contention, if any (else ``link`` itself)."""
-        if self.contention is None:
-            return link
-        return replace(link, compute_slowdown=self.contention[0],
-                       comm_slowdown=self.contention[1])
+        """``link`` carrying the contention a simulation on this host runs under (this
+        host's own, if measured): for readers of a link's factors, such as the closed form's
+        refusal. The engine and the ranges ask :func:`simddp.contention.contention_for`."""
+        return with_contention(link, None, contention_for(link, self))[0]
 
 
 def host_from_legacy_link(fields: dict, name: str) -> Host | None:

@@ -24,7 +24,9 @@ measures both on sequences of all-reduces: on Gloo here they differ by ~1.5x, an
 2-4x a lone all-reduce's α (docs/CALIBRATE.md).
 
 Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
-collective is in flight and how much the collective slows under compute; 1.0 means none.
+collective is in flight and how much the collective slows under compute; 1.0 means none. They
+are stored here as the link file writes them and read as a
+:class:`simddp.contention.Contention` (``link.contention``; docs/FORMATS.md).
 A link is the network and the collective library only: what a DDP implementation costs the
 host (hooks, gradient copies, launches) is :class:`simddp.host.Host`. Presets and their
 sources are in ``simddp.presets.links`` and docs/LINKS.md.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from simddp.contention import link_contention
 from simddp.errors import InputError
 from simddp.kinds import CollectiveKind
 from simddp.profile import _check_spread
@@ -161,6 +164,13 @@ class Link:
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
+
+    @property
+    def contention(self):
+        """This link's factors as a :class:`simddp.contention.Contention` (source "link" unless
+        both are 1.0). What a simulation runs under is ``contention_for(link, host)``: a
+        host's own measurement replaces it."""
+        return link_contention(self)
 
     def law(self, n_bytes: float, blocking: bool = False) -> tuple[float, float]:
         """(α seconds, busbw GB/s) of the fit segment ``n_bytes`` falls in; ``blocking``:
