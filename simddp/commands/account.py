@@ -29,7 +29,8 @@ from simddp.account.optimal_bucket import closed_form_optimum
 from simddp.account.states import PerParam, state_bytes
 from simddp.account.traffic import account_strategies, at_dtype, comm_rows
 from simddp.commands.common import (DEFAULT_MODEL, _is_file_arg, add_beyond_ddp_args,
-                                    add_link_args, parse_hooks, resolve_link)
+                                    add_link_args, parse_hooks, resolve_link,
+                                    resolve_world)
 from simddp.errors import InputError
 from simddp.io import load_profile
 from simddp.plans import plan
@@ -102,6 +103,7 @@ def account(args: argparse.Namespace) -> dict:
     hooks = parse_hooks(args.comm_hook)
     if args.shard_unit_mb is not None:
         mb_to_bytes(args.shard_unit_mb, "--shard-unit-mb")
+    resolve_world(args)   # the world size; per-level traffic is not accounted yet
     spec, profile = _load(args)
     mem = memory_report(spec or profile, prec, args.batch, args.seq, args.world_size,
                         args.device_mem_gb, args.attention)

@@ -19,6 +19,7 @@ from simddp.link import LEGACY_HOST_FIELDS, Link
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
 from simddp.profile import ModelProfile
+from simddp.topology import Topology
 
 DEFAULT_MODEL = "transformer-small"
 
@@ -47,9 +48,20 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--alpha-us", type=float, default=None, help="override α, µs per all-reduce")
     g.add_argument("--busbw-gbps", type=float, default=None,
                    help="override bus bandwidth in GB/s (1e9 bytes/s), as nccl-tests prints it")
-    g.add_argument("--world-size", type=int, default=2, help="ranks (default %(default)s)")
+    g.add_argument("--world-size", type=int, default=None,
+                   help="ranks (default 2, or --nodes × --gpus-per-node)")
     g.add_argument("--rescale-link", action="store_true",
                    help="accept a calibrated link at another world size, by the ring law")
+    c = p.add_argument_group("two-level cluster (docs/TOPOLOGY.md)")
+    c.add_argument("--nodes", type=int, default=None,
+                   help="nodes; --link is then the link between nodes (default: one link)")
+    c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs (ranks) per node")
+    c.add_argument("--intra-link", default=None,
+                   help="the link inside a node: a preset or a link FILE.json (default: "
+                        "nvlink-<device> where that preset exists)")
+    c.add_argument("--intra-alpha-us", type=float, default=None, help="override its α, µs")
+    c.add_argument("--intra-busbw-gbps", type=float, default=None,
+                   help="override its bus bandwidth, GB/s")
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:
@@ -99,12 +111,44 @@ def resolve_model(args: argparse.Namespace) -> ModelProfile:
 
 
 def resolve_link(args: argparse.Namespace) -> Link:
-    link = load_link(args.link) if _is_file_arg(args.link) else get_link(args.link)
-    for flag, v in (("--alpha-us", args.alpha_us), ("--busbw-gbps", args.busbw_gbps)):
-        if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or flag == "--alpha-us")):
-            raise InputError(f"{flag} must be a number {'>= 0' if flag == '--alpha-us' else '> 0'}, got {v!r}")
-    link = link.with_overrides(args.alpha_us, args.busbw_gbps)
+    """--link with --alpha-us/--busbw-gbps, checked for --world-size (resolve_world first)."""
+    link = _link(args.link, args.alpha_us, args.busbw_gbps, "")
     return link.for_world(args.world_size, rescale=args.rescale_link)
+
+
+def _link(name: str, alpha_us: float | None, busbw_gbps: float | None, prefix: str) -> Link:
+    link = load_link(name) if _is_file_arg(name) else get_link(name)
+    for flag, v in ((f"--{prefix}alpha-us", alpha_us), (f"--{prefix}busbw-gbps", busbw_gbps)):
+        alpha = flag.endswith("alpha-us")
+        if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or alpha)):
+            raise InputError(f"{flag} must be a number {'>= 0' if alpha else '> 0'}, got {v!r}")
+    return link.with_overrides(alpha_us, busbw_gbps)
+
+
+def resolve_world(args: argparse.Namespace) -> Topology | None:
+    """The cluster the flags describe; sets ``args.world_size`` (default 2, or nodes × GPUs
+    per node). None: one link among all ranks, as without --nodes/--gpus-per-node."""
+    nodes, gpus = getattr(args, "nodes", None), getattr(args, "gpus_per_node", None)
+    if nodes is None and gpus is None:
+        if getattr(args, "intra_link", None) is not None:
+            raise InputError("--intra-link: describe the cluster with --nodes and "
+                             "--gpus-per-node too")
+        args.world_size = 2 if args.world_size is None else args.world_size
+        return None
+    if nodes is None or gpus is None:
+        raise InputError("--nodes and --gpus-per-node go together (world = nodes × GPUs)")
+    device = getattr(args, "device", None)
+    intra_name = args.intra_link or f"nvlink-{device}"
+    if args.intra_link is None and intra_name not in LINKS:
+        raise InputError(f"--intra-link: no NVLink preset for --device {device}; give "
+                         f"the link inside a node ({', '.join(LINKS)} or a FILE.json)")
+    topo = Topology(nodes, gpus, _link(intra_name, args.intra_alpha_us, args.intra_busbw_gbps,
+                                       "intra-"))
+    if args.world_size not in (None, topo.world_size):
+        raise InputError(f"--world-size {args.world_size} is not --nodes {nodes} × "
+                         f"--gpus-per-node {gpus} = {topo.world_size}")
+    args.world_size = topo.world_size
+    return topo
 
 
 def resolve_host(args: argparse.Namespace) -> Host | None:
@@ -129,6 +173,16 @@ def resolve_host(args: argparse.Namespace) -> Host | None:
                   "(docs/FORMATS.md). Using them.", file=sys.stderr)
             return load_host(args.link)
     return None
+
+
+def topology_text(topology: Topology | None) -> str:
+    """' | 4 nodes × 8 GPUs, inside: nvlink-a100 (α 15 µs, busbw 200 GB/s)', or ''."""
+    if topology is None:
+        return ""
+    intra = topology.intra
+    return (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
+            f"between nodes; inside: {intra.name} (α {intra.alpha_s * 1e6:g} µs, busbw "
+            f"{intra.busbw_gbps:g} GB/s)")
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

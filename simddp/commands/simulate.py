@@ -28,7 +28,8 @@ from pathlib import Path
 
 from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
                                     add_model_args, parse_hooks, parse_positive_floats,
-                                    resolve_host, resolve_link, resolve_model)
+                                    resolve_host, resolve_link, resolve_model,
+                                    resolve_world, topology_text)
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.io import write_atomic
@@ -125,11 +126,13 @@ def run(args: argparse.Namespace) -> int:
     _check_output(args.plot, "--plot")
     plot_format = None if args.plot is None else _plot_format(args.plot)
     profile = resolve_model(args)
+    topology = resolve_world(args)
     link = resolve_link(args)
     host = resolve_host(args)
 
     p = plan(profile, strategy)
-    result = simulate(profile, link, p, args.world_size, host=host, record=True)
+    result = simulate(profile, link, p, args.world_size, host=host, record=True,
+                      topology=topology)
     comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
     n_bytes = sum(c.nbytes for c in p.collectives)
     wire_bytes = sum(sum(c.calls) for c in p.collectives)
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
-    print(setup_line(profile, link, args.world_size))
+    print(setup_line(profile, link, args.world_size) + topology_text(topology))
     print()
     _print_table(result, p, comm_s, n_bytes, wire_bytes)
     return 0

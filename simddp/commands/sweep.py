@@ -36,8 +36,10 @@ from simddp.commands.common import (
     parse_positive_floats,
     resolve_host,
     resolve_link,
+    resolve_world,
     resolve_model,
 )
+from simddp.errors import InputError
 from simddp.host import Host
 from simddp.io import check_out_dir, results_to_json, write_atomic
 from simddp.link import Link
@@ -105,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         parse_names(args.strategies, STRATEGIES + SHARDED, "--strategies")
     hooks = parse_hooks(args.comm_hook)
     sweep_strategies(strategies, bucket_mbs, args.accum_steps, hooks, args.shard_unit_mb)
+    if resolve_world(args) is not None:
+        raise InputError("sweep --nodes/--gpus-per-node: not wired into the sweep yet; "
+                         "python -m simddp simulate takes them (docs/TOPOLOGY.md)")
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)

@@ -82,3 +82,23 @@ def test_bad_topology_is_one_line():
     with pytest.raises(InputError, match="world size 4 is not 2 nodes × 4 GPUs"):
         simulate(ZERO, Link("x", 0.0, 1.0), plan(ZERO, make_strategy("flat")), 4,
                  topology=Topology(2, 4, Link("y", 0.0, 1.0)))
+
+
+def test_simulate_cli_takes_a_two_level_cluster(capsys):
+    from simddp.cli import main
+    base = ["simulate", "--strategy", "hierarchical", "--bucket-mb", "1000", "--model",
+            "mlp-4x1024", "--forward-ms", "0", "--backward-ms", "0", "--optimizer-ms", "0",
+            "--link", "eth-100g", "--alpha-us", "0", "--busbw-gbps", "1", "--format", "json"]
+    two_level = ["--nodes", "2", "--gpus-per-node", "2", "--intra-link", "nvlink-a100",
+                 "--intra-alpha-us", "0", "--intra-busbw-gbps", "100"]
+    assert main(base + two_level) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert round(out["step_ms"], 5) == 8.55638 and out["world_size"] == 4
+    for bad, message in ((["--nodes", "2"], "--nodes and --gpus-per-node go together"),
+                         (two_level + ["--world-size", "8"], "--world-size 8 is not --nodes 2"),
+                         (["--intra-link", "nvlink-a100"], "--intra-link: describe the cluster"),
+                         (["--nodes", "2", "--gpus-per-node", "2", "--device", "t4"],
+                          "no NVLink preset for --device t4")):
+        assert main(base + bad) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
