@@ -30,7 +30,7 @@ import simpy
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host
-from simddp.kinds import Lane, SpanKind
+from simddp.kinds import Lane, Phase, SpanKind
 from simddp.lanes import Lanes
 from simddp.link import Link
 from simddp.plans import Plan
@@ -103,7 +103,7 @@ class _Step:
     def compute(self):
         """The training thread: forward, backward with its releases, waits, optimizer."""
         s, ready, hold = self.s, self.ready, self.s.hold
-        fwd_at, bwd_at = s.at_start.values()
+        fwd_at, bwd_at = s.at_start[Phase.FORWARD], s.at_start[Phase.BACKWARD]
         gated_backward = s.gated_backward
         for k in range(s.micro_steps):
             after_k, fwd_k, bwd_k = s.after_backward[k], fwd_at[k], bwd_at[k]
