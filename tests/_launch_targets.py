@@ -69,6 +69,14 @@ def abort_after_reporting(payload: dict, ctx) -> int:
     return ctx.rank
 
 
+def hang_after_reporting(payload: dict, ctx) -> int:
+    """Every rank reports its value and then hangs at exit (a teardown that never returns)."""
+    import atexit
+
+    atexit.register(time.sleep, 3600)
+    return ctx.rank
+
+
 def timed_allreduce(payload: dict, ctx) -> dict:
     """Wall seconds of `repeats` all-reduces of `n_bytes` of float32 after one warm-up, and
     the reduced value, which must be 1 + 2 + ... + world_size."""

@@ -215,6 +215,14 @@ def test_a_rank_that_aborts_after_reporting_is_done(tag, capfd):
 
 
 @pytest.mark.slow
+def test_a_rank_that_hangs_after_reporting_is_done_and_killed(tag):
+    start_s = time.monotonic()
+    assert run_world(f"{TARGETS}:hang_after_reporting", {}, world_size=2, timeout_s=20) == [0, 1]
+    assert time.monotonic() - start_s < 20  # the grace after the results, not the timeout
+    assert tagged_pids(tag) == []
+
+
+@pytest.mark.slow
 def test_a_rank_that_aborts_before_reporting_fails_clearly(tag):
     start_s = time.monotonic()
     with pytest.raises(LaunchError) as info:
