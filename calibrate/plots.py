@@ -23,7 +23,15 @@ _KIND_MARKERS = {"reduce_scatter": "^", "all_gather": "v"}
 def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
                 wire_gbps: float | None = None) -> list[Path]:
     """Time vs size (log-log, fitted line, relative residuals below) and busbw vs size."""
-    out_dir = Path(out_dir)
+    paths = []
+    for name, figure in figures(runs, wire_gbps).items():
+        write_atomic(Path(out_dir) / name, figure_png(figure, dpi=110))
+        paths.append(Path(out_dir) / name)
+    return paths
+
+
+def figures(runs: list[WorldCalibration], wire_gbps: float | None = None) -> dict[str, Figure]:
+    """File name -> Figure, laid out and ready to render (tests check what lies inside)."""
     fig = Figure(figsize=(7, 6.5))
     ax, res_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     bw_fig = Figure(figsize=(7, 4.5))
@@ -49,7 +57,8 @@ def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
         if run.sequence is not None:  # the link file's line: the step's α, busbw under it
             ax.plot(grid, run.fit.predict_s(grid) * 1e6, "--", color=color, lw=1.2,
                     label=f"p={p} link file: α as a step sees it "
-                          f"({run.link.alpha_s * 1e6:.0f} µs), busbw {run.link.busbw_gbps:.3g}")
+                          f"({run.link.alpha_s * 1e6:.0f} µs), busbw "
+                          f"{run.link.busbw_gbps:.3g} GB/s")
         rel = (times - lone.predict_s(sizes)) / lone.predict_s(sizes) * 100
         res_ax.plot(sizes, rel, "o-", color=color, ms=3, lw=0.8)
         res_ax.plot(sizes[held], rel[held], "s", mfc="none", color=color, ms=6)
@@ -76,11 +85,8 @@ def write_plots(out_dir: str | Path, runs: list[WorldCalibration],
     bw_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
               title="bus bandwidth vs size")
     bw_ax.legend(fontsize=7)
-    paths = []
-    for figure, name in ((fig, "allreduce_time.png"), (bw_fig, "allreduce_busbw.png")):
+    for figure in (fig, bw_fig):
         figure.tight_layout()
-        write_atomic(out_dir / name, figure_png(figure, dpi=110))
-        paths.append(out_dir / name)
-    return paths
+    return {"allreduce_time.png": fig, "allreduce_busbw.png": bw_fig}
 
 

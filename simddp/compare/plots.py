@@ -37,7 +37,7 @@ from matplotlib.transforms import blended_transform_factory
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
 from simddp.io import write_atomic
-from simddp.report.gantt import draw_gantt, timeline_end_ms
+from simddp.report.gantt import draw_gantt, step_end_ms, timeline_end_ms
 from simddp.report.style import strategy_colour
 from simddp.result import Result
 
@@ -67,9 +67,7 @@ def plot_scatter(c: Comparison) -> Figure:
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_aspect("equal", adjustable="box")
-    fig.tight_layout()
-    ax.apply_aspect()  # final data->pixel transform, for the label spacing below
-    labelled: list[np.ndarray] = []
+    tags = []
     for strategy in _strategies(c.rows):
         mine = [r for r in c.rows if r.strategy == strategy]
         x = np.array([r.predicted_s for r in mine]) * 1e3
@@ -79,12 +77,8 @@ def plot_scatter(c: Comparison) -> Figure:
         for r, xi, yi in zip(mine, x, y):
             tag = ("" if r.bucket_mb is None else f"{r.bucket_mb:g}") + \
                   ("" if r.accum_steps == 1 else f"×{r.accum_steps}")
-            at = ax.transData.transform((xi, yi))
-            # label a point only where it does not land on another label (clusters stay legible)
-            if tag and all(np.hypot(*(at - other)) > 14 for other in labelled):
-                labelled.append(at)
-                ax.annotate(tag, (xi, yi), textcoords="offset points", xytext=(5, -10),
-                            fontsize=7, color=strategy_colour(strategy))
+            if tag:
+                tags.append((tag, xi, yi, strategy_colour(strategy)))
     ax.set_xlabel("predicted step time (ms)" + (", log scale" if log else ""))
     ax.set_ylabel("measured step time, median (ms); bars p5–p95")
     ax.grid(True, alpha=0.3, which="both")
@@ -96,7 +90,35 @@ def plot_scatter(c: Comparison) -> Figure:
                  f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
                  f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
     fig.tight_layout()
+    _place_labels(fig, ax, tags)
     return fig
+
+
+# Where a point's label may go, in points from the point, tried in this order.
+_LABEL_SPOTS = ((5, -11, "left"), (5, 3, "left"), (-5, 3, "right"), (-5, -11, "right"),
+                (5, 11, "left"), (-5, 11, "right"), (5, -19, "left"), (-5, -19, "right"))
+
+
+def _place_labels(fig: Figure, ax, tags: list) -> None:
+    """Label each point at the first spot that overlaps no other label and no point; a point
+    with no free spot stays unlabelled (a cluster of 8 points once had labels on top of each
+    other). ``tags``: (text, x, y, colour) in data units."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax.apply_aspect()
+    points = [ax.transData.transform((x, y)) for _, x, y, _ in tags]
+    taken = [(px - 4, py - 4, px + 4, py + 4) for px, py in points]   # the markers
+    for (text, x, y, colour) in tags:
+        for dx, dy, ha in _LABEL_SPOTS:
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy),
+                                ha=ha, fontsize=7, color=colour)
+            box = label.get_window_extent(renderer)
+            inside = ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and \
+                ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1
+            if inside and not any(box.x0 < b[2] and b[0] < box.x1 and box.y0 < b[3]
+                                  and b[1] < box.y1 for b in taken):
+                taken.append((box.x0, box.y0, box.x1, box.y1))
+                break
+            label.remove()
 
 
 def plot_buckets(c: Comparison) -> Figure:
@@ -189,13 +211,14 @@ def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
     second title line says which. A result without spans gets an empty lane and a note.
     """
     have_measured = measured is not None and bool(measured.spans)
-    fig = Figure(figsize=(13 if have_measured else 8, 3.9), dpi=_DPI)
+    fig = Figure(figsize=(13 if have_measured else 8, 3.9), dpi=_DPI, layout="constrained")
     axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]
     handles = draw_gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
     if have_measured:
         handles += draw_gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms "
-                                                 f"per step ({measured.samples} steps); one "
-                                                 "step's spans")
+                                                 f"per step ({measured.samples} steps); spans: "
+                                                 f"one clocked step, "
+                                                 f"{step_end_ms(measured)[0]:.1f} ms")
     shown = (predicted, measured) if have_measured else (predicted,)
     axes[0].set_xlim(0, max(timeline_end_ms(r) for r in shown) * 1.01)  # shared by both
     fig.suptitle(f"Timeline of {config_label(*predicted.config)}, {predicted.model}, "
@@ -210,9 +233,21 @@ def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
             unique.append(h)
     handles = unique
     handles.append(Line2D([], [], color="k", ls=":", label="step end"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    _legend_below(fig, handles)
     return fig
+
+
+def _legend_below(fig: Figure, handles: list) -> None:
+    """One legend under the panels, in as many columns as fit the figure's width: with one
+    column per entry it ran wider than a one-panel figure and cut "forward" off."""
+    canvas = FigureCanvasAgg(fig)
+    for ncol in range(len(handles), 0, -1):
+        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
+                            frameon=False)
+        canvas.draw()
+        if legend.get_window_extent().width <= 0.98 * fig.bbox.width or ncol == 1:
+            return
+        legend.remove()
 
 
 def _timeline_note(predicted: Result, measured: Result | None) -> str:

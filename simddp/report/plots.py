@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
 from simddp.errors import InputError
@@ -38,8 +38,9 @@ def gantt_figure(result: Result, title: str | None = None) -> Figure:
         raise InputError(f"{describe(result)}: no timeline to plot (spans are empty)")
     ax = fig.add_subplot()
     handles = draw_gantt(ax, result)
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28),
-              ncol=len(handles), fontsize=8, frameon=False)
+    # below the axes, inside the figure: anchored to the axes it hung a pixel out of it
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
+               fontsize=8, frameon=False)
     per = " per optimizer step" if result.accum_steps > 1 else ""
     ax.set_title(title or f"{describe(result)}\nstep {result.step_s * 1e3:.2f} ms{per}, exposed "
                           f"comm {result.exposed_comm_s * 1e3:.2f} ms, "
@@ -64,10 +65,17 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     # bucketed and ddp coincide wherever the first bucket makes no difference: draw them
     # differently enough that neither hides the other
     style = {"bucketed": ("s", "--", 1.6, 5), "ddp": ("o", "-", 1.4, 4)}
+    flat_bands = [r for r in results if r.bucket_mb is None and _band(r) is not None]
     if bucketed:
         ax.set_xscale("log")
-        ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        # room right of the largest size for the bucket-less strategies' range bars
+        ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * (1.5 + 0.6 * len(flat_bands)))
+        # a tick at every swept size, so each point has its label (log ticks left 4 and
+        # 40 MB unlabelled), and none between them
+        sizes = sorted(set(bucketed))
+        ax.set_xticks(sizes, [f"{x:g}" for x in sizes])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
     for (strategy, source), rs in series.items():
         spec = rs[0].spec   # ddp+fp16 is drawn like ddp (spec.base), in fp16's colour
         color = strategy_colour(spec if spec is not None else strategy)
@@ -94,26 +102,40 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         for r in (r for r in rs if r.bucket_mb is None):
             ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
                        linewidth=1.2, label=f"{label} (no buckets)")
-            band = r.step_range_s or (
-                (r.step_p5_s, r.step_p95_s) if r.step_p5_s is not None
-                and r.step_p95_s is not None else None)
-            if band is not None:
-                ax.axhspan(band[0] * 1e3, band[1] * 1e3, color=color, alpha=0.12)
+            band = _band(r)
+            if band is not None:  # a bar at the right edge: three full-width bands hid the panel
+                k = flat_bands.index(r)
+                ax.errorbar([0.975 - 0.03 * k], [r.step_s * 1e3], transform=edge,
+                            yerr=[[(r.step_s - band[0]) * 1e3], [(band[1] - r.step_s) * 1e3]],
+                            fmt="_", color=color, capsize=3, linewidth=1.4, markersize=8)
     if mark is not None:
         strategy, bucket_mb = mark
         hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
         if hit:
             y_ms = min(r.step_s for r in hit) * 1e3
-            ax.plot([bucket_mb], [y_ms], marker="*", markersize=14, color="gold",
-                    markeredgecolor="black", linestyle="none", zorder=5,
+            ax.plot([bucket_mb], [y_ms], marker="*", markersize=15, color="gold",
+                    markeredgecolor="black", linestyle="none", zorder=10, clip_on=False,
                     label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
-    if any(r.step_range_s for r in results):  # one legend entry for all the bands
+    if any(r.step_range_s for r in results if r.bucket_mb is not None):  # one entry for all
         ax.fill_between([], [], [], color="grey", alpha=0.25, linewidth=0,
                         label="shaded: prediction range (low–high)")
+    if flat_bands:
+        ax.errorbar([], [], yerr=[], fmt="_", color="0.3", capsize=3,
+                    label="bar at the right: range of a strategy without buckets")
     ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes)")
     ax.grid(True, which="major", alpha=0.3)
     _zoom_on_buckets(ax, results)
-    ax.legend(fontsize=8, loc="best")
+    # beside the panel, not on it: "best" still landed on the curves and hid the star
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+def _band(r: Result) -> tuple[float, float] | None:
+    """A bucket-less row's range: its prediction range, else its measured p5–p95."""
+    if r.step_range_s is not None:
+        return r.step_range_s
+    if r.step_p5_s is not None and r.step_p95_s is not None:
+        return r.step_p5_s, r.step_p95_s
+    return None
 
 
 def _zoom_on_buckets(ax, results: Sequence[Result]) -> None:
@@ -152,7 +174,7 @@ def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | Non
     accum = [r for r in results if r.strategy in ("no_sync", ACCUM_BASELINE)]
     per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
     panels = [p for p in (per_step, accum) if p]
-    fig = Figure(figsize=(6.5 * len(panels), 4.5), layout="constrained")
+    fig = Figure(figsize=(9.0 * len(panels), 4.5), layout="constrained")  # legends beside
     for i, rs in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         draw_sweep(ax, rs, recommended if rs is per_step else None)
