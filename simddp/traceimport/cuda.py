@@ -160,11 +160,12 @@ def _nccl_comms(trace: RankTrace, kernels: list[Event], host: list[Event],
 def _host_comms(host: list[Event], clock: DeviceClock) -> list[Comm]:
     """One rank's collectives from the host's ``record_param_comms`` records (no kernel ran):
     each issued, started and ended when the GPU finished the work launched before it."""
-    comms = []
+    comms, outer_end_s = [], float("-inf")
     for e in host:
         named = str(e.args.get("Collective name", "")).replace("_", "").lower()
-        if e.name != "record_param_comms" or not named:
-            continue
+        if e.name != "record_param_comms" or not named or e.start_s < outer_end_s:
+            continue     # a record inside another is the same call recorded twice
+        outer_end_s = e.end_s
         kind = next((k for key, k in _NCCL_KINDS if key in named), "other")
         nbytes = nbytes_of(e)
         if nbytes is None and "Out msg nelems" in e.args:   # some builds fill only Out

@@ -248,20 +248,24 @@ def test_cuda_job_reads_nccl_kernels_on_the_gpu_clock(tmp_path, sizes_on_kernel)
     assert abs(imp.replay_error) < 0.05 and abs(imp.reproduction_error) < 1e-6
 
 
-def one_gpu(tmp_path: Path, in_nelems: bool = True) -> list[str]:
-    """A one-GPU NCCL trace (issue 20): no NCCL kernel, the calls recorded on the host."""
+def one_gpu(tmp_path: Path, in_nelems: bool = True, twice: bool = False) -> list[str]:
+    """A one-GPU NCCL trace (issue 20): no NCCL kernel, the calls recorded on the host.
+    ``twice``: every call recorded again inside its record (counted once)."""
     (trace,) = job(world=1, device="cuda", kernels=False)
-    for e in trace["traceEvents"]:
+    for e in list(trace["traceEvents"]):
         if e["name"] == "record_param_comms" and not in_nelems:
             del e["args"]["In msg nelems"]          # some builds record only Out msg nelems
+        if e["name"] == "record_param_comms" and twice:
+            trace["traceEvents"].append({**e, "ts": e["ts"] + 1, "dur": e["dur"] - 2})
     assert not any(e["name"].startswith("nccl") and e["cat"] == "kernel"
                    for e in trace["traceEvents"])
     return write(tmp_path, [trace])
 
 
-@pytest.mark.parametrize("in_nelems", [True, False])
-def test_one_gpu_trace_gives_sizes_and_ready_times_and_takes_the_link(tmp_path, in_nelems):
-    imp = import_traces(one_gpu(tmp_path, in_nelems), link=get_link("ib-8xndr"))
+@pytest.mark.parametrize("in_nelems, twice", [(True, False), (False, False), (True, True)])
+def test_one_gpu_trace_gives_sizes_and_ready_times_and_takes_the_link(tmp_path, in_nelems,
+                                                                       twice):
+    imp = import_traces(one_gpu(tmp_path, in_nelems, twice), link=get_link("ib-8xndr"))
     assert imp.link == get_link("ib-8xndr") and imp.link_given and imp.world_size == 1
     assert imp.profile.grad_total_bytes == sum(b for _, b in _grads())
     assert len(imp.joint) == STEPS and len(imp.joint[0].samples) == len(ROWS)
