@@ -1,0 +1,53 @@
+"""A real one-GPU trace through simddp trace-import; FSDP2 on NCCL; Gloo beside CUDA (gpu tier).
+
+    python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/GPU.md
+"""
+from __future__ import annotations
+
+import glob
+
+import pytest
+
+from simddp.errors import InputError
+from simddp.presets import get_link
+from simddp.traceimport import import_traces
+from tests.gpu._cuda import GPU
+
+pytestmark = GPU
+
+
+def test_one_gpu_trace_gives_the_steps_compute_and_takes_the_link(tmp_path):
+    """torch DDP on NCCL at world size 1 launches no all-reduce kernel (issue 20, bug 3):
+    sizes and ready times come from the host's records, the network from --link."""
+    from realrun.launch import run_world
+    (got,) = run_world("tests.gpu._targets:trace_ddp", {"dir": str(tmp_path), "steps": 5},
+                       world_size=1, backend="nccl", timeout_s=300)
+    paths = sorted(glob.glob(str(tmp_path / "*.pt.trace.json*")))
+    assert len(paths) == 1, paths
+    with pytest.raises(InputError, match="add --link"):
+        import_traces(paths)
+    imp = import_traces(paths, link=get_link("nvlink-h100"))
+    assert imp.link_given and imp.world_size == 1 and imp.timelines[0].device == "cuda"
+    assert imp.profile.grad_total_bytes == got["grad_bytes"]
+    traced = imp.derived.traced_profile
+    compute_s = traced.forward_s + traced.backward_s + traced.optimizer_s
+    assert compute_s == pytest.approx(imp.measured_step_s, rel=0.05)
+    assert abs(imp.reproduction_error) < 0.05
+
+
+@pytest.mark.parametrize("backend, world, names", [
+    ("nccl", 1, ("fsdp", "zero2")),
+    # issue 20, bug 1: Gloo ranks on a host that has CUDA (PowerSGD synced a CPU "device")
+    ("gloo", 2, ("fsdp", "ddp+fp16", "ddp+powersgd:2", "powersgd-buckets"))])
+def test_fsdp2_and_hooks_train_like_one_process(backend, world, names):
+    from realrun.launch import run_world
+    from tests.realrun.test_beyond_ddp import ATOL, CASES
+    ranks = run_world("tests.realrun._beyond_ddp_targets:train_and_compare",
+                      {"cases": {n: CASES[n] for n in names}}, world_size=world,
+                      backend=backend, threads_per_rank=1, timeout_s=300)
+    for rank in ranks:
+        for name in ("fsdp", "zero2"):
+            if name in rank:
+                assert rank[name]["dtensor"] and max(rank[name]["diffs"]) < ATOL, rank[name]
+        for name, case in rank.items():
+            assert case["moved"] > 100 * ATOL or name == "powersgd-buckets", (name, case)
