@@ -44,7 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from realrun.bench import run_bench  # noqa: E402
-from realrun.configs import bench_configs  # noqa: E402
+from realrun.configs import bench_configs, config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.engine import simulate  # noqa: E402
@@ -148,7 +148,7 @@ def trace_and_import(workload: Workload, world: dict, args, sizes: list[float]) 
     tmp = tempfile.mkdtemp(prefix="trace-import-")
     try:
         load = os.getloadavg()[0]
-        config = {"strategy": "ddp", "bucket_mb": args.trace_mb}
+        config = config_of(make_strategy("ddp", args.trace_mb), args.trace_mb)
         ranks = run_world("tests._trace_targets:trace_rank", {
             "workload": workload.to_json(), "config": config,
             "warmup": 3, "steps": args.trace_steps, "logged_steps": args.logged_steps,

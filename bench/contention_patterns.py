@@ -34,6 +34,7 @@ def rank(payload: dict, ctx) -> dict:
 
     from realrun.contention import median_overlap
     from realrun.profiler import profile_workload
+    from realrun.configs import config_of
     from realrun.steps import Trainer
     from realrun.workload import Workload
     from simddp.io import profile_to_json
@@ -41,7 +42,7 @@ def rank(payload: dict, ctx) -> dict:
     workload = Workload(**payload["workload"])
     profile, _ = profile_workload(workload, seed=0, rank=ctx.rank, repeats=10, warmup=3,
                                   optimizer="sgd", device=ctx.device, precision="fp32")
-    trainer = Trainer({"strategy": "compute-only", "bucket_mb": None}, workload, ctx, payload)
+    trainer = Trainer(config_of(None), workload, ctx, payload)
     params = [p for p in trainer.model.parameters() if p.requires_grad]
     buffers = {id(p): torch.zeros_like(p) for p in params}
     state = {"on": False, "works": []}

@@ -41,13 +41,15 @@ def rank(payload: dict, ctx) -> dict:
     """Rank target: every item warmed up, then timed round-robin; per-step seconds per item."""
     import torch
     from realrun.fsdp_costs import Wire, sharded_plans
+    from realrun.configs import config_of
     from realrun.steps import Trainer
+    from simddp.strategy import make_strategy
     from realrun.workload import Workload
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
     torch.set_flush_denormal(True)
     workload = Workload(**payload["workload"])
-    items = {name: Trainer({"strategy": name, "bucket_mb": None}, workload, ctx, payload)
-             for name in ("compute-only",) + SHARDED}
+    configs = [config_of(None)] + [config_of(make_strategy(s)) for s in SHARDED]
+    items = {c["strategy"]: Trainer(c, workload, ctx, payload) for c in configs}
     module = workload.build(payload["seed"], ctx.rank, "cpu")[0]
     items.update({f"wire:{s}": Wire(p, ctx.world_size, ctx.device)
                   for s, p in sharded_plans(module, None).items()})

@@ -7,8 +7,8 @@ Started by ``python -m realrun bench`` through the launcher (or under torchrun):
     run = summarize(ranks, payload, link="loopback")   # .results: list[simddp Result]
 
 ``payload``: ``workload`` (a realrun.workload.Workload as a dict: a preset at batch x seq, or
-the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb"}`` each, from
-:func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
+the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb", "spec"}`` each, the
+Strategy serialised, from :func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
 ``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``;
 optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
 a steppable per name): things timed in the same rounds that are not configurations, such as
@@ -27,9 +27,11 @@ How the comparison is kept fair on a noisy box:
   a step's time is the max over ranks, as a step ends when its slowest rank ends.
 
 Configurations: ``compute-only`` (no communication at all: the compute baseline, and the
-single-rank baseline for scaling), ``ddp`` (torch's DistributedDataParallel with
-``bucket_cap_mb_list=[1, X]``), and everything else through :class:`realrun.ddp.DDP`
-(realrun/steps.py).
+single-rank baseline for scaling), then each Strategy under the executor of its
+implementation (realrun/steps.py, realrun/executors/): ``ddp`` and hooked strategies under
+torch's DistributedDataParallel (``bucket_cap_mb_list=[1, X]``), fsdp and zero2 under FSDP2,
+the others under :class:`realrun.ddp.DDP`. Each measured Result carries its Strategy
+(``Result.spec``).
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from realrun.configs import label
+from realrun.configs import label, spec_of
 from realrun.launch import is_torchrun, resolve_target, run_world
 from realrun.precision import set_precision
 from realrun.steps import Trainer
@@ -137,8 +139,10 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
                                            for key in keys} for r in ranks]
     stats = []
     for i, config in enumerate(payload["configs"]):
-        stats.append({**config, "label": label(config), **all_stats[i],
+        stats.append({"strategy": config["strategy"], "bucket_mb": config["bucket_mb"],
+                      "label": label(config), **all_stats[i],
                       "collectives": ranks[0]["collectives"][i]})
+    specs = [spec_of(config) for config in payload["configs"]]
     compute = next((s for s in stats if s["strategy"] == COMPUTE_ONLY), None)
     compute_s = compute["median_s"] if compute else 0.0
     results = [Result(
@@ -147,7 +151,7 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         exposed_comm_s=max(0.0, s["median_s"] - compute_s) if compute else 0.0,
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",
         step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"],
-        steps_s=tuple(s["steps_s"])) for s in stats]
+        steps_s=tuple(s["steps_s"]), spec=spec) for s, spec in zip(stats, specs)]
     return BenchRun(results, stats, extras)
 
 

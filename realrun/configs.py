@@ -1,8 +1,12 @@
-"""What realrun runs: configurations ``{"strategy": name, "bucket_mb": MB or None}``.
+"""What realrun runs: configurations ``{"strategy": name, "bucket_mb": MB, "spec": dict}``.
 
-:func:`bench_configs` builds the one grid (compute-only first, then simddp's own sweep
-configurations), so a benchmark measures exactly what a sweep predicts. No torch here: the
-commands check flags with it before anything heavy is imported::
+``strategy`` and ``bucket_mb`` name the row (tables, file names, ``simddp compare``'s pairing;
+the MB as typed); ``spec`` is the simddp Strategy itself, serialised
+(``Strategy.to_dict``), which a rank reads back and runs (realrun/steps.py): no rank parses a
+name. compute-only has no Strategy (``spec`` None). :func:`bench_configs` builds the one grid
+(compute-only first, then simddp's own sweep configurations), so a benchmark measures exactly
+what a sweep predicts. No torch here: the commands check flags with it before anything heavy
+is imported::
 
     >>> [label(c) for c in bench_configs(["naive", "ddp"], [10, 1])]
     ['compute-only', 'naive', 'ddp-1MB', 'ddp-10MB']
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 from simddp.errors import InputError
 from simddp.result import COMPUTE_ONLY
+from simddp.strategy import Strategy
 from simddp.sweeps import sweep_strategies
 
 # What realrun runs for real (no_sync is a training-loop pattern, not a wrapper of its own).
@@ -35,17 +40,39 @@ def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None) -> 
         raise InputError(f"--strategies: {bad[0]!r} does not run for real; choose from "
                          f"{', '.join(BENCH_STRATEGIES)}")
     mbs = sorted({float(mb) for mb in bucket_mbs})  # as typed: 0.01, not 10485 B / 2**20
-    configs = [{"strategy": COMPUTE_ONLY, "bucket_mb": None}]
+    configs = [config_of(None)]
     for s in sweep_strategies(strategies, mbs, accum_steps=1, comm_hooks=comm_hooks,
                               shard_unit_mb=shard_unit_mb):  # the sweep's own checks and order
         mb = None
         if s.granularity == "bucket":
             mb = min(mbs, key=lambda typed: abs(typed - s.bucket_mb))
-        config = {"strategy": s.name, "bucket_mb": mb}
-        if s.shard_unit_bytes is not None:
-            config["shard_unit_mb"] = shard_unit_mb
-        configs.append(config)
+        configs.append(config_of(s, mb))
     return configs
+
+
+def config_of(strategy: Strategy | None, bucket_mb: float | None = None) -> dict:
+    """The configuration that runs ``strategy`` (None: compute-only); ``bucket_mb`` is the
+    row's bucket size as typed (default the strategy's own, for bucketed strategies).
+
+    >>> from simddp.strategy import make_strategy
+    >>> c = config_of(make_strategy("ddp+fp16", 4))
+    >>> label(c), Strategy.from_dict(c["spec"]).comm_hook.kind, label(config_of(None))
+    ('ddp+fp16-4MB', 'fp16', 'compute-only')
+    """
+    if strategy is None:
+        return {"strategy": COMPUTE_ONLY, "bucket_mb": None, "spec": None}
+    if bucket_mb is None and strategy.granularity == "bucket":
+        bucket_mb = strategy.bucket_mb
+    return {"strategy": strategy.name, "bucket_mb": bucket_mb, "spec": strategy.to_dict()}
+
+
+def spec_of(config: dict) -> Strategy | None:
+    """The Strategy a configuration runs (None for compute-only), read back from its data.
+    A configuration without ``spec`` is refused rather than run as compute-only."""
+    if "spec" not in config:
+        raise ValueError(f"configuration {label(config)!r} carries no 'spec' (its Strategy); "
+                         "build it with realrun.configs.config_of(strategy)")
+    return None if config["spec"] is None else Strategy.from_dict(config["spec"])
 
 
 def label(config: dict) -> str:

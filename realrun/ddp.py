@@ -2,9 +2,11 @@
 
 Each rank wraps the same model; after backward, every trainable ``p.grad`` holds the average
 over ranks. Which gradients go into which all-reduce, and in what order, comes from
-``simddp.plan(profile, make_strategy(...))`` — the very plan the simulator times::
+``simddp.plan(profile, strategy)`` — the very plan the simulator times. ``strategy`` is a
+simddp Strategy, or a name with bucket sizes (built by ``make_strategy``)::
 
     model = realrun.DDP(net, strategy="bucketed", bucket_mb=25)   # broadcasts rank 0's weights
+    model = realrun.DDP(net, strategy=make_strategy("ddp", 10))   # the same, from a Strategy
     for tokens, target in shard:
         loss = loss_fn(model(tokens), target)
         loss.backward()                            # overlap strategies launch all-reduces here
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable, Iterator
 
 import torch
@@ -48,17 +51,21 @@ from realrun.tensors import module_profile, trainable_parameters
 from simddp.errors import InputError
 from simddp.plans import Collective, Plan, plan as make_plan
 from simddp.profile import ModelProfile
-from simddp.strategy import STRATEGIES, make_strategy, mb_to_bytes
+from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, STRATEGIES, Strategy, make_strategy,
+                             mb_to_bytes)
 
 __all__ = ["DDP"]
 
 
 class DDP(nn.Module):
-    """Data-parallel wrapper running ``simddp.plan(profile, make_strategy(strategy, ...))``.
+    """Data-parallel wrapper running ``simddp.plan(profile, strategy)``.
 
-    strategy: one of simddp's names — naive, flat, overlap, bucketed, ddp (the bucketed rule
-      with torch's 1 MiB first bucket); no_sync plans like ddp (accumulate with
-      :meth:`no_sync`). bucket_mb / first_bucket_mb are MiB, like torch's ``bucket_cap_mb``.
+    strategy: a simddp :class:`~simddp.strategy.Strategy` that replicates and has no comm hook
+      (the bucket sizes are its own), or one of simddp's names — naive, flat, overlap,
+      bucketed, ddp (the bucketed rule with torch's 1 MiB first bucket); no_sync plans like
+      ddp (accumulate with :meth:`no_sync`). bucket_mb (default
+      ``DDP_DEFAULT_BUCKET_MB``, 25, torch's) / first_bucket_mb are MiB, like torch's
+      ``bucket_cap_mb``, and go with a name only.
     profile: optional ModelProfile of this module (e.g. measured, with its gradient-ready
       order); its tensors must be the module's trainable parameters. Default: module_profile.
 
@@ -67,16 +74,12 @@ class DDP(nn.Module):
     optional callbacks, ``on_collective_launch(collective)`` and ``on_sync_done()``.
     """
 
-    def __init__(self, module: nn.Module, strategy: str = "bucketed", bucket_mb: float = 25.0,
-                 first_bucket_mb: float | None = None, process_group=None,
-                 profile: ModelProfile | None = None) -> None:
+    def __init__(self, module: nn.Module, strategy: str | Strategy = "bucketed",
+                 bucket_mb: float | None = None, first_bucket_mb: float | None = None,
+                 process_group=None, profile: ModelProfile | None = None) -> None:
         super().__init__()
         # Validate everything before the first collective, so bad input fails on every rank.
-        if strategy not in STRATEGIES:
-            raise InputError(f"strategy={strategy!r}: choose from {', '.join(STRATEGIES)}")
-        mb_to_bytes(bucket_mb, "bucket_mb")
-        if first_bucket_mb is not None:
-            mb_to_bytes(first_bucket_mb, "first_bucket_mb")
+        strategy = _strategy_from(strategy, bucket_mb, first_bucket_mb)
         named = trainable_parameters(module)
         profile, named = _checked_profile(module, named, profile)
         devices = {p.device for _, p in named}
@@ -87,9 +90,7 @@ class DDP(nn.Module):
             raise RuntimeError("realrun.DDP needs an initialised process group: call "
                                "dist.init_process_group first, or start the ranks with "
                                "realrun.launch.run_world or torchrun")
-        # accum_steps stays 1: the wrapper plans one synced micro-step; no_sync() skips others.
-        self.plan: Plan = make_plan(profile, make_strategy(strategy, bucket_mb,
-                                                           first_bucket_mb=first_bucket_mb))
+        self.plan: Plan = make_plan(profile, strategy)
         self.module = module
         self.process_group = process_group
         self.param_names: tuple[str, ...] = tuple(name for name, _ in named)
@@ -184,6 +185,28 @@ class DDP(nn.Module):
         bucket.launch(async_op)
         self._next += 1
         self._launched += 1
+
+
+def _strategy_from(strategy: str | Strategy, bucket_mb: float | None,
+                   first_bucket_mb: float | None) -> Strategy:
+    """The Strategy to plan: the one given, or the named one at these bucket sizes; always one
+    synced micro-step (accum_steps 1): :meth:`DDP.no_sync` skips the others."""
+    if isinstance(strategy, Strategy):
+        if bucket_mb is not None or first_bucket_mb is not None:
+            raise InputError(f"bucket_mb / first_bucket_mb: strategy {strategy.name!r} is a "
+                             "Strategy with its own bucket sizes; pass a name to give them")
+        if strategy.reshard_after_forward is not None or strategy.comm_hook is not None:
+            raise InputError(f"strategy {strategy.name!r}: realrun.DDP replicates without comm "
+                             "hooks; run sharded or hooked strategies under torch "
+                             "(realrun.executors)")
+        return replace(strategy, accum_steps=1)
+    if strategy not in STRATEGIES:
+        raise InputError(f"strategy={strategy!r}: choose from {', '.join(STRATEGIES)}")
+    bucket_mb = DDP_DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
+    mb_to_bytes(bucket_mb, "bucket_mb")
+    if first_bucket_mb is not None:
+        mb_to_bytes(first_bucket_mb, "first_bucket_mb")
+    return make_strategy(strategy, bucket_mb, first_bucket_mb=first_bucket_mb)
 
 
 def _make_hook(self_ref: "weakref.ref[DDP]", tid: int) -> Callable[[torch.Tensor], None]:

@@ -32,6 +32,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from simddp.host import HostCosts
@@ -79,9 +80,9 @@ def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | 
     """Rank side: per-step seconds of compute-only, fsdp, zero2 and each plan's collectives
     alone (``wire:fsdp``, ``wire:zero2``), warmed up, then round-robin in chunks."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
-    extra = {} if shard_unit_mb is None else {"shard_unit_mb": shard_unit_mb}
-    items = {name: Trainer({"strategy": name, "bucket_mb": None, **extra}, workload, ctx,
-                           payload).step for name in (COMPUTE_ONLY,) + SHARDED}
+    configs = [config_of(None)] + [config_of(make_strategy(s, shard_unit_mb=shard_unit_mb))
+                                   for s in SHARDED]
+    items = {c["strategy"]: Trainer(c, workload, ctx, payload).step for c in configs}
     module = workload.build(payload["seed"], ctx.rank, str(ctx.device))[0]
     for s, p in sharded_plans(module, shard_unit_mb).items():
         items[f"wire:{s}"] = Wire(p, ctx.world_size, ctx.device).step

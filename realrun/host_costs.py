@@ -22,10 +22,11 @@ import time
 import torch
 import torch.distributed as dist
 
+from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from simddp.host import Host, HostCosts
-from simddp.result import COMPUTE_ONLY
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
 
 
 def copy_passes(tensor_bytes: list[int], ctx):
@@ -80,9 +81,9 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
 
 # A training step under each implementation on this rank's own 1-rank process group, where an
 # all-reduce has nobody to wait for: what is left over the plain step is host cost.
-SOLO_CONFIGS = {"wrapper": {"strategy": "overlap", "bucket_mb": None},     # N hooks, N launches
-                "bucket": {"strategy": "bucketed", "bucket_mb": 1e6},      # N hooks, 1 launch
-                "torch": {"strategy": "ddp", "bucket_mb": 25.0}}           # torch's reducer
+SOLO_CONFIGS = {"wrapper": config_of(make_strategy("overlap")),             # N hooks, N launches
+                "bucket": config_of(make_strategy("bucketed", 1e6)),        # N hooks, 1 launch
+                "torch": config_of(make_strategy("ddp", DDP_DEFAULT_BUCKET_MB))}  # torch's reducer
 
 
 def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict) -> Trainer:
@@ -96,7 +97,7 @@ def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict
 def measure_hooks(workload: Workload, payload: dict, ctx) -> dict:
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
-    plain = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx, payload)
+    plain = Trainer(config_of(None), workload, ctx, payload)
     shared: dict = {}
     steps = {"plain": plain.step, **{name: solo_trainer(name, workload, ctx, payload, shared).step
                                      for name in SOLO_CONFIGS}}

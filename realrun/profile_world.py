@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from realrun.configs import COMPUTE_BASES
+from realrun.configs import COMPUTE_BASES, config_of
 from realrun.contention import median_overlap
 from realrun.fsdp_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.host_costs import host_from_measurements, measure_copies, measure_hooks
@@ -43,7 +43,6 @@ from simddp.engine import compute_only_s
 from simddp.host import Host
 from simddp.io import profile_from_json, profile_to_json
 from simddp.profile import ModelProfile
-from simddp.result import COMPUTE_ONLY
 
 class ProfileRun(NamedTuple):
     """What :func:`profile_world` measured: the profile, the raw measurements, the host costs."""
@@ -99,7 +98,7 @@ class PlainSteps:
 
     def __init__(self, workload: Workload, payload: dict, ctx) -> None:
         self.ctx = ctx
-        self.trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx,
+        self.trainer = Trainer(config_of(None), workload, ctx,
                                payload)
         self.times: list[float] = []
         for _ in range(self.WARMUP):

@@ -3,7 +3,7 @@ tests/realrun/test_trace_import_real.py and bench/bench_trace_import.py.
 
     run_world("tests._trace_targets:trace_rank", {
         "workload": Workload.from_target("examples/gpt2_tiny.py:build").to_json(),
-        "config": {"strategy": "ddp", "bucket_mb": 0.25},   # torch DDP, bucket_cap_mb 0.25
+        "config": config_of(make_strategy("ddp", 0.25)),   # torch DDP, 0.25 MiB buckets
         "warmup": 3, "steps": 4, "out": "traces/gpt2.rank{rank}.json"}, world_size=2)
 
 Each rank trains what ``realrun bench`` trains (realrun.steps.Trainer: the same workload,

@@ -35,11 +35,10 @@ import sys
 from realrun.commands.common import (add_model_args, require_int, require_seconds,
                                      resolve_workload)
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, PER_BUCKET, bench_configs
+from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, bench_configs
 from realrun.launch.env import is_torchrun
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
                                     parse_positive_floats)
-from simddp.strategy import split_name
 from simddp.errors import InputError
 from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
 
@@ -213,7 +212,8 @@ def format_table(args, results, stats, scaling) -> str:
              f"{'p95_ms':>9}{'exposed_ms':>12}{'vs_ddp':>8}"]
     for r in results:
         ratio = "-"
-        if split_name(r.strategy)[0] in PER_BUCKET and r.bucket_mb in ddp_ms:
+        # every bucketed row (hooked ones too) against plain torch DDP at its bucket size
+        if r.spec is not None and r.spec.granularity == "bucket" and r.bucket_mb in ddp_ms:
             ratio = f"{r.step_s / ddp_ms[r.bucket_mb]:.3f}"
         mb = "-" if r.bucket_mb is None else f"{r.bucket_mb:g}"
         lines.append(f"  {r.strategy:<20}{mb:>10}{r.collectives:>7}{r.step_s * 1e3:>11.2f}"

@@ -23,7 +23,7 @@ Steps, in order (each one a plain function, so a notebook can run them one by on
    and the one the summary, the recommendation and the verdict are about;
 5. :func:`anchored_prediction` — the same, with inputs from the same rounds as the runs:
    :func:`~realrun.validate.probes.inputs_from_probes` (α, busbw, host costs, contention) and
-   :func:`~realrun.validate.inputs.anchor_compute` (the compute total), so drift between
+   :func:`~realrun.validate.inputs.scale_to_compute_only` (the compute total), so drift between
    phases a minute apart does not land in every row; reported second, as "anchored";
 6. :func:`~realrun.validate.timeline.measure_timeline` — a few more steps of one
    configuration with per-span clock reads on rank 0;
@@ -40,19 +40,19 @@ import os
 import time
 
 from realrun.bench import run_bench
+from realrun.configs import spec_of
 from realrun.launch import LaunchError, is_torchrun, share
 from realrun.profile_world import ProfileRun
-from realrun.validate.inputs import anchor_compute, calibrate_link, measure_profile
+from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
 from realrun.validate.probes import inputs_from_probes
 from realrun.validate.report import Prediction, ValidationReport
 from realrun.validate.settings import ValidateSettings, bench_payload
-from realrun.validate.timeline import measure_timeline
+from realrun.validate.timeline import grid_config, measure_timeline
 from simddp.compare import compare_results, pick_timeline
 from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
-from simddp.strategy import make_strategy
 from simddp.sweeps import sweep
 
 
@@ -149,7 +149,8 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
     if config is not None:
         strategy, bucket_mb = config
         timeline_config = strategy + (f":{bucket_mb:g}" if bucket_mb is not None else "")
-        if strategy == COMPUTE_ONLY or make_strategy(strategy).implementation != "realrun":
+        spec = spec_of(grid_config(s, strategy, bucket_mb))
+        if spec is None or spec.implementation != "realrun":  # no launch hooks to clock
             note = (f"timeline: {strategy} runs under torch (DDP or FSDP2), which has no "
                     "launch hooks of ours, so its measured panel shows compute spans only")
         log(f"validate: clocking one step of {timeline_config} for the timeline...")
@@ -211,7 +212,7 @@ def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
         link, host, probe_info = inputs_from_probes(
             link, host, medians, list(profile.tensor_bytes), s.world_size,
             contention=probes.get("probe:contention", {}).get("per_rank"))
-    anchored = anchor_compute(profile, measured) if s.anchor_compute else None
+    anchored = scale_to_compute_only(profile, measured) if s.anchor_compute else None
     sim_profile, anchor, scored_out = profile, None, frozenset()
     if anchored is not None:
         (sim_profile, anchor), scored_out = anchored, frozenset({COMPUTE_ONLY})

@@ -42,6 +42,7 @@ from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
 from realrun.contention import overlap_times
 from calibrate.ranks.sequence import timed_sequence
+from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
 from realrun.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
@@ -77,7 +78,7 @@ class ContentionProbe:
     into the link's compute_slowdown and comm_slowdown."""
 
     def __init__(self, workload, ctx, payload: dict) -> None:
-        self.trainer = Trainer({"strategy": COMPUTE_ONLY, "bucket_mb": None}, workload, ctx,
+        self.trainer = Trainer(config_of(None), workload, ctx,
                                payload)
         self.stream = [zeros(n, "float32", ctx.device)
                        for n in tensor_bytes(self.trainer.model)]
@@ -157,14 +158,14 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     elif before.costs("realrun").copy_gbps:
         c = before.costs("realrun")
         copy = {"copy_gbps": c.copy_gbps, "in_place_gbps": c.scale_gbps or c.copy_gbps}
-    hooks_probed = "compute-only" in m and "probe:solo-wrapper" in m
+    hooks_probed = COMPUTE_ONLY in m and "probe:solo-wrapper" in m
     if copy is not None and ({"probe:copy", "probe:scale"} <= m.keys() or hooks_probed):
         hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
         torch_hook_s = before.costs("torch").hook_s
         if hooks_probed:
             solo = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
                     if f"probe:solo-{name}" in m}
-            f = hook_fields({"plain_s": m["compute-only"], **solo}, copy, tensor_bytes)
+            f = hook_fields({"plain_s": m[COMPUTE_ONLY], **solo}, copy, tensor_bytes)
             hook_s, launch_s = f["hook_s"], f["launch_s"]
             if "torch_s" in solo:
                 torch_hook_s = f["ddp_hook_s"]

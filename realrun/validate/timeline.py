@@ -90,13 +90,21 @@ def _clock_bucket(bucket, comm: list, clock) -> None:
     bucket.launch = timed_launch
 
 
+def grid_config(s: ValidateSettings, strategy: str, bucket_mb: float | None) -> dict:
+    """The configuration as bench ran it (realrun/configs.py: its Strategy, with its units
+    if sharded); ValueError if the grid has no such row."""
+    for config in s.configs():
+        if (config["strategy"], config["bucket_mb"]) == (strategy, bucket_mb):
+            return config
+    raise ValueError(f"{strategy} at bucket_mb={bucket_mb!r} is not one of this "
+                     "validation's configurations")
+
+
 def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
                      ) -> tuple[Span, ...]:
-    """Spans of one measured step (the median of ``timeline_steps``) on rank 0."""
-    # the configuration as bench ran it (realrun/configs.py): with its units, if sharded
-    config = next((c for c in s.configs()
-                   if (c["strategy"], c["bucket_mb"]) == (strategy, bucket_mb)),
-                  {"strategy": strategy, "bucket_mb": bucket_mb})
+    """Spans of one measured step (the median of ``timeline_steps``) on rank 0, of the
+    configuration of this validation's grid with that row name and bucket size."""
+    config = grid_config(s, strategy, bucket_mb)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
     ranks = run_world("realrun.validate.timeline:timeline_rank", payload, backend=s.backend,
                       world_size=s.world_size,

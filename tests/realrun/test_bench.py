@@ -17,6 +17,7 @@ from realrun.workload import Workload
 from realrun.launch.errors import LaunchError
 from simddp.io import load_results
 from simddp.presets.models import parse_model
+from simddp.strategy import make_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
@@ -82,10 +83,16 @@ def test_rank_failure_exits_1_naming_the_rank_and_writes_nothing(tmp_path, capsy
 def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies():
     """The grid is simddp's sweep grid (canonical order, sorted unique buckets): a benchmark
     measures exactly what a sweep predicts."""
-    assert bench_configs(["ddp", "naive", "bucketed"], [10.0, 1.0, 1.0]) == [
+    configs = bench_configs(["ddp", "naive", "bucketed"], [10.0, 1.0, 1.0])
+    assert [{"strategy": c["strategy"], "bucket_mb": c["bucket_mb"]} for c in configs] == [
         {"strategy": "compute-only", "bucket_mb": None}, {"strategy": "naive", "bucket_mb": None},
         {"strategy": "bucketed", "bucket_mb": 1.0}, {"strategy": "bucketed", "bucket_mb": 10.0},
         {"strategy": "ddp", "bucket_mb": 1.0}, {"strategy": "ddp", "bucket_mb": 10.0}]
+    # each row carries the Strategy it runs, serialised: ranks never rebuild it from a name
+    assert [c["spec"] for c in configs] == [None] + [
+        make_strategy(name, *mb).to_dict() for name, mb in (
+            ("naive", ()), ("bucketed", (1.0,)), ("bucketed", (10.0,)), ("ddp", (1.0,)),
+            ("ddp", (10.0,)))]
     assert label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
 
 
@@ -103,6 +110,7 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     compute, bucketed = results
     assert (compute.strategy, compute.collectives, compute.exposed_comm_s) == ("compute-only", 0, 0)
     assert bucketed.exposed_comm_s == pytest.approx(0.025)
+    assert (compute.spec, bucketed.spec) == (None, make_strategy("bucketed", 1.0))  # spec=
     assert (bucketed.source, bucketed.samples, bucketed.model, bucketed.world_size,
             bucketed.collectives, bucketed.link) == ("measured", 3, "mlp-2x4", 2, 2, "loopback")
     table = format_table(Namespace(what="batch 1 x seq 2 per rank", optimizer="sgd",

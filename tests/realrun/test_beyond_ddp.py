@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from realrun.cli import main
-from realrun.configs import bench_configs, label
+from realrun.configs import bench_configs, config_of, label
 from realrun.sharded import shard_groups
 from realrun.tensors import module_profile
 from realrun.validate import ValidateSettings
@@ -62,7 +62,9 @@ def test_configs_carry_simddp_names_for_hooks_and_sharding():
         "bucketed+fp16-4MB", "bucketed+powersgd:2-1MB", "bucketed+powersgd:2-4MB",
         "ddp-1MB", "ddp-4MB", "ddp+fp16-1MB", "ddp+fp16-4MB", "ddp+powersgd:2-1MB",
         "ddp+powersgd:2-4MB", "fsdp", "zero2"]
-    assert configs[-1] == {"strategy": "zero2", "bucket_mb": None, "shard_unit_mb": 2}
+    # the Strategy itself travels with the row (its units), not a name to rebuild
+    assert configs[-1] == {"strategy": "zero2", "bucket_mb": None,
+                           "spec": make_strategy("zero2", shard_unit_mb=2).to_dict()}
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -103,22 +105,25 @@ def test_validate_settings_check_hooks_and_units():
 
 # ---- multi-process Gloo ---------------------------------------------------------------------
 
+def config(name: str, bucket_mb: float | None = None, **kwargs) -> dict:
+    """What bench hands a rank: the row's name and bucket size, and the Strategy itself."""
+    mb = () if bucket_mb is None else (bucket_mb,)
+    return config_of(make_strategy(name, *mb, **kwargs), bucket_mb)
+
+
 CASES = {
-    "fsdp": {"config": {"strategy": "fsdp", "bucket_mb": None}, "model": "shared"},
-    "zero2": {"config": {"strategy": "zero2", "bucket_mb": None}, "model": "shared"},
-    "fsdp-untied": {"config": {"strategy": "fsdp", "bucket_mb": None}, "model": "untied"},
-    "fsdp-units": {"config": {"strategy": "fsdp", "bucket_mb": None, "shard_unit_mb": 0.05},
-                   "model": "untied"},
-    "ddp+fp16": {"config": {"strategy": "ddp+fp16", "bucket_mb": 0.05}, "model": "shared"},
-    "bucketed+fp16": {"config": {"strategy": "bucketed+fp16", "bucket_mb": 0.05},
-                      "model": "shared"},
-    "ddp+powersgd:2": {"config": {"strategy": "ddp+powersgd:2", "bucket_mb": 0.01},
-                       "model": "lowrank", "per_rank": 1},
-    "bucketed+powersgd:2": {"config": {"strategy": "bucketed+powersgd:2", "bucket_mb": 25.0},
-                            "model": "lowrank", "per_rank": 1},
+    "fsdp": {"config": config("fsdp"), "model": "shared"},
+    "zero2": {"config": config("zero2"), "model": "shared"},
+    "fsdp-untied": {"config": config("fsdp"), "model": "untied"},
+    "fsdp-units": {"config": config("fsdp", shard_unit_mb=0.05), "model": "untied"},
+    "ddp+fp16": {"config": config("ddp+fp16", 0.05), "model": "shared"},
+    "bucketed+fp16": {"config": config("bucketed+fp16", 0.05), "model": "shared"},
+    "ddp+powersgd:2": {"config": config("ddp+powersgd:2", 0.01), "model": "lowrank",
+                       "per_rank": 1},
+    "bucketed+powersgd:2": {"config": config("bucketed+powersgd:2", 25.0), "model": "lowrank",
+                            "per_rank": 1},
     # several buckets in flight: torch's hook alone hangs on Gloo (realrun/comm_hooks.py)
-    "powersgd-buckets": {"config": {"strategy": "bucketed+powersgd:1", "bucket_mb": 0.02},
-                         "model": "untied"},
+    "powersgd-buckets": {"config": config("bucketed+powersgd:1", 0.02), "model": "untied"},
 }
 
 

@@ -19,11 +19,12 @@ import torch
 
 from tests.realrun import _beyond_ddp_targets as targets
 from tests.realrun.test_beyond_ddp import POWERSGD_RTOL
+from tests.realrun.test_beyond_ddp import config as make_config
 
 CASES = {
-    "ddp+powersgd:2": ({"strategy": "ddp+powersgd:2", "bucket_mb": 0.01}, "lowrank", 1),
-    "bucketed+fp16": ({"strategy": "bucketed+fp16", "bucket_mb": 0.05}, "shared", 4),
-    "fsdp": ({"strategy": "fsdp", "bucket_mb": None}, "shared", 4),
+    "ddp+powersgd:2": (make_config("ddp+powersgd:2", 0.01), "lowrank", 1),
+    "bucketed+fp16": (make_config("bucketed+fp16", 0.05), "shared", 4),
+    "fsdp": (make_config("fsdp"), "shared", 4),
 }
 
 

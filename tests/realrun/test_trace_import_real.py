@@ -16,11 +16,13 @@ import os
 
 import pytest
 
+from realrun.configs import config_of
 from realrun.launch import run_world
 from realrun.workload import Workload
 from simddp.cli import main
 from simddp.io import load_link, load_profile
 from simddp.presets.models import ModelSpec
+from simddp.strategy import make_strategy
 from simddp.traceimport import import_traces
 
 STEPS = 3
@@ -40,7 +42,7 @@ def record(tmp_path, config: dict, schedule: bool) -> tuple[list[str], list[dict
 
 @pytest.mark.slow
 def test_torch_ddp_trace_with_profiler_steps(tmp_path, capsys):
-    paths, ranks = record(tmp_path, {"strategy": "ddp", "bucket_mb": 0.05}, schedule=True)
+    paths, ranks = record(tmp_path, config_of(make_strategy("ddp", 0.05)), schedule=True)
     imp = import_traces(paths)
     grads = ranks[0]["grad_bytes"]
     assert imp.profile.grad_total_bytes == sum(grads)
@@ -72,7 +74,7 @@ def test_torch_ddp_trace_with_profiler_steps(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_realrun_ddp_trace_without_profiler_steps(tmp_path):
-    paths, ranks = record(tmp_path, {"strategy": "bucketed", "bucket_mb": 0.05}, schedule=False)
+    paths, ranks = record(tmp_path, config_of(make_strategy("bucketed", 0.05)), schedule=False)
     imp = import_traces(paths)
     grads = ranks[0]["grad_bytes"]
     assert imp.profile.grad_total_bytes == sum(grads)

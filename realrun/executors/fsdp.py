@@ -1,0 +1,12 @@
+"""The "fsdp" implementation: torch FSDP2, ``fully_shard`` per simddp unit (fsdp, zero2;
+realrun/sharded.py). It waits inside backward, so there is no ``sync``."""
+from __future__ import annotations
+
+from realrun.executors.wrapped import Wrapped
+from realrun.sharded import shard_module
+from simddp.strategy import Strategy
+
+
+def wrap(module, strategy: Strategy, ctx, process_group=None) -> Wrapped:
+    model, plan = shard_module(module, strategy, ctx.device, process_group)
+    return Wrapped(model, None, None, plan.calls)
