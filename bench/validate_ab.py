@@ -36,7 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from realrun.validate import ValidateSettings, anchor_compute, predict  # noqa: E402
+from realrun.validate import ValidateSettings, predict, scale_to_compute_only  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
 from simddp.host import Host, HostCosts  # noqa: E402
 from simddp.io import load_host, load_link, load_profile, load_results  # noqa: E402
@@ -93,7 +93,7 @@ def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
                                    pieces=(), blocking_alpha_s=None)
     inputs = frozenset()
     if anchor:
-        profile, _ = anchor_compute(profile, measured)
+        profile, _ = scale_to_compute_only(profile, measured)
         inputs = frozenset({COMPUTE_ONLY})
     strategies = tuple(sorted({r.strategy for r in measured} - {COMPUTE_ONLY}))
     mbs = tuple(sorted({r.bucket_mb for r in measured if r.bucket_mb is not None}))

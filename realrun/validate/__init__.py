@@ -11,12 +11,12 @@ steps, in order), :mod:`~realrun.validate.inputs` (calibrate and profile on the 
 :mod:`~realrun.validate.timeline` (one measured step, span by span) and
 :mod:`~realrun.validate.report` (text, JSON, files).
 """
-from realrun.validate.inputs import anchor_compute, calibrate_link, measure_profile
+from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
 from realrun.validate.pipeline import MeasureFailed, measure, predict, validate
 from realrun.validate.report import ValidationReport
 from realrun.validate.settings import ValidateSettings
 from realrun.validate.timeline import measure_timeline
 
-__all__ = ["MeasureFailed", "ValidateSettings", "ValidationReport", "anchor_compute",
-           "calibrate_link", "measure", "measure_profile", "measure_timeline", "predict",
-           "validate"]
+__all__ = ["MeasureFailed", "ValidateSettings", "ValidationReport", "calibrate_link",
+           "measure", "measure_profile", "measure_timeline", "predict",
+           "scale_to_compute_only", "validate"]

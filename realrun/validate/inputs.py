@@ -14,6 +14,7 @@ from realrun.validate.settings import ValidateSettings
 from simddp.engine import compute_only_s
 from simddp.link import Link
 from simddp.profile import ModelProfile
+from simddp.result import COMPUTE_ONLY
 from simddp.strategy import SHARDED
 
 
@@ -77,7 +78,7 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
                          shard_unit_mb=s.shard_unit_mb)
 
 
-def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:
+def scale_to_compute_only(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:
     """``profile`` with its compute total set to the measured compute-only median, and what
     was changed; None when compute-only was not measured.
 
@@ -88,7 +89,7 @@ def anchor_compute(profile: ModelProfile, measured: list) -> tuple[ModelProfile,
     so its median is the compute those runs saw. The per-layer split, the optimizer share
     and the ready order stay the profile's; every phase is scaled by one factor.
     """
-    row = next((r for r in measured if r.strategy == "compute-only"), None)
+    row = next((r for r in measured if r.strategy == COMPUTE_ONLY), None)
     if row is None:
         return None
     before_s = compute_only_s(profile, 1)

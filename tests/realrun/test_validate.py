@@ -174,17 +174,17 @@ def test_free_copies_runs_no_host_cost_probes():
 
 
 def test_anchor_compute_scales_every_phase_by_one_factor():
-    from realrun.validate.inputs import anchor_compute
+    from realrun.validate.inputs import scale_to_compute_only
     from simddp.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
                            optimizer_s=0.010)            # 50 ms of compute per step
     row = Result("m", "l", "compute-only", None, 2, 0.060, 0.0, 0, source="measured")
-    scaled, info = anchor_compute(profile, [row])
+    scaled, info = scale_to_compute_only(profile, [row])
     assert info == {"profile_ms": pytest.approx(50.0), "measured_ms": pytest.approx(60.0),
                     "factor": pytest.approx(1.2)}
     assert [layer.backward_s for layer in scaled.layers] == pytest.approx([0.024, 0.006])
     assert scaled.optimizer_s == pytest.approx(0.012)
-    assert anchor_compute(profile, []) is None
+    assert scale_to_compute_only(profile, []) is None
 
 
 def test_hook_fields_subtract_each_implementations_copies():
