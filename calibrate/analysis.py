@@ -7,7 +7,6 @@ reduce-scatter and all-gather timings into the Link's ``kind_fits`` the same way
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +18,6 @@ from calibrate.combine import (combine_kind_sequence, combine_sequence, summariz
                                widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
-from realrun.launch.env import is_torchrun
 from simddp.link import KindFit, Link
 
 
@@ -114,7 +112,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
                                             world_size)
     cont = combine_contention([r["contention"] for r in ranks]) if "contention" in ranks[0] \
         else None
-    oversubscribed = _oversubscribed(s, world_size)
+    oversubscribed = _oversubscribed(s, world_size, ranks[0])
     link = fitting.to_link(fit, _link_name(s, world_size), world_size, s.backend,
                            cont["compute_slowdown"] if cont else 1.0,
                            cont["comm_slowdown"] if cont else 1.0,
@@ -247,9 +245,10 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
     return text + (" (CPU oversubscribed)" if oversubscribed else "")
 
 
-def _oversubscribed(s: CalibrateSettings, world_size: int) -> str:
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) if is_torchrun() else world_size
-    cores = os.cpu_count() or 1
+def _oversubscribed(s: CalibrateSettings, world_size: int, rank0: dict) -> str:
+    """Rank 0 reports how many ranks share its host and its cores (calibrate/ranks/run.py)."""
+    local = rank0.get("local_world_size", world_size)
+    cores = rank0.get("cpu_count") or 1
     if s.backend == "gloo" and local * s.threads_per_rank > cores:
         return (f"{local} ranks x {s.threads_per_rank} thread(s) on {cores} cores: the CPU is "
                 "oversubscribed, so times include waiting for a core; this α and busbw "

@@ -9,10 +9,13 @@ Started by :func:`calibrate.measure` through the launcher, never by hand::
 """
 from __future__ import annotations
 
+import os
+
 from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.contention import measure_contention
 from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.sequence import measure_sequence
+from realrun.launch.env import ranks_on_this_cpu
 from simddp.report.progress import Progress
 
 
@@ -28,6 +31,10 @@ def run_rank(payload: dict, ctx) -> dict:
                         show=ctx.rank == 0 and payload["progress"])
     try:
         out = {"rank": ctx.rank, "world_size": ctx.world_size,
+               # what shares this rank's CPU: analysis flags an oversubscribed box from
+               # the ranks' own report, not from the launching process's environment
+               "local_world_size": ranks_on_this_cpu(ctx.world_size),
+               "cpu_count": os.cpu_count() or 1,
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}
         if kinds:

@@ -14,3 +14,19 @@ def is_torchrun(environ=None) -> bool:
     """True when torchrun (or a launcher setting its variables) started this process."""
     environ = os.environ if environ is None else environ
     return all(name in environ for name in TORCHRUN_VARS)
+
+
+def ranks_on_this_cpu(world_size: int, environ=None) -> int:
+    """How many ranks share this process's CPU: all of them when realrun spawned the ranks
+    (``REALRUN_PARENT_PID``; emulated hosts are namespaces on one machine too), else
+    torchrun's ``LOCAL_WORLD_SIZE``.
+
+    >>> ranks_on_this_cpu(4, {"REALRUN_PARENT_PID": "1", "LOCAL_WORLD_SIZE": "1"})
+    4
+    >>> ranks_on_this_cpu(16, {"LOCAL_WORLD_SIZE": "8"})
+    8
+    """
+    environ = os.environ if environ is None else environ
+    if "REALRUN_PARENT_PID" in environ:
+        return world_size
+    return int(environ.get("LOCAL_WORLD_SIZE", world_size))
