@@ -165,17 +165,23 @@ class ModelProfile:
 
     def scaled(self, forward_s: float | None = None, backward_s: float | None = None,
                optimizer_s: float | None = None) -> "ModelProfile":
-        """Rescale total forward/backward/optimizer seconds, keeping per-layer proportions."""
-        layers = self.layers
+        """Rescale total forward/backward/optimizer seconds, keeping per-layer proportions.
+
+        Each layer is rebuilt once, with both passes scaled (a prediction range scales each
+        input once per sweep: simddp/predictor.py)."""
+        factors = {}
         for attr, target in (("forward_s", forward_s), ("backward_s", backward_s)):
             if target is None:
                 continue
             _check_seconds(f"model {self.name!r}", attr, target)
-            total = sum(getattr(layer, attr) for layer in layers)
+            total = sum(getattr(layer, attr) for layer in self.layers)
             if total == 0:
                 raise InputError(f"model {self.name!r}: cannot rescale {attr}, it is 0")
-            layers = tuple(replace(layer, **{attr: getattr(layer, attr) * target / total})
+            factors[attr] = (target, total)
+        layers = self.layers
+        if factors:
+            layers = tuple(replace(layer, **{attr: getattr(layer, attr) * target / total
+                                             for attr, (target, total) in factors.items()})
                            for layer in layers)
         return replace(self, layers=layers,
                        optimizer_s=self.optimizer_s if optimizer_s is None else optimizer_s)
-

@@ -10,43 +10,37 @@ Contention, when nothing measured it (a link preset, or α/busbw given by hand, 
 ``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION`; when the profile
 measured it, over its repeats' p10–p90 (``Host.contention_spread``).
 
-The simulator is run once per *scenario*, each a corner of that box: all fast (``low``),
-all slow (``high``), and the two mixed corners, where compute and communication err in
-opposite directions; then the measured contention at its two ends (``contention_low``,
-``contention_high``). The mixed corners and the contention are what reorder bucket sizes: a
-job that is really more communication-bound than measured wants larger buckets, and one
-whose all-reduces slow the backward less wants smaller ones. A row's range is the min and
-max over the point and the scenarios (``Result.step_range_s``)::
+Each *scenario* is a corner of that box: all fast (``low``), all slow (``high``), and the
+two mixed corners, where compute and communication err in opposite directions; then the
+measured contention at its two ends (``contention_low``, ``contention_high``). The mixed
+corners and the contention are what reorder bucket sizes: a job that is really more
+communication-bound than measured wants larger buckets, and one whose all-reduces slow the
+backward less wants smaller ones. A row's range is the min and max over the point and the
+scenarios (``Result.step_range_s``)::
 
-    >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
+    >>> from simddp import Layer, Link, ModelProfile
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002)
     ...                                 for i in range(2)), compute_spread=(0.9, 1.2))
     >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.5, comm_slowdown=1.5,
     ...             time_spread=(1.0, 1.2))
-    >>> overlap = make_strategy("overlap")
-    >>> round(simulate(toy, link, plan(toy, overlap), 2).step_s * 1e3, 3)
-    7.5
-    >>> steps = scenario_steps(toy, link, 2, overlap)
-    >>> {name: round(s * 1e3, 3) for name, s in steps.items()}
-    {'low': 6.9, 'high': 9.0, 'comm_bound': 7.2, 'compute_bound': 8.7}
+    >>> {name: (s.compute_factor, s.comm_factor) for name, s in scenarios(toy, link).items()}
+    {'low': (0.9, 1.0), 'high': (1.2, 1.2), 'comm_bound': (0.9, 1.2), 'compute_bound': (1.2, 1.0)}
 
-(The point: 2 ms forward, l1's backward ends at 4 ms, its 1 ms all-reduce runs 1.5 ms under
-contention while l0's backward does 1 ms of its 2, which ends at 6.5 ms; l0's all-reduce 7.5.)
+This module says what each scenario is; :mod:`simddp.predictor` simulates them, each
+distinct input once per sweep, and works out rows that need no engine run.
 
 docs/CLI.md ("Prediction ranges") says what a range is and is not: it is the spread
 of a step from the spread of its inputs, not a confidence interval of the median.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from simddp.engine import simulate
+from simddp.contention import Contention, contention_for, with_contention
 from simddp.host import Host
 from simddp.link import Link
-from simddp.plans import plan
 from simddp.profile import ModelProfile
-from simddp.strategy import Strategy
 
 # (compute_slowdown, comm_slowdown) at the high end when no contention was measured: compute
 # slows by 18.9 % on average and at most 40.0 % while NCCL collectives overlap it, on A100,
@@ -57,58 +51,93 @@ UNCALIBRATED_CONTENTION = (1.4, 1.4)
 SCENARIOS = {"low": (0, 0), "high": (1, 1), "comm_bound": (0, 1), "compute_bound": (1, 0)}
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """What one scenario changes from the point: every compute second x ``compute_factor``,
+    every all-reduce x ``comm_factor``, and the contention both run under."""
+
+    compute_factor: float
+    comm_factor: float
+    contention: Contention
+
+    @property
+    def key(self) -> tuple:
+        """Equal keys, equal inputs: one engine run serves every scenario with this key."""
+        return self.compute_factor, self.comm_factor, self.contention.factors
+
+
+def point_scenario(link: Link, host: Host | None = None) -> Scenario:
+    """The point itself, as a scenario: nothing scaled, the contention measured (or none)."""
+    return Scenario(1.0, 1.0, contention_for(link, host))
+
+
 def contention_measured(link: Link, host: Host | None) -> bool:
     """Whether a measurement set the contention: calibrate's link, or the model's own."""
-    return (host is not None and host.contention is not None) or \
-        link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0
+    return contention_for(link, host).measured
 
 
 def has_spread(profile: ModelProfile, link: Link, host: Host | None = None) -> bool:
     """Whether any input is uncertain, i.e. whether ranges differ from the point."""
+    contention = contention_for(link, host)
     return (profile.compute_spread is not None or link.time_spread is not None
-            or not contention_measured(link, host)
-            or (host is not None and host.contention_spread is not None))
+            or not contention.measured or contention.spread is not None)
+
+
+def scenarios(profile: ModelProfile, link: Link, host: Host | None = None
+              ) -> dict[str, Scenario]:
+    """Each scenario by name: the four corners of compute and all-reduce time (the
+    uncalibrated contention where all-reduces are at their slow end, when none was
+    measured); then, when the model's own contention was measured with its spread, that
+    contention at its low and high end with the other inputs at the point
+    (``contention_low``, ``contention_high``): whether an overlapped bucket pays off hinges
+    on it."""
+    compute = profile.compute_spread or (1.0, 1.0)
+    comm = link.time_spread or (1.0, 1.0)
+    point = contention_for(link, host)
+    assumed = Contention(*UNCALIBRATED_CONTENTION)
+    out = {name: Scenario(compute[c], comm[m], assumed if m == 1 and not point.measured
+                          else point)
+           for name, (c, m) in SCENARIOS.items()}
+    ends = point.ends()
+    if ends is not None:
+        out["contention_low"], out["contention_high"] = (Scenario(1.0, 1.0, e) for e in ends)
+    return out
+
+
+def scaled_profile(profile: ModelProfile, factor: float) -> ModelProfile:
+    """``profile`` with every compute second x ``factor`` (itself at 1.0)."""
+    if factor == 1.0:
+        return profile
+    return profile.scaled(forward_s=profile.forward_s * factor if profile.forward_s else None,
+                          backward_s=profile.backward_s * factor if profile.backward_s
+                          else None, optimizer_s=profile.optimizer_s * factor)
+
+
+def build_inputs(profile: ModelProfile, link: Link, host: Host | None,
+                 wanted: Iterable[Scenario]) -> dict[tuple, tuple[ModelProfile, Link, Host | None]]:
+    """Scenario key -> the profile, link and host it simulates with (host costs held at
+    their measurement), each built once: a scaled profile is shared by every scenario with
+    its compute factor (it rebuilds every layer: 321,694 of them when built per row, issue
+    21)."""
+    profiles = {1.0: profile}
+    out = {}
+    for scn in wanted:
+        if scn.key in out:
+            continue
+        f = scn.compute_factor
+        if f not in profiles:
+            profiles[f] = scaled_profile(profile, f)
+        out[scn.key] = (profiles[f], *with_contention(link.time_scaled(scn.comm_factor), host,
+                                                      scn.contention))
+    return out
 
 
 def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None
                     ) -> dict[str, tuple[ModelProfile, Link, Host | None]]:
-    """The profile, link and host of each scenario (host costs held at their measurement).
-
-    The four corners of compute and all-reduce time; then, when the host carries the spread
-    of its measured contention, that contention at its low and high end with the other
-    inputs at the point (``contention_low``, ``contention_high``): whether an overlapped
-    bucket pays off hinges on it."""
-    compute = profile.compute_spread or (1.0, 1.0)
-    comm = link.time_spread or (1.0, 1.0)
-    out = {}
-    for name, (c, m) in SCENARIOS.items():
-        f = compute[c]
-        p = profile.scaled(forward_s=profile.forward_s * f if profile.forward_s else None,
-                           backward_s=profile.backward_s * f if profile.backward_s else None,
-                           optimizer_s=profile.optimizer_s * f)
-        lk = link.time_scaled(comm[m])
-        if m == 1 and not contention_measured(link, host):
-            lk = replace(lk, compute_slowdown=UNCALIBRATED_CONTENTION[0],
-                         comm_slowdown=UNCALIBRATED_CONTENTION[1])
-        out[name] = (p, lk, host)
-    if host is not None and host.contention_spread is not None and host.contention:
-        low, high = host.contention_spread
-        point = host.contention
-        out["contention_low"] = (profile, link, replace(
-            host, contention=tuple(min(a, b) for a, b in zip(low, point))))
-        out["contention_high"] = (profile, link, replace(
-            host, contention=tuple(max(a, b) for a, b in zip(high, point))))
-    return out
-
-
-def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy: Strategy,
-                   host: Host | None = None) -> dict[str, float]:
-    """Step seconds of ``strategy`` in each scenario (the point is the plain simulation)."""
-    out = {}
-    for name, (p, lk, h) in scenario_inputs(profile, link, host).items():
-        out[name] = simulate(p, lk, plan(p, strategy), world_size, host=h,
-                             record=False).step_s
-    return out
+    """The profile, link and host of each scenario (:func:`scenarios`) by name."""
+    named = scenarios(profile, link, host)
+    built = build_inputs(profile, link, host, named.values())
+    return {name: built[scn.key] for name, scn in named.items()}
 
 
 def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list[float] | None:
@@ -151,11 +180,12 @@ def range_sources(profile: ModelProfile, link: Link, host: Host | None = None) -
     if link.time_spread is not None:
         lo, hi = link.time_spread
         parts.append(f"all-reduce x{lo:.2f}–x{hi:.2f} (calibrate p5–p95)")
-    if not contention_measured(link, host):
+    contention = contention_for(link, host)
+    if not contention.measured:
         c, m = UNCALIBRATED_CONTENTION
         parts.append(f"contention none to x{c:g} compute, x{m:g} comm (not calibrated)")
-    elif host is not None and host.contention_spread is not None:
-        (c0, m0), (c1, m1) = host.contention_spread
+    elif contention.spread is not None:
+        (c0, m0), (c1, m1) = contention.spread
         parts.append(f"contention x{c0:.2f}–x{c1:.2f} compute, x{m0:.2f}–x{m1:.2f} comm "
                      "(profile p10–p90)")
     if not parts:

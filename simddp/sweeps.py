@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.host import Host
 from simddp.link import Link
-from simddp.plans import plan
+from simddp.predictor import Predictor
 from simddp.profile import ModelProfile
-from simddp.ranges import robust_pick, scenario_steps
+from simddp.ranges import robust_pick
 from simddp.result import Result
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
@@ -103,19 +102,20 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
           shard_unit_mb: float | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
-    ``host``: the DDP implementations' host costs (None: free); ``ranges``: also simulate
-    each input scenario (simddp/ranges.py), for ``Result.step_range_s`` (5x the work)."""
+    ``host``: the DDP implementations' host costs (None: free); ``ranges``: also each input
+    scenario (simddp/ranges.py), for ``Result.step_range_s``. Each engine run is done once
+    per sweep (simddp/predictor.py); ``stats`` gets ``events`` and the ``work`` done."""
     configs = sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
+    predictor = Predictor(profile, link, world_size, host, ranges=ranges, record=record,
+                          stats=stats)
     results = []
     for i, strategy in enumerate(configs):
-        r = simulate(profile, link, plan(profile, strategy), world_size, host=host,
-                     record=record, stats=stats)
-        if ranges:
-            r = replace(r, scenarios_s=scenario_steps(profile, link, world_size, strategy, host))
-        results.append(r)
+        results.append(predictor.predict(strategy))
         if on_progress is not None:
             on_progress(i + 1, len(configs))
+    if stats is not None:
+        stats["work"] = dict(predictor.work)
     return results
 
 
