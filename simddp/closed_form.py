@@ -24,6 +24,7 @@ evaluator refuses such inputs instead of being silently wrong.
 from __future__ import annotations
 
 from simddp.schedule import optimizer_share_s
+from simddp.contention import contention_for
 from simddp.host import Host
 from simddp.link import Link
 from simddp.plans import Plan
@@ -33,9 +34,7 @@ from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                        host: Host | None = None) -> float:
-    if host is not None:
-        link = host.contended(link)
-    if (link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0
+    if (contention_for(link, host).active
             or (host is not None and not host.costs(plan.strategy.implementation).free)):
         raise ValueError("the closed form models neither contention nor host costs; "
                          "use the engine")
