@@ -155,3 +155,14 @@ def test_calibrate_figures_stay_inside_and_name_the_busbw_unit():
     legend = figures([world])["allreduce_time.png"].axes[0].get_legend()
     assert any("busbw" in t.get_text() and "GB/s" in t.get_text()
                for t in legend.get_texts())
+
+
+def test_many_swept_sizes_get_tick_labels_that_do_not_collide():
+    mbs = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 200, 500, 1000]
+    fig = sweep_figure(sweep(PROFILE, LINK, 2, ["naive", "bucketed"], mbs, ranges=True))
+    assert outside(fig) == []
+    labels = [t.get_window_extent() for t in fig.axes[0].get_xticklabels()
+              if t.get_visible() and t.get_text()]
+    assert len(labels) >= 5
+    assert not [(i, j) for i in range(len(labels)) for j in range(i)
+                if overlaps(labels[i], labels[j])]
