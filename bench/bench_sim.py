@@ -1,7 +1,9 @@
 """How fast is the simulator? The sweep users run, and how it scales with tensor count.
 
-    python bench/bench_sim.py                 # both parts, 7 repeats each after a warm-up
+    python bench/bench_sim.py                 # parts a and b, 7 repeats each after a warm-up
     python bench/bench_sim.py --repeats 15
+    python bench/bench_sim.py --part command --repeats 9 [--before DIR]   # (c)
+    python bench/bench_sim.py --part tensors --repeats 3                  # (d)
 
 (a) The 5 × 20 sweep: naive, flat, overlap, bucketed, ddp × 20 bucket sizes (1…1000 MB, log
     spaced) on transformer-xl (435 gradient tensors) over eth-100g, 2 ranks — what
@@ -13,9 +15,19 @@
     strategies naive (one all-reduce per tensor: the most events) and ddp at 25 MB. If the
     engine is linear, µs per tensor stays about constant.
 
+(c) The command users run, with prediction ranges (``simddp sweep`` always has them):
+    ``python -m simddp sweep --model transformer-xl --bucket-mb 1,2,...,20 --format json``
+    (83 rows), as a whole process, alternated with a bare ``python -c "import simpy, numpy"``
+    so both see the same load; the ratio of the two is steadier than either. Then
+    ``sweep(..., ranges=True)`` in-process: the simulation's share of the command.
+    ``--before DIR``: also time the command from a checkout of older code in DIR, in the same
+    rotation (e.g. ``git worktree add /tmp/before c829ea1~1``).
+(d) Tensor count with ranges: ffn-Nx512x2048 (2N tensors of 4 MiB) swept over naive,
+    overlap, bucketed, ddp × the 10 default bucket sizes, N up to 5000 (10k tensors).
+
 Each figure is the median over the repeats with min–max spread; wall time (perf_counter) and
 CPU time (process_time — steadier when other jobs share the machine). A script, not a test:
-it asserts nothing about time.
+it asserts nothing about time (tests/simddp/test_predictor.py counts the work instead).
 """
 from __future__ import annotations
 
@@ -23,6 +35,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,11 +49,17 @@ from simddp.engine import simulate  # noqa: E402
 from simddp.presets.links import get_link  # noqa: E402
 from simddp.presets.models import build_profile, parse_model  # noqa: E402
 from simddp.plans import plan  # noqa: E402
-from simddp.sweeps import sweep, sweep_strategies  # noqa: E402
+from simddp.strategy import STRATEGIES  # noqa: E402
+from simddp.sweeps import DEFAULT_BUCKET_MB, sweep, sweep_strategies  # noqa: E402
 
 SWEEP_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 SWEEP_BUCKETS_MB = tuple(float(f"{x:.3g}") for x in np.geomspace(1, 1000, 20))
 SCALING_TENSORS = (100, 1_000, 3_000, 10_000)
+ROOT = Path(__file__).resolve().parents[1]
+XL_COMMAND = ("sweep", "--model", "transformer-xl", "--bucket-mb",
+              ",".join(str(mb) for mb in range(1, 21)), "--format", "json")
+RANGE_STRATEGIES = ("naive", "overlap", "bucketed", "ddp")
+FFN_LAYERS = (500, 1_500, 5_000)       # x2 tensors each: 1k, 3k, 10k
 
 
 def timed(fn, repeats: int):
@@ -80,16 +99,17 @@ def bench_sweep(repeats: int) -> None:
     configs = sweep_strategies(SWEEP_STRATEGIES, SWEEP_BUCKETS_MB)
     print(f"(a) sweep: {len(SWEEP_STRATEGIES)} strategies × {len(SWEEP_BUCKETS_MB)} bucket sizes "
           f"({SWEEP_BUCKETS_MB[0]:g}…{SWEEP_BUCKETS_MB[-1]:g} MB) on {profile.name} "
-          f"({profile.n_tensors} tensors), {link.name}, 2 ranks = {len(configs)} simulations; "
+          f"({profile.n_tensors} tensors), {link.name}, 2 ranks = {len(configs)} plans; "
           f"{repeats} repeats after 1 warm-up")
 
     def whole():
         stats: dict = {}
         sweep(profile, link, 2, SWEEP_STRATEGIES, SWEEP_BUCKETS_MB, stats=stats)
-        return stats["events"]
+        return stats
 
-    wall, cpu, events = timed(whole, repeats)
-    print(f"    sweep() incl. plans  wall {spread(wall)}   cpu {spread(cpu)}")
+    wall, cpu, stats = timed(whole, repeats)
+    print(f"    sweep() incl. plans  wall {spread(wall)}   cpu {spread(cpu)}   "
+          f"({stats['work']['engine_runs']} engine runs: equal layouts run once)")
     plans = [plan(profile, s) for s in configs]
 
     def engine_only():
@@ -131,11 +151,78 @@ def bench_scaling(repeats: int) -> None:
                   f"{statistics.median(p_wall) * 1e3:>7.1f}")
 
 
+def run_s(argv: list[str], pythonpath: Path = ROOT) -> float:
+    """Wall seconds of one ``python argv`` process (from start-up to exit)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, *argv], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, cwd=pythonpath,
+                   env={**os.environ, "PYTHONPATH": str(pythonpath)})
+    return time.perf_counter() - t0
+
+
+def bench_command(repeats: int, before: Path | None) -> None:
+    print(f"(c) the xl sweep with ranges as a command: python -m simddp {' '.join(XL_COMMAND)}; "
+          f"{repeats} rounds after 1 warm-up, alternated with a bare import")
+    cases = {"bare": ["-c", "import simpy, numpy"], "command": ["-m", "simddp", *XL_COMMAND]}
+    paths = {"bare": ROOT, "command": ROOT}
+    if before is not None:
+        cases["before"], paths["before"] = cases["command"], before
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for i in range(repeats + 1):
+        for k, argv in cases.items():
+            t = run_s(argv, paths[k])
+            if i:
+                times[k].append(t)
+    for k, ts in times.items():
+        ratio = statistics.median(t / b for t, b in zip(ts, times["bare"]))
+        print(f"    {k:<8} wall {spread(ts)}   median per-round ratio to bare "
+              f"{ratio:.2f}")
+    profile = build_profile(parse_model("transformer-xl"))
+    link = get_link("eth-100g")
+
+    def inside():
+        stats: dict = {}
+        sweep(profile, link, 2, list(STRATEGIES), range(1, 21), ranges=True, stats=stats)
+        return stats
+
+    wall, cpu, stats = timed(inside, repeats)
+    print(f"    sweep(ranges=True) wall {spread(wall)}   cpu {spread(cpu)}   "
+          f"{stats['events']} events, {stats['work']}")
+
+
+def bench_tensors(repeats: int) -> None:
+    link = get_link("eth-100g")
+    print(f"(d) tensors with ranges: ffn-Nx512x2048, {', '.join(RANGE_STRATEGIES)} × "
+          f"{len(DEFAULT_BUCKET_MB)} bucket sizes, {link.name}, 2 ranks; {repeats} repeats "
+          f"after 1 warm-up (sweep) and {repeats} commands")
+    print(f"    {'tensors':>7}  {'rows':>4}  {'runs':>4}  {'events':>8}  {'sweep s':>7}  "
+          f"{'min–max s':>11}  {'ms/tensor':>9}  {'command s':>9}  {'min–max s':>11}")
+    for n in FFN_LAYERS:
+        profile = build_profile(parse_model(f"ffn-{n}x512x2048"))
+
+        def inside():
+            stats: dict = {}
+            rows = sweep(profile, link, 2, RANGE_STRATEGIES, ranges=True, stats=stats)
+            return len(rows), stats
+
+        wall, _, (rows, stats) = timed(inside, repeats)
+        cmd = [run_s(["-m", "simddp", "sweep", "--model", f"ffn-{n}x512x2048", "--strategies",
+                      ",".join(RANGE_STRATEGIES), "--format", "json"]) for _ in range(repeats)]
+        med, tensors = statistics.median(wall), profile.n_tensors
+        print(f"    {tensors:>7}  {rows:>4}  {stats['work']['engine_runs']:>4}  "
+              f"{stats['events']:>8}  {med:>7.2f}  {min(wall):>5.2f}–{max(wall):<5.2f}  "
+              f"{med / tensors * 1e3:>9.3f}  {statistics.median(cmd):>9.2f}  "
+              f"{min(cmd):>5.2f}–{max(cmd):<5.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=7, help="measured runs per figure (default 7)")
-    ap.add_argument("--part", choices=("all", "sweep", "scaling"), default="all")
+    ap.add_argument("--part", choices=("all", "sweep", "scaling", "command", "tensors"),
+                    default="all", help="all: (a) and (b)")
+    ap.add_argument("--before", type=Path, help="(c): also time the command from this "
+                    "checkout of older code")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
@@ -144,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         bench_sweep(args.repeats)
     if args.part in ("all", "scaling"):
         bench_scaling(args.repeats)
+    if args.part == "command":
+        bench_command(args.repeats, args.before)
+    if args.part == "tensors":
+        bench_tensors(args.repeats)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
