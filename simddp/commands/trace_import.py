@@ -57,9 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "loss_fn])), for parameter names; runs your file, which needs torch")
     g.add_argument("--name", default=None, help="the profile's name (default: the trace's)")
     g.add_argument("--link", default=None, metavar="PRESET|FILE.json",
-                   help="required for a one-GPU trace (world size 1), whose all-reduces move "
-                        "nothing: the network to predict with (python -m simddp links, or a "
-                        "link.json from python -m calibrate); refused for a multi-rank trace")
+                   help="required for a one-rank trace (one GPU, world size 1), whose "
+                        "all-reduces move nothing: the network to predict with (python -m "
+                        "simddp links, or a link.json from python -m calibrate); refused for "
+                        "a multi-rank trace")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (summary.json on stdout) for scripts")
 

@@ -176,13 +176,13 @@ def _check_link(timelines: list[Timeline], link: Link | None) -> None:
     """A one-GPU trace needs ``link``; a trace with a network to fit refuses one."""
     local = [tl.local_comms for tl in timelines]
     if all(local) and link is None:
-        raise InputError(f"{timelines[0].trace.path}: a one-GPU trace (world size 1) moves no "
-                         "gradient over a network, so it gives sizes and ready times but no "
+        raise InputError(f"{timelines[0].trace.path}: a one-rank trace (world size 1) moves "
+                         "no gradient over a network, so it gives sizes and ready times but no "
                          "link; add --link PRESET|link.json (python -m simddp links)")
     if not any(local) and link is not None:
         raise InputError(f"--link {link.name}: the traces come from "
                          f"{timelines[0].trace.world_size or len(timelines)} ranks and the "
-                         "link is fitted from them; --link is for one-GPU traces")
+                         "link is fitted from them; --link is for one-rank traces")
 
 
 def _with_impl(tl: Timeline, implementation: str) -> Timeline:

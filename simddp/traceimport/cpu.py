@@ -53,7 +53,8 @@ def build_cpu_timeline(trace: RankTrace) -> Timeline:
         steps=windows(host, STEP), optimizer=windows(host, OPTIMIZER),
         event_starts=tuple(starts), overhead_s=profiler_overhead_s(thread),
         start_s=thread[0].start_s, end_s=max(e.end_s for e in thread),
-        busy=merge((e.start_s, e.end_s) for e in thread if e.cat == "cpu_op"))
+        busy=merge((e.start_s, e.end_s) for e in thread if e.cat == "cpu_op"),
+        local_comms=trace.world_size == 1)   # one rank: Gloo reduces in place, no network
 
 
 def _cpu_node(node: Event, thread: list[Event], starts: list[float]) -> Node:

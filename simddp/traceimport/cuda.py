@@ -20,8 +20,9 @@ instant by which everything launched before it has finished::
 - **one GPU** (world size 1): NCCL launches no kernel for a one-rank all-reduce, but the host
   still records each call (``record_param_comms`` with ``Collective name`` and ``In``/``Out
   msg nelems``, inside ``c10d::allreduce_``). Those records become the collectives, issued
-  and ended when the GPU has run all work launched before the call: the gradient sizes and
-  ready times come from the trace, the network does not (``Timeline.local_comms``).
+  and ended when the GPU has run all work launched before the call (without those records,
+  the ``c10d::allreduce_`` ops): the gradient sizes and ready times come from the trace, the
+  network does not (``Timeline.local_comms``).
 
 Tested on minimal events written by hand in the Kineto format (tests/simddp/
 test_trace_import.py); no GPU trace was recorded for this project.
@@ -33,10 +34,12 @@ from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 from simddp.traceimport.events import (
+    DTYPE_BYTES,
     GPU_CATEGORIES,
     Event,
     RankTrace,
     nbytes_of,
+    numel_of,
     shape_of,
 )
 from simddp.traceimport.lanes import (
@@ -173,4 +176,21 @@ def _host_comms(host: list[Event], clock: DeviceClock) -> list[Comm]:
                                                 "In msg nelems": e.args["Out msg nelems"]}))
         at_s = clock.done_by(e.start_s)
         comms.append(Comm(kind, nbytes, at_s, at_s, at_s))
+    return comms or _launch_comms(host, clock)
+
+
+def _launch_comms(host: list[Event], clock: DeviceClock) -> list[Comm]:
+    """Without ``record_param_comms`` (torch 2.13's Gloo records none; a build may do the
+    same on NCCL): the ``c10d::`` launch ops, their elements from ``Input Dims`` and their
+    element size from the gradients' recorded type (a TensorList records none)."""
+    types = [str(e.args["Input type"][0]) for e in host if e.name == ACCUMULATE
+             and isinstance(e.args.get("Input type"), list) and e.args["Input type"]]
+    size = DTYPE_BYTES.get(max(set(types), key=types.count)) if types else None
+    comms = []
+    for e in host:
+        kind = comm_kind(e.name) if e.name.startswith("c10d::") else None
+        if kind:
+            numel, at_s = numel_of(e), clock.done_by(e.start_s)
+            comms.append(Comm(kind, None if not (numel and size) else numel * size,
+                              at_s, at_s, at_s))
     return comms

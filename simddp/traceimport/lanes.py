@@ -99,8 +99,8 @@ class Timeline:
     start_s: float                   # the first event's start on the compute lane
     end_s: float                     # the last event's end on the compute lane
     busy: tuple[tuple[float, float], ...] = ()   # when the compute lane ran ops, merged
-    # One GPU (NCCL, world size 1): the collectives are the host's records of calls that
-    # launched no kernel, so they take no time and say nothing about a network
+    # One rank (world size 1): no collective crossed a network. On one GPU they are the
+    # host's records of calls that launched no kernel (simddp.traceimport.cuda)
     local_comms: bool = False
 
     def busy_between(self, start_s: float, end_s: float) -> float:

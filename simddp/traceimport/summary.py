@@ -163,7 +163,7 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
 def _link_line(ln: dict) -> str:
     if ln["given"]:
         return (f"link: {ln['name']} as given (α {ln['alpha_us']:.0f} µs, busbw "
-                f"{ln['busbw_gbps']:.3g} GB/s), not measured: a one-GPU trace's all-reduces "
+                f"{ln['busbw_gbps']:.3g} GB/s), not measured: a one-rank trace's all-reduces "
                 "move nothing over a network; link.json is that link")
     return (f"link: α {ln['alpha_us']:.0f} µs, busbw {ln['busbw_gbps']:.3g} GB/s, fitted on "
             f"all-reduces of {ln['fitted_sizes_bytes'][0] / MB:.3g}–"

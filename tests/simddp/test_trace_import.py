@@ -248,10 +248,15 @@ def test_cuda_job_reads_nccl_kernels_on_the_gpu_clock(tmp_path, sizes_on_kernel)
     assert abs(imp.replay_error) < 0.05 and abs(imp.reproduction_error) < 1e-6
 
 
-def one_gpu(tmp_path: Path, in_nelems: bool = True, twice: bool = False) -> list[str]:
+def one_gpu(tmp_path: Path, in_nelems: bool = True, twice: bool = False,
+            records: bool = True) -> list[str]:
     """A one-GPU NCCL trace (issue 20): no NCCL kernel, the calls recorded on the host.
-    ``twice``: every call recorded again inside its record (counted once)."""
+    ``twice``: every call recorded again inside its record (counted once); ``records=False``:
+    no record_param_comms at all (the c10d::allreduce_ launches are read instead)."""
     (trace,) = job(world=1, device="cuda", kernels=False)
+    if not records:
+        trace["traceEvents"] = [e for e in trace["traceEvents"]
+                                if e["name"] != "record_param_comms"]
     for e in list(trace["traceEvents"]):
         if e["name"] == "record_param_comms" and not in_nelems:
             del e["args"]["In msg nelems"]          # some builds record only Out msg nelems
@@ -262,10 +267,11 @@ def one_gpu(tmp_path: Path, in_nelems: bool = True, twice: bool = False) -> list
     return write(tmp_path, [trace])
 
 
-@pytest.mark.parametrize("in_nelems, twice", [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize("in_nelems, twice, records", [
+    (True, False, True), (False, False, True), (True, True, True), (True, False, False)])
 def test_one_gpu_trace_gives_sizes_and_ready_times_and_takes_the_link(tmp_path, in_nelems,
-                                                                       twice):
-    imp = import_traces(one_gpu(tmp_path, in_nelems, twice), link=get_link("ib-8xndr"))
+                                                                       twice, records):
+    imp = import_traces(one_gpu(tmp_path, in_nelems, twice, records), link=get_link("ib-8xndr"))
     assert imp.link == get_link("ib-8xndr") and imp.link_given and imp.world_size == 1
     assert imp.profile.grad_total_bytes == sum(b for _, b in _grads())
     assert len(imp.joint) == STEPS and len(imp.joint[0].samples) == len(ROWS)
@@ -294,7 +300,7 @@ def test_one_gpu_command_needs_link_and_predicts_a_cluster(tmp_path, capsys):
 def test_link_is_refused_for_a_multi_rank_trace(tmp_path, capsys):
     code, _, err = cli(capsys, "trace-import", *write(tmp_path, job()), "--out",
                        str(tmp_path / "o"), "--link", "eth-100g")
-    assert code == 2 and "--link is for one-GPU traces" in err and err.count("\n") == 1
+    assert code == 2 and "--link is for one-rank traces" in err and err.count("\n") == 1
 
 
 # --- fits and helpers -----------------------------------------------------------------------
