@@ -172,4 +172,5 @@ def _link_line(ln: dict) -> str:
             f"{'' if ln['comm_slowdown_measured'] else ' (not measured)'}, compute "
             f"x{ln['compute_slowdown']:.2f} slower beside them"
             f"{'' if ln['compute_slowdown_measured'] else ' (not measured)'}"
-            f"{'' if ln['sizes_separable'] else '; sizes too alike to tell α from bandwidth: α = 0'}")
+            + ("" if ln["sizes_separable"]
+               else "; sizes too alike to tell α from bandwidth: α = 0"))
