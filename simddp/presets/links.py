@@ -19,7 +19,7 @@ LINKS = {link.name: link for link in (
     Link("nvlink-h100", alpha_s=30e-6, busbw_gbps=370.0, backend="nccl",
          source="8×H100 SXM over NVLink4/NVSwitch, ring: 450 GB/s line rate less ~20% "
                 "protocol overhead gives busbw ≈ 370 GB/s with NCCL_ALGO=RING "
-                "(NVIDIA/nccl-tests#212); 368.8 GB/s measured with NVLS off on one HGX H100 "
+                "(NVIDIA/nccl-tests#212); 368.8 GB/s reported with NVLS disabled "
                 "(nccl-tests#309). α: a ring's latency grows with the ranks; 8×A100 ring "
                 "measured 33.7 µs (2 GPUs: 10 µs, nccl-tests#123); no H100 figure found"),
     Link("nvlink-h100-nvls", alpha_s=30e-6, busbw_gbps=480.0, backend="nccl",
@@ -28,12 +28,12 @@ LINKS = {link.name: link for link in (
                 "(NVIDIA/nccl-tests#212); 476 GB/s measured on one H100 node (nccl-tests#290), "
                 "475 GB/s on 8×H200, same NVLink4 (nccl-tests#272). An upper bound for "
                 "DDP's 25 MB buckets; busbw holds for 8 ranks only. α as nvlink-h100"),
-    Link("ib-8xndr", alpha_s=45e-6, busbw_gbps=370.0, backend="nccl",
+    Link("ib-8xndr", alpha_s=45e-6, busbw_gbps=380.0, backend="nccl",
          source="H100 nodes with 8× NDR 400 Gb/s (ConnectX-7) each: 48–49 GB/s per NIC "
                 "(NVIDIA/nccl-tests#267), 46–48 (nccl-tests#290), so 368–392 GB/s per node; "
-                "a flat ring also crosses each node's NVLink ring (370 GB/s, nvlink-h100), "
-                "the lower of the two. α: 2 nodes × 8 Hopper (H20) with 16 NDR NICs took "
-                "46–48 µs for small all-reduces (NVIDIA/nccl#1244)"),
+                "NVIDIA: ~48 GB/s per NIC, 'up to ~396GB/s with the RING protocol' "
+                "(nccl-tests#319). α: 2 nodes × 8 Hopper (H20) with 16 NDR NICs took "
+                "46–49 µs for small all-reduces (NVIDIA/nccl#1244)"),
     Link("ib-4xhdr", alpha_s=30e-6, busbw_gbps=85.0, backend="nccl",
          source="3 nodes × 8 A100 with 4× HDR 200 Gb/s IB per node: nccl-tests busbw "
                 "≈ 85 GB/s average, 96 GB/s peak, of a 100 GB/s wire (NVIDIA/nccl-tests#119)"),
