@@ -25,7 +25,7 @@ import math
 
 from simddp.account.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, WEIGHT_COPIES, GiB,
                                    Precision, memory_report)
-from simddp.account.optimal_bucket import closed_form_optimum
+from simddp.account.optimal_bucket import NO_LATENCY, closed_form_optimum
 from simddp.account.states import PerParam, state_bytes
 from simddp.account.traffic import account_strategies, at_dtype, comm_rows
 from simddp.commands.common import (DEFAULT_MODEL, _is_file_arg, add_beyond_ddp_args,
@@ -36,6 +36,7 @@ from simddp.io import load_profile
 from simddp.plans import plan
 from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
 from simddp.report.recommendation import fmt_bytes
+from simddp.report.table import fmt_sig
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, mb_to_bytes
 
 HELP = "memory per device, FSDP sharding, communication volume, optimal bucket size"
@@ -199,8 +200,8 @@ def _comm_lines(out: dict) -> list[str]:
         return ["", "world size 1: no communication"]
     link = out["link"]
     lines = ["", f"communication per optimizer step per rank: {comm['world_size']} ranks, "
-              f"link {link['name']} (α {link['alpha_s'] * 1e6:g} µs, busbw "
-              f"{link['busbw_gbps']:g} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
+              f"link {link['name']} (α {fmt_sig(link['alpha_s'] * 1e6)} µs, busbw "
+              f"{fmt_sig(link['busbw_gbps'])} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
               f"{comm['accum_steps']} micro-step(s)",
               f"  {'strategy':19} {'calls':>7} {'payload GB':>11} {'sent/rank GB':>13} "
               f"{'α ms':>9} {'bw ms':>11} {'total ms':>11}"]
@@ -217,9 +218,12 @@ def _comm_lines(out: dict) -> list[str]:
         lines.append(f"  {row['strategy']:20} {fmt_bytes(total):>11}   " + ", ".join(
             f"{k.replace('_', ' ')} {fmt_bytes(v, total)}" for k, v in parts.items()))
     opt = out["bucket_optimum"]
-    lines.append(f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
-                 f"{opt['bucket_mb']:.4g} MB, {opt['overhead_ms']:.3f} ms exposed, "
-                 f"{opt['regime']}")
+    head = f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
+    if opt["regime"] == NO_LATENCY:
+        lines.append(head + "none: the link's α is 0, so smaller buckets are never slower")
+    else:
+        lines.append(head + f"{opt['bucket_mb']:.4g} MB, {opt['overhead_ms']:.3f} ms exposed, "
+                     f"{opt['regime']}")
     return lines
 
 

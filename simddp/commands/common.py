@@ -98,6 +98,11 @@ def _is_file_arg(text: str) -> bool:
 
 
 def resolve_model(args: argparse.Namespace) -> ModelProfile:
+    if ".py:" in args.model or args.model.endswith(".py"):
+        raise InputError(f"--model {args.model}: a Python file is a torch model, not a "
+                         f"profile; measure it first (python -m realrun profile --module "
+                         f"{args.model if ':' in args.model else args.model + ':FN'} --out "
+                         "prof.json), then pass --model prof.json")
     if _is_file_arg(args.model):
         profile = load_profile(args.model)
     else:

@@ -47,7 +47,8 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
                  f"{fmt_mb(rec.bucket_mb)} MB stays within {100 * rec.worst_regret:.1f}%: "
                  f"recommended for the lowest worst-case regret.")
     elif rec.runner_up_mb is None:
-        text += " (only one bucket size swept: try --bucket-mb 1,10,100)."
+        text += (" (no other bucket layout swept: sizes that make the same buckets count as "
+                 "one; try --bucket-mb 1,10,100).")
     else:
         margin_pct = 100 * rec.margin_s / max(rec.step_s, 1e-300)
         text += (f"; the runner-up, {fmt_mb(rec.runner_up_mb)} MB, is {fmt_ms(rec.margin_s)} ms "

@@ -78,11 +78,11 @@ def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}×"
 
 
-def _short(x: float) -> str:
+def fmt_sig(x: float) -> str:
     """Three significant digits, whole numbers from 100 up: a calibrated busbw is 0.838879
     GB/s, and nobody reads the last three digits of it.
 
-        >>> _short(0.838879), _short(11.0), _short(40.0), _short(1806.4), _short(0.0)
+        >>> fmt_sig(0.838879), fmt_sig(11.0), fmt_sig(40.0), fmt_sig(1806.4), fmt_sig(0.0)
         ('0.839', '11', '40', '1806', '0')
     """
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
@@ -90,7 +90,7 @@ def _short(x: float) -> str:
 
 def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
     """One line naming everything a prediction depends on."""
-    link_law = (f"α {_short(link.alpha_s * 1e6)} µs, busbw {_short(link.busbw_gbps)} GB/s"
+    link_law = (f"α {fmt_sig(link.alpha_s * 1e6)} µs, busbw {fmt_sig(link.busbw_gbps)} GB/s"
                 if not link.pieces
                 else f"piecewise α–β fit ({len(link.pieces)} pieces)")
     return (f"model {profile.name}: {profile.n_tensors} gradient tensors, "

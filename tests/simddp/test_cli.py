@@ -223,6 +223,8 @@ BAD_SWEEPS = {
     "bucket word": ["--bucket-mb", "ten"],
     "bucket empty item": ["--bucket-mb", "1,,10"],
     "unknown model": ["--model", "transformer-huge"],
+    "a torch model's file": ["--model", "my_model.py:build"],
+    "nodes without gpus per node": ["--nodes", "2"],
     "unknown strategy": ["--strategies", "ddp,zero3"],
     "unknown device": ["--device", "tpu"],
     "unknown link": ["--link", "carrier-pigeon"],
