@@ -101,17 +101,7 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
     if step_s is not None and not (isinstance(step_s, (int, float)) and 0 < step_s < 1e6):
         raise InputError(f"--step-ms must be a number > 0, got {step_s!r}")
     paths = [str(p) for p in paths]
-    if not paths:
-        raise InputError("give at least one trace file (one per rank)")
-    timelines = _ordered([build_timeline(load_trace(p)) for p in paths])
-    for tl in timelines:
-        if not any(c.kind == "allreduce" for c in tl.comms):
-            raise InputError(f"{tl.trace.path}: no all-reduce in the trace (gloo:all_reduce, "
-                             "nccl*AllReduce* kernels, record_param_comms on one GPU); was "
-                             "the model wrapped in DistributedDataParallel or realrun.DDP?")
-    _check_link(timelines, link)
-    if implementation is not None:
-        timelines = [_with_impl(tl, implementation) for tl in timelines]
+    timelines = _read_timelines(paths, link, implementation)
     steps = [find_steps(tl) for tl in timelines]
     hosts = {tl.trace.host for tl in timelines}
     joint = join_ranks(steps, same_clock=len(hosts) == 1 and None not in hosts,
@@ -130,11 +120,38 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
     if granularity == "parameter" and total_syncs != sum(grad_bytes):
         notes.append(f"the gradient all-reduces move {total_syncs} bytes per step, the "
                      f"gradients are {sum(grad_bytes)} bytes")
-    name = name or _name(paths[0])
-    derived = derive(joint, timelines, name, grad_bytes, segment_grads, given_link=link)
+    derived = derive(joint, timelines, name or _name(paths[0]), grad_bytes, segment_grads,
+                     given_link=link)
     traced = traced_config(derived.profile, joint, timelines[0].implementation, bucket_mb)
     steps_s = [j.step_s for j in joint]
     measured_s = statistics.median(steps_s)
+    return _predict(timelines, joint, derived, traced, link, steps_s, measured_s, step_s,
+                    granularity, notes)
+
+
+def _read_timelines(paths: list[str], link: Link | None,
+                    implementation: str | None) -> list[Timeline]:
+    """One timeline per trace, in rank order, each with an all-reduce; ``link`` checked
+    against what the traces can give."""
+    if not paths:
+        raise InputError("give at least one trace file (one per rank)")
+    timelines = _ordered([build_timeline(load_trace(p)) for p in paths])
+    for tl in timelines:
+        if not any(c.kind == "allreduce" for c in tl.comms):
+            raise InputError(f"{tl.trace.path}: no all-reduce in the trace (gloo:all_reduce, "
+                             "nccl*AllReduce* kernels, record_param_comms on one GPU); was "
+                             "the model wrapped in DistributedDataParallel or realrun.DDP?")
+    _check_link(timelines, link)
+    if implementation is not None:
+        timelines = [_with_impl(tl, implementation) for tl in timelines]
+    return timelines
+
+
+def _predict(timelines, joint, derived, traced, link: Link | None, steps_s: list[float],
+             measured_s: float, step_s: float | None, granularity: str,
+             notes: list[str]) -> TraceImport:
+    """Replay the traced configuration, close the link on it (multi-rank traces), anchor
+    the compute to ``step_s`` if given, and predict."""
     if link is None:
         world, traced_link = derived.link.world_size or len(timelines), derived.link
     else:   # one rank: its all-reduces took no time, so the traced step is re-run without

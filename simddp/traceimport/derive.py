@@ -113,20 +113,24 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
         compute_slowdown=slow, comm_slowdown=link_fit.comm_slowdown,
         source=f"simddp trace-import of {len(timelines)} rank trace(s), "
                f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
-    host = _host(timelines, joint)
-    phases = {
+    return Derived(profile, traced, link, _host(timelines, joint), link_fit, compute_fit,
+                   overhead_s, grad_bytes, tuple(shapes), segment_grads, _phases(joint))
+
+
+def _phases(joint: list[JointStep]) -> dict:
+    """Medians over steps and ranks of each phase as traced (seconds), and events per step."""
+    each = [s for j in joint for s in j.ranks]
+    return {
         "step_s": statistics.median(j.step_s for j in joint),
-        "forward_s": statistics.median(s.forward_s for j in joint for s in j.ranks),
-        "backward_s": statistics.median(s.backward_s for j in joint for s in j.ranks),
-        "wait_s": statistics.median(s.wait_s for j in joint for s in j.ranks),
-        "post_s": statistics.median(s.post_busy_s for j in joint for s in j.ranks),
-        "optimizer_s": statistics.median(s.optimizer_s for j in joint for s in j.ranks),
+        "forward_s": statistics.median(s.forward_s for s in each),
+        "backward_s": statistics.median(s.backward_s for s in each),
+        "wait_s": statistics.median(s.wait_s for s in each),
+        "post_s": statistics.median(s.post_busy_s for s in each),
+        "optimizer_s": statistics.median(s.optimizer_s for s in each),
         "events_per_step": statistics.median(
             s.forward_events + s.post_events + sum(g.n_events for g in s.segments)
-            for j in joint for s in j.ranks),
+            for s in each),
     }
-    return Derived(profile, traced, link, host, link_fit, compute_fit, overhead_s, grad_bytes,
-                   tuple(shapes), segment_grads, phases)
 
 
 def _typical(steps: list[list[float]]) -> list[float]:

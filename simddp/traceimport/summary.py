@@ -34,7 +34,6 @@ def summary(imp) -> dict:
     for c in first.others:
         others[c.kind] = others.get(c.kind, 0) + 1
     fit, cfit = d.link_fit, d.compute_fit
-    strategy = imp.traced.strategy
     ms = {k: round(v * 1e3, 3) for k, v in d.phases.items() if k.endswith("_s")}
     return {
         "traces": [{"path": tl.trace.path, "rank": tl.trace.rank, "device": tl.device,
@@ -56,15 +55,7 @@ def summary(imp) -> dict:
             "issued_during_backward": in_bwd, "issued_after_backward": per_step - in_bwd,
             "service_ms_median": round(statistics.median(s.service_s for s in samples) * 1e3, 3),
             "other_per_step": others},
-        "traced": {
-            "strategy": strategy.name, "implementation": strategy.implementation,
-            "bucket_mb": strategy.bucket_mb,
-            "first_bucket_mb": None if strategy.first_bucket_bytes is None
-            else round(strategy.first_bucket_bytes / MB, 6),
-            "bucket_mb_range": None if imp.traced.bucket_mb_range is None
-            else [round(x, 6) for x in imp.traced.bucket_mb_range],
-            "bucket_rule_reproduces": imp.traced.rule_reproduces,
-            "collectives": len(imp.traced.plan.collectives)},
+        "traced": _traced(imp.traced),
         "link": {"given": imp.link_given, "name": imp.link.name,
                  "alpha_us": round(imp.link.alpha_s * 1e6, 3),
                  "busbw_gbps": round(imp.link.busbw_gbps, 6),
@@ -80,8 +71,27 @@ def summary(imp) -> dict:
         "host": None if imp.host is None else {
             impl: {"launch_us": round(c.launch_s * 1e6, 3)}
             for impl, c in imp.host.implementations.items()},
-        "step_ms": {
-            "measured": round(imp.measured_step_s * 1e3, 3),
+        "step_ms": _step_ms(imp),
+        "notes": list(imp.notes),
+    }
+
+
+def _traced(traced) -> dict:
+    """The configuration the trace ran (a TracedConfig)."""
+    strategy = traced.strategy
+    return {"strategy": strategy.name, "implementation": strategy.implementation,
+            "bucket_mb": strategy.bucket_mb,
+            "first_bucket_mb": None if strategy.first_bucket_bytes is None
+            else round(strategy.first_bucket_bytes / MB, 6),
+            "bucket_mb_range": None if traced.bucket_mb_range is None
+            else [round(x, 6) for x in traced.bucket_mb_range],
+            "bucket_rule_reproduces": traced.rule_reproduces,
+            "collectives": len(traced.plan.collectives)}
+
+
+def _step_ms(imp) -> dict:
+    """The traced step measured, replayed, re-simulated and predicted (ms)."""
+    return {"measured": round(imp.measured_step_s * 1e3, 3),
             "measured_p5": round(imp.measured_p5_s * 1e3, 3),
             "measured_p95": round(imp.measured_p95_s * 1e3, 3),
             "replayed": round(imp.replayed_step_s * 1e3, 3),
@@ -91,9 +101,7 @@ def summary(imp) -> dict:
             "without_profiler": round(imp.without_profiler.step_s * 1e3, 3),
             "step_anchor": None if imp.step_anchor_s is None
             else round(imp.step_anchor_s * 1e3, 3),
-            "compute_scale": round(imp.compute_scale, 4)},
-        "notes": list(imp.notes),
-    }
+            "compute_scale": round(imp.compute_scale, 4)}
 
 
 def render_summary(doc: dict, out_dir: str | None = None) -> str:
@@ -106,14 +114,7 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
     sizes = ", ".join(f"{n / MB:.3g}" for n in co["sizes_bytes"][:12])
     more = " ..." if len(co["sizes_bytes"]) > 12 else ""
     other = ", ".join(f"{k} x{v}" for k, v in co["other_per_step"].items()) or "none"
-    rng = tr["bucket_mb_range"]
-    bucket = "" if tr["bucket_mb"] is None else f" at {tr['bucket_mb']:g} MB"
-    first = ", first bucket 1 MiB" if tr["first_bucket_mb"] == 1.0 else ""
-    if rng is not None and rng[1] == float("inf"):
-        bucket += (f" (any cap above {rng[0]:.4g} MB gives the traced buckets{first}: 25 MB "
-                   "assumed; pass --bucket-mb)")
-    elif rng is not None:
-        bucket += f" (the buckets need a cap in ({rng[0]:.4g}, {rng[1]:.4g}] MB{first})"
+    bucket = _bucket_text(tr)
     lines = [
         f"trace-import: {len(doc['traces'])} rank trace(s), {doc['device']}, "
         f"{doc['backend'] or 'backend ?'}, world {doc['world_size']}; "
@@ -136,6 +137,26 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         f"traced buckets: {'yes' if tr['bucket_rule_reproduces'] else 'no'}",
         _link_line(ln),
     ]
+    return "\n".join(lines + _ending(doc, out_dir))
+
+
+def _bucket_text(tr: dict) -> str:
+    """' at 25 MB (the buckets need a cap in (12, 30] MB)': the traced bucket cap."""
+    rng = tr["bucket_mb_range"]
+    bucket = "" if tr["bucket_mb"] is None else f" at {tr['bucket_mb']:g} MB"
+    first = ", first bucket 1 MiB" if tr["first_bucket_mb"] == 1.0 else ""
+    if rng is not None and rng[1] == float("inf"):
+        bucket += (f" (any cap above {rng[0]:.4g} MB gives the traced buckets{first}: 25 MB "
+                   "assumed; pass --bucket-mb)")
+    elif rng is not None:
+        bucket += f" (the buckets need a cap in ({rng[0]:.4g}, {rng[1]:.4g}] MB{first})"
+    return bucket
+
+
+def _ending(doc: dict, out_dir: str | None) -> list[str]:
+    """Host, the traced step against its re-simulation, notes, and the command to predict."""
+    st, ln, tr = doc["step_ms"], doc["link"], doc["traced"]
+    lines = []
     if doc["host"]:
         lines.append("host: " + "; ".join(f"{impl_} {c['launch_us']:.0f} µs per launch"
                                           for impl_, c in doc["host"].items()))
@@ -157,7 +178,7 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         lines.append(f"predict: python -m simddp sweep --model {out_dir}/profile.json --link "
                      f"{out_dir}/link.json --strategies {tr['strategy']} --bucket-mb {sizes_mb}"
                      + (" --world-size N (your cluster's ranks)" if ln["given"] else ""))
-    return "\n".join(lines)
+    return lines
 
 
 def _link_line(ln: dict) -> str:
