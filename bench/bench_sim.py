@@ -196,7 +196,8 @@ def bench_tensors(repeats: int) -> None:
           f"{len(DEFAULT_BUCKET_MB)} bucket sizes, {link.name}, 2 ranks; {repeats} repeats "
           f"after 1 warm-up (sweep) and {repeats} commands")
     print(f"    {'tensors':>7}  {'rows':>4}  {'runs':>4}  {'events':>8}  {'sweep s':>7}  "
-          f"{'min–max s':>11}  {'ms/tensor':>9}  {'command s':>9}  {'min–max s':>11}")
+          f"{'min–max s':>11}  {'cpu s':>5}  {'cpu ms/tensor':>13}  {'command s':>9}  "
+          f"{'min–max s':>11}")
     for n in FFN_LAYERS:
         profile = build_profile(parse_model(f"ffn-{n}x512x2048"))
 
@@ -205,13 +206,13 @@ def bench_tensors(repeats: int) -> None:
             rows = sweep(profile, link, 2, RANGE_STRATEGIES, ranges=True, stats=stats)
             return len(rows), stats
 
-        wall, _, (rows, stats) = timed(inside, repeats)
+        wall, cpu, (rows, stats) = timed(inside, repeats)
         cmd = [run_s(["-m", "simddp", "sweep", "--model", f"ffn-{n}x512x2048", "--strategies",
                       ",".join(RANGE_STRATEGIES), "--format", "json"]) for _ in range(repeats)]
-        med, tensors = statistics.median(wall), profile.n_tensors
+        med, cpu_s, tensors = statistics.median(wall), statistics.median(cpu), profile.n_tensors
         print(f"    {tensors:>7}  {rows:>4}  {stats['work']['engine_runs']:>4}  "
               f"{stats['events']:>8}  {med:>7.2f}  {min(wall):>5.2f}–{max(wall):<5.2f}  "
-              f"{med / tensors * 1e3:>9.3f}  {statistics.median(cmd):>9.2f}  "
+              f"{cpu_s:>5.2f}  {cpu_s / tensors * 1e3:>13.3f}  {statistics.median(cmd):>9.2f}  "
               f"{min(cmd):>5.2f}–{max(cmd):<5.2f}")
 
 
