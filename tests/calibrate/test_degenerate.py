@@ -109,3 +109,9 @@ def test_spread_helpers():
     assert spread([1.0] * 5) == (1.0, 1.0)
     assert spread([0.0] * 2 + [1.0] * 3)[0] == 0.01   # a floor: a valid Link spread
     assert widen((0.8, 1.1), (0.9, 1.3)) == (0.8, 1.3)
+
+
+def test_forty_sequence_repeats_by_default():
+    # 10 repeats (1.5 s) sampled one fast or slow stretch: α 0.23-2.3 ms from run to run;
+    # 40 kept four runs within ±30 % (docs/results/2026-11-24-calibrate-repeatability.md)
+    assert CalibrateSettings().sequence_repeats == 40
