@@ -31,13 +31,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import LogFormatter
+from matplotlib.ticker import LogFormatter, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
+from simddp.compare.labels import legend_below, place_labels
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
 from simddp.io import write_atomic
 from simddp.report.gantt import draw_gantt, step_end_ms, timeline_end_ms
+from simddp.report.plots import spaced_labels
 from simddp.report.style import strategy_colour
 from simddp.result import Result
 
@@ -90,35 +92,8 @@ def plot_scatter(c: Comparison) -> Figure:
                  f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
                  f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
     fig.tight_layout()
-    _place_labels(fig, ax, tags)
+    place_labels(fig, ax, tags)
     return fig
-
-
-# Where a point's label may go, in points from the point, tried in this order.
-_LABEL_SPOTS = ((5, -11, "left"), (5, 3, "left"), (-5, 3, "right"), (-5, -11, "right"),
-                (5, 11, "left"), (-5, 11, "right"), (5, -19, "left"), (-5, -19, "right"))
-
-
-def _place_labels(fig: Figure, ax, tags: list) -> None:
-    """Label each point at the first spot that overlaps no other label and no point; a point
-    with no free spot stays unlabelled (a cluster of 8 points once had labels on top of each
-    other). ``tags``: (text, x, y, colour) in data units."""
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    ax.apply_aspect()
-    points = [ax.transData.transform((x, y)) for _, x, y, _ in tags]
-    taken = [(px - 4, py - 4, px + 4, py + 4) for px, py in points]   # the markers
-    for (text, x, y, colour) in tags:
-        for dx, dy, ha in _LABEL_SPOTS:
-            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy),
-                                ha=ha, fontsize=7, color=colour)
-            box = label.get_window_extent(renderer)
-            inside = ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and \
-                ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1
-            if inside and not any(box.x0 < b[2] and b[0] < box.x1 and box.y0 < b[3]
-                                  and b[1] < box.y1 for b in taken):
-                taken.append((box.x0, box.y0, box.x1, box.y1))
-                break
-            label.remove()
 
 
 def plot_buckets(c: Comparison) -> Figure:
@@ -163,6 +138,11 @@ def plot_buckets(c: Comparison) -> Figure:
             handles.append(Patch(color=colour, label=name))
         ax.set_xscale("log")
         _plain_log_labels(ax.xaxis)
+        if bucket_values:  # a label under every measured size (4 and 40 MB had none)
+            sizes = sorted(set(bucket_values))
+            shown = spaced_labels(sizes)
+            ax.set_xticks(sizes, [f"{x:g}" if x in shown else "" for x in sizes])
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(xmin, xmax)
         ax.set_ylabel("step time (ms)" if panel[0][1] == 1 else
                       "step time (ms), per optimizer step")
@@ -233,21 +213,8 @@ def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
             unique.append(h)
     handles = unique
     handles.append(Line2D([], [], color="k", ls=":", label="step end"))
-    _legend_below(fig, handles)
+    legend_below(fig, handles)
     return fig
-
-
-def _legend_below(fig: Figure, handles: list) -> None:
-    """One legend under the panels, in as many columns as fit the figure's width: with one
-    column per entry it ran wider than a one-panel figure and cut "forward" off."""
-    canvas = FigureCanvasAgg(fig)
-    for ncol in range(len(handles), 0, -1):
-        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
-                            frameon=False)
-        canvas.draw()
-        if legend.get_window_extent().width <= 0.98 * fig.bbox.width or ncol == 1:
-            return
-        legend.remove()
 
 
 def _timeline_note(predicted: Result, measured: Result | None) -> str:

@@ -74,7 +74,7 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         # a tick at every swept size, so each point has its label (log ticks left 4 and
         # 40 MB unlabelled), and none between them
         sizes = sorted(set(bucketed))
-        shown = _spaced(sizes)
+        shown = spaced_labels(sizes)
         ax.set_xticks(sizes, [f"{x:g}" if x in shown else "" for x in sizes])
         ax.xaxis.set_minor_formatter(NullFormatter())
     edge = blended_transform_factory(ax.transAxes, ax.transData)
@@ -131,11 +131,11 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
-def _spaced(sizes: list[float], labels: int = 7) -> set[float]:
+def spaced_labels(sizes: list[float], labels: int = 7) -> set[float]:
     """The sizes to label: each at least 1/``labels`` of the range (in decades) after the
     last one labelled, so 12 sizes over 0.25..1000 MB do not print "0.250.5" and "100200".
 
-    >>> sorted(_spaced([1, 4, 10, 40])), sorted(_spaced([0.25, 0.5, 1, 2, 5, 10, 25, 50, 100]))
+    >>> sorted(spaced_labels([1, 4, 10, 40])), sorted(spaced_labels([0.25, 0.5, 1, 2, 5, 10, 25, 50, 100]))
     ([1, 4, 10, 40], [0.25, 1, 5, 25, 100])
     """
     gap = math.log10(sizes[-1] / sizes[0]) / labels if len(sizes) > 1 else 0.0
