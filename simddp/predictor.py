@@ -47,6 +47,7 @@ from simddp.result import Result
 from simddp.schedule import optimizer_share_s
 from simddp.sharding import AFTER_BACKWARD
 from simddp.strategy import Strategy
+from simddp.topology import Topology
 
 # Strategy fields the engine never reads: the name (docs/DESIGN.md: the engine never branches
 # on it), the granularity and bucket caps (they act through the plan's collectives, which the
@@ -103,13 +104,14 @@ def micro_step_plans(p: Plan) -> list[Plan]:
 class Predictor:
     """Predicts configurations of one profile, link, world size and host; with ``ranges``
     also each input scenario (``Result.scenarios_s``). ``record`` keeps the point's spans;
-    ``stats['events']`` counts the SimPy events of the runs done."""
+    ``stats['events']`` counts the SimPy events of the runs done; ``topology``: a two-level
+    cluster, ``link`` the link between its nodes (as :func:`simddp.engine.simulate`)."""
 
     def __init__(self, profile: ModelProfile, link: Link, world_size: int,
                  host: Host | None = None, *, ranges: bool = False, record: bool = False,
-                 stats: dict | None = None) -> None:
+                 stats: dict | None = None, topology: Topology | None = None) -> None:
         self.profile, self.link, self.world_size, self.host = profile, link, world_size, host
-        self.record, self.stats = record, stats
+        self.record, self.stats, self.topology = record, stats, topology
         self.scenarios = scenarios(profile, link, host) if ranges else {}
         self.point_key = point_scenario(link, host).key
         # Scenario key -> (profile, link, host): built once per sweep, shared by every row.
@@ -178,7 +180,7 @@ class Predictor:
         profile, link, host = self.inputs[scenario_key]
         self.work["engine_runs"] += 1
         return simulate(profile, link, p, self.world_size, host=host, record=record,
-                        stats=self.stats)
+                        stats=self.stats, topology=self.topology)
 
     def _parts_moved_s(self, p: Plan, scenario_key: tuple, costs: HostCosts) -> float:
         """How far a scenario moves a plan that runs its lanes one after the other: its
@@ -187,7 +189,7 @@ class Predictor:
         def parts_s(profile: ModelProfile, link: Link) -> float:
             compute_s = compute_only_s(profile, p.micro_steps,
                                        optimizer_share_s(profile, p, self.world_size))
-            return compute_s + sum(comm_seconds(p, link, self.world_size, costs))
+            return compute_s + sum(comm_seconds(p, link, self.world_size, costs, self.topology))
 
         profile, link, _ = self.inputs[scenario_key]
         return parts_s(profile, link) - parts_s(self.profile, self.link)

@@ -36,6 +36,7 @@ from simddp.hooks import CommHook, parse_comm_hook
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
                              SHARDED, STRATEGIES, Strategy, make_strategy,
                              mb_to_bytes)
+from simddp.topology import Topology
 
 # 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
 # link preset lies inside, and a 2.5× grid pins it to within ~10% of the step.
@@ -100,15 +101,17 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           on_progress: Callable[[int, int], None] | None = None,
           record: bool = False, stats: dict | None = None,
           ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
-          shard_unit_mb: float | None = None) -> list[Result]:
+          shard_unit_mb: float | None = None, topology: Topology | None = None
+          ) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
     ``host``: the DDP implementations' host costs (None: free); ``ranges``: also each input
-    scenario (simddp/ranges.py), for ``Result.step_range_s``. Each engine run is done once
-    per sweep (simddp/predictor.py); ``stats`` gets ``events`` and the ``work`` done."""
+    scenario (simddp/ranges.py), for ``Result.step_range_s``; ``topology``: a two-level
+    cluster (simddp/topology.py). Each engine run is done once per sweep
+    (simddp/predictor.py); ``stats`` gets ``events`` and the ``work`` done."""
     configs = sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     predictor = Predictor(profile, link, world_size, host, ranges=ranges, record=record,
-                          stats=stats)
+                          stats=stats, topology=topology)
     results = []
     for i, strategy in enumerate(configs):
         results.append(predictor.predict(strategy))

@@ -12,6 +12,7 @@ from simddp.host import Host, HostCosts
 from simddp.predictor import Predictor, engine_key, micro_step_plans, runs_alone
 from simddp.profile import Layer as ProfileLayer
 from simddp.ranges import scenario_inputs
+from simddp.topology import Topology
 from tests.simddp.golden import MEASURED
 
 XL_STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp", "no_sync"]
@@ -68,11 +69,12 @@ def test_a_measured_spread_rebuilds_the_profile_once_per_factor(counted):
     assert stats["work"]["scenario_inputs"] == 4     # low, high, comm_bound, compute_bound
 
 
-def brute_force(profile, link, world, strategy, host):
+def brute_force(profile, link, world, strategy, host, topology=None):
     """The old way: every scenario simulated from scratch."""
     out = {}
     for name, (p, lk, h) in scenario_inputs(profile, link, host).items():
-        out[name] = simulate(p, lk, plan(p, strategy), world, host=h, record=False).step_s
+        out[name] = simulate(p, lk, plan(p, strategy), world, host=h, record=False,
+                             topology=topology).step_s
     return out
 
 
@@ -90,24 +92,27 @@ def setups():
                              "fsdp": HostCosts(copy_gbps=4.0, gather_s=1e-4,
                                                blocking_collectives=True)},
                   contention=(1.3, 1.6), contention_spread=((1.1, 1.2), (1.7, 2.2)))
-    yield "measured", *measured, 2
-    yield "preset", build_profile(parse_model("mlp-6x512")), get_link("eth-100g"), None, 4
-    yield "spreads", toy((0.85, 1.3)), spread_link, None, 4
-    yield "host", toy((0.9, 1.1)), spread_link, copies, 2
+    two_nodes = Topology(2, 2, get_link("nvlink-a100"))
+    yield "measured", *measured, 2, None
+    yield "preset", build_profile(parse_model("mlp-6x512")), get_link("eth-100g"), None, 4, None
+    yield "spreads", toy((0.85, 1.3)), spread_link, None, 4, None
+    yield "host", toy((0.9, 1.1)), spread_link, copies, 2, None
+    yield "2x2", toy((0.9, 1.1)), spread_link, copies, 4, two_nodes
 
 
-@pytest.mark.parametrize("name, profile, link, host, world", list(setups()),
+@pytest.mark.parametrize("name, profile, link, host, world, topology", list(setups()),
                          ids=lambda v: v if isinstance(v, str) else "")
-def test_every_shortcut_steps_as_its_own_run_would(name, profile, link, host, world):
+def test_every_shortcut_steps_as_its_own_run_would(name, profile, link, host, world, topology):
     names = ["naive", "flat", "overlap", "bucketed", "ddp", "no_sync", "fsdp", "zero2"]
     rows = sweep(profile, link, world, names, [0.1, 1, 4], accum_steps=3, ranges=True,
-                 host=host, comm_hooks=["fp16", "powersgd:2"])
+                 host=host, comm_hooks=["fp16", "powersgd:2"], topology=topology)
     for r in rows:
-        want = brute_force(profile, link, world, r.spec, host)
+        want = brute_force(profile, link, world, r.spec, host, topology)
         assert r.scenarios_s.keys() == want.keys()
         for k in want:
             assert math.isclose(r.scenarios_s[k], want[k], rel_tol=1e-9), (r.strategy, k)
-        point = simulate(profile, link, plan(profile, r.spec), world, host=host, record=False)
+        point = simulate(profile, link, plan(profile, r.spec), world, host=host, record=False,
+                         topology=topology)
         assert math.isclose(r.step_s, point.step_s, rel_tol=1e-9), r.strategy
 
 
@@ -144,3 +149,14 @@ def test_record_keeps_each_row_s_own_timeline():
     assert overlap.step_s == bucketed.step_s      # one layout, two names for its all-reduces
     assert {s.label for s in overlap.spans} >= {"grad0"}
     assert {s.label for s in bucketed.spans} >= {"bucket0"}
+
+
+def test_a_two_level_cluster_s_hierarchical_rows_too():
+    topology = Topology(2, 2, get_link("nvlink-a100"))
+    link = Link("l", 20e-6, 2.0, time_spread=(0.9, 1.6))
+    profile = toy((0.9, 1.1))
+    pred = Predictor(profile, link, 4, ranges=True, topology=topology)
+    for strategy in (make_strategy("hierarchical", 1), make_strategy("hierarchical", 4)):
+        r = pred.predict(strategy)
+        want = brute_force(profile, link, 4, strategy, None, topology)
+        assert r.scenarios_s == pytest.approx(want, rel=1e-9)
