@@ -160,3 +160,21 @@ def test_a_two_level_cluster_s_hierarchical_rows_too():
         r = pred.predict(strategy)
         want = brute_force(profile, link, 4, strategy, None, topology)
         assert r.scenarios_s == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["fsdp", "zero2"])
+def test_sharded_micro_steps_run_alone_too(name):
+    # gathers issued at each micro-step's forward, reduce-scatters after its backward, and
+    # FSDP2 on Gloo holding the training thread: still nothing crosses a micro-step's end
+    blocking = Host("h", {"fsdp": HostCosts(copy_gbps=4.0, gather_s=1e-4, scatter_s=2e-4,
+                                            blocking_collectives=True)},
+                    contention=(1.3, 1.6), contention_spread=((1.1, 1.2), (1.7, 2.2)))
+    link = Link("l", 20e-6, 2.0, blocking_alpha_s=40e-6, time_spread=(0.9, 1.6))
+    profile = toy((0.9, 1.2))
+    for host in (None, blocking):
+        strategy = make_strategy(name, accum_steps=3, shard_unit_mb=0.5)
+        r = Predictor(profile, link, 4, host, ranges=True).predict(strategy)
+        assert r.scenarios_s == pytest.approx(brute_force(profile, link, 4, strategy, host),
+                                              rel=1e-9)
+        assert r.step_s == pytest.approx(simulate(profile, link, plan(profile, strategy), 4,
+                                                  host=host).step_s, rel=1e-9)
