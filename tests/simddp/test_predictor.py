@@ -22,13 +22,13 @@ XL_STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp", "no_sync"]
 def counted(monkeypatch):
     """Counts engine runs (a SimPy Environment each) and Layers built (profile rebuilds)."""
     count = {"runs": 0, "layers": 0}
+    env_init = simpy.core.Environment.__init__
 
-    class Environment(simpy.Environment):
-        def __init__(self, *args, **kwargs):
-            count["runs"] += 1
-            super().__init__(*args, **kwargs)
+    def counting_env_init(self, *args, **kwargs):   # however the engine names the class
+        count["runs"] += 1
+        env_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(simpy, "Environment", Environment)
+    monkeypatch.setattr(simpy.core.Environment, "__init__", counting_env_init)
     post_init = ProfileLayer.__post_init__
 
     def counting_post_init(self):
