@@ -43,12 +43,23 @@ MIN_OVERLAP = 0.3
 SOURCES = ("", "link", "model")
 
 
+def _is_factor(value) -> bool:
+    """A slowdown: a finite number >= 1.0 (1.0: none; below is noise, clamped by calibrate)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 1.0)
+
+
+def check_factor(owner: str, name: str, value) -> None:
+    """One slowdown (a link file's ``compute_slowdown``), else a one-line InputError."""
+    if not _is_factor(value):
+        raise InputError(f"{owner}: {name} must be >= 1.0, got {value!r}")
+
+
 def check_factors(owner: str, what: str, value) -> tuple[float, float]:
-    """A (compute, comm) pair of finite slowdowns >= 1.0 as a tuple, else a one-line
-    InputError naming ``owner`` and ``what``."""
+    """A (compute, comm) pair of slowdowns as a tuple (a host's ``contention``), else a
+    one-line InputError naming ``owner`` and ``what``."""
     pair = tuple(value) if isinstance(value, (list, tuple)) else (value,)
-    if len(pair) != 2 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
-                             or not math.isfinite(v) or v < 1.0 for v in pair):
+    if len(pair) != 2 or not all(_is_factor(v) for v in pair):
         raise InputError(f"{owner}: {what} must be two slowdowns >= 1.0 (compute, comm), "
                          f"got {value!r}")
     return pair

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from simddp.contention import link_contention
+from simddp.contention import check_factor, link_contention
 from simddp.errors import InputError
 from simddp.kinds import CollectiveKind
 from simddp.profile import _check_spread
@@ -140,9 +140,7 @@ class Link:
             raise InputError(f"link {self.name!r}: pieces must have increasing up_to_bytes "
                              "and end with up_to_bytes null")
         for name in ("compute_slowdown", "comm_slowdown"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
-                raise InputError(f"link {self.name!r}: {name} must be >= 1.0, got {value!r}")
+            check_factor(f"link {self.name!r}", name, getattr(self, name))
         if self.blocking_alpha_s is not None:
             _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
