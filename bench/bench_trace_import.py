@@ -46,6 +46,7 @@ sys.path.insert(0, ROOT)
 from realrun.bench import run_bench  # noqa: E402
 from realrun.configs import bench_configs, config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
+from realrun.launch.world import WorldConfig  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.engine import simulate  # noqa: E402
 from simddp.plans import plan  # noqa: E402
@@ -104,7 +105,7 @@ def run_round(link: str, args, others: list[float]) -> dict:
                    "precision": "fp32", "steps": max(1, args.steps // args.cycles),
                    "warmup": 5, "chunk": 5, "seed": 0, "optimizer": "sgd", "trace_dir": None,
                    "trace_steps": 3, "progress": False}
-        measured = run_bench(payload, world_size=2, timeout_s=300, **world)
+        measured = run_bench(payload, world=WorldConfig(world_size=2, timeout_s=300, **world))
         stats0 = stats0 or measured.stats
         for s in measured.stats:
             steps_s.setdefault(s["label"], []).extend(s["steps_s"])

@@ -36,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from realrun.launch.world import WorldConfig  # noqa: E402
 from realrun.validate import ValidateSettings, predict, scale_to_compute_only  # noqa: E402
 from simddp.compare import compare_results  # noqa: E402
 from simddp.host import Host, HostCosts  # noqa: E402
@@ -97,7 +98,8 @@ def summary(out_dir: str, alpha: str, hooks: bool, anchor: bool) -> dict | None:
         inputs = frozenset({COMPUTE_ONLY})
     strategies = tuple(sorted({r.strategy for r in measured} - {COMPUTE_ONLY}))
     mbs = tuple(sorted({r.bucket_mb for r in measured if r.bucket_mb is not None}))
-    s = ValidateSettings(strategies=strategies, bucket_mbs=mbs, world_size=measured[0].world_size)
+    s = ValidateSettings(strategies=strategies, bucket_mbs=mbs,
+                         world=WorldConfig(world_size=measured[0].world_size))
     return compare_results(predict(profile, link, host, s), measured,
                            inputs=inputs).summary.to_json()
 

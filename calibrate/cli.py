@@ -26,6 +26,7 @@ from calibrate.settings import (DTYPE_BYTES, KINDS, SEQUENCE_BYTES, SEQUENCE_COU
                                 SEQUENCE_REPEATS, CalibrateSettings, parse_bytes)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
+from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig, add_world_args
 from simddp.cli import join_negative_values
 from simddp.errors import InputError
 from simddp.io import check_out_dir, load_profile
@@ -50,12 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", default="64M", help="largest message (default 64M)")
     p.add_argument("--factor", default="2", help="size multiplier between steps, > 1 (default 2)")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPE_BYTES))
-    p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size (5)")
     p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size (20)")
-    p.add_argument("--world-sizes", default=None, help="comma list, e.g. 2,4: one run and one "
-                   "link file each (default 2; under torchrun its world)")
-    p.add_argument("--world-size", dest="world_sizes", help="same as --world-sizes N")
     p.add_argument("--threads-per-rank", type=int, default=1, help="torch threads per rank (1)")
     p.add_argument("--piecewise", action="store_true", help="fit two lines with a breakpoint "
                    "(protocol switches)")
@@ -90,16 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contention-rows", type=int, default=16,
                    help="rows (tokens) the contention MLP computes on (default %(default)s)")
     p.add_argument("--contention-repeats", type=int, default=5, help="repeats, median (5)")
-    p.add_argument("--emulate-hosts", type=int, default=None, help="run each rank in its own "
-                   "network namespace (root; must equal the world size)")
-    p.add_argument("--link-gbit", type=float, default=None, help="shape each emulated host's "
-                   "link to this many Gbit/s (needs --emulate-hosts)")
     p.add_argument("--name", default=None, help="link name (default from host/backend/world)")
     p.add_argument("--out", default="calibrate-out", help="output directory (calibrate-out)")
     p.add_argument("--force", action="store_true", help="replace an earlier calibration's "
                    "files in --out (default: move them into --out/earlier-<time>/)")
-    p.add_argument("--timeout-s", type=float, default=120.0, help="per-collective timeout (120)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    add_world_args(p, timeout_s=SWEEP_TIMEOUT_S, world_sizes=True)
     return p
 
 
@@ -120,7 +113,10 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
     settings = CalibrateSettings(
         min_bytes=parse_bytes("--min-bytes", a.min_bytes),
         max_bytes=parse_bytes("--max-bytes", a.max_bytes), factor=factor, dtype=a.dtype,
-        backend=a.backend, warmup=a.warmup, iters=a.iters, world_sizes=world_sizes,
+        # the world size follows --world-sizes (checked there) or --emulate-hosts, else 2
+        world=WorldConfig(backend=a.backend, emulate_hosts=a.emulate_hosts,
+                          link_gbit=a.link_gbit, timeout_s=a.timeout_s),
+        warmup=a.warmup, iters=a.iters, world_sizes=world_sizes,
         threads_per_rank=a.threads_per_rank, piecewise=a.piecewise,
         holdout_every=a.holdout_every, sequence=not a.no_sequence,
         sequence_count=a.sequence_count, sequence_repeats=a.sequence_repeats,
@@ -131,9 +127,7 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
                         else parse_bytes("--sequence-bytes", a.sequence_bytes)),
         contention=not a.no_contention, contention_widths=_mlp_widths(a.contention_mlp),
         contention_rows=a.contention_rows,
-        contention_repeats=a.contention_repeats, emulate_hosts=a.emulate_hosts,
-        link_gbit=a.link_gbit, name=a.name, timeout_s=a.timeout_s,
-        progress=sys.stderr.isatty())
+        contention_repeats=a.contention_repeats, name=a.name, progress=sys.stderr.isatty())
     if a.profile is not None:
         profile = load_profile(a.profile)  # InputError on a missing or malformed file
         given = any(arg == "--max-bytes" or arg.startswith("--max-bytes=")

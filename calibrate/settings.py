@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from realrun.launch.env import is_torchrun
+from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig
 from simddp.errors import InputError
 
 # Bytes per element of the dtypes an all-reduce is timed in (torch's names).
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
                "int64": 8, "uint8": 1}
-BACKENDS = ("gloo", "nccl")
 # The collectives measured besides all-reduce, for sharded strategies (simddp Link.kind_fits);
 # simddp.link's names, kept here as text so the settings need nothing but numpy.
 KINDS = ("reduce_scatter", "all_gather")
@@ -101,10 +101,12 @@ class CalibrateSettings:
     max_bytes: int = 64 * 2 ** 20
     factor: float = 2.0
     dtype: str = "float32"
-    backend: str = "gloo"
+    # ranks, backend, emulated hosts, link shaping, timeout (realrun/launch/world.py); a
+    # calibration sends up to 64 MiB-1 GiB messages: the sweep's timeout, two minutes
+    world: WorldConfig = field(default_factory=lambda: WorldConfig(timeout_s=SWEEP_TIMEOUT_S))
     warmup: int = 5
     iters: int = 20
-    world_sizes: tuple[int, ...] | None = None   # None: torchrun's WORLD_SIZE, else hosts or 2
+    world_sizes: tuple[int, ...] | None = None   # several worlds; None: just world.world_size
     threads_per_rank: int = 1
     piecewise: bool = False
     holdout_every: int = 3
@@ -127,10 +129,7 @@ class CalibrateSettings:
     contention_rows: int = CONTENTION_ROWS
     contention_stream_bytes: tuple[int, ...] | None = None   # None: the MLP's gradients
     contention_repeats: int = 5
-    emulate_hosts: int | None = None
-    link_gbit: float | None = None
     name: str | None = None
-    timeout_s: float = 120.0
     progress: bool = True
     _resolved: bool = field(default=False, repr=False, compare=False)
 
@@ -143,8 +142,6 @@ class CalibrateSettings:
         if self.dtype not in DTYPE_BYTES:
             raise InputError(f"--dtype: unknown {self.dtype!r}; choose from "
                              f"{', '.join(DTYPE_BYTES)}")
-        if self.backend not in BACKENDS:
-            raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
         for flag, value, low in (("--warmup", self.warmup, 0), ("--iters", self.iters, 1),
                                  ("--sequence-count", self.sequence_count, 1),
                                  ("--sequence-repeats", self.sequence_repeats, 1),
@@ -167,15 +164,11 @@ class CalibrateSettings:
         if self.holdout_every < 0 or self.holdout_every == 1:
             raise InputError(f"--holdout-every must be 0 (none) or >= 2, got "
                              f"{self.holdout_every}")
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            raise InputError(f"--timeout-s must be > 0, got {self.timeout_s}")
         if not self.contention_widths or any(
                 isinstance(w, bool) or not isinstance(w, int) or w < 1
                 for w in self.contention_widths):
             raise InputError(f"--contention-mlp: widths must be integers >= 1, got "
                              f"{self.contention_widths!r}")
-        if self.link_gbit is not None and (self.emulate_hosts is None or not self.link_gbit > 0):
-            raise InputError(f"--link-gbit {self.link_gbit}: needs --emulate-hosts and a rate > 0")
         n_fit = int((~heldout_mask(len(self.sizes_bytes), self.holdout_every)).sum())
         need = 2 * MIN_POINTS if self.piecewise else MIN_POINTS
         if n_fit < need:
@@ -220,6 +213,28 @@ class CalibrateSettings:
             fields["max_bytes"] = min(1 << 30, max(1 << 20, 1 << math.ceil(math.log2(sum(sizes)))))
         return replace(self, **fields)
 
+    @classmethod
+    def short(cls, world: WorldConfig, tensor_bytes: list[int], *, iters: int = 20,
+              threads_per_rank: int = 1, kinds: tuple[str, ...] = (), sequence: bool = True,
+              piecewise: bool = False, max_bytes: int | None = None) -> "CalibrateSettings":
+        """The short calibration ``realrun validate`` runs first (no ``--link``), on one
+        model's gradients (:meth:`for_model`): 4 KiB up to ``max_bytes`` x2 (default the
+        model's gradient total rounded up to a power of two, 1-64 MiB: its largest bucket),
+        3 warm-up all-reduces, 5 contention repeats and 15 sequence repeats, about a minute.
+
+        >>> s = CalibrateSettings.short(WorldConfig(world_size=2), [4 << 20] * 3)
+        >>> s.min_bytes, s.max_bytes, s.sequence_repeats, s.sequence_sizes
+        (4096, 16777216, 15, (4194304, 4194304, 4194304))
+        """
+        if max_bytes is None:
+            total = max(sum(tensor_bytes), 1)
+            max_bytes = min(64 << 20, max(1 << 20, 1 << math.ceil(math.log2(total))))
+        return cls(min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=iters, warmup=3,
+                   contention_repeats=5, world=world, threads_per_rank=threads_per_rank,
+                   piecewise=piecewise, sequence=sequence, progress=False,
+                   sequence_repeats=15, kinds=kinds,
+                   ).for_model(tensor_bytes, max_bytes_given=True)
+
     @property
     def sizes_bytes(self) -> list[int]:
         return sweep_sizes(self.min_bytes, self.max_bytes, self.factor, DTYPE_BYTES[self.dtype])
@@ -239,6 +254,16 @@ class CalibrateSettings:
             limit = quarter if enough else self.max_bytes
         return [n for n in self.sizes_bytes if n <= limit]
 
+    # The world's own fields, read where a calibration reports or launches them.
+    backend = property(lambda self: self.world.backend)
+    emulate_hosts = property(lambda self: self.world.emulate_hosts)
+    link_gbit = property(lambda self: self.world.link_gbit)
+    timeout_s = property(lambda self: self.world.timeout_s)
+
+    def worlds(self) -> list[WorldConfig]:
+        """One WorldConfig per world size calibrated (``realrun.launch.run_world``'s)."""
+        return [self.world.sized(p) for p in self.world_sizes]
+
     def _world_sizes(self) -> tuple[int, ...]:
         given = self.world_sizes
         text = ",".join(map(str, given)) if given else None
@@ -248,12 +273,12 @@ class CalibrateSettings:
                 raise InputError(f"--world-sizes {text}: torchrun started {env_world} ranks; "
                                  "drop the flag or pass that number")
             return (env_world,)
-        sizes = tuple(given) if given else (self.emulate_hosts or 2,)
+        sizes = tuple(given) if given else (self.world.world_size,)
         if any(isinstance(p, bool) or not isinstance(p, int) or p < 2 for p in sizes) \
                 or len(set(sizes)) != len(sizes):
+            text = text or ",".join(map(str, sizes))
             raise InputError(f"--world-sizes: {text!r} is not a comma list of distinct "
                              "integers >= 2 (e.g. 2,4)")
-        if self.emulate_hosts is not None and sizes != (self.emulate_hosts,):
-            raise InputError(f"--emulate-hosts {self.emulate_hosts}: one rank per emulated "
-                             f"host, so the world size must be {self.emulate_hosts}, got {text}")
+        for p in sizes:  # the world's own checks at each size: one rank per emulated host
+            self.world.sized(p)
         return sizes

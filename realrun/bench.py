@@ -3,7 +3,7 @@
 Started by ``python -m realrun bench`` through the launcher (or under torchrun)::
 
     from realrun.launch import run_world
-    ranks = run_world("realrun.bench:run_rank", payload, world_size=2)
+    ranks = run_world("realrun.bench:run_rank", payload, world_size=2)   # or run_bench(payload)
     run = summarize(ranks, payload, link="loopback")   # .results: list[simddp Result]
 
 ``payload``: ``workload`` (a realrun.workload.Workload as a dict: a preset at batch x seq, or
@@ -44,7 +44,8 @@ import numpy as np
 import torch
 
 from realrun.configs import label, spec_of
-from realrun.launch import is_torchrun, resolve_target, run_world
+from realrun.launch import resolve_target, run_world
+from realrun.launch.world import WorldConfig
 from realrun.precision import set_precision
 from realrun.steps import Trainer
 from realrun.timing import timed, write_trace
@@ -155,25 +156,16 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
     return BenchRun(results, stats, extras)
 
 
-def link_label(emulate_hosts: int | None, link_gbit: float | None) -> str:
-    """What the ranks talked over: loopback, an emulated link, or whatever torchrun set up."""
-    if is_torchrun():
-        return "torchrun"
-    if emulate_hosts is None:
-        return "loopback"
-    return f"emulated-{link_gbit:g}Gbit" if link_gbit is not None else "emulated-unshaped"
-
-
-def run_bench(payload: dict, *, world_size: int = 2, backend: str = "gloo", threads: int = 1,
-              timeout_s: float = 60.0, emulate_hosts: int | None = None,
-              link_gbit: float | None = None,
+def run_bench(payload: dict, *, world: WorldConfig | None = None, threads: int = 1,
               trace_dir: str | None = None) -> BenchRun | None:
-    """Run ``payload`` on a world of ranks; a BenchRun on the launching process or torchrun's
-    rank 0, None on other torchrun ranks. LaunchError if a rank fails.
+    """Run ``payload`` on the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo); a
+    BenchRun on the launching process or torchrun's rank 0, None on other torchrun ranks.
+    LaunchError if a rank fails.
 
     Traces are written to a hidden staging folder inside ``trace_dir`` and moved into it only
     when every rank succeeded, so a failed run leaves no partial trace files.
     """
+    world = WorldConfig() if world is None else world
     staging = created = None
     if trace_dir is not None:
         created = not os.path.isdir(trace_dir)
@@ -182,9 +174,8 @@ def run_bench(payload: dict, *, world_size: int = 2, backend: str = "gloo", thre
         payload = {**payload, "trace_dir": staging}
     ok = False
     try:
-        ranks = run_world("realrun.bench:run_rank", payload, world_size=world_size,
-                          backend=backend, threads_per_rank=threads, timeout_s=timeout_s,
-                          emulate_hosts=emulate_hosts, link_gbit=link_gbit)
+        ranks = run_world("realrun.bench:run_rank", payload, threads_per_rank=threads,
+                          **world.launch_args())
         if staging is not None:
             for name in sorted(os.listdir(staging)):
                 os.replace(os.path.join(staging, name), os.path.join(trace_dir, name))
@@ -196,4 +187,4 @@ def run_bench(payload: dict, *, world_size: int = 2, backend: str = "gloo", thre
                 os.rmdir(trace_dir)
     if ranks is None:
         return None
-    return summarize(ranks, payload, link_label(emulate_hosts, link_gbit))
+    return summarize(ranks, payload, world.link_label)

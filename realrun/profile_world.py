@@ -3,7 +3,7 @@
 A profile taken in one process alone misses what the real run shares the host with: the other
 ranks. ``realrun profile`` and ``realrun validate`` both run this on ``world_size`` ranks::
 
-    profile, measured, host = profile_world(Workload.preset(spec, 2, 8), world_size=2)
+    profile, measured, host = profile_world(Workload.preset(spec, 2, 8), WorldConfig(world_size=2))
     save_json("profile.json", {**profile_to_json(profile, host=host), "measured": measured})
 
 Each rank profiles its model (realrun/profiler.py) while the others do the same, then times
@@ -34,6 +34,7 @@ from realrun.contention import median_overlap
 from realrun.fsdp_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.host_costs import host_from_measurements, measure_copies, measure_hooks
 from realrun.launch import run_world
+from realrun.launch.world import WorldConfig
 from realrun.profiler import profile_workload
 from realrun.steps import Trainer
 from realrun.timing import timed
@@ -110,25 +111,25 @@ class PlainSteps:
             self.times.append(timed(self.ctx, self.trainer.step))
 
 
-def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gloo",
-                  threads: int = 1, timeout_s: float = 60.0, emulate_hosts: int | None = None,
-                  link_gbit: float | None = None, repeats: int = 15, warmup: int = 3,
-                  optimizer: str = "sgd", seed: int = 0, precision: str = "fp32",
-                  compute_basis: str = "slowest", fsdp: bool = False,
+def profile_world(workload: Workload, world: WorldConfig | None = None, *, threads: int = 1,
+                  repeats: int = 15, warmup: int = 3, optimizer: str = "sgd", seed: int = 0,
+                  precision: str = "fp32", compute_basis: str = "slowest", fsdp: bool = False,
                   shard_unit_mb: float | None = None) -> ProfileRun | None:
-    """What ``world_size`` ranks measured (:class:`ProfileRun`); None on torchrun ranks other
+    """What the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo) measured
+    (:class:`ProfileRun`); None on torchrun ranks other
     than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
     over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
     or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
     implementation, realrun/fsdp_costs.py; ~5-30 s more) with units of ``shard_unit_mb``."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
+    world = WorldConfig() if world is None else world
+    world_size = world.world_size
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
                "optimizer": optimizer, "seed": seed, "precision": precision,
                "fsdp": {"shard_unit_mb": shard_unit_mb} if fsdp else None}
-    ranks = run_world("realrun.profile_world:profile_rank", payload, world_size=world_size,
-                      backend=backend, threads_per_rank=threads, timeout_s=timeout_s,
-                      emulate_hosts=emulate_hosts, link_gbit=link_gbit)
+    ranks = run_world("realrun.profile_world:profile_rank", payload, threads_per_rank=threads,
+                      **world.launch_args())
     if ranks is None:
         return None
     measured = ranks[0]["measured"]
@@ -164,15 +165,22 @@ def profile_world(workload: Workload, *, world_size: int = 2, backend: str = "gl
         host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
                                    contention_spread=c["spread"])
     if "fsdp_steps_s" in measured:
-        per_rank = [r["measured"].pop("fsdp_steps_s") for r in ranks]  # max over ranks per step
-        host_s, steps_s = host_over_rounds(
-            {k: list(np.max([t[k] for t in per_rank], axis=0)) for k in per_rank[0]})
-        module = workload.build(seed, 0, torch.device("cpu"))[0]
-        # On CPU/Gloo FSDP2's collectives block the training thread; NCCL's overlap
-        costs, measured["fsdp"] = fsdp_costs(
-            host_s, sharded_plans(module, shard_unit_mb), measured["copy"]["copy_gbps"],
-            world_size, profile.optimizer_s, blocking=backend == "gloo")
-        measured["fsdp"]["steps_ms"] = {k: v * 1e3 for k, v in steps_s.items()}
-        host = dataclasses.replace(host, implementations={**host.implementations,
-                                                          "fsdp": costs})
+        host = _with_fsdp_costs(host, ranks, workload.build(seed, 0, torch.device("cpu"))[0],
+                                profile, world, shard_unit_mb)
     return ProfileRun(profile, measured, host)
+
+
+def _with_fsdp_costs(host: Host, ranks: list[dict], module, profile: ModelProfile,
+                     world: WorldConfig, shard_unit_mb: float | None) -> Host:
+    """``host`` with the "fsdp" implementation's costs from the ranks' FSDP2 steps (rank 0's
+    ``measured`` gets their summary, ``fsdp``)."""
+    measured = ranks[0]["measured"]
+    per_rank = [r["measured"].pop("fsdp_steps_s") for r in ranks]  # max over ranks per step
+    host_s, steps_s = host_over_rounds(
+        {k: list(np.max([t[k] for t in per_rank], axis=0)) for k in per_rank[0]})
+    # On CPU/Gloo FSDP2's collectives block the training thread; NCCL's overlap
+    costs, measured["fsdp"] = fsdp_costs(
+        host_s, sharded_plans(module, shard_unit_mb), measured["copy"]["copy_gbps"],
+        world.world_size, profile.optimizer_s, blocking=world.backend == "gloo")
+    measured["fsdp"]["steps_ms"] = {k: v * 1e3 for k, v in steps_s.items()}
+    return dataclasses.replace(host, implementations={**host.implementations, "fsdp": costs})

@@ -32,11 +32,11 @@ import json
 import os
 import sys
 
-from realrun.commands.common import (add_model_args, require_int, require_seconds,
-                                     resolve_workload)
+from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, bench_configs
 from realrun.launch.env import is_torchrun
+from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
                                     parse_positive_floats)
 from simddp.errors import InputError
@@ -65,17 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also time compute-only in ONE process and report samples/s and "
                         "efficiency = (N-rank samples/s) / (N x single samples/s)")
     add_beyond_ddp_args(p)
-    w = p.add_argument_group("world")
-    w.add_argument("--world-size", type=int, default=None,
-                   help="ranks (default 2; under torchrun, its WORLD_SIZE)")
-    w.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
-                   help="gloo (CPU) or nccl (one GPU per rank) (default %(default)s)")
-    w.add_argument("--emulate-hosts", type=int, default=None,
-                   help="run each rank in its own network namespace (root; = --world-size)")
-    w.add_argument("--link-gbit", type=float, default=None,
-                   help="shape each emulated host's link to this many Gbit/s (tbf)")
-    w.add_argument("--timeout-s", type=float, default=60.0,
-                   help="seconds any collective may wait before the run fails (default %(default)s)")
+    add_world_args(p, timeout_s=STEP_TIMEOUT_S)  # a step's collectives: a minute is plenty
     o = p.add_argument_group("output")
     o.add_argument("--out", default="out/bench", help="folder for bench.json and bench.csv "
                                                       "(default %(default)s)")
@@ -91,31 +81,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def check_args(args: argparse.Namespace, strategies: list[str], hooks=()) -> None:
-    under_torchrun = is_torchrun()
-    if args.world_size is None:
-        args.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun else 2
+    """Sets ``args.world`` (a WorldConfig) and ``args.world_size``; InputError otherwise."""
     for flag in ("steps", "warmup", "chunk", "trace_steps"):
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
-    require_int("--world-size", args.world_size, minimum=2,
-                why="one rank has nothing to synchronise; --scaling times one process alone")
-    require_seconds("--timeout-s", args.timeout_s)
+    args.world = world_from_args(
+        args, min_ranks=2,
+        why="one rank has nothing to synchronise; --scaling times one process alone")
+    args.world_size = args.world.world_size
     if ("ddp" in strategies or hooks) and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
                          "forward of its second step; use --warmup >= 2")
     check_backend(hooks, args.backend)   # bf16 needs NCCL
     check_warmup(hooks, args.warmup)     # PowerSGD's timed steps all compressed
-    if args.emulate_hosts is not None and args.emulate_hosts != args.world_size:
-        raise InputError(f"--emulate-hosts {args.emulate_hosts}: must equal --world-size "
-                         f"{args.world_size} (one rank per emulated host)")
-    if args.link_gbit is not None:
-        if args.emulate_hosts is None:
-            raise InputError(f"--link-gbit {args.link_gbit:g}: shapes emulated hosts; "
-                             "add --emulate-hosts N")
-        if not args.link_gbit > 0:
-            raise InputError(f"--link-gbit must be a rate in Gbit/s > 0, got {args.link_gbit!r}")
-    if under_torchrun and (args.scaling or args.emulate_hosts is not None):
-        raise InputError("--scaling and --emulate-hosts start their own ranks; run them "
-                         "without torchrun")
+    if is_torchrun() and args.scaling:  # --emulate-hosts: the world refuses it there
+        raise InputError("--scaling starts its own one-process run; run it without torchrun")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,16 +113,16 @@ def run(args: argparse.Namespace) -> int:
                "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
                "trace_dir": None, "trace_steps": args.trace_steps,
                "progress": sys.stderr.isatty()}
-    world = dict(backend=args.backend, threads=args.threads, timeout_s=args.timeout_s)
     try:
-        out = bench.run_bench(payload, world_size=args.world_size, emulate_hosts=args.emulate_hosts,
-                              link_gbit=args.link_gbit, trace_dir=args.trace, **world)
+        out = bench.run_bench(payload, world=args.world, threads=args.threads,
+                              trace_dir=args.trace)
         if out is None:
             return 0  # a torchrun rank other than 0: rank 0 reports
         single = None
-        if args.scaling:
+        if args.scaling:  # one process alone, on loopback, with the same backend and timeout
             solo = {**payload, "configs": payload["configs"][:1]}
-            single = bench.run_bench(solo, world_size=1, **world).stats[0]
+            alone = WorldConfig(world_size=1, backend=args.backend, timeout_s=args.timeout_s)
+            single = bench.run_bench(solo, world=alone, threads=args.threads).stats[0]
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e)) from None
     results, stats = out.results, out.stats

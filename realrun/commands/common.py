@@ -14,7 +14,6 @@ depending on load, and bucket caps of 1, 10 and 100 MB give 8, 3 and 1 all-reduc
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 from realrun.configs import PRECISIONS
@@ -109,8 +108,3 @@ def require_int(flag: str, value: int, minimum: int = 1, why: str = "") -> None:
     if not isinstance(value, int) or value < minimum:
         raise InputError(f"{flag} must be an integer >= {minimum}, got {value!r}"
                          + (f" ({why})" if why else ""))
-
-
-def require_seconds(flag: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise InputError(f"{flag} must be a number of seconds > 0, got {value!r}")

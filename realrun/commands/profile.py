@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from realrun.commands.common import (add_model_args, require_int, require_seconds,
-                                     resolve_workload)
+from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
+from realrun.launch.world import SWEEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.errors import InputError
 from simddp.strategy import mb_to_bytes
 from simddp.io import PROFILE_FORMAT, profile_to_json, save_json
@@ -50,24 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--repeats", type=int, default=10,
                    help="timed steps; each layer's time is their median (default %(default)s)")
     g.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
-    g.add_argument("--world-size", type=int, default=None,
-                   help="ranks profiling at once, as many as will train on this host: they "
-                        "share it, as in the real run (default 2; under torchrun, its world; "
-                        "1: one process alone)")
-    g.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
-                   help="gloo (CPU) or nccl (one GPU per rank; the hooks record CUDA events, "
-                        "read after each step) (default %(default)s)")
     g.add_argument("--device", default=None, choices=("cpu", "cuda"),
-                   help="same as --backend gloo / nccl")
-    g.add_argument("--emulate-hosts", type=int, default=None,
-                   help="each rank in its own network namespace (root; = --world-size)")
-    g.add_argument("--link-gbit", type=float, default=None,
-                   help="shape each emulated host's link to this many Gbit/s (tbf)")
+                   help="same as --backend gloo / nccl (nccl: the hooks record CUDA events, "
+                        "read after each step)")
     g.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
                    help="scale the compute totals to the slowest rank's plain step, per step, "
                         "as realrun bench times a step (default), or rank 0's")
-    g.add_argument("--timeout-s", type=float, default=120.0,
-                   help="seconds any rank may wait for the others (default %(default)s)")
     g.add_argument("--fsdp", action="store_true",
                    help="also measure torch FSDP2's host costs for fsdp/zero2 predictions "
                         "(adds its steps: ~5-30 s)")
@@ -79,30 +67,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--force", action="store_true",
                    help="replace the file at --out (default: keep an earlier profile as "
                         "NAME.<time>.json; refuse any other file)")
+    # two minutes, as calibrate: --fsdp's first FSDP2 steps and a shaped link are slow
+    add_world_args(p, timeout_s=SWEEP_TIMEOUT_S, ranks_help=(
+        "ranks profiling at once, as many as will train on this host: they share it, as in "
+        "the real run (default 2; under torchrun, its world; 1: one process alone)"))
 
 
 def run(args: argparse.Namespace) -> int:
     require_int("--repeats", args.repeats)
     require_int("--warmup", args.warmup, minimum=0)
-    require_seconds("--timeout-s", args.timeout_s)
     if args.shard_unit_mb is not None:
         if not args.fsdp:
             raise InputError("--shard-unit-mb: only with --fsdp (it groups FSDP2's units)")
         mb_to_bytes(args.shard_unit_mb, "--shard-unit-mb")
     if args.device is not None:
         args.backend = {"cpu": "gloo", "cuda": "nccl"}[args.device]
-    if args.world_size is None:
-        args.world_size = int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2
-    require_int("--world-size", args.world_size)
+    world = world_from_args(args)
     workload = resolve_workload(args)  # a typo in --module fails before --out is touched
     if not is_torchrun() or os.environ["RANK"] == "0":
         check_out_file(args.out, args.force)
     from realrun.profile_world import profile_world  # torch, after the cheap checks
     try:
-        out = profile_world(workload, world_size=args.world_size, backend=args.backend,
-                            threads=args.threads, timeout_s=args.timeout_s,
-                            emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit,
-                            repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
+        out = profile_world(workload, world, threads=args.threads, repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
                             seed=args.seed, precision=args.precision,
                             compute_basis=args.compute_basis, fsdp=args.fsdp,
                             shard_unit_mb=args.shard_unit_mb)

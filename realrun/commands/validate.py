@@ -39,6 +39,7 @@ from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workl
 from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.env import is_torchrun
+from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.commands.common import add_beyond_ddp_args, parse_hooks, parse_positive_floats
 from simddp.errors import InputError
 from simddp.io import check_out_dir, load_link
@@ -64,16 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps clocked span by span for the timeline plot; the median one "
                         "is drawn (default %(default)s)")
     add_beyond_ddp_args(p)
-    w = p.add_argument_group("world and link")
-    w.add_argument("--world-size", type=int, default=None,
-                   help="ranks (default 2; under torchrun, its WORLD_SIZE)")
-    w.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
-                   help="gloo (CPU) or nccl (one GPU per rank; calibrates on NCCL too) "
-                        "(default %(default)s)")
-    w.add_argument("--emulate-hosts", type=int, default=None,
-                   help="each rank in its own network namespace (root; = --world-size)")
-    w.add_argument("--link-gbit", type=float, default=None,
-                   help="shape each emulated host's link to this many Gbit/s (tbf)")
+    # one timeout for every phase (calibration and profile too): a step's, a minute
+    add_world_args(p, timeout_s=STEP_TIMEOUT_S)
+    w = p.add_argument_group("link and prediction")
     w.add_argument("--link", metavar="FILE", default=None,
                    help="a simddp link JSON (e.g. from python -m calibrate); skips calibration")
     w.add_argument("--lone-alpha", action="store_true",
@@ -95,8 +89,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
                    help="what the profile's compute is scaled to: the slowest rank's plain "
                         "step per step, as bench times a step (default), or rank 0's")
-    w.add_argument("--timeout-s", type=float, default=60.0,
-                   help="seconds any collective may wait (default %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="out/validate", help="folder for plots and JSON "
                                                          "(default %(default)s)")
@@ -129,9 +121,7 @@ def settings_from_args(args: argparse.Namespace):
     if not args.bucket_mb.strip():
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-    if is_torchrun() and args.world_size not in (None, int(os.environ["WORLD_SIZE"])):
-        raise InputError(f"--world-size {args.world_size}: torchrun started "
-                         f"{os.environ['WORLD_SIZE']} ranks; drop the flag")
+    world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
     link = None
     if args.link is not None:
         link = load_link(args.link)  # InputError on a missing or malformed file
@@ -139,15 +129,13 @@ def settings_from_args(args: argparse.Namespace):
               if getattr(args, f) is not None}
     return ValidateSettings(
         model=args.model or DEFAULT_MODEL, shrink=shrink, module=workload.module,
-        batch=args.batch, seq=args.seq, precision=args.precision, backend=args.backend,
+        batch=args.batch, seq=args.seq, precision=args.precision, world=world,
         optimizer=args.optimizer, threads=args.threads, seed=args.seed,
         strategies=tuple(names), bucket_mbs=tuple(buckets),
         comm_hooks=tuple(h.name for h in hooks), shard_unit_mb=args.shard_unit_mb,
-        world_size=args.world_size or (int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2),
-        emulate_hosts=args.emulate_hosts, link_gbit=args.link_gbit, link=link,
+        link=link,
         steps=args.steps, warmup=args.warmup, chunk=args.chunk,
         profile_repeats=args.profile_repeats, timeline_steps=args.timeline_steps,
-        timeout_s=args.timeout_s,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
         compute_basis=args.compute_basis, piecewise=args.piecewise,
         lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute,

@@ -7,7 +7,9 @@
 device, ``barrier()``), :mod:`~realrun.launch.env` (``is_torchrun()``, no torch),
 :mod:`~realrun.launch.worker` (one spawned rank), :mod:`~realrun.launch.supervise` (first
 failure, blame, no orphans), :mod:`~realrun.launch.errors` (one-line errors) and
-:mod:`~realrun.launch.netns` (an emulated multi-host cluster in network namespaces).
+:mod:`~realrun.launch.netns` (an emulated multi-host cluster in network namespaces) and
+:mod:`~realrun.launch.world` (``WorldConfig``: ranks, backend, emulated hosts, link shaping,
+timeout, and their flags; no torch).
 Names are imported on first use, so ``realrun.launch.env`` and the errors need no torch.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ _LAZY = {"RankContext": "realrun.launch.context", "make_context": "realrun.launc
          "is_torchrun": "realrun.launch.env", "LaunchError": "realrun.launch.errors",
          "NetnsUnavailable": "realrun.launch.errors", "resolve_target": "realrun.launch.run",
          "run_world": "realrun.launch.run", "share": "realrun.launch.run",
-         "torchrun_group": "realrun.launch.run"}
+         "torchrun_group": "realrun.launch.run", "WorldConfig": "realrun.launch.world"}
 
 __all__ = sorted(_LAZY)
 

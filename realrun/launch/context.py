@@ -15,8 +15,6 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-BACKENDS = ("gloo", "nccl")
-
 
 @dataclass(frozen=True)
 class RankContext:

@@ -35,13 +35,14 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
-from realrun.launch.context import (BACKENDS, RankContext, init_group, make_context,
+from realrun.launch.context import (RankContext, init_group, make_context,
                                     require_gpus)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
 from realrun.launch.netns import Cluster, emulated_cluster
 from realrun.launch.supervise import (clear_rank_files, kill_all, result_path,
                                       sigterm_as_interrupt, watch)
+from realrun.launch.world import BACKENDS
 
 _TARGET_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 _PORT_ATTEMPTS = 3  # the port found free by the parent can be taken before rank 0 binds it

@@ -5,7 +5,6 @@ alongside the strategies.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import calibrate
 from calibrate.settings import KINDS, CalibrateSettings
@@ -24,8 +23,9 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     """A short in-process ``python -m calibrate`` on the same world: (Link, its summary);
     (None, None) on torchrun ranks other than 0.
 
-    Sizes 4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power
-    of two, 1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, and, as
+    calibrate's short preset (``CalibrateSettings.short``, calibrate/settings.py): sizes
+    4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power of two,
+    1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, and, as
     ``calibrate --profile`` does, the sequence step on *this model's* gradients (one
     all-reduce per tensor, back to back, async and blocking: the α of each pattern,
     calibrate/ranks/sequence.py) and contention with a stream of them.
@@ -33,21 +33,12 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
     """
-    sizes = s.tensor_bytes()
-    if max_bytes is None:
-        total = sum(sizes)
-        max_bytes = min(64 << 20, max(1 << 20, 1 << math.ceil(math.log2(max(total, 1)))))
-    settings = CalibrateSettings(
-        min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=s.calibrate_iters, warmup=3,
-        contention_repeats=5, world_sizes=(s.world_size,), threads_per_rank=s.threads,
-        timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit,
-        piecewise=piecewise, sequence=not lone_alpha, progress=False, sequence_repeats=15,
-        backend=s.backend,
+    settings = CalibrateSettings.short(
+        s.world, s.tensor_bytes(), iters=s.calibrate_iters, threads_per_rank=s.threads,
+        piecewise=piecewise, sequence=not lone_alpha, max_bytes=max_bytes,
         # reduce-scatter and all-gather only when a sharded strategy will use them: on Gloo
         # they add ~40 % to the calibration (docs/CALIBRATE.md)
-        kinds=KINDS if set(s.strategies) & set(SHARDED) else (),
-        # the sequence step and the contention stream on this model's own gradients
-    ).for_model(sizes, max_bytes_given=True)
+        kinds=KINDS if set(s.strategies) & set(SHARDED) else ())
     cal = calibrate.run(settings)
     if cal is None:  # a torchrun rank other than 0: rank 0 predicts
         return None, None
@@ -59,7 +50,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
                       "fit_us": link.allreduce_s(r["size_bytes"], s.world_size) * 1e6}
                      for r in run.rows],
             "compute_slowdown": link.compute_slowdown, "comm_slowdown": link.comm_slowdown,
-            "sizes": f"4K..{max_bytes}", "iters": s.calibrate_iters,
+            "sizes": f"4K..{settings.max_bytes}", "iters": s.calibrate_iters,
             "sequence": run.sequence}
     return link, info
 
@@ -68,11 +59,9 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
     """``realrun profile`` on ``world_size`` ranks at once (realrun/profile_world.py): the
     profile rescaled to hook-free totals, what was measured, and the host costs with this
     model's contention; None on torchrun ranks other than 0."""
-    return profile_world(s.workload, world_size=s.world_size, backend=s.backend,
-                         threads=s.threads, timeout_s=s.timeout_s, repeats=s.profile_repeats,
+    return profile_world(s.workload, s.world, threads=s.threads, repeats=s.profile_repeats,
                          optimizer=s.optimizer, seed=s.seed, precision=s.precision,
-                         compute_basis=s.compute_basis, emulate_hosts=s.emulate_hosts,
-                         link_gbit=s.link_gbit,
+                         compute_basis=s.compute_basis,
                          # FSDP2's host costs only when a sharded strategy is validated
                          fsdp=bool(set(s.strategies) & set(SHARDED)),
                          shard_unit_mb=s.shard_unit_mb)

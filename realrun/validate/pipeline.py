@@ -79,9 +79,7 @@ def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dic
     ones are named in ``failures`` ("bucketed:10: rank 1 failed: ...") and the rest kept;
     the probes are then not measured.
     """
-    world = dict(world_size=s.world_size, backend=s.backend, threads=s.threads,
-                 timeout_s=s.timeout_s,
-                 emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
+    world = dict(world=s.world, threads=s.threads)
     configs = s.configs()
     try:
         run = run_bench(bench_payload(s, configs, s.probes_run()), **world)

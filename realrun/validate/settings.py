@@ -16,7 +16,7 @@ from functools import cached_property
 from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, PER_BUCKET,
                              bench_configs)
-from realrun.launch.context import BACKENDS
+from realrun.launch.world import WorldConfig
 from realrun.precision import check_precision
 from realrun.tensors import tensor_bytes
 from realrun.validate.probes import HOST_PROBES, PROBES
@@ -44,18 +44,16 @@ class ValidateSettings:
     bucket_mbs: tuple[float, ...] = (1.0, 4.0, 10.0, 40.0)
     comm_hooks: tuple[str, ...] = ()                 # "fp16", "powersgd:2": hooked ddp/bucketed
     shard_unit_mb: float | None = None               # fsdp/zero2 units (None: one per layer)
-    world_size: int = 2
-    backend: str = "gloo"
+    # ranks, backend, emulated hosts, link shaping, timeout (realrun/launch/world.py); its
+    # timeout is a step's, a minute, for the calibration and profile phases too
+    world: WorldConfig = field(default_factory=WorldConfig)
     precision: str = "fp32"
-    emulate_hosts: int | None = None
-    link_gbit: float | None = None
     link: Link | None = None                         # None: calibrate first
     steps: int = 30
     warmup: int = 5
     chunk: int = 5
     profile_repeats: int = 15
     timeline_steps: int = 5
-    timeout_s: float = 60.0
     calibrate_iters: int = 20
     piecewise: bool = False                          # calibrate two α–β lines (see below)
     lone_alpha: bool = False                         # calibrate --no-sequence (old α)
@@ -66,12 +64,12 @@ class ValidateSettings:
                                                      # or rank 0's (realrun/profile_world.py)
 
     def __post_init__(self) -> None:
-        for name in ("batch", "seq", "threads", "world_size", "steps", "warmup", "chunk",
+        for name in ("batch", "seq", "threads", "steps", "warmup", "chunk",
                      "profile_repeats", "timeline_steps", "calibrate_iters"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        if self.world_size < 2:
+        if self.world_size < 2:  # the world's own checks ran when it was made
             raise InputError(f"--world-size must be >= 2 (one rank has nothing to sync), "
                              f"got {self.world_size}")
         if ("ddp" in self.strategies or self.comm_hooks) and self.warmup < 2:
@@ -86,18 +84,8 @@ class ValidateSettings:
         for mb in self.bucket_mbs:
             if not (isinstance(mb, (int, float)) and math.isfinite(mb) and mb > 0):
                 raise InputError(f"--bucket-mb: {mb!r} is not a number of MB > 0")
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            raise InputError(f"--timeout-s must be > 0, got {self.timeout_s!r}")
-        if self.emulate_hosts is not None and self.emulate_hosts != self.world_size:
-            raise InputError(f"--emulate-hosts {self.emulate_hosts}: must equal --world-size "
-                             f"{self.world_size} (one rank per emulated host)")
-        if self.link_gbit is not None and (self.emulate_hosts is None or not self.link_gbit > 0):
-            raise InputError(f"--link-gbit {self.link_gbit!r}: needs --emulate-hosts and a "
-                             "rate > 0")
         if self.link is not None:
             self.link.for_world(self.world_size)  # InputError if calibrated at another size
-        if self.backend not in BACKENDS:
-            raise InputError(f"--backend: unknown {self.backend!r}; choose gloo or nccl")
         check_precision(self.precision)
         hooks = [parse_comm_hook(h) for h in self.comm_hooks]
         check_backend(hooks, self.backend)
@@ -106,6 +94,13 @@ class ValidateSettings:
         if self.compute_basis not in COMPUTE_BASES:
             raise InputError(f"--compute-basis: unknown {self.compute_basis!r}; choose "
                              f"{' or '.join(COMPUTE_BASES)}")
+
+    # The world's own fields, read wherever a phase launches ranks or reports them.
+    world_size = property(lambda self: self.world.world_size)
+    backend = property(lambda self: self.world.backend)
+    emulate_hosts = property(lambda self: self.world.emulate_hosts)
+    link_gbit = property(lambda self: self.world.link_gbit)
+    timeout_s = property(lambda self: self.world.timeout_s)
 
     @property
     def spec(self) -> ModelSpec:

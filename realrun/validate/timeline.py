@@ -106,10 +106,8 @@ def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
     configuration of this validation's grid with that row name and bucket size."""
     config = grid_config(s, strategy, bucket_mb)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
-    ranks = run_world("realrun.validate.timeline:timeline_rank", payload, backend=s.backend,
-                      world_size=s.world_size,
-                      threads_per_rank=s.threads, timeout_s=s.timeout_s,
-                      emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
+    ranks = run_world("realrun.validate.timeline:timeline_rank", payload,
+                      threads_per_rank=s.threads, **s.world.launch_args())
     return () if ranks is None else tuple(Span(*sp) for sp in ranks[0]["spans"])
 
 
