@@ -114,9 +114,10 @@ class Strategy:
 
     @property
     def beyond_ddp(self) -> bool:
-        """Whether it shards (fsdp, zero2) or compresses (a comm hook): what a sweep
-        recommends as a strategy, beside the bucket size."""
-        return self.reshard_after_forward is not None or self.comm_hook is not None
+        """Whether it shards (fsdp, zero2), compresses (a comm hook) or all-reduces in two
+        levels (hierarchical): what a sweep recommends as a strategy, beside the bucket size."""
+        return (self.reshard_after_forward is not None or self.comm_hook is not None
+                or self.algorithm != "ring")
 
     def to_dict(self) -> dict:
         """Plain JSON-able fields (a rank's payload); :meth:`from_dict` reads them back.

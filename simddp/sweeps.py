@@ -33,7 +33,8 @@ from simddp.profile import ModelProfile
 from simddp.ranges import robust_pick
 from simddp.result import Result
 from simddp.hooks import CommHook, parse_comm_hook
-from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HIERARCHICAL,
+                             HOOKABLE, MB,
                              SHARDED, STRATEGIES, Strategy, make_strategy,
                              mb_to_bytes)
 from simddp.topology import Topology
@@ -59,7 +60,7 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
     """
     if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or accum_steps < 1:
         raise InputError(f"--accum-steps must be an integer >= 1, got {accum_steps!r}")
-    known = STRATEGIES + SHARDED
+    known = STRATEGIES + SHARDED + (HIERARCHICAL,)
     for name in strategies:
         if name not in known:
             raise InputError(f"unknown strategy {name!r}; choose from {', '.join(known)}")

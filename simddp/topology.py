@@ -77,6 +77,33 @@ class Topology:
         return kind_factor(kind, self.nodes) * n_bytes / self.gpus_per_node
 
 
+def level_load(topo: Topology, inter: Link, plan) -> dict:
+    """Per optimizer step and rank, what each level carries for ``plan``: bytes sent over
+    the inter-node link and seconds of phases on each link (run alone, no overlap), and
+    which level bounds the communication ("inter" or "intra")."""
+    inter_bytes = inter_s = intra_s = 0.0
+    algorithm = plan.strategy.algorithm
+    for c in plan.collectives:
+        for n in c.calls:
+            inter_bytes += topo.inter_bytes(c.kind, n, algorithm)
+            total = collective_s(topo, inter, c.kind, n, algorithm)
+            if topo.nodes == 1:
+                intra_s += total
+            elif algorithm == "ring" or topo.gpus_per_node == 1:
+                inter_s += total
+            else:
+                across = _across_s(topo, inter, c.kind, n)
+                inter_s += across
+                intra_s += total - across
+    return {"inter_node_bytes": inter_bytes, "inter_node_s": inter_s, "intra_node_s": intra_s,
+            "bound_by": "inter" if inter_s >= intra_s else "intra"}
+
+
+def _across_s(topo: Topology, inter: Link, kind: str, n_bytes: float) -> float:
+    """The inter-node phase of a hierarchical ``kind`` collective."""
+    return inter.collective_s(kind, n_bytes / topo.gpus_per_node, topo.nodes)
+
+
 def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorithm: str,
                  blocking: bool = False) -> float:
     """Seconds for one ``kind`` collective of ``n_bytes`` on ``topo`` by ``algorithm``."""

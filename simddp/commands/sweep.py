@@ -37,9 +37,9 @@ from simddp.commands.common import (
     resolve_host,
     resolve_link,
     resolve_world,
+    topology_text,
     resolve_model,
 )
-from simddp.errors import InputError
 from simddp.host import Host
 from simddp.io import check_out_dir, results_to_json, write_atomic
 from simddp.link import Link
@@ -57,8 +57,9 @@ from simddp.report.table import (
     setup_line,
 )
 from simddp.result import Result
-from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, SHARDED, STRATEGIES,
-                             make_strategy)
+from simddp.report.levels import levels_line, topology_json
+from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, HIERARCHICAL, SHARDED,
+                             STRATEGIES, make_strategy)
 from simddp.sweeps import (
     DEFAULT_ACCUM_STEPS,
     DEFAULT_BUCKET_MB,
@@ -103,13 +104,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything is checked before anything is simulated or written.
     bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-    strategies = list(STRATEGIES) if args.strategies.strip() == "all" else \
-        parse_names(args.strategies, STRATEGIES + SHARDED, "--strategies")
+    topology = resolve_world(args)
+    strategies = parse_names(args.strategies, STRATEGIES + SHARDED + (HIERARCHICAL,),
+                             "--strategies") if args.strategies.strip() != "all" else \
+        list(STRATEGIES) + ([HIERARCHICAL] if topology is not None and topology.two_level
+                            else [])
     hooks = parse_hooks(args.comm_hook)
     sweep_strategies(strategies, bucket_mbs, args.accum_steps, hooks, args.shard_unit_mb)
-    if resolve_world(args) is not None:
-        raise InputError("sweep --nodes/--gpus-per-node: not wired into the sweep yet; "
-                         "python -m simddp simulate takes them (docs/TOPOLOGY.md)")
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)
@@ -122,15 +123,18 @@ def run(args: argparse.Namespace) -> int:
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
                         args.accum_steps, host=host, on_progress=progress.update,
                         record=out_dir is not None, ranges=True, comm_hooks=hooks,
-                        shard_unit_mb=args.shard_unit_mb)
+                        shard_unit_mb=args.shard_unit_mb, topology=topology)
     naive = next((r for r in results if r.strategy == "naive"), None)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
-        naive = sweep(profile, link, args.world_size, ["naive"], host=host)[0]
+        naive = sweep(profile, link, args.world_size, ["naive"], host=host,
+                      topology=topology)[0]
     rows = sweep_rows(results, naive)
     rec = recommend(results)
     pick = recommend_strategy(results)
     states = pick_states(pick, profile, args)
     setup = _setup(profile, link, host, args, hooks, naive)
+    if topology is not None:
+        setup["topology"] = topology_json(topology, link, profile, rec, results)
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
                "recommended_from": None if rec is None else rec.strategy,
                "fastest": fastest_row(results, rec),
@@ -149,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"rows": rows, **summary, "setup": setup}, indent=1))
     else:
-        print(setup_line(profile, link, args.world_size))
+        print(setup_line(profile, link, args.world_size) + topology_text(topology))
+        if topology is not None:
+            print(levels_line(setup["topology"]))
         if host is not None:
             print(f"host costs charged ({host.name}): {host_line(host)}")
         print(f"prediction ranges, step ms (low–high): {setup['ranges']}")

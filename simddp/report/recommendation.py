@@ -121,6 +121,9 @@ def _states(states: dict[str, int]) -> str:
 def _caveat(spec: Strategy) -> str:
     """What else changes besides the step time, for a strategy beyond plain DDP."""
     h = spec.comm_hook
+    if spec.algorithm == "hierarchical":
+        return (" Simulated only: no real executor runs the two-level all-reduce yet "
+                "(docs/TOPOLOGY.md); NCCL's own choice across nodes is the ring or the tree.")
     if h is None:
         return (f" In torch: fully_shard(unit, reshard_after_forward="
                 f"{spec.reshard_after_forward}) on each unit "

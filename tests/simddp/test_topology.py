@@ -102,3 +102,29 @@ def test_simulate_cli_takes_a_two_level_cluster(capsys):
         assert main(base + bad) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+def test_sweep_on_two_levels_adds_hierarchical_and_says_which_level_bounds(capsys):
+    from simddp.cli import main
+    argv = ["sweep", "--nodes", "4", "--gpus-per-node", "8", "--link", "ib-hdr",
+            "--bucket-mb", "5,25", "--format", "json"]
+    assert main(argv) == 0
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert {r["strategy"] for r in doc["rows"]} >= {"ddp", "hierarchical"}
+    topo = doc["setup"]["topology"]
+    assert (topo["nodes"], topo["gpus_per_node"], topo["intra_link"]) == (4, 8, "nvlink-a100")
+    ddp, hier = topo["levels"]
+    assert ddp["strategy"] == "ddp" and ddp["bound_by"] == "inter" and ddp["intra_node_ms"] == 0
+    # the hierarchical all-reduce sends 1/G of the ring's share across nodes: 2·3/4/8 vs 2·31/32
+    assert hier["inter_node_bytes"] / ddp["inter_node_bytes"] == pytest.approx(
+        (2 * 3 / 4 / 8) / (2 * 31 / 32))
+
+
+def test_sweep_on_one_node_is_the_single_link_sweep(capsys):
+    from simddp.cli import main
+    common = ["sweep", "--bucket-mb", "5,25", "--format", "json", "--strategies", "naive,ddp"]
+    assert main(common + ["--link", "nvlink-a100", "--world-size", "8"]) == 0
+    single = __import__("json").loads(capsys.readouterr().out)
+    assert main(common + ["--nodes", "1", "--gpus-per-node", "8"]) == 0
+    nested = __import__("json").loads(capsys.readouterr().out)
+    assert nested["rows"] == single["rows"]
