@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+from simddp.contention import link_contention
 from simddp.errors import InputError
 from simddp.link import GB, Link, bus_factor
 from simddp.profile import ModelProfile
@@ -145,7 +146,7 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> d
     if all(alpha_s == 0 for _, _, alpha_s, _ in _pieces(link)):
         regime = NO_LATENCY  # b* would be the 1-byte floor: a floor, not an answer
     note = "α–β closed form, gradients ready evenly over backward, no tensor granularity"
-    if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0:
+    if link_contention(link).active:
         note += "; ignores the link's contention factors"
     return {"bucket_mb": b / MB, "bucket_bytes": b, "overhead_ms": t_s * 1e3,
             "regime": regime, "buckets": profile.grad_total_bytes / b, "note": note}

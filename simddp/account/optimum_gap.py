@@ -13,6 +13,7 @@ the two optima differ by more than the sweep's grid can explain, the reasons are
 """
 from __future__ import annotations
 
+from simddp.contention import contention_for
 from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
@@ -69,9 +70,10 @@ def reasons(profile: ModelProfile, link: Link, host: Host | None, opt: dict) -> 
     if host is not None and not host.free:
         out.append("the DDP implementation's host costs (hooks, gradient copies) are not in "
                    "the closed form")
-    if link.compute_slowdown != 1.0 or link.comm_slowdown != 1.0:
-        out.append(f"contention (compute x{link.compute_slowdown:.2f}, all-reduce "
-                   f"x{link.comm_slowdown:.2f} while both run) is not in the closed form")
+    contention = contention_for(link, host)
+    if contention.active:
+        out.append(f"contention (compute x{contention.compute:.2f}, all-reduce "
+                   f"x{contention.comm:.2f} while both run) is not in the closed form")
     if not out:
         out.append("the closed form's continuous bucket count and first-bucket-free schedule "
                    "are approximations; the simulator is the reference")

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                "fastest": fastest_row(results, rec),
                "recommended_strategy": pick_json(pick, states),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
-    gap = gap_line(profile, host.contended(link) if host else link, host,
+    gap = gap_line(profile, link, host,
                    summary["closed_form_optimum"], results)
     summary["closed_form_optimum"]["differs_from_simulator"] = gap
 
