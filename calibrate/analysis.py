@@ -132,6 +132,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     problems = [f"link: {p}" for p in fitting.fit_problems(fit, *_scored(fit, held, rows, seq))]
     problems += [f"{k}: {p}" for k, c in kinds.items() for p in
                  fitting.fit_problems(c.fit, *_scored(c.fit, c.heldout, c.rows, c.sequence))]
+    if held.get("busbw_from"):
+        link = dataclasses.replace(link, source=f"{link.source}; busbw from {held['busbw_from']}")
     if problems:  # the link file says so too: whoever reads it later sees the warning
         link = dataclasses.replace(link, source=f"{link.source}; DEGENERATE FIT: "
                                                 + "; ".join(problems))

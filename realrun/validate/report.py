@@ -195,10 +195,16 @@ def link_warnings(link: Link) -> list[str]:
 
     >>> link_warnings(Link("l", 1e-3, 1.0, source="x; DEGENERATE FIT: link: busbw at its bound"))
     ['#   WARNING: the link fit is degenerate (link: busbw at its bound): predictions built on it are suspect']
+    >>> link_warnings(Link("l", 1e-3, 1.0, source="x; busbw from the lone fit: no slope"))[0][:40]
+    '#   note: busbw from the lone all-reduce'
     """
+    out = []
+    if "busbw from the lone fit" in link.source:  # calibrate/analysis.py, a small model's sweep
+        out.append("#   note: busbw from the lone all-reduces' fit: no slope fits under the "
+                   "step's α on these sizes")
     _, found, what = link.source.partition("DEGENERATE FIT: ")
-    return [f"#   WARNING: the link fit is degenerate ({what}): predictions built on it are "
-            "suspect"] if found else []
+    return out + [f"#   WARNING: the link fit is degenerate ({what}): predictions built on it "
+                  "are suspect"] if found else out
 
 
 def anchored_text(a: Prediction) -> str:

@@ -67,6 +67,7 @@ def test_small_model_step_alpha_above_the_sweep_takes_the_lone_busbw():
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.01)      # the lone fit's
     assert world.problems == ()      # R² and held-out judged where that line makes its claim
     assert world.heldout["busbw_from"].startswith("the lone fit")
+    assert "busbw from the lone fit" in world.link.source       # validate prints a note
 
 
 def test_a_sweep_with_no_slope_is_flagged_in_report_and_link(capsys):
