@@ -14,7 +14,7 @@ every timed step after a barrier, the step = max over ranks, median over steps:
   size, in the plan's order, each waited for, as FSDP2 issues them on CPU).
 
 ``host = strategy - compute-only - wire``: what FSDP2 does on the host around its collectives
-(copy-in, copy-out, hooks, DTensor bookkeeping). realrun/fsdp_costs.py measures it the same
+(copy-in, copy-out, hooks, DTensor bookkeeping). realrun/fsdp_host_costs.py measures it the same
 way with the profile, as the "fsdp" implementation's host costs simddp charges. With
 ``--link`` it also prints simddp's time for the same collectives from that link's kind fits.
 Results and their use: docs/results/2026-11-23-sharded-and-hooks.md.
@@ -40,7 +40,7 @@ SHARDED = ("fsdp", "zero2")
 def rank(payload: dict, ctx) -> dict:
     """Rank target: every item warmed up, then timed round-robin; per-step seconds per item."""
     import torch
-    from realrun.fsdp_costs import Wire, sharded_plans
+    from realrun.fsdp_host_costs import Wire, sharded_plans
     from realrun.configs import config_of
     from realrun.steps import Trainer
     from simddp.strategy import make_strategy

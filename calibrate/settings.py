@@ -38,7 +38,7 @@ MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence int
 # runs within ±30 % (docs/results/2026-11-24-calibrate-repeatability.md).
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 40
 # Contention is measured with a real forward + backward of an MLP of these widths on this many
-# rows, against its gradients' all-reduces (calibrate/ranks/contention.py): the mlp-8x1024
+# rows, against its gradients' all-reduces (calibrate/ranks/mlp_contention.py): the mlp-8x1024
 # preset at batch 2 x seq 8, ~20 ms of backward here, about as long as its 8 x 4 MiB stream.
 CONTENTION_WIDTHS, CONTENTION_ROWS = (1024,) * 8, 16
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)

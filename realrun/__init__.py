@@ -26,7 +26,7 @@ _LAZY = {
     "run_world": "realrun.launch",
     "RankContext": "realrun.launch",
     "LaunchError": "realrun.launch",
-    "profile_module": "realrun.profiler",
+    "profile_module": "realrun.layer_timing",
     "Workload": "realrun.workload",
 }
 

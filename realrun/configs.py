@@ -27,7 +27,7 @@ BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "fsdp", "zero
 DEFAULT_STRATEGIES = BENCH_STRATEGIES[:5]
 PER_BUCKET = ("bucketed", "ddp")
 PRECISIONS = ("fp32", "tf32", "bf16")  # realrun/precision.py says what each means
-# What a profile's compute total is scaled to (realrun/profile_world.py): the slowest rank's
+# What a profile's compute total is scaled to (realrun/profile_on_ranks.py): the slowest rank's
 # plain step, per step, as realrun bench times a step; or rank 0's.
 COMPUTE_BASES = ("slowest", "rank0")
 

@@ -4,7 +4,7 @@ Picture one rank's fsdp step on Gloo: before each unit computes, FSDP2 copies it
 a buffer, all-gathers it and copies the gathered parameters out; after each unit's backward it
 copies the gradients into a reduce-scatter's input and the reduced shard out; DTensor
 bookkeeping runs in Python hooks around each. None of that is the wire's. Measured on the
-ranks the profile runs on (realrun/profile_world.py), when a sharded strategy will be
+ranks the profile runs on (realrun/profile_on_ranks.py), when a sharded strategy will be
 predicted (it adds ~5-30 s)::
 
     times = measure_fsdp(workload, payload, ctx)              # rank side, every rank at once

@@ -6,13 +6,13 @@ ranks. ``realrun profile`` and ``realrun validate`` both run this on ``world_siz
     profile, measured, host = profile_world(Workload.preset(spec, 2, 8), WorldConfig(world_size=2))
     save_json("profile.json", {**profile_to_json(profile, host=host), "measured": measured})
 
-Each rank profiles its model (realrun/profiler.py) while the others do the same, then times
-the DDP implementations' host costs (realrun/host_costs.py: gradient copies; the hook path on
+Each rank profiles its model (realrun/layer_timing.py) while the others do the same, then times
+the DDP implementations' host costs (realrun/ddp_host_costs.py: gradient copies; the hook path on
 its own 1-rank group), hook-free compute-only steps after a barrier, as realrun bench times
 them, and the contention between this model's backward and its own all-reduces
-(realrun/contention.py), which goes with the host costs (``Host.contention``). When fsdp or
+(realrun/contention_timing.py), which goes with the host costs (``Host.contention``). When fsdp or
 zero2 will be predicted, torch FSDP2's host work around its collectives too
-(realrun/fsdp_costs.py: the "fsdp" implementation's costs).
+(realrun/fsdp_host_costs.py: the "fsdp" implementation's costs).
 
 Rank 0's per-layer split is kept, rescaled so that a step's compute is the median plain
 step of the slowest rank (see :func:`profile_world`); the host costs are the slowest
@@ -30,12 +30,12 @@ import numpy as np
 import torch
 
 from realrun.configs import COMPUTE_BASES, config_of
-from realrun.contention import median_overlap
-from realrun.fsdp_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
-from realrun.host_costs import host_from_measurements, measure_copies, measure_hooks
+from realrun.contention_timing import median_overlap
+from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
+from realrun.ddp_host_costs import host_from_measurements, measure_copies, measure_hooks
 from realrun.launch import run_world
 from realrun.launch.world import WorldConfig
-from realrun.profiler import profile_workload
+from realrun.layer_timing import profile_workload
 from realrun.steps import Trainer
 from realrun.timing import timed
 from realrun.workload import Workload
@@ -120,7 +120,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
     over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
     or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
-    implementation, realrun/fsdp_costs.py; ~5-30 s more) with units of ``shard_unit_mb``."""
+    implementation, realrun/fsdp_host_costs.py; ~5-30 s more) with units of ``shard_unit_mb``."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
     world = WorldConfig() if world is None else world
@@ -128,7 +128,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
                "optimizer": optimizer, "seed": seed, "precision": precision,
                "fsdp": {"shard_unit_mb": shard_unit_mb} if fsdp else None}
-    ranks = run_world("realrun.profile_world:profile_rank", payload, threads_per_rank=threads,
+    ranks = run_world("realrun.profile_on_ranks:profile_rank", payload, threads_per_rank=threads,
                       **world.launch_args())
     if ranks is None:
         return None
@@ -152,7 +152,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,
                     rank0_step_s=statistics.median(steps0),
                     slowest_step_s=float(np.median(per_step)), compute_spread=spread)
-    # The hook path's step medians from the slowest rank (realrun/host_costs.py).
+    # The hook path's step medians from the slowest rank (realrun/ddp_host_costs.py).
     measured["hooks"] = {key: max(r["measured"]["hooks"][key] for r in ranks)
                          for key in ranks[0]["measured"]["hooks"]}
     host = host_from_measurements(f"{workload.name} on {world_size} ranks", measured["copy"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from calibrate.ranks.allreduce import measure_sweep
-from calibrate.ranks.contention import measure_contention
+from calibrate.ranks.mlp_contention import measure_contention
 from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.sequence import measure_sequence
 from realrun.launch.env import ranks_on_this_cpu

@@ -41,7 +41,7 @@ from calibrate.ranks.allreduce import zeros
 from calibrate.ranks.kinds import collective, full_bytes, kind_tensors
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
-_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/contention.py)
+_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/mlp_contention.py)
 
 
 def measure_sequence(cfg: dict, ctx) -> dict:

@@ -9,15 +9,15 @@
 
 Every module that owns trainable parameters gets its forward time (forward hooks) and
 backward time (gradient-ready hooks), median of --repeats steps after --warmup; gaps between
-hooks go to the next layer to finish (see realrun/profiler.py). Also measured: the order in
+hooks go to the next layer to finish (see realrun/layer_timing.py). Also measured: the order in
 which gradients became ready, each tensor's bytes and the optimizer step. --world-size ranks
 (default 2) profile at once, sharing the host as the real run will; the totals are scaled to
 the slowest rank's plain step (--compute-basis), and the DDP implementations' host costs,
 this model's compute/all-reduce contention and the step's spread are measured on the same
-ranks and saved with the profile (realrun/profile_world.py), so ``simddp sweep --model FILE``
+ranks and saved with the profile (realrun/profile_on_ranks.py), so ``simddp sweep --model FILE``
 charges them. --fsdp also measures torch FSDP2's host work around its all-gathers and
-reduce-scatters (the "fsdp" implementation that runs fsdp and zero2; realrun/fsdp_costs.py),
-with the units of --shard-unit-mb. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
+reduce-scatters (the "fsdp" implementation that runs fsdp and zero2;
+realrun/fsdp_host_costs.py), with the units of --shard-unit-mb. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
 ``gpt2_tiny:build``); how it was measured is stored next to it under "measured".
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     workload = resolve_workload(args)  # a typo in --module fails before --out is touched
     if not is_torchrun() or os.environ["RANK"] == "0":
         check_out_file(args.out, args.force)
-    from realrun.profile_world import profile_world  # torch, after the cheap checks
+    from realrun.profile_on_ranks import profile_world  # torch, after the cheap checks
     try:
         out = profile_world(workload, world, threads=args.threads, repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
                             seed=args.seed, precision=args.precision,

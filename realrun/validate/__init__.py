@@ -6,7 +6,7 @@
 
 :mod:`~realrun.validate.settings` (what to validate), :mod:`~realrun.validate.pipeline` (the
 steps, in order), :mod:`~realrun.validate.inputs` (calibrate and profile on the same ranks),
-:mod:`~realrun.validate.host_costs` (what each DDP implementation costs the host),
+:mod:`~realrun.ddp_host_costs` (what each DDP implementation costs the host),
 :mod:`~realrun.validate.probes` (link and host measured in the same rounds as the runs),
 :mod:`~realrun.validate.timeline` (one measured step, span by span) and
 :mod:`~realrun.validate.report` (text, JSON, files).

@@ -1,5 +1,5 @@
 """validate's inputs: calibrate the link and profile the model on the same ranks
-(realrun/profile_world.py), and set the compute total from the compute-only steps measured
+(realrun/profile_on_ranks.py), and set the compute total from the compute-only steps measured
 alongside the strategies.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 
 import calibrate
 from calibrate.settings import KINDS, CalibrateSettings
-from realrun.profile_world import ProfileRun, profile_world
+from realrun.profile_on_ranks import ProfileRun, profile_world
 from realrun.validate.settings import ValidateSettings
 from simddp.engine import compute_only_s
 from simddp.link import Link
@@ -56,7 +56,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
 
 
 def measure_profile(s: ValidateSettings) -> ProfileRun | None:
-    """``realrun profile`` on ``world_size`` ranks at once (realrun/profile_world.py): the
+    """``realrun profile`` on ``world_size`` ranks at once (realrun/profile_on_ranks.py): the
     profile rescaled to hook-free totals, what was measured, and the host costs with this
     model's contention; None on torchrun ranks other than 0."""
     return profile_world(s.workload, s.world, threads=s.threads, repeats=s.profile_repeats,
@@ -67,7 +67,8 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
                          shard_unit_mb=s.shard_unit_mb)
 
 
-def scale_to_compute_only(profile: ModelProfile, measured: list) -> tuple[ModelProfile, dict] | None:
+def scale_to_compute_only(profile: ModelProfile, measured: list
+                          ) -> tuple[ModelProfile, dict] | None:
     """``profile`` with its compute total set to the measured compute-only median, and what
     was changed; None when compute-only was not measured.
 

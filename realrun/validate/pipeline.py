@@ -13,7 +13,7 @@ Steps, in order (each one a plain function, so a notebook can run them one by on
    ``calibrate`` run on the same world (same ranks, same emulated hosts): busbw, α from this
    model's all-reduces issued back to back (async and blocking), contention;
 2. :func:`~realrun.validate.inputs.measure_profile` — ``realrun profile`` on *every* rank at
-   once (realrun/profile_world.py): per-layer times, the DDP implementations' copy rates and
+   once (realrun/profile_on_ranks.py): per-layer times, the DDP implementations' copy rates and
    hook costs, this model's own contention, the compute spread;
 3. :func:`measure` — ``realrun bench`` of every configuration, compute-only and the probes
    (realrun/validate/probes.py) in one world, round-robin; if the world fails, every
@@ -42,7 +42,7 @@ import time
 from realrun.bench import run_bench
 from realrun.configs import spec_of
 from realrun.launch import LaunchError, is_torchrun, share
-from realrun.profile_world import ProfileRun
+from realrun.profile_on_ranks import ProfileRun
 from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
 from realrun.validate.probes import inputs_from_probes
 from realrun.validate.report import Prediction, ValidationReport

@@ -40,12 +40,12 @@ import torch.distributed as dist
 
 from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
-from realrun.contention import overlap_times
+from realrun.contention_timing import overlap_times
 from calibrate.ranks.sequence import timed_sequence
 from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
-from realrun.host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
+from realrun.ddp_host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
 from simddp.link import GB, Link, bus_factor
 from simddp.result import COMPUTE_ONLY
@@ -73,7 +73,7 @@ def make_probe(name: str, workload, ctx, payload: dict, shared: dict):
 
 class ContentionProbe:
     """The model's own forward + backward against its own gradients' all-reduces, queued at
-    once: compute and comm alone, then together (calibrate/ranks/contention.py). Each step
+    once: compute and comm alone, then together (calibrate/ranks/mlp_contention.py). Each step
     reports the four times in ``inner``; :func:`inputs_from_probes` turns the ranks' medians
     into the link's compute_slowdown and comm_slowdown."""
 

@@ -76,7 +76,7 @@ def caveats(settings: ValidateSettings) -> list[str]:
     out = []
     if settings.backend == "gloo" and any(s in SHARDED for s in settings.strategies):
         out.append("caveat: fsdp/zero2 on Gloo: FSDP2's host work and blocking collectives are "
-                   "measured with the profile and charged (realrun/fsdp_costs.py), but the "
+                   "measured with the profile and charged (realrun/fsdp_host_costs.py), but the "
                    "wire law of many small reduce-scatters/all-gathers has no blocking α yet: "
                    "expect under-prediction with small units over a slow link (-23 to -31 % "
                    "on the transformer at 2 Gbit/s: docs/results/2026-11-23-sharded-and-hooks.md)")

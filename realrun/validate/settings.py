@@ -61,7 +61,7 @@ class ValidateSettings:
     probes: bool = True                              # link + hooks measured in the same run
     model_copies: bool = True                        # charge the wrapper's copies (copy_gbps)
     compute_basis: str = "slowest"                   # profile compute: slowest rank's step,
-                                                     # or rank 0's (realrun/profile_world.py)
+                                                     # or rank 0's (realrun/profile_on_ranks.py)
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "threads", "steps", "warmup", "chunk",

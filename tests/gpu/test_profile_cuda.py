@@ -5,7 +5,7 @@
 - ``realrun profile --backend nccl --world-size 1`` of a preset and of a Hugging Face GPT-2
   built from a config (examples/gpt2_tiny.py), fp32 and bf16, and the profile predicting 8
   GPUs (the "one GPU now, a cluster later" recipe);
-- the per-layer CUDA-event times (realrun.profiler, summed over layers) against the GPU span
+- the per-layer CUDA-event times (realrun.layer_timing, summed over layers) against the GPU span
   of the same passes in a torch.profiler trace, within 10 %, on a GPU-bound model;
 - the profile command's peak GPU memory against a torch DDP job's (issue 20, bug 2: xfail).
 """
@@ -65,7 +65,7 @@ def gpu_spans(path) -> dict[str, float]:
 def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from realrun.profiler import profile_module       # the CUDA-event instrument itself
+    from realrun.layer_timing import profile_module       # the CUDA-event instrument itself
     from realrun.workload import forward, loss_of
     model, inputs, loss_fn = big_workload().build(0, 0, "cuda")
     prof, measured = profile_module(model, inputs, loss_fn, repeats=5, warmup=2,

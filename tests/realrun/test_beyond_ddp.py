@@ -188,13 +188,13 @@ def test_fsdp2_host_costs_are_solved_from_fsdp_and_zero2_steps():
     # (n/p and n) = 1.5 ms. fsdp: 4 all-gathers + 2 reduce-scatters (9 ms of copies), zero2:
     # 2 + 2 (6 ms). With gather 1 ms and scatter 2 ms per call the rest is 8 and 6 ms; a
     # 2 ms optimizer on the shard saves 1 ms of the 10 ms compute-only step.
-    from realrun.fsdp_costs import SHARDED, fsdp_costs
+    from realrun.fsdp_host_costs import SHARDED, fsdp_costs
     from simddp import Layer, ModelProfile
     toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10 ** 6,)) for i in range(2)))
     plans = {s: plan(toy, make_strategy(s)) for s in SHARDED}
     # host = step - compute-only - wire: fsdp 38 - 10 - 12 = 16 ms, zero2 29 - 10 - 8 = 11 ms,
     # +1 ms each for the optimizer's share -> 17 and 12 ms, less 9 and 6 ms of copies
-    from realrun.fsdp_costs import host_over_rounds
+    from realrun.fsdp_host_costs import host_over_rounds
     steps = {"compute-only": [0.010] * 2, "fsdp": [0.038] * 2, "zero2": [0.029] * 2,
              "wire:fsdp": [0.012] * 2, "wire:zero2": [0.008] * 2}
     host_s, medians = host_over_rounds(steps, chunk=1)

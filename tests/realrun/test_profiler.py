@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from realrun.cli import main as realrun_main
-from realrun.profiler import attribute, profile_workload
+from realrun.layer_timing import attribute, profile_workload
 from realrun.tensors import trainable_parameters
 from realrun.workload import Workload
 from simddp.io import load_profile
@@ -157,7 +157,7 @@ def test_on_cuda_the_hooks_record_events_and_only_the_step_synchronizes(monkeypa
     """No GPU here: fake events stand in for torch.cuda.Event. A step synchronizes twice
     (before its first mark and after its last), never inside a hook, and a mark's time is
     the elapsed time between recorded events."""
-    from realrun.profiler import Clock
+    from realrun.layer_timing import Clock
     calls = {"sync": 0}
 
     class FakeEvent:

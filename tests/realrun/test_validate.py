@@ -188,7 +188,7 @@ def test_anchor_compute_scales_every_phase_by_one_factor():
 
 
 def test_hook_fields_subtract_each_implementations_copies():
-    from realrun.host_costs import hook_fields
+    from realrun.ddp_host_costs import hook_fields
     copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
     out = hook_fields({"plain_s": 0.040, "wrapper_s": 0.050, "torch_s": 0.049}, copy,
                       [10 ** 6] * 4)                           # torch: 8 ms of copies
