@@ -66,6 +66,20 @@ def config_of(strategy: Strategy | None, bucket_mb: float | None = None) -> dict
     return {"strategy": strategy.name, "bucket_mb": bucket_mb, "spec": strategy.to_dict()}
 
 
+def runs_torch_ddp(configs: list[dict]) -> bool:
+    """Whether torch's DistributedDataParallel runs any of them (ddp, a hooked strategy): it
+    records the gradient order in its first step and rebuilds its buckets in the forward of
+    its second, so such a run needs 2 warm-up steps or more."""
+    return any(s is not None and s.implementation == "torch" for s in map(spec_of, configs))
+
+
+def shards(configs: list[dict]) -> bool:
+    """Whether any of them shards (fsdp, zero2): calibrate's reduce-scatter and all-gather
+    fits and FSDP2's host costs are then worth their time."""
+    return any(s is not None and s.reshard_after_forward is not None
+               for s in map(spec_of, configs))
+
+
 def spec_of(config: dict) -> Strategy | None:
     """The Strategy a configuration runs (None for compute-only), read back from its data.
     A configuration without ``spec`` is refused rather than run as compute-only."""

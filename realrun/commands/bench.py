@@ -34,7 +34,7 @@ import sys
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, bench_configs
+from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, bench_configs, runs_torch_ddp
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--trace-steps", type=int, default=3, help="steps per trace (default %(default)s)")
 
 
-def check_args(args: argparse.Namespace, strategies: list[str], hooks=()) -> None:
+def check_args(args: argparse.Namespace, configs: list[dict], hooks=()) -> None:
     """Sets ``args.world`` (a WorldConfig) and ``args.world_size``; InputError otherwise."""
     for flag in ("steps", "warmup", "chunk", "trace_steps"):
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
@@ -88,7 +88,7 @@ def check_args(args: argparse.Namespace, strategies: list[str], hooks=()) -> Non
         args, min_ranks=2,
         why="one rank has nothing to synchronise; --scaling times one process alone")
     args.world_size = args.world.world_size
-    if ("ddp" in strategies or hooks) and args.warmup < 2:
+    if runs_torch_ddp(configs) and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
                          "forward of its second step; use --warmup >= 2")
     check_backend(hooks, args.backend)   # bf16 needs NCCL
@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
     buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     hooks = parse_hooks(args.comm_hook)
-    check_args(args, strategies, hooks)
     configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb)
+    check_args(args, configs, hooks)
     workload = resolve_workload(args)  # imports torch, after the cheap checks
     if not is_torchrun() or os.environ["RANK"] == "0":  # last: it moves an earlier run aside
         check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)

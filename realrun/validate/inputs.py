@@ -14,7 +14,6 @@ from simddp.engine import compute_only_s
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY
-from simddp.strategy import SHARDED
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
@@ -38,7 +37,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
         piecewise=piecewise, sequence=not lone_alpha, max_bytes=max_bytes,
         # reduce-scatter and all-gather only when a sharded strategy will use them: on Gloo
         # they add ~40 % to the calibration (docs/CALIBRATE.md)
-        kinds=KINDS if set(s.strategies) & set(SHARDED) else ())
+        kinds=KINDS if s.shards else ())
     cal = calibrate.run(settings)
     if cal is None:  # a torchrun rank other than 0: rank 0 predicts
         return None, None
@@ -63,7 +62,7 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
                          optimizer=s.optimizer, seed=s.seed, precision=s.precision,
                          compute_basis=s.compute_basis,
                          # FSDP2's host costs only when a sharded strategy is validated
-                         fsdp=bool(set(s.strategies) & set(SHARDED)),
+                         fsdp=s.shards,
                          shard_unit_mb=s.shard_unit_mb)
 
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, PER_BUCKET,
-                             bench_configs)
+                             bench_configs, runs_torch_ddp, shards)
 from realrun.launch.world import WorldConfig
 from realrun.precision import check_precision
 from realrun.tensors import tensor_bytes
@@ -72,9 +72,6 @@ class ValidateSettings:
         if self.world_size < 2:  # the world's own checks ran when it was made
             raise InputError(f"--world-size must be >= 2 (one rank has nothing to sync), "
                              f"got {self.world_size}")
-        if ("ddp" in self.strategies or self.comm_hooks) and self.warmup < 2:
-            raise InputError(f"--warmup {self.warmup}: torch ddp rebuilds its buckets in its "
-                             "second step; use --warmup >= 2")
         bad = [s for s in self.strategies if s not in BENCH_STRATEGIES]
         if bad or not self.strategies:
             raise InputError(f"--strategies: {bad[0] if bad else 'nothing'!r} is not one of "
@@ -90,7 +87,10 @@ class ValidateSettings:
         hooks = [parse_comm_hook(h) for h in self.comm_hooks]
         check_backend(hooks, self.backend)
         check_warmup(hooks, self.warmup)
-        self.configs()  # the sweep's own checks: hooks need ddp/bucketed, units need fsdp/zero2
+        # the sweep's own checks: hooks need ddp/bucketed, units need fsdp/zero2
+        if runs_torch_ddp(self.configs()) and self.warmup < 2:
+            raise InputError(f"--warmup {self.warmup}: torch ddp rebuilds its buckets in its "
+                             "second step; use --warmup >= 2")
         if self.compute_basis not in COMPUTE_BASES:
             raise InputError(f"--compute-basis: unknown {self.compute_basis!r}; choose "
                              f"{' or '.join(COMPUTE_BASES)}")
@@ -121,6 +121,11 @@ class ValidateSettings:
         """compute-only first, then every strategy at every bucket size (realrun.steps)."""
         return bench_configs(self.strategies, self.bucket_mbs, self.comm_hooks,
                              self.shard_unit_mb)
+
+    @property
+    def shards(self) -> bool:
+        """Whether a sharded strategy (fsdp, zero2) is validated (realrun.configs.shards)."""
+        return shards(self.configs())
 
     def probes_run(self) -> list[str]:
         """The probes timed in the same rounds (not compared; realrun/validate/probes.py)."""
