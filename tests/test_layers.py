@@ -134,3 +134,16 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# calibrate's arithmetic (fits, combining ranks, analysis, files, report, plots) reads numbers
+# the ranks measured; what it needs to know about the launch (ranks sharing a CPU) the ranks
+# report. Only the modules that start or run ranks import realrun.
+CALIBRATE_ARITHMETIC = ("calibrate.analysis", "calibrate.fit", "calibrate.combine",
+                        "calibrate.files", "calibrate.report", "calibrate.plots")
+
+
+def test_calibrate_arithmetic_imports_no_launcher():
+    graph = import_graph()
+    assert {m: sorted(t for t in graph[m] if t.startswith("realrun"))
+            for m in CALIBRATE_ARITHMETIC} == {m: [] for m in CALIBRATE_ARITHMETIC}
