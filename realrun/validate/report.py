@@ -191,10 +191,12 @@ class ValidationReport:
 
 def link_warnings(link: Link) -> list[str]:
     """One line when calibrate flagged the link's fit as degenerate (calibrate.fit.fit_problems
-    writes "DEGENERATE FIT: ..." into the link's source), so the prediction is read as such.
+    writes "DEGENERATE FIT: ..." into the link's source), so the prediction is read as such;
+    a note when busbw came from the lone fit.
 
-    >>> link_warnings(Link("l", 1e-3, 1.0, source="x; DEGENERATE FIT: link: busbw at its bound"))
-    ['#   WARNING: the link fit is degenerate (link: busbw at its bound): predictions built on it are suspect']
+    >>> bad = Link("l", 1e-3, 1.0, source="x; DEGENERATE FIT: link: busbw at its bound")
+    >>> link_warnings(bad)[0][:66]
+    '#   WARNING: the link fit is degenerate (link: busbw at its bound)'
     >>> link_warnings(Link("l", 1e-3, 1.0, source="x; busbw from the lone fit: no slope"))[0][:40]
     '#   note: busbw from the lone all-reduce'
     """

@@ -49,7 +49,8 @@ def step_end_ms(result: Result) -> tuple[float, str]:
     marks the end of the drawn spans and the label names the median beside it.
 
     >>> from simddp.result import Span
-    >>> spans = (Span("compute", "fwd", 2.0, 2.030, "forward"), Span("compute", "opt", 2.030, 2.071, "optimizer"))
+    >>> spans = (Span("compute", "fwd", 2.0, 2.030, "forward"),
+    ...          Span("compute", "opt", 2.030, 2.071, "optimizer"))
     >>> step_end_ms(Result("m", "l", "ddp", 4.0, 2, 0.0593, 0.0, 8, source="measured", spans=spans))
     (71.0, 'this step ends 71.0 ms (median 59.3 ms) ')
     """
