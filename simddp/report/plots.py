@@ -65,7 +65,8 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
     # bucketed and ddp coincide wherever the first bucket makes no difference: draw them
     # differently enough that neither hides the other
-    style = {"bucketed": ("s", "--", 1.6, 5), "ddp": ("o", "-", 1.4, 4)}
+    style = {"bucketed": ("s", "--", 1.6, 5), "ddp": ("o", "-", 1.4, 4),
+             "hierarchical": ("^", "-.", 1.4, 5)}
     flat_bands = [r for r in results if r.bucket_mb is None and _band(r) is not None]
     if bucketed:
         ax.set_xscale("log")
@@ -85,22 +86,9 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         label = strategy + (" (measured)" if measured else "")
         with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
         if with_buckets:
-            xs = [r.bucket_mb for r in with_buckets]
-            ys = [r.step_s * 1e3 for r in with_buckets]
             base = spec.base if spec is not None else strategy
-            marker, line, width, size = style.get(base, ("o", "-", 1.4, 4))
-            ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
-                    linestyle="--" if measured else line, linewidth=width, label=label,
-                    markerfacecolor="none" if base == "bucketed" else color)
-            ranges = [r.step_range_s for r in with_buckets]
-            if all(ranges):  # the prediction range as a band (simddp/ranges.py)
-                ax.fill_between(xs, [v[0] * 1e3 for v in ranges], [v[1] * 1e3 for v in ranges],
-                                color=color, alpha=0.12, linewidth=0)
-            lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in with_buckets]
-            hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in with_buckets]
-            if any(lo) or any(hi):
-                ax.errorbar(xs, ys, yerr=[[v * 1e3 for v in lo], [v * 1e3 for v in hi]],
-                            fmt="none", ecolor=color, capsize=2, linewidth=0.8)
+            _bucket_curve(ax, with_buckets, color, label, measured,
+                          style.get(base, ("o", "-", 1.4, 4)), hollow=base == "bucketed")
         for r in (r for r in rs if r.bucket_mb is None):
             ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
                        linewidth=1.2, label=f"{label} (no buckets)")
@@ -111,13 +99,7 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
                             yerr=[[(r.step_s - band[0]) * 1e3], [(band[1] - r.step_s) * 1e3]],
                             fmt="_", color=color, capsize=3, linewidth=1.4, markersize=8)
     if mark is not None:
-        strategy, bucket_mb = mark
-        hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
-        if hit:
-            y_ms = min(r.step_s for r in hit) * 1e3
-            ax.plot([bucket_mb], [y_ms], marker="*", markersize=15, color="gold",
-                    markeredgecolor="black", linestyle="none", zorder=10, clip_on=False,
-                    label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
+        _star(ax, results, *mark)
     if any(r.step_range_s for r in results if r.bucket_mb is not None):  # one entry for all
         ax.fill_between([], [], [], color="grey", alpha=0.25, linewidth=0,
                         label="shaded: prediction range (low–high)")
@@ -129,6 +111,37 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     _zoom_on_buckets(ax, results)
     # beside the panel, not on it: "best" still landed on the curves and hid the star
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+def _bucket_curve(ax, rows: list[Result], color: str, label: str, measured: bool,
+                  style: tuple, hollow: bool) -> None:
+    """One strategy's step against bucket size, its prediction range as a band and its
+    measured p5–p95 as bars."""
+    marker, line, width, size = style
+    xs = [r.bucket_mb for r in rows]
+    ys = [r.step_s * 1e3 for r in rows]
+    ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
+            linestyle="--" if measured else line, linewidth=width, label=label,
+            markerfacecolor="none" if hollow else color)
+    ranges = [r.step_range_s for r in rows]
+    if all(ranges):  # the prediction range as a band (simddp/ranges.py)
+        ax.fill_between(xs, [v[0] * 1e3 for v in ranges], [v[1] * 1e3 for v in ranges],
+                        color=color, alpha=0.12, linewidth=0)
+    lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in rows]
+    hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in rows]
+    if any(lo) or any(hi):
+        ax.errorbar(xs, ys, yerr=[[v * 1e3 for v in lo], [v * 1e3 for v in hi]],
+                    fmt="none", ecolor=color, capsize=2, linewidth=0.8)
+
+
+def _star(ax, results: Sequence[Result], strategy: str, bucket_mb: float) -> None:
+    """The recommendation, a star drawn over everything and never clipped."""
+    hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
+    if hit:
+        y_ms = min(r.step_s for r in hit) * 1e3
+        ax.plot([bucket_mb], [y_ms], marker="*", markersize=15, color="gold",
+                markeredgecolor="black", linestyle="none", zorder=10, clip_on=False,
+                label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
 
 
 def spaced_labels(sizes: list[float], labels: int = 7) -> set[float]:

@@ -23,7 +23,7 @@ KIND_LABELS = {COPY: "DDP host work (hooks, copies)", OTHER: "other compute"}
 STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B2",
                     "overlap": "#937860", "bucketed": "#4C72B0", "ddp": "#55A868",
                     "no_sync": "#DA8BC3", "sync_each": "#64B5CD", "fsdp": "#8C564B",
-                    "zero2": "#E377C2"}
+                    "zero2": "#E377C2", "hierarchical": "#1F3A93"}
 # A comm hook's rows take the hook's colour (the line style tells ddp from bucketed).
 HOOK_COLOURS = {"fp16": "#17BECF", "bf16": "#BCBD22", "powersgd": "#9467BD"}
 
