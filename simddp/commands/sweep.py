@@ -105,10 +105,7 @@ def run(args: argparse.Namespace) -> int:
     # Everything is checked before anything is simulated or written.
     bucket_mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     topology = resolve_world(args)
-    strategies = parse_names(args.strategies, STRATEGIES + SHARDED + (HIERARCHICAL,),
-                             "--strategies") if args.strategies.strip() != "all" else \
-        list(STRATEGIES) + ([HIERARCHICAL] if topology is not None and topology.two_level
-                            else [])
+    strategies = _strategies(args.strategies, topology)
     hooks = parse_hooks(args.comm_hook)
     sweep_strategies(strategies, bucket_mbs, args.accum_steps, hooks, args.shard_unit_mb)
     profile = resolve_model(args)
@@ -176,6 +173,14 @@ def _print_verdicts(strategy_line: str, optimum: dict, gap: str | None) -> None:
     print(format_optimum(optimum))
     if gap:
         print(gap)
+
+
+def _strategies(text: str, topology) -> list[str]:
+    """--strategies; "all" is every DDP strategy, and hierarchical on a two-level cluster."""
+    if text.strip() != "all":
+        return parse_names(text, STRATEGIES + SHARDED + (HIERARCHICAL,), "--strategies")
+    two_level = topology is not None and topology.two_level
+    return list(STRATEGIES) + ([HIERARCHICAL] if two_level else [])
 
 
 def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.Namespace,

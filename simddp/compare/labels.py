@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 
 # Where a point's label may go, in points from the point, tried in this order.
@@ -49,3 +50,16 @@ def legend_below(fig: Figure, handles: list) -> None:
         if legend.get_window_extent().width <= 0.98 * fig.bbox.width or ncol == 1:
             return
         legend.remove()
+
+
+class _PlainLog(LogFormatter):
+    """LogFormatter's choice of which ticks to label, printed plainly: '0.6', not '6e-01'."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
+def plain_log_labels(axis) -> None:
+    """'100' and '200' on a log axis rather than 10^2 and 2x10^2."""
+    axis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+    axis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.5)))

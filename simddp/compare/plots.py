@@ -31,10 +31,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import LogFormatter, NullFormatter
+from matplotlib.ticker import NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
-from simddp.compare.labels import legend_below, place_labels
+from simddp.compare.labels import legend_below, place_labels, plain_log_labels
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
 from simddp.io import write_atomic
@@ -65,7 +65,7 @@ def plot_scatter(c: Comparison) -> Figure:
         ax.set_xscale("log")
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
-            _plain_log_labels(axis)
+            plain_log_labels(axis)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_aspect("equal", adjustable="box")
@@ -125,25 +125,9 @@ def plot_buckets(c: Comparison) -> Figure:
                 _flat_lines(ax, rows[0], colour, name, flat_index)
                 flat_index += 1
             else:
-                preds = sorted((p for p in c.predicted if p.bucket_mb is not None
-                                and (p.strategy, p.accum_steps) == (strategy, accum)),
-                               key=lambda p: p.bucket_mb)
-                ax.plot([p.bucket_mb for p in preds], [p.step_s * 1e3 for p in preds], "--",
-                        color=colour, lw=1.3, marker=".", ms=4)
-                # dodge measured markers of strategies sharing a bucket by a few % (log x)
-                k = bucketed_groups.index((strategy, accum))
-                dodge = 1.05 ** (k - (len(bucketed_groups) - 1) / 2)
-                ax.errorbar([r.bucket_mb * dodge for r in rows], [r.measured_s * 1e3 for r in rows],
-                            yerr=_spread_ms(rows), fmt="o", ms=6, capsize=3, lw=1, color=colour)
+                _bucket_points(ax, c, (strategy, accum), rows, colour, bucketed_groups)
             handles.append(Patch(color=colour, label=name))
-        ax.set_xscale("log")
-        _plain_log_labels(ax.xaxis)
-        if bucket_values:  # a label under every measured size (4 and 40 MB had none)
-            sizes = sorted(set(bucket_values))
-            shown = spaced_labels(sizes)
-            ax.set_xticks(sizes, [f"{x:g}" if x in shown else "" for x in sizes])
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(xmin, xmax)
+        _bucket_axis(ax, bucket_values, xmin, xmax)
         ax.set_ylabel("step time (ms)" if panel[0][1] == 1 else
                       "step time (ms), per optimizer step")
         ax.grid(True, alpha=0.3, which="both")
@@ -165,6 +149,32 @@ def plot_buckets(c: Comparison) -> Figure:
     axes[0].set_title(f"Step time vs bucket size\n{_job(c)}\n{best}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def _bucket_points(ax, c: Comparison, group: tuple[str, int], rows: list, colour: str,
+                   bucketed_groups: list) -> None:
+    """A bucketed strategy's predicted curve and measured medians with p5–p95 bars."""
+    preds = sorted((p for p in c.predicted if p.bucket_mb is not None
+                    and (p.strategy, p.accum_steps) == group), key=lambda p: p.bucket_mb)
+    ax.plot([p.bucket_mb for p in preds], [p.step_s * 1e3 for p in preds], "--",
+            color=colour, lw=1.3, marker=".", ms=4)
+    # dodge measured markers of strategies sharing a bucket by a few % (log x)
+    k = bucketed_groups.index(group)
+    dodge = 1.05 ** (k - (len(bucketed_groups) - 1) / 2)
+    ax.errorbar([r.bucket_mb * dodge for r in rows], [r.measured_s * 1e3 for r in rows],
+                yerr=_spread_ms(rows), fmt="o", ms=6, capsize=3, lw=1, color=colour)
+
+
+def _bucket_axis(ax, bucket_values: list[float], xmin: float, xmax: float) -> None:
+    """Log x with a label under every measured size (4 and 40 MB had none)."""
+    ax.set_xscale("log")
+    plain_log_labels(ax.xaxis)
+    if bucket_values:
+        sizes = sorted(set(bucket_values))
+        shown = spaced_labels(sizes)
+        ax.set_xticks(sizes, [f"{x:g}" if x in shown else "" for x in sizes])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(xmin, xmax)
 
 
 def _group_rows(c: Comparison, group: tuple[str, int]) -> list:
@@ -257,19 +267,6 @@ def _write_all(out_dir, files: dict[str, bytes]) -> list[Path]:
         write_atomic(path, data)
         paths.append(path)
     return paths
-
-
-class _PlainLog(LogFormatter):
-    """LogFormatter's choice of which ticks to label, printed plainly: '0.6', not '6e-01'."""
-
-    def __call__(self, x, pos=None):
-        return f"{x:g}" if super().__call__(x, pos) else ""
-
-
-def _plain_log_labels(axis) -> None:
-    """'100' and '200' on a log axis rather than 10^2 and 2x10^2."""
-    axis.set_major_formatter(_PlainLog(labelOnlyBase=False))
-    axis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
 
 
 def _png(fig: Figure) -> bytes:

@@ -62,25 +62,7 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
                margin_pct=MARGIN_PCT, same_layout_mb=list(at_rec.mbs))
     what = f"{rec.strategy} at {rec.bucket_mb:g} MB{same}"
     if best is at_rec:
-        out.update(proven=True, regret_pct=0.0, regret_ci_pct=None)
-        runner = min((c for c in configs if c is not at_rec), key=lambda c: c.step_s,
-                     default=None)
-        if runner is None:
-            out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
-                           f"({at_rec.step_s * 1e3:.2f} ms median).")
-            return out
-        gap, low, high = _slower(runner, at_rec)
-        out.update(runner_up_mb=runner.name_mb, runner_up_pct=gap, runner_up_ci_pct=[low, high])
-        next_one = (f"{sizes_text(runner.mbs)} ({runner.step_s * 1e3:.2f} ms) is {gap:.1f} % "
-                    f"slower (95 % interval {low:+.1f} … {high:+.1f} %)")
-        if low > 0:
-            out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
-                           f"({at_rec.step_s * 1e3:.2f} ms median); the next, {next_one}.")
-        else:
-            out["text"] = (f"PROVEN within noise: measured, {what} has the lowest median "
-                           f"({at_rec.step_s * 1e3:.2f} ms), but {next_one}: below the noise "
-                           "of this many steps the two cannot be told apart; either is fine.")
-        return out
+        return _fastest(out, what, at_rec, configs)
     regret, low, high = _slower(at_rec, best)
     out.update(regret_pct=regret, regret_ci_pct=[low, high])
     said = (f"the measured best is {sizes_text(best.mbs)} ({best.step_s * 1e3:.2f} ms); "
@@ -98,6 +80,29 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
         out["text"] = (f"WITHIN NOISE: {said}), which straddles the {MARGIN_PCT:g} % "
                        "margin: at this many steps the bucket sizes cannot be told apart; "
                        "more --steps would decide.")
+    return out
+
+
+def _fastest(out: dict, what: str, at_rec: "_Config", configs: list["_Config"]) -> dict:
+    """The verdict when the recommendation measured fastest: PROVEN, or PROVEN within noise
+    when the next layout's interval reaches it."""
+    out.update(proven=True, regret_pct=0.0, regret_ci_pct=None)
+    runner = min((c for c in configs if c is not at_rec), key=lambda c: c.step_s, default=None)
+    if runner is None:
+        out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
+                       f"({at_rec.step_s * 1e3:.2f} ms median).")
+        return out
+    gap, low, high = _slower(runner, at_rec)
+    out.update(runner_up_mb=runner.name_mb, runner_up_pct=gap, runner_up_ci_pct=[low, high])
+    next_one = (f"{sizes_text(runner.mbs)} ({runner.step_s * 1e3:.2f} ms) is {gap:.1f} % "
+                f"slower (95 % interval {low:+.1f} … {high:+.1f} %)")
+    if low > 0:
+        out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
+                       f"({at_rec.step_s * 1e3:.2f} ms median); the next, {next_one}.")
+    else:
+        out["text"] = (f"PROVEN within noise: measured, {what} has the lowest median "
+                       f"({at_rec.step_s * 1e3:.2f} ms), but {next_one}: below the noise "
+                       "of this many steps the two cannot be told apart; either is fine.")
     return out
 
 
