@@ -59,6 +59,23 @@ def test_bad_arguments_raise_one_line_value_error(kwargs, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"strategy": make_strategy("ddp+fp16", 4)}, "realrun.DDP replicates without comm hooks"),
+    ({"strategy": make_strategy("zero2")}, "realrun.DDP replicates without comm hooks"),
+    ({"strategy": make_strategy("ddp", 4), "bucket_mb": 2}, "a Strategy with its own bucket"),
+])
+def test_a_strategy_it_cannot_run_or_sizes_beside_one_are_refused(kwargs, fragment):
+    with pytest.raises(ValueError) as info:
+        DDP(nn.Linear(2, 2), **kwargs)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_strategy_passes_the_checks_a_name_does():
+    # the Strategy realrun's own runs hand it: checked, then the process group is asked for
+    with pytest.raises(RuntimeError, match="needs an initialised process group"):
+        DDP(nn.Linear(2, 2), strategy=make_strategy("ddp", 4))
+
+
 def test_without_a_process_group_says_how_to_start_one():
     with pytest.raises(RuntimeError, match="needs an initialised process group"):
         DDP(nn.Linear(2, 2))
