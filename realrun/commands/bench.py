@@ -181,7 +181,9 @@ def _write_files(args, results, stats, scaling) -> None:
 def format_table(args, results, stats, scaling) -> str:
     """nccl-tests style: '#' header lines, then one aligned row per configuration."""
     r0 = results[0]
-    ddp_ms = {s["bucket_mb"]: s["median_s"] for s in stats if s["strategy"] == "ddp"}
+    # the reference: torch's own DDP, no hook (its Strategy says so, not its name)
+    ddp_ms = {r.bucket_mb: r.step_s for r in results if r.spec is not None
+              and r.spec.implementation == "torch" and r.spec.comm_hook is None}
     lines = [f"# realrun bench: {r0.model}, {args.what}, {args.optimizer}, "
              f"{args.precision}; {r0.world_size} ranks, {args.backend}, {r0.link}, "
              f"{args.threads} thread(s)/rank",
