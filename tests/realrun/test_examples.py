@@ -18,7 +18,9 @@ def test_train_ddp_under_torchrun(strategy, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            str(ROOT / "examples" / "train_ddp.py"), "--strategy", strategy, "--steps", "3"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    checksums = re.findall(r"rank (\d): parameter checksum (\S+)", done.stdout)
+    # the number alone: two ranks share torchrun's stdout, and print() writes a line's text
+    # and its newline apart, so rank 0's next line can follow the checksum on the same line
+    checksums = re.findall(r"rank (\d): parameter checksum (-?\d+\.\d{10})", done.stdout)
     if done.returncode != 0:
         # torch 2.13's Gloo can abort a process in teardown ("terminate called without an
         # active exception"), after the script's last line; torchrun then fails the job by
