@@ -61,8 +61,11 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
         elif rec.worst_regret is not None:
             text += " It stays the best size over the prediction ranges."
     if rec.edge is not None:
-        text += (f" It is the {rec.edge} size swept; sizes beyond it might be faster still — "
-                 f"extend --bucket-mb.")
+        what = "size" if not rec.same_layout_mb else (
+            f"bucket layout ({', '.join(fmt_mb(mb) for mb in rec.same_layout_mb)} and "
+            f"{fmt_mb(rec.bucket_mb)} MB make the same buckets)")
+        text += (f" It is the {rec.edge} {what} swept; sizes beyond it might be faster still "
+                 f"— extend --bucket-mb.")
     if rec.strategy == "ddp":
         text += "\n" + torch_call_text(rec.bucket_mb)
     f = rec.fastest

@@ -97,3 +97,15 @@ def test_without_steps_the_p5_p95_spreads_decide():
             for mb, ms in ((4.0, 56.12), (16.0, 56.64), (40.0, 70.0))]
     v = verdict(predicted(), rows, PROFILE)
     assert v["text"].startswith("PROVEN within noise")
+
+
+def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
+    """4 MB recommended and at the small end: 1 MB was swept too, but makes the same buckets;
+    "the smallest size swept" was false (notebook, 2026-11-24)."""
+    from simddp.report.recommendation import recommendation_text
+    from simddp.sweeps import Recommendation
+    rec = Recommendation("ddp", 4.0, 0.078, 40.0, 0.080, "smallest", None,
+                         same_layout_mb=(1.0,))
+    text = recommendation_text(rec)
+    assert "smallest bucket layout (1 and 4 MB make the same buckets) swept" in text
+    assert "smallest size swept" not in text
