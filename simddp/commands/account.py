@@ -37,7 +37,8 @@ from simddp.plans import plan
 from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
 from simddp.report.recommendation import fmt_bytes
 from simddp.report.table import fmt_sig
-from simddp.strategy import DDP_DEFAULT_BUCKET_MB, mb_to_bytes
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy, mb_to_bytes
+from simddp.topology import level_load
 
 HELP = "memory per device, FSDP sharding, communication volume, optimal bucket size"
 
@@ -104,7 +105,7 @@ def account(args: argparse.Namespace) -> dict:
     hooks = parse_hooks(args.comm_hook)
     if args.shard_unit_mb is not None:
         mb_to_bytes(args.shard_unit_mb, "--shard-unit-mb")
-    resolve_world(args)   # the world size; per-level traffic is not accounted yet
+    topology = resolve_world(args)
     spec, profile = _load(args)
     mem = memory_report(spec or profile, prec, args.batch, args.seq, args.world_size,
                         args.device_mem_gb, args.attention)
@@ -124,6 +125,10 @@ def account(args: argparse.Namespace) -> dict:
             "shard_unit_mb": args.shard_unit_mb,
             "rows": comm_rows(profile, link, args.world_size, prec, args.bucket_mb,
                               args.accum_steps, hooks, args.shard_unit_mb)}
+        if topology is not None:
+            out["communication"]["levels"] = level_rows(
+                topology, link, at_dtype(profile, prec.comm_bytes), args.bucket_mb,
+                args.shard_unit_mb)
         # the same plans' model states: what each strategy keeps per rank (no activations)
         out["states"] = [{"strategy": s.name, **state_bytes(plan(profile, s), args.world_size,
                                                               PerParam.of(prec))}
@@ -135,6 +140,20 @@ def account(args: argparse.Namespace) -> dict:
                                  "bucket_bytes": round(opt["bucket_bytes"] * scale),
                                  "backward_ms": profile.backward_s * 1e3}
     return out
+
+
+def level_rows(topology, link, profile, bucket_mb: float, shard_unit_mb: float | None
+               ) -> list[dict]:
+    """What crosses each level per step and rank for ddp (NCCL's ring), hierarchical, fsdp
+    and zero2 (simddp.topology.level_load)."""
+    rows = []
+    for name in ("ddp", "hierarchical", "fsdp", "zero2"):
+        s = make_strategy(name, bucket_mb, shard_unit_mb=shard_unit_mb)
+        load = level_load(topology, link, plan(profile, s))
+        rows.append({"strategy": name, "inter_node_bytes": load["inter_node_bytes"],
+                     "inter_node_ms": load["inter_node_s"] * 1e3,
+                     "intra_node_ms": load["intra_node_s"] * 1e3, "bound_by": load["bound_by"]})
+    return rows
 
 
 def _gb(n: float) -> str:
@@ -210,6 +229,15 @@ def _comm_lines(out: dict) -> list[str]:
                      f"{r['sent_bytes_per_rank'] / GB:13.3f} {r['alpha_s'] * 1e3:9.3f} "
                      f"{r['bandwidth_s'] * 1e3:11.3f} {r['time_s'] * 1e3:11.3f}")
     lines.append("  (time on the link, serial; how much overlap hides: python -m simddp sweep)")
+    if comm.get("levels"):
+        lines += ["", f"per level, {comm['world_size']} ranks as nodes × GPUs (the link above "
+                  "between nodes), at the communication dtype, run alone:",
+                  f"  {'strategy':19} {'inter-node GB':>14} {'inter ms':>10} {'intra ms':>10}"
+                  "  bounded by"]
+        for r in comm["levels"]:
+            lines.append(f"  {r['strategy']:19} {r['inter_node_bytes'] / GB:14.3f} "
+                         f"{r['inter_node_ms']:10.3f} {r['intra_node_ms']:10.3f}  "
+                         f"{r['bound_by']}-node link")
     lines += ["", f"model states per rank by strategy ({comm['world_size']} ranks; units and "
               "buckets as the simulator plans them; no activations)"]
     for row in out["states"]:

@@ -128,3 +128,16 @@ def test_sweep_on_one_node_is_the_single_link_sweep(capsys):
     assert main(common + ["--nodes", "1", "--gpus-per-node", "8"]) == 0
     nested = __import__("json").loads(capsys.readouterr().out)
     assert nested["rows"] == single["rows"]
+
+
+def test_account_says_what_crosses_each_level(capsys):
+    from simddp.cli import main
+    assert main(["account", "--nodes", "4", "--gpus-per-node", "8", "--link", "ib-hdr",
+                 "--format", "json"]) == 0
+    levels = {r["strategy"]: r for r in
+              __import__("json").loads(capsys.readouterr().out)["communication"]["levels"]}
+    assert levels["ddp"]["bound_by"] == "inter" and levels["ddp"]["intra_node_ms"] == 0
+    assert levels["hierarchical"]["inter_node_bytes"] == pytest.approx(
+        levels["ddp"]["inter_node_bytes"] * (2 * 3 / 4 / 8) / (2 * 31 / 32))
+    assert main(["account", "--nodes", "4", "--gpus-per-node", "8", "--link", "ib-hdr"]) == 0
+    assert "inter-node GB" in capsys.readouterr().out
