@@ -15,7 +15,7 @@ import sys
 from realrun.launch.errors import LaunchError, NetnsUnavailable  # torch-free
 from simddp.cli import build_parser, run_command
 
-COMMANDS = ("profile", "bench", "validate")
+COMMANDS = ("profile", "bench", "validate", "selfcheck")
 
 
 def main(argv: list[str] | None = None) -> int:

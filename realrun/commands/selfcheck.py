@@ -1,0 +1,140 @@
+"""Check a cluster end to end in about a minute and write one bundle to attach to a report.
+
+    python -m realrun selfcheck                              # 2 Gloo ranks here, ~40 s
+    python -m realrun selfcheck --backend nccl --world-size 8 --out sc
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint NODE0:29500 \\
+        -m realrun selfcheck --backend nccl                  # on every node; rank 0 writes
+    python -m realrun selfcheck --backend nccl --world-size 1   # one GPU: no calibrate/validate
+    python -m realrun selfcheck --emulate-hosts 2 --link-gbit 1 # root: emulated hosts
+
+Five steps on the same world, each one line on stdout as it ends (ok, failed or skipped, its
+seconds and key figures):
+
+1. init      — every rank joins and all-reduces a checked value; hosts, devices, GPU names;
+2. calibrate — calibrate's short sweep (``CalibrateSettings.short``): α, busbw, contention;
+3. profile   — ``realrun profile`` of a small model on every rank: compute per step;
+4. bench     — ``realrun bench``: compute-only and torch ``ddp`` at two --bucket-mb sizes;
+5. validate  — simddp's prediction from steps 2 and 3 against step 4 (nothing measured again):
+               median |error|, the recommendation and its verdict.
+
+A failed step is recorded and the others still run (validate is skipped without its inputs;
+under torchrun a failed step skips the measuring steps after it, whose collectives could no
+longer line up). The bundle, --out (default selfcheck-<UTC time>): selfcheck.json (each
+step, the environment: python, torch, CUDA, NCCL, GPU names, CPUs, hosts, NCCL_*/GLOO_*/
+TORCH_* variables), calibrate/ (link.json, allreduce.json, plots), profile/profile.json,
+bench/bench.json, validate/ (validate.json, compare plots). Exit 0 when every step passed,
+1 when one failed (the bundle still written), 2 on bad input (one line, nothing written).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+from realrun.commands.common import add_model_args, require_int, resolve_workload
+from realrun.launch.env import is_torchrun
+from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
+from simddp.commands.common import parse_positive_floats
+from simddp.errors import InputError
+
+HELP = "check a cluster end to end (init, calibrate, profile, bench, validate); one bundle"
+# Small enough for ~40 s on a 2-core CPU box with 2 Gloo ranks, big enough for buckets to
+# matter: 8 gradients of 1 MiB, so ddp at 1 and 4 MB makes 8 and 3 all-reduces.
+MODEL, BUCKETS = "mlp-8x512", "1,4"
+STEPS = ("init", "calibrate", "profile", "bench", "validate")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    for action in p._actions:  # the shared model flags; this command's own default model
+        if action.dest == "model":
+            action.help = f"a preset (default here {MODEL}) — or --module FILE.py:FN"
+    g = p.add_argument_group("how much to measure")
+    g.add_argument("--bucket-mb", default=BUCKETS,
+                   help="two or more bucket caps in MiB for torch ddp (default %(default)s)")
+    g.add_argument("--steps", type=int, default=20,
+                   help="timed steps per configuration (default %(default)s)")
+    g.add_argument("--profile-repeats", type=int, default=8,
+                   help="profiled steps; per-layer medians (default %(default)s)")
+    g.add_argument("--calibrate-iters", type=int, default=20,
+                   help="timed all-reduces per size in the calibration (default %(default)s)")
+    add_world_args(p, timeout_s=STEP_TIMEOUT_S)
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default=None,
+                   help="the bundle's folder, new or empty (default selfcheck-<UTC time>)")
+
+
+def check_args(args: argparse.Namespace):
+    """(workload, world, bucket sizes, out folder); InputError (one line) on anything bad.
+    Nothing is written or started before this returns."""
+    for flag in ("steps", "profile_repeats", "calibrate_iters"):
+        require_int("--" + flag.replace("_", "-"), getattr(args, flag))
+    if args.module is None and args.model is None:
+        args.model = MODEL
+    buckets = sorted(set(parse_positive_floats(args.bucket_mb, "--bucket-mb")))
+    if len(buckets) < 2:
+        raise InputError(f"--bucket-mb {args.bucket_mb}: give two or more sizes (e.g. 1,4): "
+                         "the verdict compares them")
+    world = world_from_args(args)
+    workload = resolve_workload(args)
+    if args.backend == "nccl":
+        from realrun.launch.context import require_gpus
+        try:
+            require_gpus(1 if is_torchrun() else world.world_size)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+    out = args.out or datetime.now(timezone.utc).strftime("selfcheck-%Y%m%dT%H%M%SZ")
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise InputError(f"--out {out}: exists and is not an empty folder; choose a new one "
+                         "(the default, selfcheck-<UTC time>, never collides)")
+    return workload, world, tuple(buckets), out
+
+
+def run(args: argparse.Namespace) -> int:
+    workload, world, buckets, out = check_args(args)
+    from realrun.commands.selfcheck_steps import Check, run_steps
+    lead = not is_torchrun() or os.environ["RANK"] == "0"
+    check = Check(args, workload, world, buckets, out, lead)
+    start = time.perf_counter()
+    steps = run_steps(check, report=lambda step: lead and print(step_line(step), flush=True))
+    if not lead:
+        return 1 if any(s.status == "failed" for s in steps) else 0
+    bundle = write_bundle(check, steps, time.perf_counter() - start)
+    failed = [s.name for s in steps if s.status == "failed"]
+    print(summary_line(steps, bundle["seconds"], out), flush=True)
+    return 1 if failed else 0
+
+
+def write_bundle(check, steps, seconds: float) -> dict:
+    """selfcheck.json, atomically, after every step (a failed one too)."""
+    from realrun.selfcheck import environment
+    from simddp.io import write_atomic
+    bundle = {"format": "realrun.selfcheck/1",
+              "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "ok": not any(s.status == "failed" for s in steps),
+              "failed": [s.name for s in steps if s.status == "failed"],
+              "seconds": round(seconds, 1), "load_before_after": check.load(),
+              "settings": check.settings_json(),
+              "steps": [s.to_json() for s in steps],
+              "environment": environment(check.world.backend, check.world.world_size,
+                                         check.ranks)}
+    os.makedirs(check.out, exist_ok=True)
+    write_atomic(os.path.join(check.out, "selfcheck.json"), json.dumps(bundle, indent=1) + "\n")
+    return bundle
+
+
+def step_line(step) -> str:
+    """``selfcheck: bench      ok       6.1 s  compute-only 5.2 ms, ddp-1MB 17.9 ms, ...``"""
+    what = step.error or step.figures.get("summary", "")
+    return f"selfcheck: {step.name:<10}{step.status:<8}{step.seconds:6.1f} s  {what}"
+
+
+def summary_line(steps, seconds: float, out: str) -> str:
+    counts = {k: sum(s.status == k for s in steps) for k in ("ok", "failed", "skipped")}
+    failed = [s.name for s in steps if s.status == "failed"]
+    verdict = "PASSED" if not failed else "FAILED (" + ", ".join(failed) + ")"
+    return (f"selfcheck: {verdict}: {counts['ok']} ok, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped in {seconds:.0f} s; bundle {out}/selfcheck.json")
