@@ -197,8 +197,9 @@ def bench_step(c: Check) -> Step:
                  "p95_ms": s["p95_s"] * 1e3, "collectives": s["collectives"]}
                 for s in run.stats]
         figures = {"rows": rows, "summary": ", ".join(
-            f"{r['config']} {r['median_ms']:.1f} ms" + (f" ({r['collectives']} all-reduces)"
-                                                       if r["collectives"] else "")
+            f"{r['config']} {r['median_ms']:.1f} ms" + (
+                f" ({r['collectives']} all-reduce{'s' * (r['collectives'] != 1)})"
+                if r["collectives"] else "")
             for r in rows)}
         return figures, c.rel([path])
     return run_step("bench", work)

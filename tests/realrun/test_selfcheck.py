@@ -1,0 +1,146 @@
+"""realrun selfcheck: bad input in one line (exit 2, nothing written), failed steps recorded in
+a bundle that is still written (exit 1), and the whole command on 2 Gloo ranks.
+
+The end-to-end run (mlp-8x256, 4 steps, 3 calibration iterations) takes ~30 s here and is
+marked slow; the failure tests replace library calls in-process, so they start few ranks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import calibrate
+import realrun.bench
+import realrun.launch
+from realrun.cli import main
+from realrun.launch.errors import LaunchError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# 8 gradients of 256 KiB: ddp at 0.25 and 1 MB makes 5 and 2 all-reduces (1 MiB first bucket)
+TINY = ["--model", "mlp-8x256", "--batch", "1", "--seq", "2", "--bucket-mb", "0.25,1",
+        "--steps", "4", "--profile-repeats", "3", "--calibrate-iters", "3"]
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(["selfcheck", *argv])
+    except SystemExit as e:  # argparse's own errors
+        return e.code
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--bucket-mb", "4"], "two or more"),
+    (["--bucket-mb", "1,-3"], "--bucket-mb"),
+    (["--steps", "0"], "--steps"),
+    (["--profile-repeats", "0"], "--profile-repeats"),
+    (["--world-size", "0"], "--world-size"),
+    (["--emulate-hosts", "3"], "--emulate-hosts"),
+    (["--link-gbit", "1"], "--link-gbit"),
+    (["--timeout-s", "0"], "--timeout-s"),
+    (["--backend", "nccl"], "nccl needs CUDA GPUs"),
+    (["--model", "nonsense-model"], "nonsense"),
+    (["--model", "mlp-2x64", "--heads", "2"], "--heads"),
+    (["--no-such-flag"], "--no-such-flag"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, argv, words):
+    out = tmp_path / "sc"
+    assert _exit_code([*argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    assert not captured.out and not out.exists()
+
+
+def test_a_non_empty_out_folder_is_refused(capsys, tmp_path):
+    (tmp_path / "old.txt").write_text("keep me")
+    assert _exit_code(["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not an empty folder" in err and err.count("\n") == 1
+    assert os.listdir(tmp_path) == ["old.txt"]
+
+
+def test_a_failed_init_skips_the_rest_and_still_writes_the_bundle(monkeypatch, capsys,
+                                                                  tmp_path):
+    def no_world(*args, **kwargs):
+        raise LaunchError("rank 1 failed: injected by the test")
+    monkeypatch.setattr(realrun.launch, "run_world", no_world, raising=False)
+    out = tmp_path / "sc"
+    assert _exit_code([*TINY, "--out", str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and lines[0].split()[1:3] == ["init", "failed"]
+    assert "injected by the test" in lines[0]
+    assert all(line.split()[2] == "skipped" for line in lines[1:5])
+    assert lines[-1].startswith("selfcheck: FAILED (init)")
+    bundle = json.loads((out / "selfcheck.json").read_text())
+    assert bundle["ok"] is False and bundle["failed"] == ["init"]
+    assert [s["status"] for s in bundle["steps"]] == ["failed"] + ["skipped"] * 4
+    assert bundle["environment"]["torch"] and "ranks" not in bundle["environment"]
+    assert bundle["environment"]["gpu_names"] is None  # init never reported the ranks
+
+
+@pytest.mark.slow
+def test_failed_steps_are_recorded_and_the_others_still_run(monkeypatch, capsys, tmp_path):
+    """calibrate raises and bench's world fails: init and profile still run for real, validate
+    is skipped for want of their results, and the bundle names both failures (exit 1)."""
+    def broken_calibration(settings):
+        raise RuntimeError("injected: no calibration")
+
+    def failed_world(payload, **kwargs):
+        raise LaunchError("rank 1 failed: injected: bench world")
+    monkeypatch.setattr(calibrate, "run", broken_calibration)
+    monkeypatch.setattr(realrun.bench, "run_bench", failed_world)
+    out = tmp_path / "sc"
+    assert _exit_code([*TINY, "--profile-repeats", "2", "--out", str(out)]) == 1
+    bundle = json.loads((out / "selfcheck.json").read_text())
+    status = {s["name"]: s["status"] for s in bundle["steps"]}
+    assert status == {"init": "ok", "calibrate": "failed", "profile": "ok", "bench": "failed",
+                      "validate": "skipped"}
+    steps = {s["name"]: s for s in bundle["steps"]}
+    assert steps["calibrate"]["error"] == "RuntimeError: injected: no calibration"
+    assert "rank 1 failed" in steps["bench"]["error"]
+    assert "calibrate and bench" in steps["validate"]["error"]
+    assert bundle["failed"] == ["calibrate", "bench"]
+    assert (out / "profile" / "profile.json").exists() and not (out / "bench").exists()
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "selfcheck: FAILED (calibrate, bench)")
+
+
+@pytest.mark.slow
+def test_selfcheck_end_to_end_on_two_gloo_ranks(tmp_path):
+    out = tmp_path / "sc"
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "realrun", "selfcheck", *TINY,
+                           "--out", str(out)], capture_output=True, text=True, timeout=240,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line.split()[1:3] for line in lines[:5]] == [
+        [name, "ok"] for name in ("init", "calibrate", "profile", "bench", "validate")]
+    assert lines[5].startswith("selfcheck: PASSED: 5 ok, 0 failed, 0 skipped")
+    bundle = json.loads((out / "selfcheck.json").read_text())
+    assert bundle["ok"] is True and bundle["failed"] == []
+    steps = {s["name"]: s for s in bundle["steps"]}
+    assert all(s["seconds"] > 0 for s in steps.values())
+    assert steps["init"]["figures"]["ranks"] == 2
+    cal = steps["calibrate"]["figures"]
+    assert cal["alpha_us"] > 0 and cal["busbw_gbps"] > 0
+    assert steps["profile"]["figures"]["compute_ms"] > 0
+    rows = steps["bench"]["figures"]["rows"]
+    assert [r["config"] for r in rows] == ["compute-only", "ddp-0.25MB", "ddp-1MB"]
+    assert [r["collectives"] for r in rows] == [0, 5, 2]
+    val = steps["validate"]["figures"]
+    assert val["median_ape_pct"] >= 0 and val["recommendation"].startswith("Recommended")
+    assert val["proven"] in (True, False, None)
+    env = bundle["environment"]
+    assert env["torch"] and env["python"] and env["backend"] == "gloo"
+    assert env["world_size"] == 2 and env["cpu_count"] >= 1 and env["hostname"]
+    assert [r["rank"] for r in env["ranks"]] == [0, 1]
+    assert env["rank0_env"]["GLOO_SOCKET_IFNAME"] == "lo"  # the launcher's, as ranks saw it
+    files = [f for s in bundle["steps"] for f in s["files"]]
+    for name in ("calibrate/link.json", "calibrate/allreduce_time.png", "profile/profile.json",
+                 "bench/bench.json", "validate/validate.json", "validate/compare_buckets.png"):
+        assert name in files and (out / name).stat().st_size > 0, name
