@@ -21,11 +21,16 @@ from simddp.strategy import Strategy
 from simddp.sweeps import sweep_strategies
 
 # What realrun runs for real (no_sync is a training-loop pattern, not a wrapper of its own).
-# fsdp and zero2 are torch FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed.
-BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "fsdp", "zero2")
-# The default grid (bench, validate): the replicated strategies; "all" adds fsdp and zero2.
+# fsdp and zero2 are torch FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed;
+# hierarchical is realrun.DDP's bucketed in two levels (G ranks a node: --gpus-per-node).
+BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "fsdp", "zero2",
+                    "hierarchical")
+# The default grid (bench, validate): the replicated strategies; "all" adds the others.
 DEFAULT_STRATEGIES = BENCH_STRATEGIES[:5]
-PER_BUCKET = ("bucketed", "ddp")
+PER_BUCKET = ("bucketed", "ddp", "hierarchical")
+# realrun bench --gpus-per-node G reaches the ranks' executor (realrun/executors/realrun_ddp.py)
+# through the environment, as the launcher's LOCAL_WORLD_SIZE does, which it overrides.
+GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"
 PRECISIONS = ("fp32", "tf32", "bf16")  # realrun/precision.py says what each means
 # What a profile's compute total is scaled to (realrun/profile_on_ranks.py): the slowest rank's
 # plain step, per step, as realrun bench times a step; or rank 0's.
@@ -78,6 +83,12 @@ def shards(configs: list[dict]) -> bool:
     fits and FSDP2's host costs are then worth their time."""
     return any(s is not None and s.reshard_after_forward is not None
                for s in map(spec_of, configs))
+
+
+def two_level(configs: list[dict]) -> bool:
+    """Whether any of them all-reduces in two levels (hierarchical): it needs the ranks per
+    node, ``--gpus-per-node`` (sent to the ranks as :data:`GPUS_PER_NODE_ENV`)."""
+    return any(s is not None and s.algorithm == "hierarchical" for s in map(spec_of, configs))
 
 
 def spec_of(config: dict) -> Strategy | None:

@@ -13,6 +13,13 @@ simddp Strategy, or a name with bucket sizes (built by ``make_strategy``)::
         model.finish_gradient_synchronization()    # REQUIRED: wait, write the averages back
         opt.step(); opt.zero_grad(set_to_none=True)
 
+``strategy="hierarchical"`` (or a Strategy whose ``algorithm`` is "hierarchical") runs each
+bucket's all-reduce in two levels, ranks node-major (realrun/flat_bucket.py, TwoLevel):
+reduce-scatter inside the node, all-reduce of the 1/G shard across nodes, all-gather inside.
+G is ``gpus_per_node``, by default the launcher's ``LOCAL_WORLD_SIZE`` (torchrun and
+realrun's launcher set it), else 1. Every rank must build it at the same point: it makes the
+node groups (``dist.new_group``) the first time.
+
 Gradient accumulation over K micro-steps: run the first K-1 backward passes inside
 ``with model.no_sync():`` (no communication; ``p.grad`` accumulates), then the last one
 outside it and call ``finish_gradient_synchronization()``, which reduces the accumulated sum.
@@ -37,6 +44,7 @@ How the plan is executed (the wrapper never looks at the strategy's name):
 """
 from __future__ import annotations
 
+import os
 import weakref
 from contextlib import contextmanager
 from dataclasses import replace
@@ -46,13 +54,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from realrun.flat_bucket import FlatBucket
+from realrun.flat_bucket import FlatBucket, TwoLevel
 from realrun.tensors import module_profile, trainable_parameters
 from simddp.errors import InputError
 from simddp.plans import Collective, Plan, plan as make_plan
 from simddp.profile import ModelProfile
-from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, STRATEGIES, Strategy, make_strategy,
-                             mb_to_bytes)
+from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, HIERARCHICAL, STRATEGIES, Strategy,
+                             make_strategy, mb_to_bytes)
+
+# What a name may be: simddp's replicated strategies, and bucketed in two levels.
+NAMES = STRATEGIES + (HIERARCHICAL,)
 
 __all__ = ["DDP"]
 
@@ -68,6 +79,8 @@ class DDP(nn.Module):
       ``bucket_cap_mb``, and go with a name only.
     profile: optional ModelProfile of this module (e.g. measured, with its gradient-ready
       order); its tensors must be the module's trainable parameters. Default: module_profile.
+    gpus_per_node: ranks per node of a hierarchical strategy (ignored by the others); default
+      ``LOCAL_WORLD_SIZE`` from the environment, else 1. It must divide the group's size.
 
     Exposed for tests and benchmarks: ``plan``, ``buckets`` (tensor ids per collective, in
     launch order), ``param_names`` (tensor id -> name), ``collectives_last_step``, and two
@@ -76,7 +89,8 @@ class DDP(nn.Module):
 
     def __init__(self, module: nn.Module, strategy: str | Strategy = "bucketed",
                  bucket_mb: float | None = None, first_bucket_mb: float | None = None,
-                 process_group=None, profile: ModelProfile | None = None) -> None:
+                 process_group=None, profile: ModelProfile | None = None,
+                 gpus_per_node: int | None = None) -> None:
         super().__init__()
         # Validate everything before the first collective, so bad input fails on every rank.
         strategy = _strategy_from(strategy, bucket_mb, first_bucket_mb)
@@ -101,8 +115,13 @@ class DDP(nn.Module):
         self.on_sync_done: Callable[[], None] | None = None
 
         params = [p for _, p in named]
+        self.two_level: TwoLevel | None = None
+        if strategy.algorithm == HIERARCHICAL:  # checks G, then makes the node groups
+            if gpus_per_node is None:
+                gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            self.two_level = TwoLevel.of(gpus_per_node, process_group, devices.pop())
         broadcast_from_rank0(module, process_group)
-        self._flat = [FlatBucket(c, params, self.world_size, process_group)
+        self._flat = [FlatBucket(c, params, self.world_size, process_group, self.two_level)
                       for c in self.plan.collectives]
         self._bucket_of = {tid: i for i, c in enumerate(self.plan.collectives)
                            for tid in c.tensor_ids}
@@ -200,8 +219,8 @@ def _strategy_from(strategy: str | Strategy, bucket_mb: float | None,
                              "hooks; run sharded or hooked strategies under torch "
                              "(realrun.executors)")
         return replace(strategy, accum_steps=1)
-    if strategy not in STRATEGIES:
-        raise InputError(f"strategy={strategy!r}: choose from {', '.join(STRATEGIES)}")
+    if strategy not in NAMES:
+        raise InputError(f"strategy={strategy!r}: choose from {', '.join(NAMES)}")
     bucket_mb = DDP_DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
     mb_to_bytes(bucket_mb, "bucket_mb")
     if first_bucket_mb is not None:

@@ -8,6 +8,8 @@
     python -m realrun bench --trace traces/ --scaling            # Chrome traces; vs one process
     python -m realrun bench --strategies ddp,fsdp,zero2 --bucket-mb 10   # torch FSDP2 too
     python -m realrun bench --strategies ddp --bucket-mb 10 --comm-hook fp16,powersgd:2
+    python -m realrun bench --strategies bucketed,hierarchical --bucket-mb 1,4,16 \
+        --emulate-hosts 2 --world-size 4 --link-gbit 2     # 2 hosts x 2 ranks (root)
     torchrun --nproc-per-node 2 -m realrun bench                 # ranks started by torchrun
 
 Configurations: ``compute-only`` (no communication: the compute baseline) always runs first;
@@ -15,7 +17,9 @@ naive, flat, overlap, fsdp and zero2 run once; bucketed and ddp once per --bucke
 once more per --comm-hook ("ddp+fp16"). ``ddp`` is torch's DistributedDataParallel(model,
 bucket_cap_mb_list=[1, X]); a hooked strategy is torch DDP with register_comm_hook
 (realrun/comm_hooks.py); fsdp and zero2 are torch FSDP2 fully_shard (realrun/sharded.py); the
-others are realrun.ddp.DDP. bf16 on Gloo is refused (one line, exit 2): torch's hook needs NCCL. Every
+others are realrun.ddp.DDP (hierarchical: its buckets all-reduced in two levels, G ranks
+a node from --gpus-per-node or the launcher's local world size). bf16 on Gloo is refused
+(one line, exit 2): torch's hook needs NCCL. Every
 configuration trains the same model (same seed) on the same batch; after --warmup untimed
 steps each, the timed steps run round-robin in chunks of --chunk steps so drift on a shared
 box hits all alike. A step's time is the max over ranks; median, p5 and p95 are over steps.
@@ -34,7 +38,8 @@ import sys
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import BENCH_STRATEGIES, DEFAULT_STRATEGIES, bench_configs, runs_torch_ddp
+from realrun.configs import (BENCH_STRATEGIES, DEFAULT_STRATEGIES, GPUS_PER_NODE_ENV,
+                             bench_configs, runs_torch_ddp, two_level)
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
@@ -51,9 +56,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help="comma list of naive, flat, overlap, bucketed, ddp (torch's "
                         "DistributedDataParallel), fsdp, zero2 (torch FSDP2 fully_shard, "
-                        "reshard_after_forward True/False), or all (default %(default)s)")
+                        "reshard_after_forward True/False), hierarchical (bucketed, "
+                        "all-reduced in two levels), or all (default %(default)s)")
     g.add_argument("--bucket-mb", default="1,10,100",
-                   help="bucket caps in MiB for bucketed and ddp (default %(default)s)")
+                   help="bucket caps in MiB for bucketed, ddp and hierarchical "
+                        "(default %(default)s)")
+    g.add_argument("--gpus-per-node", type=int, default=None,
+                   help="ranks per node for hierarchical (node = rank // G; default: the "
+                        "launcher's local world size: every rank on loopback, one host's "
+                        "ranks with --emulate-hosts, torchrun's LOCAL_WORLD_SIZE)")
     g.add_argument("--steps", type=int, default=30, help="timed steps per config (default %(default)s)")
     g.add_argument("--warmup", type=int, default=5,
                    help="untimed steps per config first; >= 1, and >= 2 with ddp: torch DDP "
@@ -91,10 +102,24 @@ def check_args(args: argparse.Namespace, configs: list[dict], hooks=()) -> None:
     if runs_torch_ddp(configs) and args.warmup < 2:
         raise InputError(f"--warmup {args.warmup}: torch ddp rebuilds its buckets in the "
                          "forward of its second step; use --warmup >= 2")
+    _check_gpus_per_node(args, configs)
     check_backend(hooks, args.backend)   # bf16 needs NCCL
     check_warmup(hooks, args.warmup)     # PowerSGD's timed steps all compressed
     if is_torchrun() and args.scaling:  # --emulate-hosts: the world refuses it there
         raise InputError("--scaling starts its own one-process run; run it without torchrun")
+
+
+def _check_gpus_per_node(args: argparse.Namespace, configs: list[dict]) -> None:
+    g = args.gpus_per_node
+    if g is None:
+        return
+    if not two_level(configs):
+        raise InputError(f"--gpus-per-node {g}: only hierarchical uses it; add it to "
+                         "--strategies")
+    require_int("--gpus-per-node", g)
+    if args.world_size % g:
+        raise InputError(f"--gpus-per-node {g}: must divide --world-size {args.world_size} "
+                         "(node = rank // G)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if not is_torchrun() or os.environ["RANK"] == "0":  # last: it moves an earlier run aside
         check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)
     import realrun.bench as bench
+
+    if args.gpus_per_node is not None:  # spawned ranks inherit it; torchrun ranks set it here
+        os.environ[GPUS_PER_NODE_ENV] = str(args.gpus_per_node)
 
     payload = {"workload": workload.to_json(), "configs": configs, "precision": args.precision,
                "steps": args.steps, "warmup": args.warmup,
