@@ -12,8 +12,9 @@ The environment picks the mode:
     torchrun --nnodes 2 --nproc-per-node 8 \\           # gets the list, other ranks get None
         --rdzv-endpoint HOST:29500 script.py
 
-Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts each rank in its own network namespace
-behind a 1 gbit/s shaped link (realrun.launch.netns). A rank that raises, dies or hangs ends
+Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts the ranks in 2 network namespaces
+behind 1 gbit/s shaped links (realrun.launch.netns), host-major: with world_size=4 ranks 0, 1
+on host 0 (LOCAL_RANK 0, 1, LOCAL_WORLD_SIZE 2) and 2, 3 on host 1. A rank that raises, dies or hangs ends
 the job with a one-line LaunchError naming that rank (realrun.launch.supervise); no rank
 process outlives run_world.
 """
@@ -214,7 +215,7 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
             env = _rank_env(rank, world_size, master_addr, master_port, job, cluster)
             argv = [sys.executable, "-m", "realrun.launch.worker", str(workdir)]
             if cluster is not None:
-                argv = cluster.exec_argv(rank, argv)
+                argv = cluster.exec_argv(rank // (world_size // len(cluster.hosts)), argv)
             procs.append(subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL,
                 # rank 0 may print (a progress bar on stderr, results on stdout); other ranks
@@ -252,12 +253,17 @@ def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, jo
         # All ranks are on this host, so loopback is the one interface sure to reach them all.
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     else:
-        # One rank per emulated host: local rank 0, and on GPUs one device per host.
-        env.update(LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", **cluster.env(rank))
-        if job["backend"] == "nccl":
+        # Host-major: host = rank // k for k ranks a host. The ranks of one host share its
+        # NIC (GLOO_SOCKET_IFNAME): they reach each other at its own address, which the
+        # kernel delivers over loopback, unshaped, and the other hosts over the tbf'd veth.
+        per_host = world_size // len(cluster.hosts)
+        env.update(LOCAL_RANK=str(rank % per_host), LOCAL_WORLD_SIZE=str(per_host),
+                   **cluster.env(rank // per_host))
+        if job["backend"] == "nccl":  # a host sees its ranks' GPUs; cuda:LOCAL_RANK is one
             visible = env.get("CUDA_VISIBLE_DEVICES")
             devices = visible.split(",") if visible else [str(i) for i in range(world_size)]
-            env["CUDA_VISIBLE_DEVICES"] = devices[rank]
+            first = rank - rank % per_host
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[first:first + per_host])
     return env
 
 
@@ -279,9 +285,11 @@ def _check_args(target: str, world_size: int, backend: str, threads_per_rank: in
         raise ValueError(f"threads_per_rank={threads_per_rank!r}: must be an int >= 1")
     if not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"timeout_s={timeout_s!r}: must be a number of seconds > 0")
-    if emulate_hosts is not None and emulate_hosts != world_size:
-        raise ValueError(f"emulate_hosts={emulate_hosts!r}: must equal world_size={world_size} "
-                         "(one rank per emulated host)")
+    if emulate_hosts is not None and (not isinstance(emulate_hosts, int) or emulate_hosts < 1
+                                      or world_size % emulate_hosts):
+        raise ValueError(f"emulate_hosts={emulate_hosts!r}: must equal world_size="
+                         f"{world_size} or divide it (the same number of ranks on every "
+                         "emulated host)")
     if link_gbit is not None:
         if emulate_hosts is None:
             raise ValueError(f"link_gbit={link_gbit!r}: shapes emulated hosts; "

@@ -8,10 +8,12 @@ line naming the flag, exit 2 from the CLIs)::
     >>> w = WorldConfig(world_size=2, emulate_hosts=2, link_gbit=1.0)
     >>> w.launch_args()["emulate_hosts"], WorldConfig(link_gbit=None).timeout_s
     (2, 60.0)
-    >>> WorldConfig(world_size=2, emulate_hosts=3)
+    >>> WorldConfig(world_size=4, emulate_hosts=2).ranks_per_host
+    2
+    >>> WorldConfig(world_size=4, emulate_hosts=3)
     Traceback (most recent call last):
     ...
-    simddp.errors.InputError: --emulate-hosts 3: must equal --world-size 2 (one rank per emulated host; for 3 hosts the world size must be 3)
+    simddp.errors.InputError: --emulate-hosts 3: must equal --world-size 4 or divide it (the same number of ranks on every emulated host, e.g. --world-size 3 or 6)
 
 No torch here: the commands check their flags before anything heavy is imported.
 """
@@ -40,8 +42,9 @@ class WorldConfig:
 
     world_size: ranks; under torchrun it must be torchrun's. None: torchrun's, else
       ``emulate_hosts``, else 2 (the commands' flags default to 2 outside torchrun: see
-      :func:`world_from_args`). emulate_hosts: one rank per network namespace (root);
-      link_gbit: each emulated host's link shaped to this rate (tbf). timeout_s: how long any
+      :func:`world_from_args`). emulate_hosts: that many network namespaces (root), the
+      world split evenly among them, host-major (ranks 0..k-1 on host 0); link_gbit: each
+      emulated host's link shaped to this rate (tbf). timeout_s: how long any
       collective may wait before the run fails.
     """
 
@@ -65,11 +68,12 @@ class WorldConfig:
                              f"{self.timeout_s!r}")
         if self.emulate_hosts is not None:
             _require_int("--emulate-hosts", self.emulate_hosts, 1)
-            if self.emulate_hosts != self.world_size:
+            if self.world_size % self.emulate_hosts:
+                hosts = self.emulate_hosts
                 raise InputError(
-                    f"--emulate-hosts {self.emulate_hosts}: must equal --world-size "
-                    f"{self.world_size} (one rank per emulated host; for {self.emulate_hosts} "
-                    f"hosts the world size must be {self.emulate_hosts})")
+                    f"--emulate-hosts {hosts}: must equal --world-size {self.world_size} or "
+                    f"divide it (the same number of ranks on every emulated host, e.g. "
+                    f"--world-size {hosts} or {2 * hosts})")
             if is_torchrun():
                 raise InputError(f"--emulate-hosts {self.emulate_hosts}: starts its own ranks; "
                                  "run it without torchrun")
@@ -83,6 +87,11 @@ class WorldConfig:
         if is_torchrun() and self.world_size != int(os.environ["WORLD_SIZE"]):
             raise InputError(f"--world-size {self.world_size}: torchrun started "
                              f"{os.environ['WORLD_SIZE']} ranks; drop the flag")
+
+    @property
+    def ranks_per_host(self) -> int:
+        """Ranks on one (emulated) host: the world on loopback, world / hosts emulated."""
+        return self.world_size // (self.emulate_hosts or 1)
 
     def sized(self, world_size: int) -> "WorldConfig":
         """The same world with another number of ranks (calibrate --world-sizes 2,4)."""
@@ -121,7 +130,8 @@ def add_world_args(p: argparse.ArgumentParser, *, timeout_s: float, title: str =
     g.add_argument("--backend", default="gloo", choices=BACKENDS,
                    help="gloo (CPU) or nccl (one GPU per rank) (default %(default)s)")
     g.add_argument("--emulate-hosts", type=int, default=None,
-                   help="run each rank in its own network namespace (root; = the world size)")
+                   help="run the ranks on N network namespaces, host-major, the same "
+                        "number on each (root; must divide the world size)")
     g.add_argument("--link-gbit", type=float, default=None,
                    help="shape each emulated host's link to this many Gbit/s (tbf; needs "
                         "--emulate-hosts)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import time
 
 import pytest
 
@@ -128,6 +129,36 @@ def test_two_hosts_at_1_gbit(need_netns):
 
 
 @pytest.mark.slow
+def test_two_ranks_a_host_share_its_namespace_and_nic(need_netns):
+    """2 hosts x 2 ranks, host-major: ranks 0, 1 in host 0. Inside a host the ranks reach each
+    other at their own address (loopback, unshaped); across hosts through the 1 gbit/s veth,
+    so a 4 MiB all-reduce between hosts (~34 ms of wire) is much slower than inside one."""
+    try:
+        values = run_world("tests.realrun._two_level_targets:host_layout",
+                           {"n_bytes": 4 * MIB}, world_size=4, emulate_hosts=2, link_gbit=1.0,
+                           timeout_s=60)
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
+    netns_ids = [v["netns"] for v in values]
+    assert netns_ids[0] == netns_ids[1] != netns_ids[2] == netns_ids[3]
+    assert [(v["local_rank"], v["local_world_size"]) for v in values] == [(0, 2), (1, 2)] * 2
+    assert [v["ifname"] for v in values] == ["veth0", "veth0", "veth1", "veth1"]
+    assert [v["sum"] for v in values] == [10.0] * 4
+    # realrun.DDP's hierarchical, G = LOCAL_WORLD_SIZE: node = host, peers across hosts
+    assert [v["groups"] for v in values] == [[[0, 1], [0, 2]], [[0, 1], [1, 3]],
+                                             [[2, 3], [0, 2]], [[2, 3], [1, 3]]]
+    intra_s = max(v["intra_s"] for v in values)
+    inter_s = min(v["inter_s"] for v in values)
+    print(f"4 MiB all-reduce: inside a host {intra_s * 1e3:.1f} ms, across {inter_s * 1e3:.1f} ms")
+    assert inter_s > 0.025 and inter_s > 2 * intra_s
+
+
+def test_emulated_hosts_must_divide_the_world():
+    with pytest.raises(ValueError, match="emulate_hosts=3: must equal world_size=4 or divide"):
+        run_world(f"{TARGETS}:allreduce_rank", {}, world_size=4, emulate_hosts=3)
+
+
+@pytest.mark.slow
 def test_failing_rank_on_emulated_hosts_still_tears_down(need_netns):
     try:
         with pytest.raises(LaunchError, match="^rank 0 failed: ValueError: boom on rank 0$"):
@@ -135,3 +166,29 @@ def test_failing_rank_on_emulated_hosts_still_tears_down(need_netns):
                       link_gbit=1.0, timeout_s=20)
     except NetnsUnavailable as e:
         pytest.skip(str(e))
+
+
+@pytest.mark.slow
+def test_a_hung_rank_of_four_on_two_hosts_ends_the_job_in_time(need_netns, monkeypatch):
+    """Rank 3 (host 1's second rank) never reaches the all-reduce: named within the
+    timeout, every rank process gone (found by a tag in their environment), hosts removed."""
+    tag = f"two-level-{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("SIMDDP_NETNS_TEST_TAG", tag)
+    start_s = time.monotonic()
+    try:
+        with pytest.raises(LaunchError, match=r"^rank 3 failed: stuck"):
+            run_world(f"{TARGETS}:hang_on_rank", {"rank": 3}, world_size=4, emulate_hosts=2,
+                      link_gbit=1.0, timeout_s=5)
+    except NetnsUnavailable as e:
+        pytest.skip(str(e))
+    assert time.monotonic() - start_s < 3 * 5 + 15   # 4 torch starts, 5 s timeout, grace
+    needle = f"SIMDDP_NETNS_TEST_TAG={tag}".encode()
+    left = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(entry) != os.getpid() and needle in open(f"/proc/{entry}/environ", "rb"
+                                                            ).read().split(b"\0"):
+                left.append(int(entry))
+        except OSError:
+            continue  # exited meanwhile
+    assert left == []
