@@ -22,6 +22,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from realrun.launch.env import is_torchrun
+
 # Environment variables a cluster report needs: the collective libraries' and torch's own
 # knobs (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, TORCH_NCCL_*), and which
 # devices and threads each rank got.
@@ -36,10 +38,12 @@ def env_vars() -> dict[str, str]:
             if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
 
-def versions() -> dict:
-    """python, torch, CUDA (None on a CPU build) and NCCL (None without CUDA) versions."""
+def versions(ask_cuda: bool = True) -> dict:
+    """python, torch, CUDA (None on a CPU build) and NCCL (None without CUDA) versions.
+    ``ask_cuda`` False asks the CUDA runtime nothing: a Gloo rank must not touch CUDA where
+    it exists (issue 20 bug 1)."""
     nccl = None
-    if torch.cuda.is_available():
+    if ask_cuda and torch.cuda.is_available():
         try:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:  # a build without NCCL: say so in the bundle, do not fail
@@ -68,7 +72,8 @@ def init_rank(payload: dict, ctx) -> dict:
     return {"rank": ctx.rank, "local_rank": ctx.local_rank, "hostname": socket.gethostname(),
             "device": str(ctx.device), "gpu": gpu, "allreduce_ok": bool(
                 torch.all(x == expected).item()), "allreduce_ms": allreduce_s * 1e3,
-            "threads": torch.get_num_threads(), "versions": versions(), "env": env_vars()}
+            "threads": torch.get_num_threads(), "versions": versions(gpu is not None),
+            "env": env_vars()}
 
 
 def environment(backend: str, world_size: int, ranks: list[dict] | None) -> dict:
@@ -80,11 +85,13 @@ def environment(backend: str, world_size: int, ranks: list[dict] | None) -> dict
     if ranks:
         gpus = [r["gpu"]["name"] for r in ranks if r.get("gpu")]
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    out = {**versions(), "platform": platform.platform(), "hostname": socket.gethostname(),
+    # under torchrun this process is rank 0: on Gloo it keeps off CUDA, as its rank did
+    ask_cuda = backend == "nccl" or not is_torchrun()
+    out = {**versions(ask_cuda), "platform": platform.platform(), "hostname": socket.gethostname(),
            "cpu_count": os.cpu_count(), "cpus_usable": cpus, "world_size": world_size,
            "backend": backend, "gpu_names": gpus, "env": env_vars(),
            "argv": [os.path.basename(sys.executable), *sys.argv]}
-    if torch.cuda.is_available():
+    if ask_cuda and torch.cuda.is_available():
         out["local_gpus"] = [torch.cuda.get_device_name(i)
                              for i in range(torch.cuda.device_count())]
     if ranks:  # what the ranks saw (a launcher sets some), rank 0's in full

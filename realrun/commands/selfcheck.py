@@ -86,6 +86,9 @@ def check_args(args: argparse.Namespace):
             require_gpus(1 if is_torchrun() else world.world_size)
         except ValueError as e:
             raise InputError(str(e)) from None
+    if world.emulate_hosts is not None:  # no root or no iproute2: bad input, not a failed step
+        from realrun.launch.netns import check_available
+        check_available()  # NetnsUnavailable: one line, exit 2 (realrun/cli.py)
     out = args.out or datetime.now(timezone.utc).strftime("selfcheck-%Y%m%dT%H%M%SZ")
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise InputError(f"--out {out}: exists and is not an empty folder; choose a new one "
