@@ -16,6 +16,8 @@ the implementation that runs each strategy (simddp.hostwork.host_copies):
 """
 from __future__ import annotations
 
+import copy
+import gc
 import statistics
 import time
 
@@ -29,12 +31,14 @@ from simddp.host import Host, HostCosts
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
 
 
-def copy_passes(tensor_bytes: list[int], ctx):
+def copy_passes(tensor_bytes: list[int], ctx, grads: list[torch.Tensor] | None = None):
     """(copy, in_place): the passes of flat_bucket.py over gradients of ``tensor_bytes`` —
     copy-in scaled by 1/p (``torch.mul(g, 1/p, out=view)``) then copy-out (``g.copy_(view)``),
     and a lone tensor's in-place 1/p (``div_(1.0)``: the same pass, without shrinking the
-    values every repeat)."""
-    grads = [torch.randn(max(1, n // 4), device=ctx.device) for n in tensor_bytes]
+    values every repeat). ``grads``: the model's own gradients to copy (flattened, fp32),
+    so the passes add one model-sized buffer, not two; default fresh random ones."""
+    if grads is None:
+        grads = [torch.randn(max(1, n // 4), device=ctx.device) for n in tensor_bytes]
     flat = torch.empty(sum(g.numel() for g in grads), device=ctx.device)
     views, offset = [], 0
     for g in grads:
@@ -63,11 +67,13 @@ def copy_rates(tensor_bytes: list[int], copy_s: float, in_place_s: float) -> dic
             "in_place_gbps": total / in_place_s / 1e9}
 
 
-def measure_copies(tensor_bytes: list[int], ctx, repeats: int) -> dict:
+def measure_copies(tensor_bytes: list[int], ctx, repeats: int,
+                   grads: list[torch.Tensor] | None = None) -> dict:
     """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once:
-    each pass of :func:`copy_passes` timed after a barrier, median of ``repeats``."""
+    each pass of :func:`copy_passes` (over ``grads`` if given) timed after a barrier, median
+    of ``repeats``."""
     out = {}
-    for name, fn in zip(("copy", "in_place"), copy_passes(tensor_bytes, ctx)):
+    for name, fn in zip(("copy", "in_place"), copy_passes(tensor_bytes, ctx, grads)):
         fn()
         times = []
         for _ in range(max(5, repeats)):
@@ -94,25 +100,70 @@ def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict
     return Trainer(SOLO_CONFIGS[name], workload, ctx, payload, shared["solo_group"])
 
 
-def measure_hooks(workload: Workload, payload: dict, ctx) -> dict:
+class SharedWeights:
+    """A stand-in for a Workload whose ``build`` hands out copies of one built ``trainer``'s
+    module that share its parameters' and buffers' storage (new Parameter objects, so each
+    copy has its own hooks and ``.grad``): the solo steps time the same work as on models of
+    their own without holding one model's weights each (issue 20 bug 2)."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.module, self.inputs, self.loss_fn = trainer.model, trainer.inputs, trainer.loss_fn
+
+    def build(self, seed: int, rank: int, device) -> tuple:
+        memo = {id(t): t for t in self.module.buffers()}
+        memo.update({id(p): torch.nn.Parameter(p.detach(), requires_grad=p.requires_grad)
+                     for p in self.module.parameters()})  # tied weights stay tied: one id
+        return copy.deepcopy(self.module, memo), self.inputs, self.loss_fn
+
+
+# Two round-robins, each against its own plain steps: realrun's wrapper with and without its
+# one bucket, then torch's reducer. All four models at once held 4 x (weights + gradients)
+# and both buckets: 12x the parameters' bytes where a torch DDP step needs 3x (issue 20 bug 2).
+HOOK_GROUPS = (("wrapper", "bucket"), ("torch",))
+
+
+def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
+                  on_group=None) -> dict:
     """Rank side: median step seconds of the plain model and of each solo step
-    (:data:`SOLO_CONFIGS`), round-robin: 3 warm-up steps each, then 8 turns of 3 steps."""
-    plain = Trainer(config_of(None), workload, ctx, payload)
-    shared: dict = {}
-    steps = {"plain": plain.step, **{name: solo_trainer(name, workload, ctx, payload, shared).step
-                                     for name in SOLO_CONFIGS}}
-    times: dict[str, list[float]] = {k: [] for k in steps}
+    (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
+    each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
+    wrapper, ``torch_plain_s`` beside torch's. ``plain``: the plain step's Trainer (its
+    weights are shared by the solo steps; default a new one). ``on_group(names)`` runs after
+    each group, once its models are released."""
+    plain = plain or Trainer(config_of(None), workload, ctx, payload)
+    weights, shared, out = SharedWeights(plain), {}, {}
+    for group in HOOK_GROUPS:
+        trainers = {"plain": plain, **{name: solo_trainer(name, weights, ctx, payload, shared)
+                                       for name in group}}
+        medians = _round_robin(trainers, ctx)
+        out.update({f"{name}_s": medians[name] for name in group})
+        out["plain_s" if "wrapper" in group else "torch_plain_s"] = medians["plain"]
+        del trainers
+        gc.collect()  # the wrappers' hooks and buffers form cycles
+        if on_group is not None:
+            on_group(group)
+    return out
+
+
+def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, float]:
+    """Median step seconds of each trainer: 3 warm-up steps each, then 8 turns of 3 steps,
+    each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
+    the stepping one holds any; the first step of a turn then frees none, for every trainer
+    alike."""
     for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)
-        for step in steps.values():
-            step()
+        for trainer in trainers.values():
+            trainer.step()
+            trainer.optimizer.zero_grad(set_to_none=True)
+    times: dict[str, list[float]] = {k: [] for k in trainers}
     for _ in range(8):
-        for name, step in steps.items():
+        for name, trainer in trainers.items():
             for _ in range(3):
                 ctx.barrier()
                 t0 = time.perf_counter()
-                step()
+                trainer.step()
                 times[name].append(time.perf_counter() - t0)
-    return {f"{name}_s": statistics.median(t) for name, t in times.items()}
+            trainer.optimizer.zero_grad(set_to_none=True)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def host_from_measurements(name: str, copy: dict, hooks: dict | None,
@@ -138,7 +189,8 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     """Host seconds ``hook_s``, ``launch_s`` (realrun's wrapper) and ``ddp_hook_s`` (torch's
     reducer) from solo-step medians.
 
-    ``hooks``: ``plain_s`` (no DDP), ``wrapper_s`` (realrun.DDP "overlap": N gradients, N
+    ``hooks``: ``plain_s`` (no DDP; ``torch_plain_s`` beside torch's, if measured apart),
+    ``wrapper_s`` (realrun.DDP "overlap": N gradients, N
     collectives, each gradient scaled in place at ``in_place_gbps``), optionally ``bucket_s``
     (realrun.DDP with one bucket: N gradients, 1 collective, copied in and out at
     ``copy_gbps``) and ``torch_s`` (torch DDP, copies both ways). What is left over the plain
@@ -150,6 +202,7 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     {'hook_s': 0.0, 'launch_s': 0.002, 'ddp_hook_s': 0.0}
     """
     n, total = len(tensor_bytes), sum(tensor_bytes)
+    torch_plain_s = hooks.get("torch_plain_s", hooks["plain_s"])
     copies_s = 2 * total / (copy["copy_gbps"] * 1e9)
     over_overlap = hooks["wrapper_s"] - hooks["plain_s"] - total / (copy["in_place_gbps"] * 1e9)
     launch_s = 0.0
@@ -158,5 +211,5 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
         launch_s = max(0.0, (over_overlap - over_bucket) / (n - 1))
     return {"hook_s": round(max(0.0, over_overlap / n - launch_s), 9),
             "launch_s": round(launch_s, 9),
-            "ddp_hook_s": round(max(0.0, (hooks.get("torch_s", hooks["plain_s"])
-                                          - hooks["plain_s"] - copies_s) / n), 9)}
+            "ddp_hook_s": round(max(0.0, (hooks.get("torch_s", torch_plain_s)
+                                          - torch_plain_s - copies_s) / n), 9)}

@@ -51,13 +51,19 @@ ROUNDS, CHUNK, WARMUP = 6, 2, 2
 class Wire:
     """The plan's all-gathers and reduce-scatters of one sharded strategy, each waited for."""
 
-    def __init__(self, plan: Plan, world_size: int, device) -> None:
-        self.calls = []
-        for c in plan.collectives:
-            n = c.nbytes // 4
-            n -= n % world_size
-            self.calls.append((c.kind, torch.zeros(n, device=device),
-                               torch.zeros(n // world_size, device=device)))
+    def __init__(self, plan: Plan, world_size: int, device, pool: dict | None = None) -> None:
+        """Every call's buffers are views of one full and one shard buffer of the largest
+        call (``pool``, shared with other Wires): the same bytes on the wire, without a
+        buffer per call, which held ~5x the parameters' bytes for fsdp's and zero2's plans
+        together (issue 20 bug 2)."""
+        sizes = [c.nbytes // 4 - (c.nbytes // 4) % world_size for c in plan.collectives]
+        pool = {} if pool is None else pool
+        largest = max(sizes, default=0)
+        if pool.get("full") is None or pool["full"].numel() < largest:
+            pool["full"] = torch.zeros(largest, device=device)
+            pool["shard"] = torch.zeros(largest // world_size, device=device)
+        self.calls = [(c.kind, pool["full"][:n], pool["shard"][:n // world_size])
+                      for c, n in zip(plan.collectives, sizes)]
 
     def step(self) -> None:
         for kind, full, shard in self.calls:
@@ -75,29 +81,36 @@ def sharded_plans(module, shard_unit_mb: float | None) -> dict[str, Plan]:
             for s in SHARDED}
 
 
-def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | None = None
-                 ) -> dict[str, list[float]]:
+def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | None = None,
+                 plain: Trainer | None = None) -> dict[str, list[float]]:
     """Rank side: per-step seconds of compute-only, fsdp, zero2 and each plan's collectives
-    alone (``wire:fsdp``, ``wire:zero2``), warmed up, then round-robin in chunks."""
+    alone (``wire:fsdp``, ``wire:zero2``), warmed up, then round-robin in chunks. ``plain``:
+    the compute-only Trainer to reuse (default a new one). After its chunk a trainer's
+    gradients are dropped (untimed), so only the stepping one holds any."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
-    configs = [config_of(None)] + [config_of(make_strategy(s, shard_unit_mb=shard_unit_mb))
-                                   for s in SHARDED]
-    items = {c["strategy"]: Trainer(c, workload, ctx, payload).step for c in configs}
-    module = workload.build(payload["seed"], ctx.rank, str(ctx.device))[0]
-    for s, p in sharded_plans(module, shard_unit_mb).items():
-        items[f"wire:{s}"] = Wire(p, ctx.world_size, ctx.device).step
-    for step in items.values():
+    plain = plain or Trainer(config_of(None), workload, ctx, payload)
+    trainers = {COMPUTE_ONLY: plain, **{s: Trainer(config_of(make_strategy(
+        s, shard_unit_mb=shard_unit_mb)), workload, ctx, payload) for s in SHARDED}}
+    items = {name: (t.step, t.optimizer) for name, t in trainers.items()}
+    pool: dict = {}
+    for s, p in sharded_plans(plain.model, shard_unit_mb).items():
+        items[f"wire:{s}"] = (Wire(p, ctx.world_size, ctx.device, pool).step, None)
+    for step, optimizer in items.values():
         for _ in range(WARMUP):
             step()
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
     times: dict[str, list[float]] = {name: [] for name in items}
     for _ in range(ROUNDS):
-        for name, step in items.items():
+        for name, (step, optimizer) in items.items():
             for _ in range(CHUNK):
                 ctx.barrier()
                 t0 = time.perf_counter()
                 step()
                 ctx.synchronize()
                 times[name].append(time.perf_counter() - t0)
+            if optimizer is not None:
+                optimizer.zero_grad(set_to_none=True)
     return times
 
 

@@ -23,6 +23,7 @@ rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only st
 from __future__ import annotations
 
 import dataclasses
+import gc
 import statistics
 from typing import NamedTuple
 
@@ -32,11 +33,13 @@ import torch
 from realrun.configs import COMPUTE_BASES, config_of
 from realrun.contention_timing import median_overlap
 from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
-from realrun.ddp_host_costs import host_from_measurements, measure_copies, measure_hooks
+from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
+                                    measure_hooks)
 from realrun.launch import run_world
 from realrun.launch.world import WorldConfig
 from realrun.layer_timing import profile_workload
 from realrun.steps import Trainer
+from realrun.tensors import trainable_parameters
 from realrun.timing import timed
 from realrun.workload import Workload
 from simddp.contention import combine_contention
@@ -60,6 +63,7 @@ def profile_rank(payload: dict, ctx) -> dict:
     """Rank function: profile the model on this rank while the other ranks do the same."""
     torch.set_flush_denormal(True)
     workload = Workload(**payload["workload"])
+    memory = PeakMemory(ctx.device)
     profile, measured = profile_workload(
         workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
         warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
@@ -67,12 +71,17 @@ def profile_rank(payload: dict, ctx) -> dict:
     # Plain steps in chunks spread over the phase, as realrun bench spreads its steps over
     # its run: this VM's compute speed moves by 25-35 % between stretches of seconds (one
     # 30-step stretch measured 26, 37 and 26 ms in three fresh worlds, 2026-11-23).
+    memory.mark("layers")  # one model at a time from here: the plain one, shared
     plain = PlainSteps(workload, payload, ctx)
     plain.chunk()
-    measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"])
+    measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"],
+                                      plain.gradients())
     plain.chunk()
-    measured["hooks"] = measure_hooks(workload, payload, ctx)
+    memory.mark("copies")
+    measured["hooks"] = measure_hooks(SharedWeights(plain.trainer), payload, ctx, plain.trainer,
+                                      on_group=lambda g: memory.mark(f"hooks:{'+'.join(g)}"))
     plain.chunk()
+    memory.mark("plain")
     if ctx.world_size > 1:  # this model's backward against its own gradients' all-reduces
         trainer = plain.trainer
 
@@ -81,12 +90,73 @@ def profile_rank(payload: dict, ctx) -> dict:
             trainer.loss().backward()
         stream = [torch.zeros(max(1, n // 4), device=ctx.device) for n in profile.tensor_bytes]
         measured["contention"] = median_overlap(compute, stream, ctx, CONTENTION_REPEATS)
+        del stream
         plain.chunk()
+        memory.mark("contention")
     if payload.get("fsdp") is not None and ctx.world_size > 1:  # FSDP2's host work
-        measured["fsdp_steps_s"] = measure_fsdp(workload, payload, ctx,
-                                                payload["fsdp"]["shard_unit_mb"])
+        measured["fsdp_steps_s"] = measure_fsdp(SharedWeights(plain.trainer), payload, ctx,
+                                                payload["fsdp"]["shard_unit_mb"],
+                                                plain=plain.trainer)
+        memory.mark("fsdp")
     measured["plain_steps_s"] = plain.times
+    measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}
+
+
+class PeakMemory:
+    """This rank's peak memory per phase, in bytes over what it used when profiling began:
+    on CUDA the caching allocator's ``max_memory_allocated``; on CPU the process's resident
+    high-water mark (VmHWM, reset between phases by writing 5 to /proc/self/clear_refs).
+    Garbage is collected before each reading, so a phase's reading is its own peak, not the
+    leftovers of the one before (issue 20 bug 2)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.base = self._now()
+        self.phases: dict[str, int] = {}
+        self._reset()
+
+    def mark(self, phase: str) -> None:
+        """Record the peak since the last mark as ``phase``'s; collect garbage; reset."""
+        self.phases[phase] = max(0, self._peak() - self.base)
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+        self._reset()
+
+    def summary(self) -> dict:
+        return {"peak_bytes": max(self.phases.values(), default=0), "phases": self.phases,
+                "how": "max_memory_allocated" if self.cuda else "VmHWM over VmRSS at start"}
+
+    def _now(self) -> int:
+        return (torch.cuda.memory_allocated(self.device) if self.cuda
+                else _status_kib("VmRSS") * 1024)
+
+    def _peak(self) -> int:
+        return (torch.cuda.max_memory_allocated(self.device) if self.cuda
+                else _status_kib("VmHWM") * 1024)
+
+    def _reset(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+        except OSError:
+            pass  # not Linux: the high-water mark then covers every phase so far
+
+
+def _status_kib(field: str) -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 class PlainSteps:
@@ -109,6 +179,15 @@ class PlainSteps:
         for _ in range(self.CHUNK):
             self.ctx.barrier()
             self.times.append(timed(self.ctx, self.trainer.step))
+
+    def gradients(self) -> list[torch.Tensor] | None:
+        """The last step's gradients, flat, in tensor-id order: what realrun.DDP copies (None
+        unless every one is a contiguous fp32 tensor, as measure_copies' own would be)."""
+        grads = [p.grad for _, p in trainable_parameters(self.trainer.model)]
+        if not all(g is not None and g.dtype == torch.float32 and g.is_contiguous()
+                   for g in grads):
+            return None
+        return [g.view(-1) for g in grads]
 
 
 def profile_world(workload: Workload, world: WorldConfig | None = None, *, threads: int = 1,
@@ -149,6 +228,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
                              optimizer_s=profile.optimizer_s * k)
     spread = [float(np.percentile(per_step, q) / np.median(per_step)) for q in (5, 95)]
     profile = dataclasses.replace(profile, compute_spread=tuple(spread))
+    measured["memory"] = memory_over_ranks([r["measured"]["memory"] for r in ranks])
     measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,
                     rank0_step_s=statistics.median(steps0),
                     slowest_step_s=float(np.median(per_step)), compute_spread=spread)
@@ -168,6 +248,20 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         host = _with_fsdp_costs(host, ranks, workload.build(seed, 0, torch.device("cpu"))[0],
                                 profile, world, shard_unit_mb)
     return ProfileRun(profile, measured, host)
+
+
+def memory_over_ranks(memories: list[dict]) -> dict:
+    """Each phase's peak, the max over ranks; ``torch_ddp_step_bytes``: the phase of plain
+    and torch DDP steps (the same weights, gradients and bucket as a torch DDP job's step).
+
+    >>> memory_over_ranks([{"phases": {"a": 5, "hooks:torch": 4}, "how": "x"},
+    ...                    {"phases": {"a": 3, "hooks:torch": 6}, "how": "x"}])["peak_bytes"]
+    6
+    """
+    phases = {k: max(m["phases"][k] for m in memories) for k in memories[0]["phases"]}
+    return {"peak_bytes": max(phases.values()), "phases": phases,
+            "peak_phase": max(phases, key=phases.get),
+            "torch_ddp_step_bytes": phases.get("hooks:torch"), "how": memories[0]["how"]}
 
 
 def _with_fsdp_costs(host: Host, ranks: list[dict], module, profile: ModelProfile,

@@ -100,7 +100,22 @@ def run(args: argparse.Namespace) -> int:
     save_json(args.out, {**profile_to_json(profile, host=host), "measured": measured})
     print(format_profile(profile, measured, args.out))
     print(f"# host costs (charged by simddp sweep --model {args.out}): {host_line(host)}")
+    print(memory_line(measured["memory"]))
     return 0
+
+
+def memory_line(memory: dict) -> str:
+    """One line: the profile's peak memory per rank beside a torch DDP step's (issue 20 bug 2).
+
+    >>> memory_line({"peak_bytes": 3 * 2**20, "peak_phase": "copies", "how": "VmHWM",
+    ...              "torch_ddp_step_bytes": 2 * 2**20})
+    '# peak memory per rank: profile 3 MiB (copies), a torch DDP step 2 MiB: x1.50 (VmHWM)'
+    """
+    ddp = memory.get("torch_ddp_step_bytes")
+    ratio = f": x{memory['peak_bytes'] / ddp:.2f}" if ddp else ""
+    ddp_text = f"{ddp / 2**20:.0f} MiB" if ddp is not None else "not measured"
+    return (f"# peak memory per rank: profile {memory['peak_bytes'] / 2**20:.0f} MiB "
+            f"({memory['peak_phase']}), a torch DDP step {ddp_text}{ratio} ({memory['how']})")
 
 
 def format_profile(profile, measured: dict, path: str) -> str:
