@@ -102,13 +102,15 @@ def run(args: argparse.Namespace) -> int:
     lead = not is_torchrun() or os.environ["RANK"] == "0"
     check = Check(args, workload, world, buckets, out, lead)
     start = time.perf_counter()
-    steps = run_steps(check, report=lambda step: lead and print(step_line(step), flush=True))
-    if not lead:
-        return 1 if any(s.status == "failed" for s in steps) else 0
-    bundle = write_bundle(check, steps, time.perf_counter() - start)
-    failed = [s.name for s in steps if s.status == "failed"]
-    print(summary_line(steps, bundle["seconds"], out), flush=True)
-    return 1 if failed else 0
+    try:
+        steps = run_steps(check, report=lambda step: lead and print(step_line(step), flush=True))
+        failed = any(s.status == "failed" for s in steps)
+        if lead:  # the bundle first: leaving torchrun's group can wait out a dead peer
+            bundle = write_bundle(check, steps, time.perf_counter() - start)
+            print(summary_line(steps, bundle["seconds"], out), flush=True)
+        return 1 if failed else 0
+    finally:
+        check.close()
 
 
 def write_bundle(check, steps, seconds: float) -> dict:

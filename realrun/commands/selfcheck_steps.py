@@ -109,7 +109,8 @@ def init_step(c: Check) -> Step:
         figures = {"ranks": len(ranks), "hosts": hosts, "devices": devices, "gpu_names": gpus,
                    "allreduce_ms_max": max(r["allreduce_ms"] for r in ranks)}
         figures["summary"] = (f"{len(ranks)} ranks on {len(hosts)} host(s), "
-                              f"{c.world.backend} on {'/'.join(devices)}"
+                              f"{c.world.backend} on {'/'.join(devices)}, link "
+                              f"{c.world.link_label}"
                               + (f" ({', '.join(gpus)})" if gpus else "")
                               + "; checked all-reduce ok")
         return figures, []
