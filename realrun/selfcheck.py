@@ -11,6 +11,7 @@ A step never raises: :func:`run_step` records a failure as one line and the bund
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import socket
@@ -116,7 +117,23 @@ class Step:
 
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 2),
-                "figures": self.figures, "files": self.files, "error": self.error}
+                "figures": finite(self.figures), "files": self.files, "error": self.error}
+
+
+def finite(value):
+    """``value`` with NaN and infinities as None (a held-out error of no sizes is NaN), so
+    selfcheck.json is strict JSON that jq and browsers read.
+
+    >>> finite({"a": [1.0, float("nan")], "b": (2, float("inf"))})
+    {'a': [1.0, None], 'b': [2, None]}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def run_step(name: str, fn: Callable[[], tuple[dict, list[str]]]) -> Step:

@@ -1,8 +1,8 @@
 """realrun selfcheck: bad input in one line (exit 2, nothing written), failed steps recorded in
 a bundle that is still written (exit 1), and the whole command on 2 Gloo ranks.
 
-The end-to-end run (mlp-8x256, 4 steps, 3 calibration iterations) takes ~30 s here and is
-marked slow; the failure tests replace library calls in-process, so they start few ranks.
+The end-to-end run (mlp-8x256, 4 steps, 3 calibration iterations) takes ~30 s here at load
+2 and ~90 s at load 6, and is marked slow, as is the run under torchrun (~40 s); the failure tests replace library calls in-process, so they start few ranks.
 """
 from __future__ import annotations
 
