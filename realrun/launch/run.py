@@ -14,9 +14,9 @@ The environment picks the mode:
 
 Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts the ranks in 2 network namespaces
 behind 1 gbit/s shaped links (realrun.launch.netns), host-major: with world_size=4 ranks 0, 1
-on host 0 (LOCAL_RANK 0, 1, LOCAL_WORLD_SIZE 2) and 2, 3 on host 1. A rank that raises, dies or hangs ends
-the job with a one-line LaunchError naming that rank (realrun.launch.supervise); no rank
-process outlives run_world.
+on host 0 (LOCAL_RANK 0, 1, LOCAL_WORLD_SIZE 2) and 2, 3 on host 1. A rank that raises,
+dies or hangs ends the job with a one-line LaunchError naming that rank
+(realrun.launch.supervise); no rank process outlives run_world.
 """
 from __future__ import annotations
 
