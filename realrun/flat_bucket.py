@@ -204,10 +204,9 @@ class TwoLevel:
         if key not in self._shards:
             self._shards[key] = payload.new_empty(payload.numel() // self.gpus_per_node)
         shard = self._shards[key]
-        _REDUCE_SCATTER(shard, payload, group=self.intra)
-        if self.nodes > 1:
-            dist.all_reduce(shard, group=self.inter)
-        _ALL_GATHER(payload, shard, group=self.intra)
+        _REDUCE_SCATTER(shard, payload, group=self.intra)   # the node's sum of my 1/G
+        dist.all_reduce(shard, group=self.inter)            # + the other nodes' sums of it
+        _ALL_GATHER(payload, shard, group=self.intra)       # every 1/G back to every rank
 
 
 class _Pending:
