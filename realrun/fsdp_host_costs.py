@@ -25,6 +25,7 @@ Measured 2026-11-23 (docs/results/2026-11-23-sharded-and-hooks.md): 40-60 ms per
 """
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 import warnings
@@ -82,19 +83,33 @@ def sharded_plans(module, shard_unit_mb: float | None) -> dict[str, Plan]:
 
 
 def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | None = None,
-                 plain: Trainer | None = None) -> dict[str, list[float]]:
-    """Rank side: per-step seconds of compute-only, fsdp, zero2 and each plan's collectives
-    alone (``wire:fsdp``, ``wire:zero2``), warmed up, then round-robin in chunks. ``plain``:
-    the compute-only Trainer to reuse (default a new one). After its chunk a trainer's
-    gradients are dropped (untimed), so only the stepping one holds any."""
+                 plain: Trainer | None = None, on_group=None) -> dict[str, list[float]]:
+    """Rank side: per-step seconds of fsdp and zero2, each round-robin in chunks with the
+    compute-only step (``compute-only:fsdp``, ``compute-only:zero2``) and its plan's
+    collectives alone (``wire:fsdp``, ``wire:zero2``), warmed up. One sharded strategy at a
+    time, so one sharded model is alive (issue 20 bug 2). ``plain``: the compute-only Trainer
+    to reuse (default a new one). ``on_group(name)`` runs after each, once released."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
-    trainers = {COMPUTE_ONLY: plain, **{s: Trainer(config_of(make_strategy(
-        s, shard_unit_mb=shard_unit_mb)), workload, ctx, payload) for s in SHARDED}}
-    items = {name: (t.step, t.optimizer) for name, t in trainers.items()}
-    pool: dict = {}
-    for s, p in sharded_plans(plain.model, shard_unit_mb).items():
-        items[f"wire:{s}"] = (Wire(p, ctx.world_size, ctx.device, pool).step, None)
+    plans, pool, times = sharded_plans(plain.model, shard_unit_mb), {}, {}
+    for s in SHARDED:
+        trainer = Trainer(config_of(make_strategy(s, shard_unit_mb=shard_unit_mb)), workload,
+                          ctx, payload)
+        times.update(_round_robin({
+            f"{COMPUTE_ONLY}:{s}": (plain.step, plain.optimizer),
+            s: (trainer.step, trainer.optimizer),
+            f"wire:{s}": (Wire(plans[s], ctx.world_size, ctx.device, pool).step, None)}, ctx))
+        del trainer
+        gc.collect()  # FSDP2's hooks hold the module in cycles
+        if on_group is not None:
+            on_group(s)
+    return times
+
+
+def _round_robin(items: dict[str, tuple], ctx) -> dict[str, list[float]]:
+    """Per-step seconds of each (step, optimizer or None): :data:`WARMUP` steps each, then
+    :data:`ROUNDS` rounds of :data:`CHUNK` steps after a barrier. After its chunk an item's
+    gradients are dropped (untimed), so only the stepping one holds any."""
     for step, optimizer in items.values():
         for _ in range(WARMUP):
             step()
@@ -128,9 +143,10 @@ def host_over_rounds(times_s: dict[str, list[float]], chunk: int = CHUNK
     def rounds(k: str) -> list[float]:
         t = times_s[k]
         return [float(statistics.median(t[i:i + chunk])) for i in range(0, len(t), chunk)]
-    compute = rounds(COMPUTE_ONLY)
+    def compute(s: str) -> list[float]:  # measured beside s, or once beside both
+        return rounds(f"{COMPUTE_ONLY}:{s}" if f"{COMPUTE_ONLY}:{s}" in times_s else COMPUTE_ONLY)
     host = {s: statistics.median(step - c - wire for step, c, wire in
-                                 zip(rounds(s), compute, rounds(f"wire:{s}")))
+                                 zip(rounds(s), compute(s), rounds(f"wire:{s}")))
             for s in SHARDED}
     return host, {k: float(statistics.median(t)) for k, t in times_s.items()}
 

@@ -96,8 +96,8 @@ def profile_rank(payload: dict, ctx) -> dict:
     if payload.get("fsdp") is not None and ctx.world_size > 1:  # FSDP2's host work
         measured["fsdp_steps_s"] = measure_fsdp(SharedWeights(plain.trainer), payload, ctx,
                                                 payload["fsdp"]["shard_unit_mb"],
-                                                plain=plain.trainer)
-        memory.mark("fsdp")
+                                                plain=plain.trainer,
+                                                on_group=lambda s: memory.mark(f"fsdp:{s}"))
     measured["plain_steps_s"] = plain.times
     measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}
