@@ -7,7 +7,8 @@
   GPUs (the "one GPU now, a cluster later" recipe);
 - the per-layer CUDA-event times (realrun.layer_timing, summed over layers) against the GPU span
   of the same passes in a torch.profiler trace, within 10 %, on a GPU-bound model;
-- the profile command's peak GPU memory against a torch DDP job's (issue 20, bug 2: xfail).
+- the profile command's peak GPU memory against a torch DDP job's, and transformer-xl at
+  batch 2 x seq 512 profiled on one 80 GB GPU (issue 20, bug 2).
 """
 from __future__ import annotations
 
@@ -91,14 +92,35 @@ def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
                                                                    rel=0.10)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 20 bug 2: realrun profile needs about 3x the "
-                                        "job's GPU memory; fails until that is fixed")
 def test_profile_peak_memory_is_near_a_torch_ddp_jobs(tmp_path):
-    """Both peaks include a CUDA context (~0.5 GiB each), which flatters the ratio a little."""
+    """Issue 20 bug 2 (the profile needed ~3x the job's memory; 75.6 GB, out of memory, for
+    transformer-xl at batch 2 x seq 512 on an 80 GB H100). Polled peaks include a CUDA context
+    (~0.5 GiB each), which flatters the ratio a little; the profile's own reading
+    (max_memory_allocated per phase, measured.memory) is held to the same bound."""
     job_mib, _ = peak_used_mib(["-c", "from realrun.launch import run_world; run_world("
                                 "'tests.gpu._targets:ddp_steps', {'steps': 5}, world_size=1, "
                                 "backend='nccl', timeout_s=300)"])
+    out = tmp_path / "profile.json"
     profile_mib, _ = peak_used_mib(["-m", "realrun", "profile", *BIG, "--backend", "nccl",
                                     "--world-size", "1", "--repeats", "3", "--warmup", "1",
-                                    "--out", str(tmp_path / "profile.json")])
+                                    "--out", str(out)])
     assert profile_mib <= 1.25 * job_mib, (profile_mib, job_mib)
+    memory = json.loads(out.read_text())["measured"]["memory"]
+    assert memory["how"] == "max_memory_allocated"
+    assert memory["peak_bytes"] <= 1.25 * memory["torch_ddp_step_bytes"], memory
+
+
+def test_transformer_xl_profiles_on_one_80_gb_gpu(tmp_path):
+    """The job as filed: transformer-xl (~1.5 B parameters, 6 GB of fp32 weights) at batch 2
+    x seq 512 ran out of memory in ``realrun profile`` on an H100 (75.6 GB allocated) where a
+    torch DDP step peaks at 22.8 GB. It must now fit, within 1.25x that step (printed)."""
+    if torch.cuda.get_device_properties(0).total_memory < 70 * 2**30:
+        pytest.skip("needs an 80 GB-class GPU (H100/H200)")
+    out = tmp_path / "profile.json"
+    proc = run(["-m", "realrun", "profile", "--model", "transformer-xl", "--batch", "2",
+                "--seq", "512", "--backend", "nccl", "--world-size", "1", "--repeats", "2",
+                "--warmup", "1", "--out", str(out)], timeout_s=500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "# peak memory per rank: profile" in proc.stdout
+    memory = json.loads(out.read_text())["measured"]["memory"]
+    assert memory["peak_bytes"] <= 1.25 * memory["torch_ddp_step_bytes"], memory
