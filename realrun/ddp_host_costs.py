@@ -135,6 +135,8 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     for group in HOOK_GROUPS:
         trainers = {"plain": plain, **{name: solo_trainer(name, weights, ctx, payload, shared)
                                        for name in group}}
+        for trainer in trainers.values():
+            share_optimizer_state(plain, trainer)
         medians = _round_robin(trainers, ctx)
         out.update({f"{name}_s": medians[name] for name in group})
         out["plain_s" if "wrapper" in group else "torch_plain_s"] = medians["plain"]
@@ -143,6 +145,17 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
         if on_group is not None:
             on_group(group)
     return out
+
+
+def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
+    """``trainer``'s optimizer updates ``source``'s state tensors in place, parameter by
+    parameter (its module is a :class:`SharedWeights` copy: the same order): Adam's two
+    moments would otherwise be 2x the weights' bytes per trainer. The same update work;
+    the step count is shared, which changes only the bias correction's value."""
+    state = source.optimizer.state
+    for p, q in zip(source.model.parameters(), trainer.model.parameters()):
+        if p is not q and p in state:
+            trainer.optimizer.state[q] = state[p]
 
 
 def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, float]:
