@@ -19,6 +19,8 @@ charges them. --fsdp also measures torch FSDP2's host work around its all-gather
 reduce-scatters (the "fsdp" implementation that runs fsdp and zero2;
 realrun/fsdp_host_costs.py), with the units of --shard-unit-mb. The profile is named like the model (``transformer-small[d_model=256,layers=2]``,
 ``gpt2_tiny:build``); how it was measured is stored next to it under "measured".
+Its last line is its peak memory per rank beside a torch DDP step's, both measured on the
+ranks (``measured.memory``): the profile holds one model at a time, about what the job holds.
 """
 from __future__ import annotations
 
