@@ -279,6 +279,6 @@ class CalibrateSettings:
             text = text or ",".join(map(str, sizes))
             raise InputError(f"--world-sizes: {text!r} is not a comma list of distinct "
                              "integers >= 2 (e.g. 2,4)")
-        for p in sizes:  # the world's own checks at each size: one rank per emulated host
+        for p in sizes:  # the world's own checks at each size: as many ranks on every emulated host
             self.world.sized(p)
         return sizes

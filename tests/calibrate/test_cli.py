@@ -50,7 +50,7 @@ def run_main(argv, capsys):
     (["--holdout-every", "1"], "--holdout-every must be 0"),
     (["--contention-mlp", "8"], "--contention-mlp: '8' is not DEPTHxWIDTH"),
     (["--link-gbit", "1"], "--link-gbit 1: shapes emulated hosts; add --emulate-hosts N"),
-    (["--emulate-hosts", "2", "--world-sizes", "2,4"], "the world size must be 2"),
+    (["--emulate-hosts", "3", "--world-sizes", "2,4"], "--emulate-hosts 3: must equal --world-size 2"),
     (["--min-bytes", "1K", "--max-bytes", "4K"], "leave 2 to fit, need >= 3"),
     (["--min-bytes", "1K", "--max-bytes", "64K", "--piecewise"], "leave 5 to fit, need >= 6"),
 ])
