@@ -28,6 +28,11 @@ LINKS = {link.name: link for link in (
                 "(NVIDIA/nccl-tests#212); 476 GB/s measured on one H100 node (nccl-tests#290), "
                 "475 GB/s on 8×H200, same NVLink4 (nccl-tests#272). An upper bound for "
                 "DDP's 25 MB buckets; busbw holds for 8 ranks only. α as nvlink-h100"),
+    Link("nvlink-h200", alpha_s=30e-6, busbw_gbps=370.0, backend="nccl",
+         source="8×H200 SXM: the same NVLink4/NVSwitch as H100 (450 GB/s each way), so "
+                "nvlink-h100's ring figure, 370 GB/s (NVIDIA/nccl-tests#212); no H200 ring "
+                "run found. Measured on 8×H200 with NCCL's default all-reduce (NVLS): "
+                "475 GB/s peak busbw (nccl-tests#272), as nvlink-h100-nvls. α as nvlink-h100"),
     Link("ib-8xndr", alpha_s=45e-6, busbw_gbps=380.0, backend="nccl",
          source="H100 nodes with 8× NDR 400 Gb/s (ConnectX-7) each: 48–49 GB/s per NIC "
                 "(NVIDIA/nccl-tests#267), 46–48 (nccl-tests#290), so 368–392 GB/s per node; "

@@ -40,3 +40,25 @@ def test_hopper_and_blackwell_devices():
     assert DEVICES["h200"].mem_gbps > DEVICES["h100"].mem_gbps
     assert DEVICES["b200"].peak_tflops > 2 * DEVICES["h100"].peak_tflops
     assert all(d.source for d in DEVICES.values())
+
+
+def test_h200_has_an_nvlink_preset_that_cites_its_h200_run():
+    h200, h100 = LINKS["nvlink-h200"], LINKS["nvlink-h100"]
+    assert (h200.alpha_s, h200.busbw_gbps) == (h100.alpha_s, h100.busbw_gbps)  # NVLink4 both
+    assert "nccl-tests#272" in h200.source and "475 GB/s" in h200.source
+
+
+@pytest.mark.parametrize("device", ["a100", "h100", "h200"])
+def test_sweep_over_nodes_takes_the_device_nvlink_preset(device, capsys):
+    from simddp.cli import main
+    assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", device,
+                 "--link", "ib-8xndr", "--model", "mlp-8x1024", "--strategies", "ddp",
+                 "--bucket-mb", "25"]) == 0
+    assert f"nvlink-{device}" in capsys.readouterr().out
+
+
+def test_b200_over_nodes_asks_for_the_intra_link(capsys):
+    from simddp.cli import main
+    assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", "b200",
+                 "--link", "ib-8xndr", "--model", "mlp-8x1024"]) == 2
+    assert "no NVLink preset for --device b200" in capsys.readouterr().err
