@@ -27,7 +27,6 @@ BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "fsdp", "zero
                     "hierarchical")
 # The default grid (bench, validate): the replicated strategies; "all" adds the others.
 DEFAULT_STRATEGIES = BENCH_STRATEGIES[:5]
-PER_BUCKET = ("bucketed", "ddp", "hierarchical")
 # realrun bench --gpus-per-node G reaches the ranks' executor (realrun/executors/realrun_ddp.py)
 # through the environment, as the launcher's LOCAL_WORLD_SIZE does, which it overrides.
 GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"

@@ -113,6 +113,19 @@ class Strategy:
         return self.sync_last_only or self.name == ACCUM_BASELINE
 
     @property
+    def is_baseline(self) -> bool:
+        """Whether speedups are measured against it: naive per step (one all-reduce per
+        gradient, none launched during backward), sync_each per optimizer step (every
+        micro-step synced; ``accumulates`` tells the two apart).
+
+        >>> [make_strategy(n).is_baseline for n in ("naive", "overlap", "sync_each", "no_sync")]
+        [True, False, True, False]
+        """
+        if self.accumulates:
+            return not self.sync_last_only
+        return self.granularity == "tensor" and not self.overlap
+
+    @property
     def beyond_ddp(self) -> bool:
         """Whether it shards (fsdp, zero2), compresses (a comm hook) or all-reduces in two
         levels (hierarchical): what a sweep recommends as a strategy, beside the bucket size."""

@@ -123,18 +123,29 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
     return results
 
 
+def accumulates(result: Result) -> bool:
+    """Whether a row is per optimizer step of K micro-steps (no_sync, sync_each), not per step."""
+    return result.spec is not None and result.spec.accumulates
+
+
 def baseline_name(result: Result) -> str:
     """What a row's speedup is measured against: naive per step; sync_each per optimizer step."""
-    return ACCUM_BASELINE if result.strategy in ("no_sync", ACCUM_BASELINE) else "naive"
+    return ACCUM_BASELINE if accumulates(result) else "naive"
+
+
+def naive_of(results: Sequence[Result]) -> Result | None:
+    """The naive row, what per-step speedups are measured against; None if not swept."""
+    return next((r for r in results if r.spec is not None and r.spec.is_baseline
+                 and not r.spec.accumulates), None)
 
 
 def speedups(results: Sequence[Result], naive: Result | None = None) -> list[float | None]:
     """Each result's speedup vs its baseline (naive, or sync_each at the same bucket size)."""
-    naive = naive or next((r for r in results if r.strategy == "naive"), None)
-    sync_each = {r.bucket_mb: r for r in results if r.strategy == ACCUM_BASELINE}
+    naive = naive or naive_of(results)
+    sync_each = {r.bucket_mb: r for r in results if accumulates(r) and r.spec.is_baseline}
     out = []
     for r in results:
-        base = sync_each.get(r.bucket_mb) if baseline_name(r) == ACCUM_BASELINE else naive
+        base = sync_each.get(r.bucket_mb) if accumulates(r) else naive
         out.append(base.step_s / r.step_s if base is not None and r.step_s > 0 else None)
     return out
 
@@ -159,6 +170,7 @@ class Recommendation:
     # The other swept sizes that make the same buckets as bucket_mb (simddp/compare/
     # layouts.py): one configuration, so none of them is the runner-up.
     same_layout_mb: tuple[float, ...] = ()
+    spec: Strategy | None = None  # the recommended row's configuration (its Result's spec)
 
     @property
     def margin_s(self) -> float | None:
@@ -177,7 +189,7 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
     is another layout, and ``same_layout_mb`` names the recommended one's other sizes.
     """
     from simddp.compare.layouts import group_by_layout  # here: simddp.compare reads this module
-    per_step = [r for r in results if baseline_name(r) == "naive"]
+    per_step = [r for r in results if not accumulates(r)]
     for name in RECOMMEND_FROM:
         rows = [r for r in results if r.strategy == name and r.bucket_mb is not None]
         if rows:
@@ -208,7 +220,7 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
                           runner.step_s if runner else None, edge, fastest,
-                          best.step_range_s, worst, point_best_mb, point_worst, same)
+                          best.step_range_s, worst, point_best_mb, point_worst, same, best.spec)
 
 
 @dataclass(frozen=True)
@@ -236,7 +248,7 @@ def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
     """Whether sharding (fsdp, zero2) or a comm hook beats plain data parallelism, per step;
     None when the sweep had neither. Ties go to the plain configuration (less to change),
     then to torch DDP's bucket rule, then to the size closest to torch's default 25 MB."""
-    per_step = [r for r in results if baseline_name(r) == "naive"]
+    per_step = [r for r in results if not accumulates(r)]
     beyond = [r for r in per_step if r.spec is not None and r.spec.beyond_ddp]
     if not beyond:
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, PER_BUCKET,
+from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES,
                              bench_configs, runs_torch_ddp, shards)
 from realrun.launch.world import WorldConfig
 from realrun.precision import check_precision
@@ -25,6 +25,7 @@ from simddp.errors import InputError
 from simddp.hooks import parse_comm_hook
 from simddp.link import Link
 from simddp.presets.models import ModelSpec, parse_model
+from simddp.strategy import make_strategy
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ class ValidateSettings:
         if bad or not self.strategies:
             raise InputError(f"--strategies: {bad[0] if bad else 'nothing'!r} is not one of "
                              f"{', '.join(BENCH_STRATEGIES)} (or all)")
-        if any(s in PER_BUCKET for s in self.strategies) and not self.bucket_mbs:
+        if not self.bucket_mbs and any(make_strategy(s).granularity == "bucket"
+                                       for s in self.strategies):
             raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
         for mb in self.bucket_mbs:
             if not (isinstance(mb, (int, float)) and math.isfinite(mb) and mb > 0):

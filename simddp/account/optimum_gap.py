@@ -18,7 +18,7 @@ from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import Result
-from simddp.strategy import MB
+from simddp.strategy import MB, Strategy
 
 # The sweep's default grid steps by 2-2.5x (1-2-5): a closer pair of optima is the same one.
 GRID_FACTOR = 2.5
@@ -80,10 +80,17 @@ def reasons(profile: ModelProfile, link: Link, host: Host | None, opt: dict) -> 
     return out
 
 
+def _closed_form_like(spec: Strategy | None) -> bool:
+    """bucketed: realrun's wrapper, one ring, the first bucket as large as the others, as the
+    closed form assumes (ddp's small first bucket, hooks and two levels are not in it)."""
+    return (spec is not None and spec.granularity == "bucket" and spec.implementation == "realrun"
+            and spec.algorithm == "ring" and spec.first_bucket_bytes == spec.bucket_bytes)
+
+
 def gap_line(profile: ModelProfile, link: Link, host: Host | None, opt: dict,
              results: list[Result]) -> str | None:
     """One line for the sweep when the optima disagree, saying why; None when they agree."""
-    rows = [r for r in results if r.strategy == "bucketed" and r.bucket_mb is not None]
+    rows = [r for r in results if r.bucket_mb is not None and _closed_form_like(r.spec)]
     if not rows or opt.get("regime") == "no-latency":  # no closed-form optimum to differ from
         return None
     best = min(rows, key=lambda r: r.step_s)

@@ -65,6 +65,7 @@ from simddp.sweeps import (
     DEFAULT_BUCKET_MB,
     Recommendation,
     StrategyPick,
+    naive_of,
     recommend,
     recommend_strategy,
     sweep,
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                         args.accum_steps, host=host, on_progress=progress.update,
                         record=out_dir is not None, ranges=True, comm_hooks=hooks,
                         shard_unit_mb=args.shard_unit_mb, topology=topology)
-    naive = next((r for r in results if r.strategy == "naive"), None)
+    naive = naive_of(results)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
         naive = sweep(profile, link, args.world_size, ["naive"], host=host,
                       topology=topology)[0]

@@ -29,7 +29,7 @@ from simddp.compare.metrics import ratio_interval
 from simddp.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
-from simddp.sweeps import recommend
+from simddp.sweeps import naive_of, recommend
 
 # How much slower than the measured best a recommendation may measure and still count as
 # right: the validation target for regret (docs/VALIDATION.md).
@@ -43,7 +43,7 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
     and the numbers behind them (``regret_pct``, ``regret_ci_pct``, ``measured_best_mb``,
     ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation measured fastest)."""
     rec = recommend(predicted, profile)
-    naive = next((r for r in predicted if r.strategy == "naive"), None)
+    naive = naive_of(predicted)
     out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
     if rec is None:
         return out

@@ -30,7 +30,7 @@ from simddp.report.gantt import draw_gantt
 from simddp.report.style import strategy_colour
 from simddp.report.trace import describe
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE
+from simddp.sweeps import accumulates
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
@@ -64,9 +64,9 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
     # bucketed and ddp coincide wherever the first bucket makes no difference: draw them
-    # differently enough that neither hides the other
-    style = {"bucketed": ("s", "--", 1.6, 5), "ddp": ("o", "-", 1.4, 4),
-             "hierarchical": ("^", "-.", 1.4, 5)}
+    # differently enough that neither hides the other (marker, line, width, size, hollow)
+    style = {"bucketed": ("s", "--", 1.6, 5, True), "ddp": ("o", "-", 1.4, 4, False),
+             "hierarchical": ("^", "-.", 1.4, 5, False)}
     flat_bands = [r for r in results if r.bucket_mb is None and _band(r) is not None]
     if bucketed:
         ax.set_xscale("log")
@@ -81,14 +81,14 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     edge = blended_transform_factory(ax.transAxes, ax.transData)
     for (strategy, source), rs in series.items():
         spec = rs[0].spec   # ddp+fp16 is drawn like ddp (spec.base), in fp16's colour
-        color = strategy_colour(spec if spec is not None else strategy)
+        color = strategy_colour(spec)
         measured = source == "measured"
         label = strategy + (" (measured)" if measured else "")
         with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
         if with_buckets:
             base = spec.base if spec is not None else strategy
             _bucket_curve(ax, with_buckets, color, label, measured,
-                          style.get(base, ("o", "-", 1.4, 4)), hollow=base == "bucketed")
+                          style.get(base, ("o", "-", 1.4, 4, False)))
         for r in (r for r in rs if r.bucket_mb is None):
             ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
                        linewidth=1.2, label=f"{label} (no buckets)")
@@ -114,10 +114,10 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
 
 
 def _bucket_curve(ax, rows: list[Result], color: str, label: str, measured: bool,
-                  style: tuple, hollow: bool) -> None:
+                  style: tuple) -> None:
     """One strategy's step against bucket size, its prediction range as a band and its
     measured p5–p95 as bars."""
-    marker, line, width, size = style
+    marker, line, width, size, hollow = style
     xs = [r.bucket_mb for r in rows]
     ys = [r.step_s * 1e3 for r in rows]
     ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
@@ -203,8 +203,8 @@ def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | Non
     ``recommended=("ddp", 25.0)`` stars that point; accumulation rows (per optimizer step of K
     micro-steps) get their own panel, since their times are K steps long.
     """
-    accum = [r for r in results if r.strategy in ("no_sync", ACCUM_BASELINE)]
-    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
+    accum = [r for r in results if accumulates(r)]
+    per_step = [r for r in results if not accumulates(r)]
     panels = [p for p in (per_step, accum) if p]
     fig = Figure(figsize=(9.0 * len(panels), 4.5), layout="constrained")  # legends beside
     for i, rs in enumerate(panels):

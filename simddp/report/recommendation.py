@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
-from simddp.strategy import ACCUM_BASELINE, DDP_FIRST_BUCKET_MB, Strategy
-from simddp.sweeps import Recommendation, StrategyPick
+from simddp.strategy import DDP_FIRST_BUCKET_MB, Strategy
+from simddp.sweeps import Recommendation, StrategyPick, accumulates
 
 
 def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:
     """The fastest per-step configuration as JSON (sweep's ``fastest``); None if none."""
-    per_step = [r for r in results if r.strategy not in ("no_sync", ACCUM_BASELINE)]
+    per_step = [r for r in results if not accumulates(r)]
     best = rec.fastest if rec is not None else min(per_step, key=lambda r: r.step_s, default=None)
     if best is None:
         return None
@@ -34,7 +34,8 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
         return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
                "to recommend."
     per = "per step"
-    if rec.strategy == "no_sync":
+    per_optimizer_step = rec.spec is not None and rec.spec.accumulates   # no_sync
+    if per_optimizer_step:
         per = "per optimizer step (with gradient accumulation; ddp was not swept)"
     text = (f"Recommended bucket_cap_mb: {fmt_mb(rec.bucket_mb)} — {rec.strategy} predicts "
             f"{fmt_ms(rec.step_s)} ms {per}")
@@ -66,10 +67,10 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
             f"{fmt_mb(rec.bucket_mb)} MB make the same buckets)")
         text += (f" It is the {rec.edge} {what} swept; sizes beyond it might be faster still "
                  f"— extend --bucket-mb.")
-    if rec.strategy == "ddp":
-        text += "\n" + torch_call_text(rec.bucket_mb)
+    if rec.spec is not None and rec.spec.implementation == "torch" and not per_optimizer_step:
+        text += "\n" + torch_call_text(rec.bucket_mb)   # ddp's rows
     f = rec.fastest
-    if f is None or rec.strategy == "no_sync":  # per optimizer step: not comparable to a step
+    if f is None or per_optimizer_step:  # per optimizer step: not comparable to a step
         return text
     if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
         text += (f"\nThe recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
@@ -77,7 +78,7 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
     else:
         where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
         text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
-    if naive is not None and f.step_s > 0 and f.strategy != "naive":
+    if naive is not None and f.step_s > 0 and not (f.spec and f.spec.is_baseline):
         text += f" ({naive.step_s / f.step_s:.2f}× faster than naive)."
     else:
         text += "."

@@ -22,7 +22,7 @@ from simddp.errors import InputError
 from simddp.plans import Collective, Plan
 from simddp.plans import plan as make_plan
 from simddp.profile import ModelProfile
-from simddp.strategy import MB, Strategy, make_strategy
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, MB, Strategy, make_strategy
 from simddp.traceimport.collectives import JointStep
 
 _ROUND_MB = sorted({round(m * 10.0 ** e, 6) for e in range(-3, 5) for m in (1, 2, 2.5, 5)})
@@ -59,11 +59,10 @@ def traced_config(profile: ModelProfile, joint: list[JointStep], implementation:
     elif cap_range is not None and not (cap_range[0] < cap_mb <= cap_range[1]):
         notes.append(f"--bucket-mb {cap_mb:g} does not give the traced buckets (they need a cap "
                      f"in ({cap_range[0]:.4g}, {cap_range[1]:.4g}] MB)")
-    if name in ("ddp", "bucketed"):
-        cap_mb = cap_mb or 25.0
-        strategy = make_strategy(name, cap_mb, first_bucket_mb=first_mb or cap_mb)
-    else:
-        strategy = make_strategy(name)
+    # the sizes matter to a bucketed strategy only (the others ignore them); no cap traced
+    # or given: torch's default
+    cap_mb = cap_mb or DDP_DEFAULT_BUCKET_MB
+    strategy = make_strategy(name, cap_mb, first_bucket_mb=first_mb or cap_mb)
     rule = make_plan(profile, strategy)
     reproduces = groups is not None and [c.tensor_ids for c in rule.collectives] == groups
     if groups is None:
@@ -126,6 +125,6 @@ def _round_in(cap_range: tuple[float, float]) -> float:
     """The largest round MB value in (lo, hi]; torch's default 25 if the range is open."""
     lo, hi = cap_range
     if math.isinf(hi):
-        return 25.0 if lo < 25.0 else next(m for m in _ROUND_MB if m > lo)
+        return DDP_DEFAULT_BUCKET_MB if lo < DDP_DEFAULT_BUCKET_MB else next(m for m in _ROUND_MB if m > lo)
     inside = [m for m in _ROUND_MB if lo < m <= hi]
     return inside[-1] if inside else hi

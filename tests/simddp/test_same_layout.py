@@ -104,8 +104,9 @@ def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
     "the smallest size swept" was false (notebook, 2026-11-24)."""
     from simddp.report.recommendation import recommendation_text
     from simddp.sweeps import Recommendation
+    from simddp.strategy import make_strategy
     rec = Recommendation("ddp", 4.0, 0.078, 40.0, 0.080, "smallest", None,
-                         same_layout_mb=(1.0,))
+                         same_layout_mb=(1.0,), spec=make_strategy("ddp", 4.0))
     text = recommendation_text(rec)
     assert "smallest bucket layout (1 and 4 MB make the same buckets) swept" in text
     assert "smallest size swept" not in text
