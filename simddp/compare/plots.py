@@ -69,18 +69,18 @@ def plot_scatter(c: Comparison) -> Figure:
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_aspect("equal", adjustable="box")
-    tags = []
+    tags, colours = [], _colours(c)
     for strategy in _strategies(c.rows):
         mine = [r for r in c.rows if r.strategy == strategy]
         x = np.array([r.predicted_s for r in mine]) * 1e3
         y = np.array([r.measured_s for r in mine]) * 1e3
         ax.errorbar(x, y, yerr=_spread_ms(mine), fmt="o", ms=6, capsize=3, lw=1,
-                    color=strategy_colour(strategy), label=strategy, zorder=3, alpha=0.85)
+                    color=colours[strategy], label=strategy, zorder=3, alpha=0.85)
         for r, xi, yi in zip(mine, x, y):
             tag = ("" if r.bucket_mb is None else f"{r.bucket_mb:g}") + \
                   ("" if r.accum_steps == 1 else f"×{r.accum_steps}")
             if tag:
-                tags.append((tag, xi, yi, strategy_colour(strategy)))
+                tags.append((tag, xi, yi, colours[strategy]))
     ax.set_xlabel("predicted step time (ms)" + (", log scale" if log else ""))
     ax.set_ylabel("measured step time, median (ms); bars p5–p95")
     ax.grid(True, alpha=0.3, which="both")
@@ -113,12 +113,12 @@ def plot_buckets(c: Comparison) -> Figure:
     xmin, xmax = (min(bucket_values) / 1.5, max(bucket_values) * 1.5) if bucket_values else (1, 100)
     if any(r.bucket_mb is None for r in c.rows):
         xmax *= 3  # room right of the largest bucket for the bucket-less p5–p95 bars
-    handles = []
+    handles, colours = [], _colours(c)
     for ax, panel in zip(axes, panels):
         bucketed_groups = [g for g in panel if _group_rows(c, g)[0].bucket_mb is not None]
         flat_index = 0
         for strategy, accum in panel:
-            colour = strategy_colour(strategy)
+            colour = colours[strategy]
             name = strategy if accum == 1 else f"{strategy} (accum {accum})"
             rows = _group_rows(c, (strategy, accum))
             if rows[0].bucket_mb is None:  # a strategy without buckets: one time, flat lines
@@ -282,6 +282,11 @@ def _spread_ms(rows) -> np.ndarray | None:
     hi = [0.0 if r.measured_p95_s is None else max(r.measured_p95_s - r.measured_s, 0.0)
           for r in rows]
     return np.array([lo, hi]) * 1e3
+
+
+def _colours(c: Comparison) -> dict[str, str]:
+    """Each row name's colour, from its results' Strategy (compute-only has none: grey)."""
+    return {r.strategy: strategy_colour(r.spec) for r in (*c.measured, *c.predicted)}
 
 
 def _strategies(rows) -> list[str]:
