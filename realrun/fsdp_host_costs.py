@@ -41,9 +41,8 @@ from simddp.hostwork import shard_host_s
 from simddp.link import ALL_GATHER
 from simddp.plans import Plan, plan as make_plan
 from simddp.result import COMPUTE_ONLY
-from simddp.strategy import make_strategy
+from simddp.strategy import SHARDED, make_strategy
 
-SHARDED = ("fsdp", "zero2")
 # 12 timed steps per item, round-robin in 6 rounds: with 3 rounds of 3 one slow stretch
 # made fsdp's host 2x zero2's+U gathers (mlp-8x1024, 2026-11-23 08:06 UTC)
 ROUNDS, CHUNK, WARMUP = 6, 2, 2
