@@ -76,13 +76,6 @@ def contention_measured(link: Link, host: Host | None) -> bool:
     return contention_for(link, host).measured
 
 
-def has_spread(profile: ModelProfile, link: Link, host: Host | None = None) -> bool:
-    """Whether any input is uncertain, i.e. whether ranges differ from the point."""
-    contention = contention_for(link, host)
-    return (profile.compute_spread is not None or link.time_spread is not None
-            or not contention.measured or contention.spread is not None)
-
-
 def scenarios(profile: ModelProfile, link: Link, host: Host | None = None
               ) -> dict[str, Scenario]:
     """Each scenario by name: the four corners of compute and all-reduce time (the
