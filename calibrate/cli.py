@@ -14,7 +14,9 @@ Writes under --out (default ``calibrate-out``): allreduce.json (everything), all
 allreduce_time.png, allreduce_busbw.png, kinds.csv (reduce-scatter and all-gather, unless
 --kinds none) and link.json (link-p<N>.json per world size when several are swept). Nothing
 is written unless every rank succeeded. Exit codes: 0 done, 1 a rank failed (one line naming
-it), 2 bad input (one line naming the flag).
+it), 2 bad input (one line naming the flag). Under torchrun every rank ends with
+realrun.launch.finish.finish_torchrun(code) (barrier, flush, os._exit): torch 2.13's Gloo
+cannot abort it in teardown after the calibration is written.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from calibrate.settings import (DTYPE_BYTES, KINDS, SEQUENCE_BYTES, SEQUENCE_COU
                                 SEQUENCE_REPEATS, CalibrateSettings, parse_bytes)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
+from realrun.launch.finish import finish_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig, add_world_args
 from simddp.cli import join_negative_values
 from simddp.errors import InputError
@@ -184,6 +187,12 @@ def _measuring_modules():
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    finish_torchrun(code)  # under torchrun the process ends here, skipping Gloo's teardown
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         settings, a = parse_args(argv)
         # torch, scipy and matplotlib only now: --help and bad flags need none of them

@@ -15,7 +15,7 @@ The loop, with gradient accumulation over --accum micro-steps:
         model.finish_gradient_synchronization()   # REQUIRED: wait for the all-reduces and
         opt.step()                                 # leave the average in every p.grad
         opt.zero_grad(set_to_none=True)
-    dist.barrier(); dist.destroy_process_group()  # finish together, then tear down
+    finish_torchrun(0)  # barrier, flush, os._exit(0): no teardown for Gloo to abort in
 
 What differs from torch's DistributedDataParallel: torch DDP waits for its all-reduces
 inside ``backward()``; realrun.DDP needs ``finish_gradient_synchronization()`` after each
@@ -23,8 +23,10 @@ synced backward (calling it inside ``no_sync()``, or twice, does nothing). A par
 used gets a zero gradient (torch DDP leaves it None). Buffers are broadcast from rank 0 once,
 when wrapping (torch DDP re-broadcasts them every forward). The strategy is any of simddp's:
 naive, flat, overlap, bucketed, ddp (torch's bucket rule), so this loop trains exactly the
-plan ``python -m simddp sweep`` predicted. Gloo can abort a process at interpreter exit
-unless the group is destroyed after a final barrier: keep the last two lines.
+plan ``python -m simddp sweep`` predicted. torch 2.13's Gloo can abort a process in its
+teardown (destroy_process_group or interpreter exit: "terminate called without an active
+exception") after the work is done, and torchrun then fails the job: so the script ends with
+``finish_torchrun(0)`` (a barrier, a flush, ``os._exit(0)``), keeping that last line.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 import realrun
+from realrun.launch import finish_torchrun
 
 
 def main() -> None:
@@ -75,8 +78,7 @@ def main() -> None:
 
     checksum = sum(p.double().sum().item() for p in net.parameters())
     print(f"rank {rank}: parameter checksum {checksum:.10f}", flush=True)
-    dist.barrier()  # finish together, then tear down
-    dist.destroy_process_group()
+    finish_torchrun(0)  # barrier, flush, os._exit(0): no teardown for Gloo to abort in
 
 
 if __name__ == "__main__":

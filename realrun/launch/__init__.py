@@ -5,6 +5,7 @@
 
 :mod:`~realrun.launch.run` (run_world), :mod:`~realrun.launch.context` (RankContext: rank,
 device, ``barrier()``), :mod:`~realrun.launch.env` (``is_torchrun()``, no torch),
+:mod:`~realrun.launch.finish` (``finish_torchrun(code)``: end a torchrun rank, no torch),
 :mod:`~realrun.launch.worker` (one spawned rank), :mod:`~realrun.launch.supervise` (first
 failure, blame, no orphans), :mod:`~realrun.launch.errors` (one-line errors) and
 :mod:`~realrun.launch.netns` (an emulated multi-host cluster in network namespaces) and
@@ -17,7 +18,8 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"RankContext": "realrun.launch.context", "make_context": "realrun.launch.context",
-         "is_torchrun": "realrun.launch.env", "LaunchError": "realrun.launch.errors",
+         "is_torchrun": "realrun.launch.env",
+         "finish_torchrun": "realrun.launch.finish", "LaunchError": "realrun.launch.errors",
          "NetnsUnavailable": "realrun.launch.errors", "resolve_target": "realrun.launch.run",
          "run_world": "realrun.launch.run", "share": "realrun.launch.run",
          "torchrun_group": "realrun.launch.run", "WorldConfig": "realrun.launch.world"}

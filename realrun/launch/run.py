@@ -12,6 +12,10 @@ The environment picks the mode:
     torchrun --nnodes 2 --nproc-per-node 8 \\           # gets the list, other ranks get None
         --rdzv-endpoint HOST:29500 script.py
 
+Under torchrun the process group run_world makes stays up (a later call reuses it); end the
+script with ``finish_torchrun(code)`` (realrun.launch.finish), which skips the teardown where
+torch 2.13's Gloo can abort after the work is done.
+
 Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts the ranks in 2 network namespaces
 behind 1 gbit/s shaped links (realrun.launch.netns), host-major: with world_size=4 ranks 0, 1
 on host 0 (LOCAL_RANK 0, 1, LOCAL_WORLD_SIZE 2) and 2, 3 on host 1. A rank that raises,
@@ -106,7 +110,11 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
 def torchrun_group(backend: str, threads_per_rank: int, timeout_s: float) -> Iterator[bool]:
     """Under torchrun, one process group for the whole block (every run_world inside reuses
     it, so ranks can also agree on values with :func:`share`); yields whether this process
-    leads (rank 0, or not under torchrun at all). Outside torchrun it does nothing."""
+    leads (rank 0, or not under torchrun at all). Outside torchrun it does nothing.
+
+    The group outlives the block: the process ends with
+    :func:`realrun.launch.finish.finish_torchrun`, which skips the teardown where torch
+    2.13's Gloo can abort (a destroy here would kill rank 0 before it writes its report)."""
     if not is_torchrun() or dist.is_initialized():
         yield not is_torchrun() or dist.get_rank() == 0
         return
@@ -114,11 +122,8 @@ def torchrun_group(backend: str, threads_per_rank: int, timeout_s: float) -> Ite
     ctx = make_context(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
                        int(os.environ.get("LOCAL_RANK", "0")), backend)
     init_group(ctx, timeout_s)
-    try:
-        yield ctx.rank == 0
-        ctx.barrier()  # finish together, then tear down (gloo can abort at exit otherwise)
-    finally:
-        dist.destroy_process_group()
+    yield ctx.rank == 0
+    ctx.barrier()  # finish together
 
 
 def share(value: Any) -> Any:
@@ -141,8 +146,8 @@ def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: st
     torch.set_num_threads(threads_per_rank)
     fn = resolve_target(target)
     ctx = make_context(rank, env_world, int(os.environ.get("LOCAL_RANK", "0")), backend)
-    owns_group = not dist.is_initialized()
-    if owns_group:
+    if not dist.is_initialized():
+        # Left up for later calls and for finish_torchrun: destroying it is where Gloo can abort.
         init_group(ctx, timeout_s)
     try:
         value = as_json(fn(payload, ctx))
@@ -151,8 +156,6 @@ def _run_under_torchrun(target: str, payload: dict, world_size: int, backend: st
         raise LaunchError(f"rank {rank} failed: {describe_exception(e)}", rank=rank) from e
     values: list = [None] * env_world
     dist.all_gather_object(values, value)
-    if owns_group:
-        dist.destroy_process_group()
     return values if rank == 0 else None
 
 

@@ -19,6 +19,7 @@ from calibrate.settings import parse_bytes, sweep_sizes
 from simddp.contention import combine_contention as combine
 from realrun.launch.errors import LaunchError
 from simddp.io import load_link
+from tests._torchrun import torchrun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Small and quick: 1 KiB..64 KiB is 7 sizes, 5 kept for the fit with every 3rd held out.
@@ -203,13 +204,7 @@ def test_two_world_sizes_one_link_each(tmp_path, capsys):
 def test_under_torchrun(tmp_path):
     """torchrun starts the ranks; calibrate uses its world, and only rank 0 writes."""
     out = tmp_path / "cal"
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env["GLOO_SOCKET_IFNAME"] = "lo"
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "calibrate", *SMALL, "--no-contention", "--no-plots", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = torchrun(["-m", "calibrate", *SMALL, "--no-contention", "--no-plots", "--out", str(out)],
+                    cwd=ROOT, timeout_s=180)
     assert proc.stdout.count("# all_reduce gloo, 2 ranks") == 1  # rank 0 reports, once
     assert load_link(out / "link.json").world_size == 2

@@ -21,7 +21,9 @@ import torch
 from realrun.launch import errors, supervise
 from realrun.launch.errors import LaunchError
 from realrun.launch import RankContext, make_context, run_world
+from realrun.launch.finish import finish_torchrun
 from realrun.launch.run import remove_stale_workdirs
+from tests._torchrun import torchrun
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = "tests._launch_targets"
@@ -65,6 +67,23 @@ def test_payload_must_be_json():
 def test_nccl_without_cuda_fails_before_spawning():
     with pytest.raises(ValueError, match="backend nccl needs CUDA GPUs; none found"):
         run_world(f"{TARGETS}:allreduce_rank", {}, backend="nccl")
+
+
+def test_finish_torchrun_does_nothing_outside_torchrun(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+    assert finish_torchrun(3) is None       # returned: the caller exits as usual
+
+
+def test_finish_torchrun_flushes_and_exits_with_the_code():
+    # buffered text with no newline comes out only if flushed before os._exit
+    code = ("import sys; from realrun.launch.finish import finish_torchrun; "
+            "sys.stdout.write('done'); finish_torchrun(3); print('not reached')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "RANK": "0",
+                                                      "WORLD_SIZE": "1",
+                                                      "MASTER_ADDR": "127.0.0.1"})
+    assert (done.returncode, done.stdout) == (3, "done"), done.stderr[-2000:]
 
 
 def test_torchrun_world_mismatch_names_both_sizes(monkeypatch):
@@ -246,12 +265,7 @@ def test_hanging_rank_is_named_within_bounded_time(tag):
 @pytest.mark.slow
 def test_torchrun_mode_gathers_on_rank_0(tag):
     # torchrun sets RANK/WORLD_SIZE/MASTER_ADDR; run_world then must not spawn but gather.
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            "2", "-m", TARGETS]
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": path})   # prepend, keep the rest
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = torchrun(["-m", "tests._torchrun_gather"], cwd=REPO, timeout_s=120)
     values = json.loads(done.stdout.strip().splitlines()[-1])
     assert [(v["rank"], v["sum"]) for v in values] == [(0, [3.0] * 3), (1, [3.0] * 3)]
     assert tagged_pids(tag) == []

@@ -17,6 +17,7 @@ import calibrate
 import realrun.bench
 import realrun.launch
 from realrun.cli import main
+from tests._torchrun import torchrun
 from realrun.launch.errors import LaunchError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -151,13 +152,8 @@ def test_selfcheck_under_torchrun_rank_0_prints_and_writes(tmp_path):
     """torchrun starts the ranks; every step runs in its one process group and only rank 0
     prints and writes (~35 s here)."""
     out = tmp_path / "sc"
-    # --standalone: a free port for the rendezvous, not 29500, which other runs may hold
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", "2", "-m", "realrun", "selfcheck", *TINY, "--out", str(out)],
-                          capture_output=True, text=True, timeout=240, cwd=ROOT)
-    if done.returncode != 0:  # torch 2.13's Gloo teardown abort after the bundle: not ours
-        assert any(s in done.stderr for s in ("terminate called without an active exception",
-                                              "SIGABRT", "exitcode  : -6")), done.stderr[-2000:]
+    done = torchrun(["-m", "realrun", "selfcheck", *TINY, "--out", str(out)], cwd=ROOT,
+                    timeout_s=240)
     lines = [line for line in done.stdout.splitlines() if line.startswith("selfcheck:")]
     assert len(lines) == 6 and "PASSED: 5 ok" in lines[-1], done.stdout + done.stderr[-2000:]
     bundle = json.loads((out / "selfcheck.json").read_text())

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from realrun.cli import main
+from tests._torchrun import torchrun
 from simddp.io import link_to_json, save_json
 from simddp.link import Link
 from simddp.result import Result
@@ -241,13 +242,11 @@ def test_validate_under_torchrun_rank_0_prints_and_writes(tmp_path):
     """torchrun starts the ranks; each runs the whole pipeline in one process group, rank 0
     decides which configuration to clock for the timeline and is the only one to report."""
     out = tmp_path / "val"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "-m", "realrun", "validate", "--model", "mlp-2x64", "--batch", "1", "--seq", "2",
+    cmd = ["-m", "realrun", "validate", "--model", "mlp-2x64", "--batch", "1", "--seq", "2",
            "--strategies", "overlap,bucketed", "--bucket-mb", "0.01,1", "--steps", "2",
            "--warmup", "2", "--profile-repeats", "2", "--calibrate-iters", "2",
            "--timeline-steps", "1", "--format", "json", "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = torchrun(cmd, cwd=ROOT, timeout_s=240)
     doc = json.loads(done.stdout)            # one document: only rank 0 printed
     assert doc["summary"]["world_size"] == 2 and doc["summary"]["measured_link"] == "torchrun"
     assert doc["validate"]["timeline_config"] and (out / "validate.json").exists()
