@@ -30,14 +30,11 @@ from dataclasses import replace
 from simddp.account.memory import PROFILE_GRAD_BYTES, Precision
 from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
-from simddp.link import ALL_GATHER, ALL_REDUCE, GB, Link, kind_factor
+from simddp.kinds import CollectiveKind
+from simddp.link import ALL_GATHER, ALL_REDUCE, GB, REDUCE_SCATTER, Link, kind_factor
 from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.strategy import HOOKABLE, SHARDED, STRATEGIES, Strategy, make_strategy
-
-KIND_LABELS = {ALL_REDUCE: "all-reduce", "reduce_scatter": "reduce-scatter",
-               ALL_GATHER: "all-gather"}
-
 
 def at_dtype(profile: ModelProfile, elem_bytes: int) -> ModelProfile:
     """The profile with gradients stored at ``elem_bytes`` per element instead of fp32."""
@@ -56,7 +53,8 @@ def traffic_row(name: str, calls: Sequence[tuple[str, float]], link: Link, world
         alpha_s += alpha
         bandwidth_s += kind_factor(kind, world) * n / (busbw_gbps * GB)
         sent += kind_factor(kind, world) * n
-    kinds = [KIND_LABELS[k] for k in dict.fromkeys(k for k, _ in calls)]
+    # spelt as on a timeline: "all-reduce + all-gather"
+    kinds = [CollectiveKind(k).span_kind for k in dict.fromkeys(k for k, _ in calls)]
     return {"strategy": name, "kind": " + ".join(kinds) or "none", "collectives": len(calls),
             "payload_bytes": sum(n for _, n in calls), "sent_bytes_per_rank": sent,
             "alpha_s": alpha_s, "bandwidth_s": bandwidth_s, "time_s": alpha_s + bandwidth_s}
@@ -82,7 +80,7 @@ def comm_rows(profile: ModelProfile, link: Link, world: int, prec: Precision, bu
         raise InputError(f"--comm-hook compresses fp32 gradients; --grad is {prec.grad}")
     grads = at_dtype(profile, prec.grad_bytes)
     scale = {ALL_REDUCE: prec.comm_bytes / prec.grad_bytes,
-             "reduce_scatter": prec.comm_bytes / prec.grad_bytes,
+             REDUCE_SCATTER: prec.comm_bytes / prec.grad_bytes,
              ALL_GATHER: prec.gather_bytes / prec.grad_bytes}
     rows = []
     for strategy in account_strategies(bucket_mb, accum_steps, hooks, shard_unit_mb):

@@ -33,6 +33,7 @@ from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.io import write_atomic
+from simddp.kinds import CollectiveKind
 from simddp.plans import plan
 from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
@@ -199,7 +200,7 @@ def _print_table(result: Result, p: Plan, comm_s: float, n_bytes: int, wire_byte
 
 def _moved(p, n_bytes: int, wire_bytes: int) -> str:
     """'490.7 MiB all-reduced', '… gathered or reduce-scattered', '… (8.0 MiB on the wire)'."""
-    verb = "all-reduced" if all(c.kind == "all_reduce" for c in p.collectives) else \
+    verb = "all-reduced" if all(c.kind == CollectiveKind.ALL_REDUCE for c in p.collectives) else \
         "all-gathered or reduce-scattered"
     text = f"{n_bytes / 2**20:.1f} MiB {verb}"
     if wire_bytes != n_bytes:

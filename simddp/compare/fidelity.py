@@ -18,7 +18,8 @@ when the last all-reduce ends — predicted against measured::
 """
 from __future__ import annotations
 
-from simddp.result import ALL_REDUCE, BACKWARD, COPY, KINDS, Result
+from simddp.kinds import SpanKind
+from simddp.result import BACKWARD, COPY, KINDS, Result
 
 # A step error this small (in % of the measured step) counts as "agrees"...
 AGREE_PCT = 5.0
@@ -44,7 +45,8 @@ def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None
     out = {"config": list(predicted.config), "step_ms": [step_p * 1e3, step_m * 1e3],
            "step_error_pct": 100 * (step_p - step_m) / step_m}
     off = []
-    for name, kinds in (("backward_end", (BACKWARD, COPY)), ("last_all_reduce_end", (ALL_REDUCE,))):
+    for name, kinds in (("backward_end", (BACKWARD, COPY)),
+                        ("last_all_reduce_end", (SpanKind.ALL_REDUCE,))):
         p, m = _end(predicted, kinds), _end(measured, kinds)
         if p is None or m is None:  # torch DDP has no launch hooks: no measured comm spans
             out[f"{name}_ms"] = out[f"{name}_error_pct"] = None
