@@ -138,20 +138,3 @@ class Host:
         host's own, if measured): for readers of a link's factors, such as the closed form's
         refusal. The engine and the ranges ask :func:`simddp.contention.contention_for`."""
         return with_contention(link, None, contention_for(link, self))[0]
-
-
-def host_from_legacy_link(fields: dict, name: str) -> Host | None:
-    """The host costs an old link file (before 2026-11-23) carried, or None if it had none.
-
-    Those links held ``copy_gbps``/``scale_gbps`` (both implementations copy), ``hook_s`` and
-    ``launch_s`` (realrun's wrapper) and ``ddp_hook_s`` (torch's reducer).
-    """
-    if all(fields.get(k) is None for k in ("copy_gbps", "scale_gbps", "hook_s",
-                                           "ddp_hook_s", "launch_s")):
-        return None
-    copies = {"copy_gbps": fields.get("copy_gbps"), "scale_gbps": fields.get("scale_gbps")}
-    return Host(name, {
-        "realrun": HostCosts(**copies, hook_s=fields.get("hook_s") or 0.0,
-                             launch_s=fields.get("launch_s") or 0.0),
-        "torch": HostCosts(**copies, hook_s=fields.get("ddp_hook_s") or 0.0)},
-        source=f"moved from the host fields of link {name!r}")

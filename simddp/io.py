@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from simddp.errors import InputError
-from simddp.host import Host, host_from_legacy_link
+from simddp.host import Host
 from simddp.link import LEGACY_HOST_FIELDS, Link, LinkPiece
 # Output folders live in simddp.outdir; commands import them from here.
 from simddp.outdir import check_out_dir, check_out_file  # noqa: F401
@@ -90,11 +90,19 @@ def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
         compute_spread=body.get("compute_spread")))
 
 
+def _refuse_old_link(body: dict, where: str) -> None:
+    """Links written before 2026-11-23 also held the host costs, which now have a file of
+    their own: such a link is refused, saying how to get current files."""
+    old = [k for k in LEGACY_HOST_FIELDS if k in body]
+    if old:
+        raise InputError(f"{where}: a link file from before 2026-11-23 (it holds host costs: "
+                         f"{', '.join(old)}); re-run python -m calibrate for a current link "
+                         "and realrun profile for the host costs")
+
+
 def link_from_json(data: dict, where: str = "link") -> Link:
-    """The link; host fields of links written before 2026-11-23 are left for
-    :func:`host_from_json` (they are the DDP implementation's, not the network's)."""
     body = _body(data, LINK_FORMAT, where)
-    body = {k: v for k, v in body.items() if k not in LEGACY_HOST_FIELDS}
+    _refuse_old_link(body, where)
     known = {f.name for f in dataclasses.fields(Link)}
     extra = sorted(set(body) - known)
     if extra:
@@ -104,22 +112,33 @@ def link_from_json(data: dict, where: str = "link") -> Link:
 
 
 def host_from_json(data: dict, where: str = "host costs") -> Host | None:
-    """Host costs from a ``simddp.host/1`` file, a profile's ``host_costs`` section, or the
-    host fields of an old link file (None if that profile or link has none)."""
+    """Host costs from a ``simddp.host/1`` file or a profile's ``host_costs`` section (None
+    if that profile has none, or for a link file: links hold none)."""
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == PROFILE_FORMAT:
         section = data.get("host_costs")
         return None if section is None else _build(where, lambda: Host(**section))
     if fmt == LINK_FORMAT:
-        return _build(where, lambda: host_from_legacy_link(data, str(data.get("name", where))))
+        _refuse_old_link(data, where)
+        return None
     body = _body(data, HOST_FORMAT, where)
     return _build(where, lambda: Host(**body))
 
 
 def results_from_json(data: dict, where: str = "results") -> list[Result]:
     body = _body(data, RESULTS_FORMAT, where)
+    if _spans_without_kind(body.get("results")):
+        raise InputError(f"{where}: results from before 2026-11-23 (spans without a kind); "
+                         "re-run simddp sweep --out or realrun bench for a current file")
     return _build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r.get("spans", ()))})
                                   for r in body["results"]])
+
+
+def _spans_without_kind(results: Any) -> bool:
+    """Whether a span has no kind, as in results written before 2026-11-23."""
+    rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    return any(isinstance(s, dict) and "kind" not in s
+               for r in rows for s in (r.get("spans") if isinstance(r.get("spans"), list) else ()))
 
 
 def load_profile(path: str | os.PathLike) -> ModelProfile:

@@ -45,7 +45,8 @@ GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 # Collective kinds a plan issues (simddp/plans.py); a span's kind spells them with a hyphen.
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = CollectiveKind    # simddp/kinds.py
 COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
-# Fields of links written before 2026-11-23, which now belong to simddp.host.Host.
+# Host-cost fields links held before 2026-11-23 (now simddp.host.Host's): simddp/io.py
+# refuses a link file holding any, saying how to get current files.
 LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
 
 

@@ -9,8 +9,8 @@ measured by realrun, so one plot function draws both::
     ...            step_s=0.1, exposed_comm_s=0.02, collectives=3)
     >>> round(r.step_ms, 3)
     100.0
-    >>> Span("compute", "l3 bwd", 0.0, 0.002).kind      # old files have no kind: guessed once
-    'backward'
+    >>> round(Span("compute", "l3 bwd", 0.0, 0.002, BACKWARD).duration_s * 1e3, 3)
+    2.0
 """
 from __future__ import annotations
 
@@ -24,28 +24,14 @@ COMPUTE, COMM = Lane.COMPUTE, Lane.COMM
 # implementation's host work (hooks and gradient copies, "copy"); comm lane, the collectives.
 FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = (SpanKind.FORWARD, SpanKind.BACKWARD,
                                              SpanKind.OPTIMIZER, SpanKind.COPY, SpanKind.OTHER)
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = (SpanKind.ALL_REDUCE, SpanKind.REDUCE_SCATTER,
-                                          SpanKind.ALL_GATHER)
+REDUCE_SCATTER, ALL_GATHER = SpanKind.REDUCE_SCATTER, SpanKind.ALL_GATHER
+# Spelt "all-reduce": SpanKind.ALL_REDUCE, not simddp.link.ALL_REDUCE (a CollectiveKind,
+# "all_reduce"). Kept only for realrun/validate/timeline.py until it imports SpanKind.
+ALL_REDUCE = SpanKind.ALL_REDUCE
 KINDS = tuple(SpanKind)
 # The configuration realrun bench always measures first: no gradient sync at all. Every
 # prediction carries its time as ``compute_s``, so compare scores it too.
 COMPUTE_ONLY = "compute-only"
-
-
-def guess_kind(lane: str, label: str) -> str:
-    """The kind of a span written before spans had one (simddp.results/1 files of 2026-11-22)."""
-    if lane == COMM:
-        return ALL_REDUCE
-    low = label.lower()
-    if low.startswith("forward") or low.endswith(" fwd"):
-        return FORWARD
-    if low.startswith("optim"):
-        return OPTIMIZER
-    if "copy" in low or "hook" in low:
-        return COPY
-    if low.endswith(" bwd") or "backward" in low:
-        return BACKWARD
-    return OTHER
 
 
 @dataclass(frozen=True)
@@ -54,11 +40,7 @@ class Span:
     label: str
     start_s: float
     end_s: float
-    kind: str = ""     # one of KINDS; "" is guessed from lane and label
-
-    def __post_init__(self) -> None:
-        if not self.kind:
-            object.__setattr__(self, "kind", guess_kind(self.lane, self.label))
+    kind: str          # one of KINDS
 
     @property
     def duration_s(self) -> float:

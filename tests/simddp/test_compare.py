@@ -42,9 +42,10 @@ def meas(strategy, bucket_mb, step_ms, **kw):
 
 def timeline(scale):
     """forward 0-2, backward 2-6, comm 3-7, optimizer 7-8 ms, times ``scale``, from t0 = 5 s."""
-    t = [(s[0], s[1], 5 + s[2] * scale / 1e3, 5 + s[3] * scale / 1e3) for s in (
-        ("compute", "forward", 0, 2), ("compute", "l1 bwd", 2, 4), ("compute", "l0 bwd", 4, 6),
-        ("comm", "bucket0", 3, 5), ("comm", "bucket1", 5, 7), ("compute", "optimizer", 7, 8))]
+    t = [(s[0], s[1], 5 + s[2] * scale / 1e3, 5 + s[3] * scale / 1e3, s[4]) for s in (
+        ("compute", "forward", 0, 2, "forward"), ("compute", "l1 bwd", 2, 4, "backward"),
+        ("compute", "l0 bwd", 4, 6, "backward"), ("comm", "bucket0", 3, 5, "all-reduce"),
+        ("comm", "bucket1", 5, 7, "all-reduce"), ("compute", "optimizer", 7, 8, "optimizer"))]
     return tuple(Span(*s) for s in t)
 
 

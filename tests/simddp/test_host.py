@@ -13,8 +13,8 @@ import pytest
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.host import Host, HostCosts
-from simddp.io import (host_from_json, host_to_json, link_from_json, load_host, load_link,
-                       profile_to_json)
+from simddp.io import (host_from_json, host_to_json, link_from_json, link_to_json, load_host,
+                       load_link, profile_to_json)
 from simddp.link import Link
 from simddp.plans import plan
 from simddp.profile import Layer, ModelProfile
@@ -84,19 +84,23 @@ def test_host_costs_round_trip_and_are_checked(tmp_path):
     assert load_host(path) is None
 
 
-def test_an_old_link_file_with_host_fields_still_loads(tmp_path):
-    """Links written before 2026-11-23 held the host costs: the link loads without them and
-    they come back as a Host (realrun's hook_s/launch_s, torch's ddp_hook_s, shared copies)."""
+def test_an_old_link_file_with_host_fields_is_refused_saying_how_to_get_a_current_one(tmp_path):
+    """Links written before 2026-11-23 held the host costs: such a link is refused in one
+    line, as a link and as host costs, naming what to re-run; a current link has no host."""
     old = {"format": "simddp.link/1", "name": "cal", "alpha_s": 1e-4, "busbw_gbps": 1.0,
            "copy_gbps": 2.0, "scale_gbps": 4.0, "hook_s": 1e-4, "ddp_hook_s": 3e-5,
            "launch_s": 5e-5}
     path = tmp_path / "link.json"
     path.write_text(json.dumps(old))
-    assert load_link(path) == Link("cal", 1e-4, 1.0)
-    assert link_from_json(old) == Link("cal", 1e-4, 1.0)
-    host = load_host(path)
-    assert host.costs("realrun") == HostCosts(2.0, 4.0, hook_s=1e-4, launch_s=5e-5)
-    assert host.costs("torch") == HostCosts(2.0, 4.0, hook_s=3e-5, launch_s=0.0)
+    for read in (lambda: load_link(path), lambda: link_from_json(old), lambda: load_host(path)):
+        with pytest.raises(InputError) as e:
+            read()
+        message = str(e.value)
+        assert len(message.splitlines()) == 1
+        assert "before 2026-11-23" in message and "copy_gbps, scale_gbps" in message
+        assert "re-run python -m calibrate" in message and "realrun profile" in message
+    path.write_text(json.dumps(link_to_json(Link("cal", 1e-4, 1.0))))
+    assert load_link(path) == Link("cal", 1e-4, 1.0) and load_host(path) is None
 
 
 def test_in_place_scaling_has_its_own_rate():

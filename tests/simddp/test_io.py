@@ -23,7 +23,8 @@ LINK = Link("gloo-p2", alpha_s=6.1e-05, busbw_gbps=2.3, world_size=2, backend="g
             compute_slowdown=1.3, comm_slowdown=1.2, source="calibrate, R2=0.998")
 RESULTS = [
     Result("toy", "gloo-p2", "ddp", 25.0, 2, 0.071, 0.009, 21, accum_steps=1, compute_s=0.062,
-           spans=(Span("compute", "forward", 0.0, 0.019), Span("comm", "bucket0", 0.02, 0.03))),
+           spans=(Span("compute", "forward", 0.0, 0.019, "forward"),
+                  Span("comm", "bucket0", 0.02, 0.03, "all-reduce"))),
     Result("toy", "gloo-p2", "naive", None, 2, 0.08, 0.018, 3, source="measured",
            step_p5_s=0.079, step_p95_s=0.083, samples=50)]
 

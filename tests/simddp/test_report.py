@@ -21,7 +21,8 @@ from simddp.plans import plan
 from simddp.report.gantt import idle_gaps_s
 from simddp.report.plots import figure_png, gantt_figure, save_png, sweep_figure
 from simddp.profile import Layer, ModelProfile
-from simddp.result import COMM, COMPUTE, Result, Span
+from simddp.io import load_results, results_to_json
+from simddp.result import COMM, COMPUTE, Result
 from simddp.strategy import make_strategy
 from simddp.sweeps import recommend, sweep
 from simddp.report.trace import save_trace, trace_events
@@ -73,14 +74,19 @@ def test_a_result_without_spans_cannot_be_traced():
         trace_events(result)
 
 
-@pytest.mark.parametrize("label, lane, kind", [
-    ("forward", COMPUTE, "forward"), ("blocks.3.w2 bwd", COMPUTE, "backward"),
-    ("backward", COMPUTE, "backward"), ("optimizer", COMPUTE, "optimizer"),
-    ("hooks+copy-in", COMPUTE, "copy"), ("bucket0 copy-out", COMPUTE, "copy"),
-    ("bucket3", COMM, "all-reduce"), ("something", COMPUTE, "compute")])
-def test_a_span_without_a_kind_gets_one_from_its_label(label, lane, kind):
-    """Files written before spans had kinds still draw with the right colours."""
-    assert Span(lane, label, 0.0, 1.0).kind == kind
+def test_a_results_file_with_spans_without_a_kind_is_refused_saying_how_to_get_a_current_one(
+        tmp_path):
+    """Spans got their kind on 2026-11-23: an older results file is refused in one line."""
+    doc = results_to_json([toy_result("ddp", bucket_mb=1)])
+    for span in doc["results"][0]["spans"]:
+        del span["kind"]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as e:
+        load_results(path)
+    message = str(e.value)
+    assert len(message.splitlines()) == 1 and "spans without a kind" in message
+    assert "re-run simddp sweep --out or realrun bench" in message
 
 
 def test_the_engine_names_each_span_kind_and_the_trace_uses_it():
