@@ -190,7 +190,7 @@ def test_profile_peak_memory_is_near_a_torch_ddp_jobs(tmp_path):
 
 
 def test_transformer_xl_profiles_on_one_80_gb_gpu(tmp_path):
-    """The job as filed: transformer-xl (~1.5 B parameters, 6 GB of fp32 weights) at batch 2
+    """The job as filed: transformer-xl (2.0 B parameters, 8.0 GB of fp32 weights) at batch 2
     x seq 512 ran out of memory in ``realrun profile`` on an H100 (75.6 GB allocated) where a
     torch DDP step peaks at 22.8 GB. It must now fit, within 1.25x that step (printed)."""
     if torch.cuda.get_device_properties(0).total_memory < 70 * 2**30:
