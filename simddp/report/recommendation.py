@@ -126,8 +126,11 @@ def _caveat(spec: Strategy) -> str:
     """What else changes besides the step time, for a strategy beyond plain DDP."""
     h = spec.comm_hook
     if spec.algorithm == "hierarchical":
-        return (" Simulated only: no real executor runs the two-level all-reduce yet "
-                "(docs/TOPOLOGY.md); NCCL's own choice across nodes is the ring or the tree.")
+        return (" realrun.DDP runs it (realrun bench --strategies hierarchical "
+                "--gpus-per-node G); NCCL's own choice across nodes is the ring or the tree. "
+                "The law assumes one NIC per GPU: where a node's GPUs share one, as on an "
+                "emulated host, its cross-node phase takes up to G× longer "
+                "(docs/results/2026-11-24-two-level.md).")
     if h is None:
         return (f" In torch: fully_shard(unit, reshard_after_forward="
                 f"{spec.reshard_after_forward}) on each unit "
