@@ -58,13 +58,13 @@ from simddp.report.table import (
 )
 from simddp.result import Result
 from simddp.report.levels import levels_line, topology_json
-from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, HIERARCHICAL, SHARDED,
-                             STRATEGIES, make_strategy)
+from simddp.strategy import HIERARCHICAL, SHARDED, STRATEGIES
 from simddp.sweeps import (
     DEFAULT_ACCUM_STEPS,
     DEFAULT_BUCKET_MB,
     Recommendation,
     StrategyPick,
+    accumulates,
     naive_of,
     recommend,
     recommend_strategy,
@@ -208,9 +208,7 @@ def pick_states(pick: StrategyPick | None, profile: ModelProfile,
     out = {}
     for r in (pick.best, pick.versus):
         if r is not None:
-            strategy = make_strategy(r.strategy, r.bucket_mb or DDP_DEFAULT_BUCKET_MB,
-                                     shard_unit_mb=args.shard_unit_mb)
-            out[r.strategy] = state_bytes(plan(profile, strategy), args.world_size, per)
+            out[r.strategy] = state_bytes(plan(profile, r.spec), args.world_size, per)
     return out
 
 
@@ -240,18 +238,20 @@ def render_report(results: list[Result], rows: list[dict], rec: Recommendation |
                 f"{row['exposed_comm_ms']:.2f}",
                 fmt_speedup(row["speedup"])]
 
-    per_step = [row for row in rows if row["speedup_vs"] == "naive"]
-    accum = [row for row in rows if row["speedup_vs"] == ACCUM_BASELINE]
+    pairs = list(zip(rows, results))   # rows = sweep_rows(results): one per result, in order
+    per_step = [row for row, r in pairs if not accumulates(r)]
+    # at each size, sync_each (the baseline) above no_sync
+    accum = [row for row, r in sorted(((row, r) for row, r in pairs if accumulates(r)),
+                                      key=lambda p: (p[0]["bucket_mb"], not p[1].spec.is_baseline))]
     parts = []
     if per_step:
         parts.append(render_table(
             ["strategy", "bucket MB", "collectives/step", "step ms", "exposed comm ms",
              "speedup vs naive"], [cells(row) for row in per_step]))
-    if per_step and not any(row["strategy"] == "naive" for row in per_step):
+    if per_step and naive_of(results) is None:
         parts.append(f"(naive, the speedup baseline: {fmt_ms(naive.step_s)} ms per step)")
     if accum:
         k = accum[0]["accum_steps"]
-        accum.sort(key=lambda row: (row["bucket_mb"], row["strategy"] != ACCUM_BASELINE))
         parts.append(render_table(
             ["strategy", "bucket MB", "collectives/opt step", "opt step ms", "exposed comm ms",
              "speedup vs sync_each"], [cells(row) for row in accum],
