@@ -4,8 +4,9 @@
     python bench/queue_alpha.py --threads 1        # Gloo with one worker thread, not two
 
 Each repeat on every rank: barrier, 20 ms of matmuls, [a barrier], clock, 32 all-reduces
-queued (async), waited for, clock. Patterns ``today`` (calibrate's sequence step: no barrier
-after the compute) and ``barrier`` alternate. Ranks share this host's monotonic clock
+queued (async), waited for, clock. Patterns ``today`` (no barrier after the compute),
+``barrier`` and ``after-blocking`` (the same 32 all-reduces issued blocking just before, as
+calibrate's sequence step interleaves them until 2026-11-25) alternate. Ranks share this host's monotonic clock
 (perf_counter), so besides each rank's own figure (what calibrate takes: the slowest rank's)
 it prints the queue's true length, from the later rank's start to the last end, and the
 skew between the ranks' ends of compute. ``--threads`` sets ProcessGroupGloo's worker
@@ -23,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-PATTERNS = ("today", "barrier")
+PATTERNS = ("today", "barrier", "after-blocking")
 
 
 def _group(threads: int):
@@ -49,6 +50,10 @@ def _rank(rank: int, world: int, args, out) -> None:
     rows = {p: [] for p in PATTERNS}
     for _ in range(args.repeats):
         for pattern in PATTERNS:
+            if pattern == "after-blocking":  # calibrate's order: a blocking sequence first
+                dist.barrier()
+                for t in tensors:
+                    dist.all_reduce(t, group=pg)
             dist.barrier()
             end_s = time.perf_counter() + 0.020
             while time.perf_counter() < end_s:
