@@ -14,8 +14,8 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (combine_kind_sequence, combine_sequence, summarize, time_spread,
-                               widen)
+from calibrate.combine import (SMALL_BYTES, combine_kind_sequence, combine_sequence,
+                               small_message_alpha, summarize, time_spread, widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link
@@ -101,6 +101,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
                                    fit.busbw_gbps, world_size)
+            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size)
             held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
@@ -145,6 +146,21 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
                             tuple(problems))
 
 
+def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
+                      kind: str = fitting.ALL_REDUCE) -> None:
+    """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
+    lone α (:func:`calibrate.combine.small_message_alpha`, issue 19), not the queue's total /
+    N, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without sizes up to
+    64 KiB (``--min-bytes`` above it) the queue's α stays."""
+    small = small_message_alpha(rows, busbw_gbps, world_size, kind)
+    seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
+    if small is not None:
+        seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
+        seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
+    else:
+        seq["alpha_from"] = f"{seq['count']} queued after compute"
+
+
 def _scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
     """The held-out errors and the R² (log t) a line is judged by. A line through the step's
     α misses lone small all-reduces by design (x3 their time here: R² below 0 on a small
@@ -186,7 +202,7 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
                  allreduce_rows: list[dict] | None = None,
                  allreduce_alpha_s: float | None = None) -> KindCalibration:
     """A reduce-scatter's or all-gather's fit, as the all-reduce's: with the sequence step, α
-    is its queued α and busbw is refitted under it by plain least squares; without, both come
+    is its small sizes' lone α and busbw is refitted under it by plain least squares; without, both come
     from relative residuals on the lone sweep. Always one line (no pieces: Link.kind_fits
     holds one α and busbw per kind), held-out scored the same way. ``allreduce_rows`` (and the
     all-reduce's step α, if any): its busbw over the same sizes, for a like-for-like ratio."""
@@ -201,6 +217,7 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
         for _ in range(3):  # α needs busbw and busbw α: as for the all-reduce, they settle
             seq = combine_kind_sequence([r["sequence"] for r in ranks], kind, fit.busbw_gbps,
                                         world_size)
+            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, kind)
             held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
@@ -239,8 +256,9 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
     if held["heldout_bytes"]:
         text += f", held-out median err {held['median_rel_err']:.1%}"
     if seq is not None:
-        text += (f"; α from {seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
-                 f"lone α {seq['lone_alpha_s'] * 1e6:.0f} µs")
+        text += (f"; α (overlapped) from {seq['alpha_from']}, blocking α from "
+                 f"{seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
+                 f"lone fit's α {seq['lone_alpha_s'] * 1e6:.0f} µs")
     if s.kinds:
         text += (f"; kind_fits ({', '.join(s.kinds)}) by the same method on "
                  f"{s.kind_sizes_bytes[0]}..{s.kind_sizes_bytes[-1]} B")

@@ -77,6 +77,43 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     return out
 
 
+# Sizes whose lone time is mostly α (a 64 KiB all-reduce's bytes take ~50 µs of its ~400 µs
+# on Gloo here, ~3 µs of NCCL's ~10 µs on NVLink): their medians, less their bytes, are α.
+SMALL_BYTES = 64 * 1024
+
+
+def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
+                        kind: str = ALL_REDUCE) -> dict | None:
+    """α of a collective that a step overlaps or queues: what a small one costs alone.
+
+    Issue 19's evidence (docs/results/2026-11-25-small-collective-law.md): in a real step
+    the all-reduces still running after the backward complete one every α_lone + bytes/busbw
+    (0.52 ms measured vs 0.50 ms for transformer-small's per-parameter overlap; 0.74 vs 0.63
+    ms at 0.25 MB buckets), while a queue of N issued at once after compute costs a fixed
+    5-12 ms start plus N x 0.23-0.33 ms (N = 8..128), so its total / N, the α used before,
+    spread that start over every collective (x2-x3 the lone α at N = 32). The median over
+    the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α: seven sizes
+    of 20 iterations each, steadier than one queue's total (docs/CALIBRATE.md). ``spread``:
+    (min, max) of those sizes' α over their median. None when no size is that small.
+
+    >>> rows = [{"size_bytes": n, "time_s": t} for n, t in
+    ...         ((1024, 400e-6), (4096, 380e-6), (65536, 480e-6), (2 ** 20, 1.3e-3))]
+    >>> a = small_message_alpha(rows, 1.0, 2)     # 1 GB/s: 1 KiB's bytes take ~1 µs
+    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"]
+    (399, 3, (0.942172, 1.038819))
+    """
+    per_size = [r["time_s"] - kind_factor(kind, world_size) * r["size_bytes"] / (busbw_gbps * GB)
+                for r in rows if r["size_bytes"] <= SMALL_BYTES]
+    if not per_size:
+        return None
+    alpha_s = max(0.0, float(np.median(per_size)))
+    if alpha_s <= 0:
+        return {"alpha_s": 0.0, "sizes": len(per_size), "spread": None}
+    low, high = min(per_size) / alpha_s, max(per_size) / alpha_s
+    return {"alpha_s": alpha_s, "sizes": len(per_size),
+            "spread": (round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6))}
+
+
 def spread(values) -> tuple[float, float] | None:
     """(p5, p95) of ``values`` over their median, the low end ≤ 1 ≤ the high end (a floor of
     0.01 keeps it a valid ``Link.time_spread``); None for fewer than 3 values or a median 0.

@@ -106,8 +106,9 @@ def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float,
     held-out."""
     f, seq, lone = c.fit, c.sequence, c.lone_fit
     if seq is not None:
-        alpha = (f"α {f.alpha_s * 1e6:.0f} µs ({seq['count']} queued back to back "
-                 f"{seq['async_s'] * 1e3:.2f} ms; lone fit {lone.alpha_s * 1e6:.0f} µs)")
+        alpha = (f"α {f.alpha_s * 1e6:.0f} µs (from {seq['alpha_from']}; {seq['count']} "
+                 f"queued {seq['async_s'] * 1e3:.2f} ms, not used; lone fit "
+                 f"{lone.alpha_s * 1e6:.0f} µs)")
     else:
         alpha = f"α {f.alpha_s * 1e6:.0f} µs (lone fit)"
     if f.busbw_gbps >= MAX_BUSBW_GBPS / 2:
@@ -162,26 +163,7 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
             print(f"link file: that fit (α {run.link.alpha_s * 1e6:.0f} µs, busbw "
                   f"{run.link.busbw_gbps:.3f} GB/s)")
         else:
-            print(f"α as a step sees it: {seq['count']} all-reduces ({human_bytes(seq['bytes'])} "
-                  f"in all) back to back after 20 ms of compute, median of {seq['repeats']}: "
-                  f"queued async {seq['async_s'] * 1e3:.2f} ms -> α {seq['alpha_s'] * 1e6:.0f} "
-                  f"µs, each waited for {seq['blocking_s'] * 1e3:.2f} ms -> α "
-                  f"{seq['blocking_alpha_s'] * 1e6:.0f} µs")
-            if seq.get("alpha_spread"):
-                print(f"  α per repeat (slowest rank): p5–p95 x{seq['alpha_spread'][0]:.2f}–"
-                      f"x{seq['alpha_spread'][1]:.2f} of the median over {seq['repeats']} "
-                      "repeats; the link's time_spread covers it, so the prediction ranges "
-                      f"do: x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} "
-                      "(large all-reduces alone: " + _spread(seq.get("bandwidth_spread"))
-                      + ")")
-            ratio = seq["alpha_s"] / max(seq["lone_alpha_s"], 1e-9)
-            print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (async; blocking "
-                  f"{run.link.blocking_alpha_s * 1e6:.0f} µs), the step's, not the lone fit's "
-                  f"{seq['lone_alpha_s'] * 1e6:.0f} µs: a DDP step issues its all-reduces back "
-                  f"to back, and here each then costs x{ratio:.1f} a lone one's α; busbw "
-                  f"{_line(fit).split('busbw = ')[-1]}, " + (
-                      f"from {held['busbw_from']}" if held.get("busbw_from") else
-                      "refitted with that α held (the large sizes decide it)"))
+            _print_alphas(run, seq, fit, held)
         if run.kinds:
             k_sizes = [r["size_bytes"] for r in next(iter(run.kinds.values())).rows]
             print(f"other collectives, {human_bytes(k_sizes[0])}–{human_bytes(k_sizes[-1])} "
@@ -232,3 +214,32 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
         print()
     print("wrote " + ", ".join(str(p) for p in paths))
     print(f"took {cal.elapsed_s:.1f} s")
+
+
+def _print_alphas(run, seq: dict, fit, held: dict) -> None:
+    """Where the link's two αs come from (issue 19: docs/results/
+    2026-11-25-small-collective-law.md), and the queue figure kept for comparison."""
+    print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
+          f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
+          "all-reduces complete one every lone α + bytes/busbw)")
+    if seq.get("alpha_spread"):
+        print(f"  over those sizes x{seq['alpha_spread'][0]:.2f}–x{seq['alpha_spread'][1]:.2f} "
+              "of it; the link's time_spread covers it, so the prediction ranges do: "
+              f"x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} (large "
+              "all-reduces alone: " + _spread(seq.get("bandwidth_spread")) + ")")
+    print(f"α of blocking all-reduces (naive, flat): {seq['blocking_alpha_s'] * 1e6:.0f} µs, "
+          f"from {seq['count']} ({human_bytes(seq['bytes'])} in all) each waited for after 20 "
+          f"ms of compute, median of {seq['repeats']}: {seq['blocking_s'] * 1e3:.2f} ms")
+    if seq.get("blocking_alpha_spread"):
+        low, high = seq["blocking_alpha_spread"]
+        print(f"  per repeat (slowest rank): p5–p95 x{low:.2f}–x{high:.2f} of the median over "
+              f"{seq['repeats']} repeats; the link's time_spread covers it too")
+    if seq.get("queued_alpha_s") is not None and seq["queued_alpha_s"] != seq["alpha_s"]:
+        print(f"  not used: the same {seq['count']} queued at once {seq['async_s'] * 1e3:.2f} "
+              f"ms -> {seq['queued_alpha_s'] * 1e6:.0f} µs each; a queue's fixed start, spread "
+              "over its all-reduces, would be charged to every one of a step's")
+    print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (overlapped), blocking "
+          f"{run.link.blocking_alpha_s * 1e6:.0f} µs; the lone fit's intercept was "
+          f"{seq['lone_alpha_s'] * 1e6:.0f} µs; busbw {_line(fit).split('busbw = ')[-1]}, " + (
+              f"from {held['busbw_from']}" if held.get("busbw_from") else
+              "refitted with that α held (the large sizes decide it)"))

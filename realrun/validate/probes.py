@@ -9,7 +9,6 @@ in the same rounds as compute-only and the strategies (docs/VALIDATION.md):
 ====================  =====================================================================
 probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
 probe:seq-blocking    the model's gradients all-reduced one by one, each waited for
-probe:seq-async       the same, all queued (``async_op=True``), then waited for
 probe:copy            the wrapper's copies of every gradient into a bucket (× 1/p) and back
 probe:scale           a lone gradient's in-place 1/p, over every gradient
 probe:solo-wrapper    a training step under realrun.DDP("overlap") on this rank's own 1-rank
@@ -26,10 +25,14 @@ medians into Link and Host fields: with S the gradient bytes, N the tensors and
 b = S·2(p−1)/p/busbw,
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
-    seq-async = N·α + b                          ->   α
     copy = 2S / copy_gbps,  scale = S / scale_gbps
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
     bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
+
+The α of overlapped all-reduces is not probed: it is calibrate's, a small all-reduce's lone
+α (issue 19, docs/results/2026-11-25-small-collective-law.md). The model's gradients queued
+at once after compute (the probe that set it until 2026-11-25) cost a fixed start plus
+N x the marginal α, and that total / N charged the start to every all-reduce of a step.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ from simddp.host import Host, HostCosts
 from simddp.link import GB, Link, bus_factor
 from simddp.result import COMPUTE_ONLY
 
-PROBES = ("probe:flat", "probe:seq-blocking", "probe:seq-async", "probe:copy",
+PROBES = ("probe:flat", "probe:seq-blocking", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch",
           "probe:contention")
 _SOLO = ("probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch")
@@ -141,8 +144,6 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
             fields["busbw_gbps"] = bus_factor(world_size) * total / bandwidth_s / GB
         if alpha_b >= 0:
             fields["blocking_alpha_s"] = alpha_b
-        if "probe:seq-async" in m and bandwidth_s > 0:
-            fields["alpha_s"] = max(0.0, (m["probe:seq-async"] - bandwidth_s) / n)
     if contention is not None:
         c = combine_contention(contention)
         fields.update(compute_slowdown=c["compute_slowdown"], comm_slowdown=c["comm_slowdown"])

@@ -135,8 +135,11 @@ def test_small_real_run(tmp_path):
     assert link.compute_slowdown >= 1.0 and link.comm_slowdown >= 1.0
     low, high = link.time_spread   # p5 and p95 of an all-reduce over its median
     assert 0 < low <= 1.0 <= high
-    # α is the sequence step's (4 x 64 KiB back to back), and the blocking one is recorded
-    assert "α as a step sees it: 4 all-reduces (256 KiB in all)" in proc.stdout
+    # α of overlapped all-reduces is the small sizes' lone α (issue 19); the blocking one is
+    # the sequence step's (4 x 64 KiB each waited for)
+    assert "α of overlapped all-reduces" in proc.stdout and "median over 7 lone sizes" in proc.stdout
+    assert "α of blocking all-reduces (naive, flat)" in proc.stdout
+    assert "from 4 (256 KiB in all)" in proc.stdout
     assert link.blocking_alpha_s is not None and "back-to-back" in link.source
     assert "1024..65536 B x2 (7 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())
@@ -145,6 +148,9 @@ def test_small_real_run(tmp_path):
     seq = run["sequence"]
     assert (seq["count"], seq["bytes"], seq["repeats"]) == (4, 4 * 65536, 2)
     assert link.alpha_s == pytest.approx(seq["alpha_s"]) == pytest.approx(run["fit"]["alpha_s"])
+    small = [r["time_s"] - r["size_bytes"] / (link.busbw_gbps * 1e9) for r in run["rows"]]
+    assert link.alpha_s == pytest.approx(max(0.0, sorted(small)[len(small) // 2]), rel=1e-3)
+    assert seq["queued_alpha_s"] > 0       # the queue's figure, reported, not used
     assert link.blocking_alpha_s == pytest.approx(seq["blocking_alpha_s"])
     assert run["heldout"]["heldout_bytes"] == [2048, 16384]
     assert all(r["time_s"] <= r["p95_s"] for r in run["rows"])

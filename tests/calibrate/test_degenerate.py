@@ -58,14 +58,30 @@ def test_both_pinned_is_scored_not_fitted():
     assert fit.r2 == pytest.approx(1.0)
 
 
-def test_small_model_step_alpha_above_the_sweep_takes_the_lone_busbw():
+def test_small_model_step_alpha_above_the_sweep_keeps_the_lone_law():
     # issue 23: validate on a small model fitted busbw 1e+06 GB/s with R² -0.99 under the
-    # step's α (1.5 ms, above every lone time up to 1 MiB) and used it without a word
+    # queue's α (1.5 ms, above every lone time up to 1 MiB) and used it without a word.
+    # Since issue 19 overlapped all-reduces take the small sizes' lone α, so the line goes
+    # through the lone times; the queue's total stays the blocking α only.
     lone = predict_s(3e-4, 1.0, SMALL, 2)
     world = analyse(_settings(), 2, _ranks(lone, [8 * 1.5e-3] * 5))
-    assert world.link.alpha_s == pytest.approx(1.5e-3, rel=0.05)
+    assert world.link.alpha_s == pytest.approx(3e-4, rel=0.05)
+    assert world.link.blocking_alpha_s == pytest.approx(1.2 * 1.5e-3, rel=0.05)
+    assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.01)
+    assert world.problems == ()
+    assert world.sequence["queued_alpha_s"] == pytest.approx(1.5e-3, rel=0.05)
+
+
+def test_kind_alpha_above_its_sweep_takes_the_lone_busbw():
+    # the same guard for a kind whose small sizes are missing (--min-bytes above 64 KiB):
+    # its α is then the queue's, above every lone time, and busbw comes from the lone fit
+    big = [n for n in SMALL if n > 65536]
+    lone = predict_s(3e-4, 1.0, big, 2)
+    settings = CalibrateSettings(min_bytes=131072, max_bytes=1 << 20, world_sizes=(2,),
+                                 sequence_count=8, contention=False, kinds=(), progress=False)
+    world = analyse(settings, 2, _ranks(lone, [8 * 1.5e-3] * 5, sizes=big))
+    assert world.link.alpha_s == pytest.approx(1.5e-3, rel=0.05)      # the queue's
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.01)      # the lone fit's
-    assert world.problems == ()      # R² and held-out judged where that line makes its claim
     assert world.heldout["busbw_from"].startswith("the lone fit")
     assert "busbw from the lone fit" in world.link.source       # validate prints a note
 
@@ -97,11 +113,12 @@ def test_alpha_spread_per_repeat_widens_the_time_spread(capsys):
     assert low < 0.3 and 1.1 < high < 1.3
     lone = predict_s(3e-4, 1.0, SMALL, 2)
     world = analyse(_settings(), 2, _ranks(lone, totals))
-    assert world.link.time_spread[0] == pytest.approx(world.sequence["alpha_spread"][0])
-    assert world.link.time_spread[1] >= world.sequence["alpha_spread"][1]
+    blocking = world.sequence["blocking_alpha_spread"]   # the blocking α's repeats spread so
+    assert world.link.time_spread[0] == pytest.approx(blocking[0])
+    assert world.link.time_spread[1] >= blocking[1]
     print_report(Calibration(_settings(), [world]), [])
     out = capsys.readouterr().out
-    assert "α per repeat (slowest rank): p5–p95 x0.16–x1.22 of the median over 7" in out
+    assert "per repeat (slowest rank): p5–p95 x0.17–x1.22 of the median over 7" in out
     assert "WARNING" not in out     # a line through the step's α misses lone sizes by design
 
 

@@ -109,18 +109,24 @@ def _settings(**kw) -> CalibrateSettings:
                              progress=False, **kw)
 
 
+def c_seq(world, kind):
+    return world.kinds[kind].sequence
+
+
 def test_analyse_writes_kind_fits_with_the_step_alpha():
     world = analyse(_settings(), 2, _ranks())
     fits = world.link.kind_fits
     assert set(fits) == set(KINDS) == set(world.kinds)
     for kind in KINDS:
-        assert fits[kind].alpha_s == pytest.approx(300e-6, rel=0.01)   # the queued α
+        assert fits[kind].alpha_s == pytest.approx(ALPHA_S, rel=0.05)   # small sizes' lone α
+        assert c_seq(world, kind)["queued_alpha_s"] == pytest.approx(300e-6, rel=0.01)
         assert fits[kind].busbw_gbps == pytest.approx(BUSBW[kind], rel=0.03)
         c = world.kinds[kind]
         assert c.lone_fit.alpha_s == pytest.approx(ALPHA_S, rel=0.2)  # the sweep's own
         assert c.sequence["count"] == 8 and c.heldout["heldout_bytes"]
         assert c.allreduce_busbw_gbps == pytest.approx(1.0, rel=0.03)  # same sizes, same fit
-    assert world.link.alpha_s == pytest.approx(300e-6, rel=0.01)
+    assert world.link.alpha_s == pytest.approx(ALPHA_S, rel=0.05)   # issue 19's law
+    assert world.sequence["queued_alpha_s"] == pytest.approx(300e-6, rel=0.01)
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.03)
     assert "kind_fits (reduce_scatter, all_gather)" in world.link.source
 
@@ -165,7 +171,7 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
     print_report(cal, paths)
     out = capsys.readouterr().out
     assert "other collectives, 1 KiB–64 MiB (n = the full" in out
-    assert "reduce_scatter: α 300 µs (8 queued back to back" in out
+    assert "reduce_scatter: α 100 µs (from 7 lone sizes up to 64 KiB; 8 queued" in out
     assert "the all-reduce's; held-out" in out and "all_gather: α" in out
     assert "fitted on the same sizes" not in out   # the kinds ran on all the sizes here
     # when they stop below the all-reduce's largest size, the like-for-like ratio too
