@@ -3,6 +3,7 @@
 A backward is the same green in ``simddp simulate --plot``, ``simddp compare``'s timelines and
 ``realrun validate``'s plots; ddp is the same colour on every curve::
 
+    >>> from simddp.strategy import make_strategy
     >>> KIND_COLOURS["backward"], strategy_colour(make_strategy("ddp"))
     ('#55A868', '#55A868')
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from simddp.kinds import SpanKind
 from simddp.result import (ALL_GATHER, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER, OTHER,
                            REDUCE_SCATTER)
-from simddp.strategy import Strategy, make_strategy
+from simddp.strategy import Strategy
 
 KIND_COLOURS = {FORWARD: "#4C72B0", BACKWARD: "#55A868", OPTIMIZER: "#8172B2",
                 COPY: "#CCB974", OTHER: "#937860"}
@@ -33,6 +34,7 @@ def strategy_colour(spec: Strategy | None) -> str:
     """A strategy's colour (a Result's ``spec``); a hooked one takes its hook's; None
     (compute-only): no sync at all.
 
+    >>> from simddp.strategy import make_strategy
     >>> strategy_colour(make_strategy("ddp+powersgd:2")) == HOOK_COLOURS["powersgd"]
     True
     """
