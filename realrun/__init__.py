@@ -9,8 +9,8 @@
     values = realrun.run_world("pkg.module:fn", {"n": 4}, world_size=2)
     profile, measured = realrun.profile_module(net, inputs, loss_fn, repeats=10)
 
-examples/train_ddp.py is a whole training script (torchrun, no_sync, the final barrier and
-destroy_process_group), run by tests/realrun/test_examples.py.
+examples/train_ddp.py is a whole training script (torchrun, no_sync, and the end a Gloo
+job needs: ``realrun.launch.finish_torchrun(0)``), run by tests/realrun/test_examples.py.
 
 Names are imported on first use, so ``import realrun`` stays cheap (no torch import).
 """

@@ -101,7 +101,10 @@ def allreduce_seconds(payload: dict, ctx) -> list[float]:
 if __name__ == "__main__":
     from realrun.launch import run_world
 
+    from realrun.launch import finish_torchrun
+
     values = run_world("tests._launch_targets:allreduce_rank", {"n": 3},
                        world_size=int(os.environ["WORLD_SIZE"]), timeout_s=30.0)
     if values is not None:
         print(json.dumps(values))
+    finish_torchrun(0)
