@@ -31,10 +31,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from simddp.strategy import SHARDED  # noqa: E402  (fsdp, zero2)
 MODELS = {"mlp": ("mlp-8x1024", {}, 2, 8),
           "tfm": ("transformer-small", dict(layers=8, d_model=128, d_ff=512, heads=4, vocab=1024),
                   2, 32)}
-SHARDED = ("fsdp", "zero2")
 
 
 def rank(payload: dict, ctx) -> dict:

@@ -25,9 +25,6 @@ COMPUTE, COMM = Lane.COMPUTE, Lane.COMM
 FORWARD, BACKWARD, OPTIMIZER, COPY, OTHER = (SpanKind.FORWARD, SpanKind.BACKWARD,
                                              SpanKind.OPTIMIZER, SpanKind.COPY, SpanKind.OTHER)
 REDUCE_SCATTER, ALL_GATHER = SpanKind.REDUCE_SCATTER, SpanKind.ALL_GATHER
-# Spelt "all-reduce": SpanKind.ALL_REDUCE, not simddp.link.ALL_REDUCE (a CollectiveKind,
-# "all_reduce"). Kept only for realrun/validate/timeline.py until it imports SpanKind.
-ALL_REDUCE = SpanKind.ALL_REDUCE
 KINDS = tuple(SpanKind)
 # The configuration realrun bench always measures first: no gradient sync at all. Every
 # prediction carries its time as ``compute_s``, so compare scores it too.

@@ -13,7 +13,8 @@ from realrun.precision import set_precision
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from realrun.validate.settings import ValidateSettings, bench_payload
-from simddp.result import ALL_REDUCE, BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
+from simddp.kinds import SpanKind
+from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
 
 # ---------------------------------------------------------------------------------------------
 # 5. measured timeline
@@ -65,7 +66,7 @@ def timeline_rank(payload: dict, ctx) -> dict:
         for label, start, end in comm:
             end = t3 if end is None else end
             start = max(start, prev_end)
-            spans.append((COMM, label, start, end, ALL_REDUCE))
+            spans.append((COMM, label, start, end, SpanKind.ALL_REDUCE))
             prev_end = end
         steps.append({"step_s": t4 - t0,
                       "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})

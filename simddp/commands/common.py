@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 
 from simddp.errors import InputError
 from simddp.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.host import Host
-from simddp.io import load_host, load_link, load_profile, read_json
-from simddp.link import LEGACY_HOST_FIELDS, Link
+from simddp.io import load_host, load_link, load_profile
+from simddp.link import Link
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
 from simddp.profile import ModelProfile
@@ -170,13 +169,6 @@ def resolve_host(args: argparse.Namespace) -> Host | None:
         host = load_host(args.model)
         if host is not None:
             return host
-    if _is_file_arg(args.link):
-        data = read_json(args.link)
-        if isinstance(data, dict) and any(data.get(k) is not None for k in LEGACY_HOST_FIELDS):
-            print(f"note: {args.link} holds host costs ({', '.join(LEGACY_HOST_FIELDS)}) from "
-                  "before 2026-11-23; they now belong to a host file or the profile "
-                  "(docs/FORMATS.md). Using them.", file=sys.stderr)
-            return load_host(args.link)
     return None
 
 
