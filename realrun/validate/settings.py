@@ -2,7 +2,7 @@
 
     >>> s = ValidateSettings(model="mlp-4x64", bucket_mbs=(1, 10), strategies=("naive", "ddp"))
     >>> [c["strategy"] for c in s.configs()], len(s.probes_run())
-    (['compute-only', 'naive', 'ddp', 'ddp'], 9)
+    (['compute-only', 'naive', 'ddp', 'ddp'], 8)
     >>> s = ValidateSettings(bucket_mbs=(4,), strategies=("ddp", "zero2"), comm_hooks=("fp16",))
     >>> [c["strategy"] for c in s.configs()]
     ['compute-only', 'ddp', 'ddp+fp16', 'zero2']
