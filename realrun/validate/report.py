@@ -9,13 +9,12 @@ import os
 from dataclasses import dataclass, replace
 
 from realrun.validate.settings import ValidateSettings
-from simddp.compare import Comparison, compare_results, config_label, find_result, format_table
+from simddp.compare import Comparison, compare_results, format_table
 from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
 from simddp.host import Host
 from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.profile import ModelProfile
-from simddp.report.overlap import overlap_table, side_by_side
 from simddp.report.table import host_line
 from simddp.result import Result
 from simddp.strategy import SHARDED
@@ -123,10 +122,8 @@ class ValidationReport:
         doc = self.comparison.to_json(self.timeline_config)
         doc["summary"]["failures"] = list(self.failures)
         a = self.anchored
-        doc["overlap"] = [row for _, row in overlap_rows(self.predicted, self.measured)]
         doc["anchored"] = None if a is None else {
-            **a.comparison.to_json(self.timeline_config), "inputs": a.inputs_json(),
-            "overlap": [row for _, row in overlap_rows(a.predicted, self.measured)]}
+            **a.comparison.to_json(self.timeline_config), "inputs": a.inputs_json()}
         doc["validate"] = {
             **self.before.inputs_json(), "calibrated_here": self.link_info,
             "verdict": self.verdict(), "timeline_config": self.timeline_config,
@@ -157,8 +154,7 @@ class ValidationReport:
                  f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB)"
                  + ("" if spread is None else
                     f", compute spread x{spread[0]:.2f}–x{spread[1]:.2f}"),
-                 format_table(self.comparison, self.timeline_config),
-                 *overlap_table(overlap_rows(self.predicted, self.measured))]
+                 format_table(self.comparison, self.timeline_config)]
         if self.anchored is not None:
             lines += ["", anchored_text(self.anchored)]
         for f in self.failures:
@@ -191,19 +187,6 @@ class ValidationReport:
             write_atomic(path, json.dumps(doc, indent=1) + "\n")
             paths.append(path)
         return paths
-
-
-def overlap_rows(predicted: list[Result], measured: list[Result]) -> list[tuple[str, dict]]:
-    """(label, predicted vs measured compute, exposed comm, idle and overlap %:
-    simddp/report/overlap.py) of each measured configuration with spans on both sides (the
-    clocked timeline's), in measured order."""
-    rows = []
-    for m in measured:
-        p = find_result(predicted, *m.config) if m.spans else None
-        row = None if p is None else side_by_side(p, m)
-        if row is not None:
-            rows.append((config_label(*m.config), row))
-    return rows
 
 
 def link_warnings(link: Link) -> list[str]:

@@ -10,7 +10,9 @@ from ``python -m realrun bench --out`` (no torch needed here: measure on the clu
 a laptop). Every measured configuration (strategy, bucket MB, accum steps) must have a
 prediction; predictions nobody measured are skipped. error % = (predicted − measured) / measured
 · 100, so negative means the simulator is optimistic. regret = how much slower (measured) the
-predicted-best bucket is than the measured-best one. ``--out DIR`` writes compare_scatter.png,
+predicted-best bucket is than the measured-best one. Configurations with spans on both sides
+also get one rank's compute, exposed comm, idle (ms) and overlap % (HTA's: comm under compute /
+comm), predicted / measured (simddp/report/overlap.py). ``--out DIR`` writes compare_scatter.png,
 compare_buckets.png, compare_timeline.png, compare.json and compare.csv. See docs/COMPARE.md.
 """
 from __future__ import annotations

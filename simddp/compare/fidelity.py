@@ -15,10 +15,17 @@ when the last all-reduce ends — predicted against measured::
     >>> f = timeline_fidelity(r("predicted", 0.030, 0.060), r("measured", 0.045, 0.061))
     >>> f["backward_end_ms"], f["last_all_reduce_end_ms"], f["cancelling"]
     ([30.0, 45.0], [60.0, 61.0], True)
+
+The other view of the same spans, for every configuration that has them on both sides: where
+one rank's step goes (compute, exposed comm, idle) and HTA's overlap %, predicted vs measured
+(:func:`overlap_rows`, simddp/report/overlap.py).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from simddp.kinds import SpanKind
+from simddp.report.overlap import side_by_side
 from simddp.result import BACKWARD, COPY, KINDS, Result
 
 # A step error this small (in % of the measured step) counts as "agrees"...
@@ -58,3 +65,15 @@ def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None
     out["cancelling"] = abs(out["step_error_pct"]) <= AGREE_PCT and bool(off)
     out["off"] = off
     return out
+
+
+def overlap_rows(pairs: Iterable[tuple[Result | None, Result | None]]) -> list[dict]:
+    """Predicted vs measured compute, exposed comm, idle and overlap % (ms, %:
+    :func:`simddp.report.overlap.side_by_side`) of each (predicted, measured) pair with spans
+    on both sides, in the pairs' order."""
+    rows = []
+    for predicted, measured in pairs:
+        row = None if predicted is None else side_by_side(predicted, measured)
+        if row is not None:
+            rows.append(row)
+    return rows

@@ -27,7 +27,7 @@ import io
 import math
 from dataclasses import dataclass
 
-from simddp.compare.fidelity import timeline_fidelity
+from simddp.compare.fidelity import overlap_rows, timeline_fidelity
 from simddp.compare.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
 from simddp.compare.text import config_label, config_list, config_sort_key
@@ -116,11 +116,16 @@ class Comparison:
         fidelity.py): predicted vs measured backward end and last all-reduce end."""
         return timeline_fidelity(*pick_timeline(self, timeline))
 
+    def overlap(self) -> list[dict]:
+        """Per row with spans on both sides: predicted vs measured overlap (fidelity.py)."""
+        return overlap_rows((find_result(self.predicted, *r.config),
+                             find_result(self.measured, *r.config)) for r in self.rows)
+
     def to_json(self, timeline: str | None = None) -> dict:
         """The ``--format json`` document: ``{"rows": [...], "summary": {...},
-        "timeline_fidelity": {...} or null}``."""
+        "timeline_fidelity": {...} or null, "overlap": [...]}``."""
         return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
-                "timeline_fidelity": self.fidelity(timeline)}
+                "timeline_fidelity": self.fidelity(timeline), "overlap": self.overlap()}
 
     def to_csv(self) -> str:
         out = io.StringIO()

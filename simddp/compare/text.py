@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
 from simddp.compare.layouts import sizes_text
+from simddp.report.overlap import overlap_table
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
 
@@ -15,7 +16,8 @@ STRATEGY_ORDER = (COMPUTE_ONLY,) + STRATEGIES + (ACCUM_BASELINE,)
 
 def format_table(comparison, timeline: str | None = None) -> str:
     """The text report: one line per configuration, then the summary, in ms and %; then the
-    timeline fidelity of ``timeline`` (default: the measured-best bucket) if it has spans."""
+    timeline fidelity of ``timeline`` (default: the measured-best bucket) if it has spans, and
+    the overlap per rank of every configuration with spans on both sides."""
     c, s = comparison, comparison.summary
     lines = [f"compare: {s.model}, {s.world_size} ranks; predicted on {s.predicted_link}, "
              f"measured on {s.measured_link}; {s.configs} configs"]
@@ -62,6 +64,7 @@ def format_table(comparison, timeline: str | None = None) -> str:
     fidelity = comparison.fidelity(timeline)
     if fidelity is not None:
         lines.append(fidelity_text(fidelity))
+    lines += overlap_table([(config_label(*row["config"]), row) for row in comparison.overlap()])
     return "\n".join(lines)
 
 

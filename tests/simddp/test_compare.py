@@ -159,7 +159,7 @@ def test_json_output_is_one_document(tmp_path, capsys):
     assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
     out = capsys.readouterr()
     doc = json.loads(out.out)
-    assert set(doc) == {"rows", "summary", "timeline_fidelity"} and out.err == ""
+    assert set(doc) == {"rows", "summary", "timeline_fidelity", "overlap"} and out.err == ""
     assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
     assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
