@@ -15,7 +15,8 @@ import numpy as np
 
 import calibrate.fit as fitting
 from calibrate.combine import (SMALL_BYTES, combine_kind_sequence, combine_sequence,
-                               small_message_alpha, summarize, time_spread, widen)
+                               sampled_lone_alpha, small_message_alpha, summarize, time_spread,
+                               widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link
@@ -101,7 +102,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
                                    fit.busbw_gbps, world_size)
-            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size)
+            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
+                [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
             held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
@@ -147,14 +149,19 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
 
 
 def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
-                      kind: str = fitting.ALL_REDUCE) -> None:
+                      kind: str = fitting.ALL_REDUCE, sampled: dict | None = None) -> None:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
     lone α (:func:`calibrate.combine.small_message_alpha`, issue 19), not the queue's total /
     N, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without sizes up to
     64 KiB (``--min-bytes`` above it) the queue's α stays."""
     small = small_message_alpha(rows, busbw_gbps, world_size, kind)
     seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
-    if small is not None:
+    if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
+        seq["alpha_s"], seq["alpha_spread"] = sampled["alpha_s"], sampled["spread"]
+        seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
+                             "sequence step")
+        seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
+    elif small is not None:
         seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
         seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
     else:

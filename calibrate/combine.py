@@ -92,8 +92,8 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     ms at 0.25 MB buckets), while a queue of N issued at once after compute costs a fixed
     5-12 ms start plus N x 0.23-0.33 ms (N = 8..128), so its total / N, the α used before,
     spread that start over every collective (x2-x3 the lone α at N = 32). The median over
-    the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α: seven sizes
-    of 20 iterations each, steadier than one queue's total (docs/CALIBRATE.md). ``spread``:
+    the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α when the
+    sequence step sampled none (:func:`sampled_lone_alpha`, docs/CALIBRATE.md). ``spread``:
     (min, max) of those sizes' α over their median. None when no size is that small.
 
     >>> rows = [{"size_bytes": n, "time_s": t} for n, t in
@@ -112,6 +112,27 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     low, high = min(per_size) / alpha_s, max(per_size) / alpha_s
     return {"alpha_s": alpha_s, "sizes": len(per_size),
             "spread": (round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6))}
+
+
+def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
+                       ) -> dict | None:
+    """α from the lone small all-reduces the sequence step samples in every repeat
+    (calibrate/ranks/sequence.py): per sample its slowest rank, the median over samples less
+    the bytes term; ``spread`` over the repeats' medians (4 samples each). None without them.
+
+    >>> r = {"lone_s": [4e-4, 3e-4, 5e-4, 4e-4] * 3, "lone_bytes": 4096}
+    >>> a = sampled_lone_alpha([r, r], 1.0, 2)
+    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"]
+    (396, 12, (1.0, 1.0))
+    """
+    if not all(r.get("lone_s") for r in per_rank):
+        return None
+    n = min(len(r["lone_s"]) for r in per_rank)
+    slowest = np.max([r["lone_s"][:n] for r in per_rank], axis=0)
+    bytes_s = bus_factor(world_size) * per_rank[0]["lone_bytes"] / (busbw_gbps * GB)
+    alpha_s = max(0.0, float(np.median(slowest)) - bytes_s)
+    repeats = [float(np.median(slowest[i:i + 4])) - bytes_s for i in range(0, n - 3, 4)]
+    return {"alpha_s": alpha_s, "sizes": n, "spread": spread(repeats)}
 
 
 def spread(values) -> tuple[float, float] | None:

@@ -222,8 +222,11 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
     print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
           f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
           "all-reduces complete one every lone α + bytes/busbw)")
+    if seq.get("sweep_small_alpha_s") is not None:
+        print(f"  the sweep's sizes up to 64 KiB alone gave {seq['sweep_small_alpha_s'] * 1e6:.0f}"
+              " µs (measured in one stretch of seconds, which a slow stretch can cover)")
     if seq.get("alpha_spread"):
-        print(f"  over those sizes x{seq['alpha_spread'][0]:.2f}–x{seq['alpha_spread'][1]:.2f} "
+        print(f"  over them x{seq['alpha_spread'][0]:.2f}–x{seq['alpha_spread'][1]:.2f} "
               "of it; the link's time_spread covers it, so the prediction ranges do: "
               f"x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} (large "
               "all-reduces alone: " + _spread(seq.get("bandwidth_spread")) + ")")

@@ -7,6 +7,10 @@ naive one waits for each before issuing the next. Each repeat, on every rank::
     barrier; compute; clock; for t in tensors: all_reduce(t)                 -> blocking_s
     barrier; compute; clock; works = [all_reduce(t, async_op=True) for t in tensors]
                              for w in works: w.wait()                        -> async_s
+    4 x (barrier; clock; all_reduce(4 KiB))                                  -> lone_s
+
+blocking_s gives Link.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
+all-reduces: what a small one costs alone, issue 19); async_s is reported, not used.
 
 (``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
 "compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward: issued
@@ -37,10 +41,16 @@ import time
 import torch
 import torch.distributed as dist
 
-from calibrate.ranks.allreduce import zeros
+from calibrate.ranks.allreduce import time_allreduce, zeros
 from calibrate.ranks.kinds import collective, full_bytes, kind_tensors
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
+# Each repeat also times a few lone small all-reduces (after a barrier each, as the sweep does):
+# the α of overlapped collectives (issue 19), sampled across the whole step rather than in the
+# sweep's one stretch of seconds, which a slow stretch can cover (2026-11-25: 1-4 KiB at 3-5 ms
+# where the same box gives 0.3-0.4 ms). 4 x 40 repeats add ~0.2 s.
+LONE_BYTES = 4096
+LONE_PER_REPEAT = 4
 _MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/mlp_contention.py)
 
 
@@ -59,19 +69,23 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                         for o, i in pairs], [full_bytes(kind, pair) for pair in pairs])
         for call in kinds[kind][0]:  # untimed, as the all-reduces above
             call(False)
-    blocking_s, async_s = [], []
+    blocking_s, async_s, lone_s = [], [], []
     kinds_s = {kind: [] for kind in kinds}
     order = list(kinds)
+    lone = zeros(LONE_BYTES, cfg["dtype"], ctx.device)
     for repeat in range(max(cfg["repeats"], len(order))):  # every kind at least once
         for blocking, times in ((True, blocking_s), (False, async_s)):
             if repeat < cfg["repeats"]:
                 ctx.barrier()
                 times.append(timed_sequence(tensors, blocking, ctx))
+        if repeat < cfg["repeats"]:
+            lone_s += time_allreduce(lone, ctx, 0, LONE_PER_REPEAT)
         if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
             kind = order[repeat % len(order)]
             ctx.barrier()
             kinds_s[kind].append(timed_calls(kinds[kind][0], False, ctx))
-    out = {"blocking_s": blocking_s, "async_s": async_s}
+    out = {"blocking_s": blocking_s, "async_s": async_s, "lone_s": lone_s,
+           "lone_bytes": LONE_BYTES}
     if kinds:
         out["kinds"] = {kind: {"async_s": kinds_s[kind], "sizes_bytes": sizes}
                         for kind, (_, sizes) in kinds.items()}

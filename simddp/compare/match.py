@@ -16,9 +16,8 @@ that say whether the simulator can be trusted to *pick* a strategy and a bucket 
     >>> s.predicted_best_bucket_mb, s.measured_best_bucket_mb, round(s.regret, 6)
     (25.000001, 10, 25.0)
 
-Pure functions, no files and no plots: the metrics are in :mod:`simddp.compare.metrics`, the
-text in :mod:`simddp.compare.text`; :mod:`simddp.compare.plots` draws a :class:`Comparison`,
-``python -m simddp compare`` and ``python -m realrun validate`` print it.
+Pure functions: metrics in :mod:`~simddp.compare.metrics`, text in :mod:`~simddp.compare.text`,
+plots in :mod:`~simddp.compare.plots`; ``simddp compare`` and ``realrun validate`` print it.
 """
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ from simddp.errors import InputError
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 
-# Bucket sizes travel as MB floats: a sweep stores int(mb * 2**20) / 2**20, so 0.1 MB comes back
-# as 0.09999943 (a relative error of 6e-6). 1e-3 relative is far above that rounding and far
-# below any step between two bucket sizes anyone sweeps.
+# Bucket sizes travel as MB floats: int(mb * 2**20) / 2**20 brings 0.1 MB back as 0.09999943
+# (6e-6 relative); 1e-3 is far above that and far below any step between swept sizes.
 BUCKET_REL_TOL = 1e-3
 # realrun bench always measures compute-only (no gradient sync) first. A sweep does not list
 # it, but every prediction carries it as compute_s, so it is compared too: it separates an

@@ -86,6 +86,21 @@ def test_kind_alpha_above_its_sweep_takes_the_lone_busbw():
     assert "busbw from the lone fit" in world.link.source       # validate prints a note
 
 
+def test_lone_samples_across_the_sequence_step_beat_a_slow_stretch_of_the_sweep():
+    # 2026-11-25: a slow stretch covered the sweep's 1-4 KiB (3-5 ms each, 0.3-0.4 ms
+    # otherwise); the lone all-reduces sampled in every sequence repeat decide α instead
+    lone = list(predict_s(3e-4, 1.0, SMALL, 2))
+    slow = [t + (3e-3 if n <= 16384 else 0.0) for n, t in zip(SMALL, lone)]
+    ranks = _ranks(slow, [8 * 1.5e-3] * 5)
+    for r in ranks:
+        r["sequence"] = {**r["sequence"], "lone_s": [3.0e-4, 3.2e-4, 2.9e-4, 3.1e-4] * 5,
+                         "lone_bytes": 4096}
+    world = analyse(_settings(), 2, ranks)
+    assert world.link.alpha_s == pytest.approx(3.05e-4 - 4096 / 1e9, rel=0.02)
+    assert world.sequence["sweep_small_alpha_s"] > 2e-3      # what the sweep alone gave
+    assert world.sequence["alpha_from"].startswith("20 lone 4 KiB")
+
+
 def test_a_sweep_with_no_slope_is_flagged_in_report_and_link(capsys):
     world = analyse(_settings(), 2, _ranks([4e-4] * len(SMALL), [8 * 1.5e-3] * 5))
     assert any(p.startswith("link: busbw at its") for p in world.problems)
