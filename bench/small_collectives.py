@@ -129,7 +129,8 @@ def summarise(name: str, steps0: list[dict], steps1: list[dict], bwd0_ms: float)
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="a preset (default: transformer-small, shrunk as\n                   bench/workflow_grid.py runs it)")
+    p.add_argument("--model", default=None,
+                   help="a preset (default: transformer-small, shrunk as workflow_grid runs it)")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--configs", default="overlap,bucketed:0.25,bucketed:1,bucketed:4,naive")

@@ -151,9 +151,10 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
 def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
                       kind: str = fitting.ALL_REDUCE, sampled: dict | None = None) -> None:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
-    lone α (:func:`calibrate.combine.small_message_alpha`, issue 19), not the queue's total /
-    N, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without sizes up to
-    64 KiB (``--min-bytes`` above it) the queue's α stays."""
+    lone α (issue 19): ``sampled`` across the sequence step if given
+    (:func:`calibrate.combine.sampled_lone_alpha`), else the sweep's sizes up to 64 KiB
+    (:func:`calibrate.combine.small_message_alpha`); not the queue's total / N, which stays in
+    ``seq`` as ``queued_alpha_s`` for the report. Without either the queue's α stays."""
     small = small_message_alpha(rows, busbw_gbps, world_size, kind)
     seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
     if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
@@ -209,10 +210,11 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
                  allreduce_rows: list[dict] | None = None,
                  allreduce_alpha_s: float | None = None) -> KindCalibration:
     """A reduce-scatter's or all-gather's fit, as the all-reduce's: with the sequence step, α
-    is its small sizes' lone α and busbw is refitted under it by plain least squares; without, both come
-    from relative residuals on the lone sweep. Always one line (no pieces: Link.kind_fits
-    holds one α and busbw per kind), held-out scored the same way. ``allreduce_rows`` (and the
-    all-reduce's step α, if any): its busbw over the same sizes, for a like-for-like ratio."""
+    is its small sizes' lone α and busbw is refitted under it by plain least squares;
+    without, both come from relative residuals on the lone sweep. Always one line (no
+    pieces: Link.kind_fits holds one α and busbw per kind), held-out scored the same way.
+    ``allreduce_rows`` (and the all-reduce's step α, if any): its busbw over the same sizes,
+    for a like-for-like ratio."""
     rows = summarize(ranks, kind)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
