@@ -2,13 +2,10 @@
 
     run_world("tests._launch_targets:allreduce_rank", {"n": 4}, world_size=2)
 
-Run under torchrun, this module is also a script that prints rank 0's gathered list as JSON:
-
-    python -m torch.distributed.run --standalone --nproc-per-node 2 -m tests._launch_targets
+Under torchrun, tests/_torchrun_gather.py gathers allreduce_rank the same way.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -96,15 +93,3 @@ def timed_allreduce(payload: dict, ctx) -> dict:
 def allreduce_seconds(payload: dict, ctx) -> list[float]:
     """Only the seconds of timed_allreduce."""
     return timed_allreduce(payload, ctx)["seconds"]
-
-
-if __name__ == "__main__":
-    from realrun.launch import run_world
-
-    from realrun.launch import finish_torchrun
-
-    values = run_world("tests._launch_targets:allreduce_rank", {"n": 3},
-                       world_size=int(os.environ["WORLD_SIZE"]), timeout_s=30.0)
-    if values is not None:
-        print(json.dumps(values))
-    finish_torchrun(0)
