@@ -44,6 +44,7 @@ def rank(payload: dict, ctx) -> dict:
     import torch
 
     from realrun.steps import Trainer
+    from realrun.validate.timeline import clock_collectives, clocked_step
     from realrun.workload import Workload
 
     torch.set_flush_denormal(True)
@@ -51,48 +52,17 @@ def rank(payload: dict, ctx) -> dict:
     out = {}
     for config in payload["configs"]:
         trainer = Trainer(config, Workload(**payload["workload"]), ctx, payload)
-        comm: list[list] = []   # [launch_s, end_s, nbytes]
-        ddp = trainer.model if trainer.sync is not None else None
-        if ddp is not None:
-            ddp.on_collective_launch = lambda c: comm.append([clock(), None, c.nbytes])
-            for bucket in ddp._flat:
-                _clock(bucket, comm, clock)
+        comm: list[list] = []   # [label, launch_s, end_s, nbytes]
+        if trainer.sync is not None:
+            clock_collectives(trainer.model, comm, clock)
         for _ in range(payload["warmup"]):
             trainer.step()
-        steps = []
-        for _ in range(payload["steps"]):
-            ctx.barrier()
-            comm.clear()
-            t0 = clock()
-            trainer.optimizer.zero_grad(set_to_none=True)
-            loss = trainer.loss()
-            t1 = clock()
-            loss.backward()
-            t2 = clock()
-            if trainer.sync is not None:
-                trainer.sync()
-            t3 = clock()
-            trainer.optimizer.step()
-            t4 = clock()
-            steps.append({"t": [t0, t1, t2, t3, t4], "comm": [list(c) for c in comm]})
+        steps = [{"t": clocked_step(trainer, ctx, comm, clock),
+                  "comm": [c[1:] for c in comm]}     # [launch_s, end_s, nbytes]
+                 for _ in range(payload["steps"])]
         out[config["strategy"] + ("" if config["bucket_mb"] is None
                                   else f":{config['bucket_mb']:g}")] = steps
     return out
-
-
-def _clock(bucket, comm: list, clock) -> None:
-    """Completion time of each launch of this bucket into the last comm entry."""
-    launch = bucket.launch
-
-    def timed(async_op: bool) -> None:
-        entry = comm[-1]
-        launch(async_op)
-        work = bucket._work
-        if not async_op or work is None:
-            entry[1] = clock()
-        else:
-            work.get_future().then(lambda _f, e=entry: e.__setitem__(1, clock()))
-    bucket.launch = timed
 
 
 def med(values) -> float:

@@ -33,37 +33,19 @@ def timeline_rank(payload: dict, ctx) -> dict:
     set_precision(payload["precision"])
     trainer = Trainer(payload["config"], Workload(**payload["workload"]), ctx, payload)
     clock = time.perf_counter
-    comm: list[list] = []          # [label, launch_s, end_s]
-
+    comm: list[list] = []          # [label, launch_s, end_s, nbytes]
     ddp = trainer.model if trainer.sync is not None else None
     if ddp is not None and ctx.rank == 0:
-        def on_launch(collective) -> None:
-            comm.append([collective.label, clock(), None])
-
-        ddp.on_collective_launch = on_launch
-        for bucket in ddp._flat:
-            _clock_bucket(bucket, comm, clock)
+        clock_collectives(ddp, comm, clock)
     for _ in range(payload["warmup"]):
         trainer.step()
     steps = []
     for _ in range(payload["steps"]):
-        ctx.barrier()
-        comm.clear()
-        t0 = clock()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        loss = trainer.loss()
-        t1 = clock()
-        loss.backward()
-        t2 = clock()
-        if trainer.sync is not None:
-            trainer.sync()
-        t3 = clock()
-        trainer.optimizer.step()
-        t4 = clock()
+        t0, t1, t2, t3, t4 = clocked_step(trainer, ctx, comm, clock)
         spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
                  (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
         prev_end = t0
-        for label, start, end in comm:
+        for label, start, end, _ in comm:
             end = t3 if end is None else end
             start = max(start, prev_end)
             spans.append((COMM, label, start, end, SpanKind.ALL_REDUCE))
@@ -72,6 +54,33 @@ def timeline_rank(payload: dict, ctx) -> dict:
                       "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
     steps.sort(key=lambda x: x["step_s"])
     return steps[len(steps) // 2]
+
+
+def clock_collectives(ddp, comm: list, clock) -> None:
+    """Record every collective of a realrun.DDP in ``comm`` as [label, launch_s, end_s,
+    nbytes]: launched in ``on_collective_launch``, ended in the work's future callback
+    (bench/small_collectives.py clocks both ranks with it)."""
+    ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
+    for bucket in ddp._flat:
+        _clock_bucket(bucket, comm, clock)
+
+
+def clocked_step(trainer: Trainer, ctx, comm: list, clock) -> list[float]:
+    """One training step after a barrier (``comm`` emptied first): its start and its forward,
+    backward, sync and optimizer ends on ``clock``."""
+    ctx.barrier()
+    comm.clear()
+    t0 = clock()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    loss = trainer.loss()
+    t1 = clock()
+    loss.backward()
+    t2 = clock()
+    if trainer.sync is not None:
+        trainer.sync()
+    t3 = clock()
+    trainer.optimizer.step()
+    return [t0, t1, t2, t3, clock()]
 
 
 def _clock_bucket(bucket, comm: list, clock) -> None:
