@@ -27,6 +27,7 @@ from simddp.link import LEGACY_HOST_FIELDS, Link, LinkPiece
 from simddp.outdir import check_out_dir, check_out_file  # noqa: F401
 from simddp.profile import Layer, ModelProfile
 from simddp.result import Result, Span
+from simddp.topology import Levels
 
 PROFILE_FORMAT = "simddp.profile/1"
 LINK_FORMAT = "simddp.link/1"
@@ -59,10 +60,17 @@ def profile_to_json(profile: ModelProfile, host: Host | None = None) -> dict:
     return doc
 
 
-def link_to_json(link: Link) -> dict:
+def link_to_json(link: Link, levels: Levels | None = None) -> dict:
+    """The link file; ``levels`` (calibrate on a two-level world) in its ``levels`` section."""
     doc = {"format": LINK_FORMAT, **_plain(link)}
     if not doc["kind_fits"]:  # measured per collective kind only by a newer calibrate
         del doc["kind_fits"]
+    if levels is not None:
+        doc["levels"] = {"gpus_per_node": levels.gpus_per_node,
+                         **{name: link_to_json(getattr(levels, name)) for name in
+                            ("intra", "inter")}}
+        for name in ("intra", "inter"):
+            del doc["levels"][name]["format"]
     return doc
 
 
@@ -101,8 +109,33 @@ def _refuse_old_link(body: dict, where: str) -> None:
 
 
 def link_from_json(data: dict, where: str = "link") -> Link:
+    """The file's link: the flat ring's over every rank (its ``levels``, if any, are checked
+    here and read by :func:`levels_from_json`)."""
     body = _body(data, LINK_FORMAT, where)
     _refuse_old_link(body, where)
+    if "levels" in body:
+        _levels(body.pop("levels"), where)
+    return _link_fields(body, where)
+
+
+def levels_from_json(data: dict, where: str = "link") -> Levels | None:
+    """A link file's ``levels`` section (docs/FORMATS.md); None when it has none."""
+    body = _body(data, LINK_FORMAT, where)
+    return None if "levels" not in body else _levels(body["levels"], where)
+
+
+def _levels(section: Any, where: str) -> Levels:
+    if not isinstance(section, dict) or sorted(section) != ["gpus_per_node", "inter", "intra"]:
+        raise InputError(f"{where}: levels must be {{gpus_per_node, intra, inter}}, got "
+                         f"{sorted(section) if isinstance(section, dict) else section!r}")
+    for name in ("intra", "inter"):
+        if not isinstance(section[name], dict):
+            raise InputError(f"{where}: levels.{name} must be an object of link fields")
+    return _build(where, lambda: Levels(section["gpus_per_node"], *(
+        _link_fields(section[name], f"levels.{name}") for name in ("intra", "inter"))))
+
+
+def _link_fields(body: dict, where: str) -> Link:
     known = {f.name for f in dataclasses.fields(Link)}
     extra = sorted(set(body) - known)
     if extra:
@@ -151,6 +184,11 @@ def load_profile(path: str | os.PathLike) -> ModelProfile:
 
 def load_link(path: str | os.PathLike) -> Link:
     return link_from_json(read_json(path), str(path))
+
+
+def load_levels(path: str | os.PathLike) -> Levels | None:
+    """A link file's per-level fits (:class:`simddp.topology.Levels`), None if it has none."""
+    return levels_from_json(read_json(path), str(path))
 
 
 def load_host(path: str | os.PathLike) -> Host | None:

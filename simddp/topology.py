@@ -29,6 +29,20 @@ One node (N = 1) is the intra link alone and one GPU per node (G = 1) the inter 
 for every algorithm: both reduce exactly to the single-link law (:meth:`Link.collective_s`).
 NCCL also runs trees across nodes for small messages and NVLS/CollNet where the hardware
 has them; neither is modelled here (docs/TOPOLOGY.md).
+
+A link calibrated per level (``python -m calibrate`` on a two-level world, docs/FORMATS.md)
+also carries :class:`Levels`: the intra link measured inside every node at once, and the inter
+link measured with all G cross-node subgroups at once, so that a node's shared NIC is in its
+busbw. ``Levels.topology(N, G)`` puts the latter in ``Topology.inter``, which only the
+hierarchical inter-node phase reads; the ring keeps the link it is given. The case above with
+the two cross-node all-reduces sharing each node's 1 GB/s NIC, measured at 0.5 GB/s each::
+
+    >>> lv = Levels(2, intra=Link("in", 0.0, 100.0), inter=Link("across", 0.0, 0.5))
+    >>> topo = lv.topology(nodes=2, gpus_per_node=2)
+    >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "hierarchical") * 1e3, 3)
+    16.945
+    >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "ring") * 1e3, 3)
+    25.166
 """
 from __future__ import annotations
 
@@ -45,11 +59,15 @@ AR, RS, AG = CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER, Collectiv
 @dataclass(frozen=True)
 class Topology:
     """``nodes`` × ``gpus_per_node`` ranks; ``intra`` is the link among a node's GPUs (the
-    link between nodes is the one every command already takes, ``--link``)."""
+    link between nodes is the one every command already takes, ``--link``). ``inter``: the
+    link of the hierarchical all-reduce's inter-node phase when it was measured apart from
+    the ring's (a link file's levels: all G cross-node subgroups at once); None: that phase
+    runs on the link between nodes, as the ring does."""
 
     nodes: int
     gpus_per_node: int
     intra: Link
+    inter: Link | None = None
 
     def __post_init__(self) -> None:
         for name in ("nodes", "gpus_per_node"):
@@ -77,6 +95,40 @@ class Topology:
         return kind_factor(kind, self.nodes) * n_bytes / self.gpus_per_node
 
 
+@dataclass(frozen=True)
+class Levels:
+    """A link file's per-level fits (its ``levels`` section, docs/FORMATS.md): measured by
+    ``python -m calibrate`` on ``gpus_per_node`` ranks a node, ``intra`` inside every node at
+    once, ``inter`` across nodes (one rank a node, the same local rank) in all G subgroups at
+    once. The file's top-level link stays the flat ring's over every rank."""
+
+    gpus_per_node: int
+    intra: Link
+    inter: Link
+
+    def __post_init__(self) -> None:
+        g = self.gpus_per_node
+        if isinstance(g, bool) or not isinstance(g, int) or g < 2:
+            raise InputError(f"levels.gpus_per_node must be an integer >= 2, got {g!r}")
+        for name in ("intra", "inter"):
+            if not isinstance(getattr(self, name), Link):
+                raise InputError(f"levels.{name} must be a link's fields")
+        if self.intra.world_size not in (None, g):
+            raise InputError(f"levels.intra.world_size {self.intra.world_size} is not "
+                             f"levels.gpus_per_node {g}")
+
+    def topology(self, nodes: int, gpus_per_node: int, intra: Link | None = None,
+                 inter: Link | None = None, where: str = "the link file") -> Topology:
+        """``nodes`` × ``gpus_per_node`` on these levels (``intra``/``inter``: replacements,
+        e.g. with overrides); InputError unless ``gpus_per_node`` is the one measured."""
+        if gpus_per_node != self.gpus_per_node:
+            raise InputError(f"--gpus-per-node {gpus_per_node}: {where} was calibrated per "
+                             f"level with {self.gpus_per_node} GPUs per node; pass "
+                             f"--gpus-per-node {self.gpus_per_node}, or --intra-link to give "
+                             "the link inside a node yourself")
+        return Topology(nodes, gpus_per_node, intra or self.intra, inter or self.inter)
+
+
 def level_load(topo: Topology, inter: Link, plan) -> dict:
     """Per optimizer step and rank, what each level carries for ``plan``: bytes sent over
     the inter-node link and seconds of phases on each link (run alone, no overlap), and
@@ -101,7 +153,8 @@ def level_load(topo: Topology, inter: Link, plan) -> dict:
 
 def _across_s(topo: Topology, inter: Link, kind: str, n_bytes: float) -> float:
     """The inter-node phase of a hierarchical ``kind`` collective."""
-    return inter.collective_s(kind, n_bytes / topo.gpus_per_node, topo.nodes)
+    across = topo.inter or inter
+    return across.collective_s(kind, n_bytes / topo.gpus_per_node, topo.nodes)
 
 
 def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorithm: str,
@@ -115,13 +168,13 @@ def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorit
     if gpus == 1 or algorithm == "ring":
         return inter.collective_s(kind, n_bytes, topo.world_size, blocking)
     inside = topo.intra.collective_s
+    across = (topo.inter or inter).collective_s   # the levels' inter fit, if the file had one
     share = n_bytes / gpus   # what each GPU's slice of the node sends across nodes
     if kind == AR:
-        return (inside(RS, n_bytes, gpus, blocking)
-                + inter.collective_s(AR, share, nodes, blocking)
+        return (inside(RS, n_bytes, gpus, blocking) + across(AR, share, nodes, blocking)
                 + inside(AG, n_bytes, gpus, blocking))
     if kind == RS:
-        return inside(RS, n_bytes, gpus, blocking) + inter.collective_s(RS, share, nodes, blocking)
+        return inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking)
     if kind == AG:
-        return inter.collective_s(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
+        return across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
     raise InputError(f"unknown collective kind {kind!r}")

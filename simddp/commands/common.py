@@ -7,18 +7,19 @@ over 100 Gb/s Ethernet (eth-100g), 2 ranks — a setting where all-reduce time (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 
 from simddp.errors import InputError
 from simddp.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.host import Host
-from simddp.io import load_host, load_link, load_profile
+from simddp.io import load_host, load_levels, load_link, load_profile
 from simddp.link import Link
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
 from simddp.profile import ModelProfile
-from simddp.topology import Topology
+from simddp.topology import Levels, Topology
 
 DEFAULT_MODEL = "transformer-small"
 
@@ -56,7 +57,8 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
                    help="nodes; --link is then the link between nodes (default: one link)")
     c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs (ranks) per node")
     c.add_argument("--intra-link", default=None,
-                   help="the link inside a node: a preset or a link FILE.json (default: "
+                   help="the link inside a node: a preset or a link FILE.json (default: the "
+                        "--link file's levels when calibrate measured them, else "
                         "nvlink-<device> where that preset exists)")
     c.add_argument("--intra-alpha-us", type=float, default=None, help="override its α, µs")
     c.add_argument("--intra-busbw-gbps", type=float, default=None,
@@ -120,8 +122,11 @@ def resolve_link(args: argparse.Namespace) -> Link:
     return link.for_world(args.world_size, rescale=args.rescale_link)
 
 
-def _link(name: str, alpha_us: float | None, busbw_gbps: float | None, prefix: str) -> Link:
-    link = load_link(name) if _is_file_arg(name) else get_link(name)
+def _link(name: str | Link, alpha_us: float | None, busbw_gbps: float | None,
+          prefix: str) -> Link:
+    """The named preset or file (or a Link), with the --[prefix]alpha-us/busbw-gbps overrides."""
+    link = name if isinstance(name, Link) else (
+        load_link(name) if _is_file_arg(name) else get_link(name))
     for flag, v in ((f"--{prefix}alpha-us", alpha_us), (f"--{prefix}busbw-gbps", busbw_gbps)):
         alpha = flag.endswith("alpha-us")
         if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or alpha)):
@@ -141,18 +146,37 @@ def resolve_world(args: argparse.Namespace) -> Topology | None:
         return None
     if nodes is None or gpus is None:
         raise InputError("--nodes and --gpus-per-node go together (world = nodes × GPUs)")
-    device = getattr(args, "device", None)
-    intra_name = args.intra_link or f"nvlink-{device}"
-    if args.intra_link is None and intra_name not in LINKS:
-        raise InputError(f"--intra-link: no NVLink preset for --device {device}; give "
-                         f"the link inside a node ({', '.join(LINKS)} or a FILE.json)")
-    topo = Topology(nodes, gpus, _link(intra_name, args.intra_alpha_us, args.intra_busbw_gbps,
-                                       "intra-"))
+    levels = _levels_of(args.link) if args.intra_link is None else None
+    if levels is not None:  # calibrated per level: both links from the file (docs/TOPOLOGY.md)
+        topo = _on_levels(levels, nodes, gpus, args)
+    else:
+        device = getattr(args, "device", None)
+        intra_name = args.intra_link or f"nvlink-{device}"
+        if args.intra_link is None and intra_name not in LINKS:
+            raise InputError(f"--intra-link: no NVLink preset for --device {device}; give "
+                             f"the link inside a node ({', '.join(LINKS)} or a FILE.json)")
+        topo = Topology(nodes, gpus, _link(intra_name, args.intra_alpha_us,
+                                           args.intra_busbw_gbps, "intra-"))
     if args.world_size not in (None, topo.world_size):
         raise InputError(f"--world-size {args.world_size} is not --nodes {nodes} × "
                          f"--gpus-per-node {gpus} = {topo.world_size}")
     args.world_size = topo.world_size
     return topo
+
+
+def _levels_of(link_arg: str) -> Levels | None:
+    """The --link file's levels section (calibrate on a two-level world), if any."""
+    return load_levels(link_arg) if _is_file_arg(link_arg) else None
+
+
+def _on_levels(levels: Levels, nodes: int, gpus: int, args: argparse.Namespace) -> Topology:
+    """The cluster on a link file's levels: the intra link (with --intra-* overrides) and the
+    hierarchical inter-node phase's link. --alpha-us/--busbw-gbps describe the link between
+    nodes by hand, so they replace the levels' inter fit as well as the ring's."""
+    intra = _link(levels.intra, args.intra_alpha_us, args.intra_busbw_gbps, "intra-")
+    by_hand = args.alpha_us is not None or args.busbw_gbps is not None
+    topo = levels.topology(nodes, gpus, intra, where=f"--link {args.link}")
+    return dataclasses.replace(topo, inter=None) if by_hand else topo
 
 
 def resolve_host(args: argparse.Namespace) -> Host | None:
@@ -176,10 +200,15 @@ def topology_text(topology: Topology | None) -> str:
     """' | 4 nodes × 8 GPUs, inside: nvlink-a100 (α 15 µs, busbw 200 GB/s)', or ''."""
     if topology is None:
         return ""
-    intra = topology.intra
-    return (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
+    intra, across = topology.intra, topology.inter
+    text = (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
             f"between nodes; inside: {intra.name} (α {intra.alpha_s * 1e6:g} µs, busbw "
             f"{intra.busbw_gbps:g} GB/s)")
+    if across is not None:
+        text += (f"; hierarchical's inter-node phase: {across.name} (α "
+                 f"{across.alpha_s * 1e6:g} µs, busbw {across.busbw_gbps:g} GB/s, all "
+                 f"{topology.gpus_per_node} cross-node groups at once)")
+    return text
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

@@ -39,10 +39,15 @@ def topology_json(topology: Topology, link: Link, profile: ModelProfile, rec,
                        "inter_node_ms": load["inter_node_s"] * 1e3,
                        "intra_node_ms": load["intra_node_s"] * 1e3,
                        "bound_by": load["bound_by"]})
-    intra = topology.intra
-    return {"nodes": topology.nodes, "gpus_per_node": topology.gpus_per_node,
-            "intra_link": intra.name, "intra_alpha_us": intra.alpha_s * 1e6,
-            "intra_busbw_gbps": intra.busbw_gbps, "levels": levels}
+    intra, across = topology.intra, topology.inter
+    doc = {"nodes": topology.nodes, "gpus_per_node": topology.gpus_per_node,
+           "intra_link": intra.name, "intra_alpha_us": intra.alpha_s * 1e6,
+           "intra_busbw_gbps": intra.busbw_gbps, "levels": levels}
+    if across is not None:  # the link file's levels: hierarchical's inter-node phase
+        doc.update(hierarchical_inter_link=across.name,
+                   hierarchical_inter_alpha_us=across.alpha_s * 1e6,
+                   hierarchical_inter_busbw_gbps=across.busbw_gbps)
+    return doc
 
 
 def levels_line(doc: dict) -> str:
