@@ -23,21 +23,25 @@ def zeros(n_bytes: int, dtype: str, device) -> torch.Tensor:
 
 
 def measure_sweep(sizes_bytes: list[int], dtype: str, warmup: int, iters: int, ctx,
-                  progress) -> list[dict]:
-    """Per size: the bytes, the element count and each timed iteration's seconds."""
+                  progress, group=None, label: str = "") -> list[dict]:
+    """Per size: the bytes, the element count and each timed iteration's seconds.
+    ``group``: all-reduce within this rank's subgroup (calibrate/ranks/levels.py); the
+    barrier before each iteration stays the world's, so every subgroup starts together."""
     sweep = []
     for n_bytes in sizes_bytes:
         tensor = zeros(n_bytes, dtype, ctx.device)
-        times_s = time_allreduce(tensor, ctx, warmup, iters)
+        times_s = time_allreduce(tensor, ctx, warmup, iters, group)
         sweep.append({"size_bytes": n_bytes, "count": tensor.numel(), "times_s": times_s})
-        progress.advance(f"{n_bytes} B")
+        progress.advance(f"{label}{n_bytes} B")
         del tensor
     return sweep
 
 
-def time_allreduce(tensor: torch.Tensor, ctx, warmup: int, iters: int) -> list[float]:
-    """Seconds of ``iters`` all-reduces, each started together after a barrier."""
-    return time_collective(lambda: dist.all_reduce(tensor), ctx, warmup, iters)
+def time_allreduce(tensor: torch.Tensor, ctx, warmup: int, iters: int,
+                   group=None) -> list[float]:
+    """Seconds of ``iters`` all-reduces (within ``group``, None: the world), each started
+    together after a barrier."""
+    return time_collective(lambda: dist.all_reduce(tensor, group=group), ctx, warmup, iters)
 
 
 def time_collective(call, ctx, warmup: int, iters: int) -> list[float]:

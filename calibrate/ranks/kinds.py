@@ -56,18 +56,22 @@ def full_bytes(kind: str, tensors: tuple[torch.Tensor, torch.Tensor]) -> int:
 
 
 def measure_kind_sweep(kinds: list[str], sizes_bytes: list[int], dtype: str, warmup: int,
-                       iters: int, ctx, progress) -> dict[str, list[dict]]:
+                       iters: int, ctx, progress, group=None, label: str = ""
+                       ) -> dict[str, list[dict]]:
     """Per kind, per size: the bytes actually moved (n), the element count of n and each
-    timed iteration's seconds, as :func:`calibrate.ranks.allreduce.measure_sweep` returns."""
+    timed iteration's seconds, as :func:`calibrate.ranks.allreduce.measure_sweep` returns.
+    ``group``: within this rank's subgroup (its size shards n), the world's barrier kept."""
+    ranks = ctx.world_size if group is None else dist.get_world_size(group)
     out = {}
     for kind in kinds:
         op, rows = collective(kind), []
         for n_bytes in sizes_bytes:
-            output, inp = kind_tensors(kind, n_bytes, dtype, ctx.world_size, ctx.device)
-            times_s = time_collective(lambda o=output, i=inp: op(o, i), ctx, warmup, iters)
+            output, inp = kind_tensors(kind, n_bytes, dtype, ranks, ctx.device)
+            times_s = time_collective(lambda o=output, i=inp: op(o, i, group=group), ctx,
+                                      warmup, iters)
             n = full_bytes(kind, (output, inp))
             rows.append({"size_bytes": n, "count": n // DTYPE_BYTES[dtype], "times_s": times_s})
-            progress.advance(f"{kind} {n_bytes} B")
+            progress.advance(f"{label}{kind} {n_bytes} B")
             del output, inp
         out[kind] = rows
     return out

@@ -6,6 +6,7 @@ Started by :func:`calibrate.measure` through the launcher, never by hand::
     ranks = run_world("calibrate.ranks.run:run_rank", payload_of(settings), world_size=2)
     ranks[r]["sweep"][i]["times_s"]      # rank r's iteration times at size i
     ranks[r]["kinds"]["all_gather"][i]   # the same for an all-gather (settings.kinds)
+    ranks[r]["levels"]["inter"]["sweep"] # per level, on a two-level world (ranks/levels.py)
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.mlp_contention import measure_contention
 from calibrate.ranks.kinds import measure_kind_sweep
+from calibrate.ranks.levels import level_steps, measure_levels
 from calibrate.ranks.sequence import measure_sequence
 from realrun.launch.env import ranks_on_this_cpu
 from simddp.report.progress import Progress
@@ -24,7 +26,8 @@ def run_rank(payload: dict, ctx) -> dict:
     kinds = payload.get("kinds", [])
     kind_sizes = payload.get("kind_sizes_bytes", payload["sizes_bytes"])
     steps = (len(payload["sizes_bytes"]) + len(kind_sizes) * len(kinds)
-             + bool(payload["sequence"]) + bool(payload["contention"]))
+             + bool(payload["sequence"]) + bool(payload["contention"])
+             + (level_steps(payload["levels"]) if payload.get("levels") else 0))
     # Only rank 0 draws; the bar redraws between sizes, never inside a timed all-reduce.
     label = ", ".join(["all-reduce", *kinds])
     progress = Progress(f"{label} sweep, {ctx.world_size} ranks", steps,
@@ -40,6 +43,8 @@ def run_rank(payload: dict, ctx) -> dict:
         if kinds:
             out["kinds"] = measure_kind_sweep(kinds, kind_sizes, payload["dtype"],
                                               payload["warmup"], payload["iters"], ctx, progress)
+        if payload.get("levels"):  # inside nodes and across, each level's groups at once
+            out["levels"] = measure_levels(payload["levels"], ctx, progress)
         if payload["sequence"]:
             out["sequence"] = measure_sequence(payload["sequence"], ctx)
             progress.advance("sequence")
