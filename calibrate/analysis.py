@@ -68,6 +68,9 @@ class WorldCalibration:
     # Why a fit the link uses is degenerate ("link: busbw at its bound ..."), for the report,
     # the link's source and realrun validate; () when every fit is usable (fit.fit_problems).
     problems: tuple[str, ...] = ()
+    # Per level on a two-level world (calibrate.levels.LevelsCalibration): the link file's
+    # levels section; None where the per-level step did not run.
+    levels: object = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
                                    fit.busbw_gbps, world_size)
             _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
                 [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
-            held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
+            held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
     alternative = None  # what --piecewise would give, shown when one line fits badly
@@ -132,9 +135,9 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
              for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
-    problems = [f"link: {p}" for p in fitting.fit_problems(fit, *_scored(fit, held, rows, seq))]
+    problems = [f"link: {p}" for p in fitting.fit_problems(fit, *scored(fit, held, rows, seq))]
     problems += [f"{k}: {p}" for k, c in kinds.items() for p in
-                 fitting.fit_problems(c.fit, *_scored(c.fit, c.heldout, c.rows, c.sequence))]
+                 fitting.fit_problems(c.fit, *scored(c.fit, c.heldout, c.rows, c.sequence))]
     if held.get("busbw_from"):
         link = dataclasses.replace(link, source=f"{link.source}; busbw from {held['busbw_from']}")
     if problems:  # the link file says so too: whoever reads it later sees the warning
@@ -169,7 +172,7 @@ def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size
         seq["alpha_from"] = f"{seq['count']} queued after compute"
 
 
-def _scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
+def scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
     """The held-out errors and the R² (log t) a line is judged by. A line through the step's
     α misses lone small all-reduces by design (x3 their time here: R² below 0 on a small
     model's sweep), so with the sequence step only the sizes that take at least 2α
@@ -190,7 +193,7 @@ def _scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, 
                     else float("nan"))
 
 
-def _held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,
+def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,
                     alpha_s: float, lone, kind: str = fitting.ALL_REDUCE) -> dict:
     """busbw under the step's α by plain least squares (held-out scored). When that α lies
     above the lone times of every size, no slope fits under it and busbw would sit at its
@@ -227,7 +230,7 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
             seq = combine_kind_sequence([r["sequence"] for r in ranks], kind, fit.busbw_gbps,
                                         world_size)
             _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, kind)
-            held = _held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
+            held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
     same = [r for r in allreduce_rows or () if r["size_bytes"] <= max(sizes)]

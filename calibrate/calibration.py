@@ -2,6 +2,7 @@
 
     cal = run(CalibrateSettings(max_bytes=16 << 20))     # calibrate.run is this function
     cal.link, cal.worlds[0].fit, cal.worlds[0].rows
+    cal.worlds[0].levels        # per level on a two-level world (calibrate/levels.py), or None
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import time
 
 from calibrate.analysis import Calibration, analyse
+from calibrate.levels import with_levels
 from calibrate.settings import CalibrateSettings
 from realrun.launch import run_world
 
@@ -25,10 +27,15 @@ def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
     sequence = None if not s.sequence else {
         "sizes_bytes": list(s.sequence_sizes), "dtype": s.dtype, "repeats": s.sequence_repeats,
         "kinds": list(s.kinds)}
+    gpus = s.gpus_per_node(world_size)
+    levels = None if gpus is None else {
+        "gpus_per_node": gpus, "sizes_bytes": s.sizes_bytes, "dtype": s.dtype,
+        "warmup": s.warmup, "iters": s.iters, "kinds": list(s.kinds),
+        "kind_sizes_bytes": s.kind_sizes_bytes}
     payload = {"sizes_bytes": s.sizes_bytes, "dtype": s.dtype, "warmup": s.warmup,
                "iters": s.iters, "contention": contention, "sequence": sequence,
                "progress": s.progress, "kinds": list(s.kinds),
-               "kind_sizes_bytes": s.kind_sizes_bytes}
+               "kind_sizes_bytes": s.kind_sizes_bytes, "levels": levels}
     return run_world("calibrate.ranks.run:run_rank", payload, world_size=world_size,
                      backend=s.backend, threads_per_rank=s.threads_per_rank,
                      timeout_s=s.timeout_s, emulate_hosts=s.emulate_hosts, link_gbit=s.link_gbit)
@@ -41,5 +48,5 @@ def run(s: CalibrateSettings) -> Calibration | None:
     raw = [(p, measure(s, p)) for p in s.world_sizes]
     if any(ranks is None for _, ranks in raw):
         return None
-    worlds = [analyse(s, p, ranks) for p, ranks in raw]
+    worlds = [with_levels(s, analyse(s, p, ranks), ranks) for p, ranks in raw]
     return Calibration(s, worlds, load, time.perf_counter() - start_s)

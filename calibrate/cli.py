@@ -6,6 +6,7 @@ busbw per kind, write a simddp link file.
     python -m calibrate --world-sizes 2,4 --out cal       # cal/link-p2.json, cal/link-p4.json
     python -m calibrate --emulate-hosts 2 --link-gbit 1 --min-bytes 1M --max-bytes 16M
     python -m calibrate --kinds none                      # all-reduce only (no kind_fits)
+    python -m calibrate --emulate-hosts 2 --world-sizes 4 --link-gbit 2   # + per level (2 x 2)
     torchrun --nproc-per-node 8 -m calibrate --backend nccl --max-bytes 1G
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m calibrate --backend nccl
     python -m simddp sweep --link cal/link.json ...       # use the result
@@ -13,10 +14,11 @@ busbw per kind, write a simddp link file.
 Writes under --out (default ``calibrate-out``): allreduce.json (everything), allreduce.csv,
 allreduce_time.png, allreduce_busbw.png, kinds.csv (reduce-scatter and all-gather, unless
 --kinds none) and link.json (link-p<N>.json per world size when several are swept). Nothing
-is written unless every rank succeeded. Exit codes: 0 done, 1 a rank failed (one line naming
-it), 2 bad input (one line naming the flag). Under torchrun every rank ends with
-realrun.launch.finish.finish_torchrun(code) (barrier, flush, os._exit): torch 2.13's Gloo
-cannot abort it in teardown after the calibration is written.
+is written unless every rank succeeded. On a world of >1 node with >1 rank each, each level
+is calibrated too, and link.json gets its levels section (docs/FORMATS.md). Exit codes: 0
+done, 1 a rank failed (one line naming it), 2 bad input (one line naming the flag). Under
+torchrun every rank ends with realrun.launch.finish.finish_torchrun(code) (barrier, flush,
+os._exit): torch 2.13's Gloo cannot abort it in teardown after the calibration is written.
 """
 from __future__ import annotations
 
@@ -82,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "gradient sizes, one all-reduce per tensor back to back, and contention "
                         "with a stream of its tensors; --max-bytes defaults to its gradient "
                         "total (calibrate/settings.py, for_model)")
+    p.add_argument("--levels", action=argparse.BooleanOptionalAction, default=None,
+                   help="also calibrate each level of a two-level world (inside every node "
+                        "at once, across nodes in all local-rank groups at once) and write "
+                        "them as the link file's levels (default: on where the world has >1 "
+                        "node and >1 rank per node: --emulate-hosts, or torchrun's "
+                        "LOCAL_WORLD_SIZE < WORLD_SIZE; --no-levels skips it)")
     p.add_argument("--no-contention", action="store_true", help="skip the contention step")
     p.add_argument("--contention-mlp", default="8x1024", metavar="DEPTHxWIDTH",
                    help="the backward-like workload of the contention step: a forward + "
@@ -130,7 +138,8 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
                         else parse_bytes("--sequence-bytes", a.sequence_bytes)),
         contention=not a.no_contention, contention_widths=_mlp_widths(a.contention_mlp),
         contention_rows=a.contention_rows,
-        contention_repeats=a.contention_repeats, name=a.name, progress=sys.stderr.isatty())
+        contention_repeats=a.contention_repeats, levels=a.levels, name=a.name,
+        progress=sys.stderr.isatty())
     if a.profile is not None:
         profile = load_profile(a.profile)  # InputError on a missing or malformed file
         given = any(arg == "--max-bytes" or arg.startswith("--max-bytes=")

@@ -3,6 +3,9 @@ plots (and kinds.csv when reduce-scatter and all-gather were measured), each ato
 after every rank succeeded::
 
     paths = write_outputs(calibration, "cal", plots=True)   # cal/link.json, cal/allreduce.*
+
+On a two-level world the link file gets the per-level fits as its ``levels`` section and
+allreduce.json each world's ``levels`` (rows, fits, where α came from; calibrate/levels.py).
 """
 from __future__ import annotations
 
@@ -90,6 +93,28 @@ def kinds_json(run: WorldCalibration) -> dict:
     return out
 
 
+def levels_json(run: WorldCalibration) -> dict | None:
+    """allreduce.json's ``levels`` of one world (calibrate/levels.py): per level its rows,
+    fits, where α came from and its link; None without the per-level step."""
+    lv = run.levels
+    if lv is None:
+        return None
+    out = {"gpus_per_node": lv.gpus_per_node, "nodes": lv.nodes}
+    for c in (lv.intra, lv.inter):
+        rows = [{**r, **dict(zip(("algbw_gbps", "busbw_gbps"),
+                                 bandwidths_gbps(r["size_bytes"], r["time_s"], c.ranks))),
+                 "heldout": bool(h)} for r, h in zip(c.rows, c.heldout["mask"])]
+        out[c.level] = {"ranks": c.ranks, "groups_at_once": c.groups, "where": c.where,
+                        "rows": rows, "fit": fit_to_json(c.fit),
+                        "lone_fit": fit_to_json(c.lone_fit), "alpha_from": c.alpha_from,
+                        "heldout": {k: _finite(c.heldout[k]) for k in (
+                            "heldout_bytes", "rel_err", "median_rel_err", "max_rel_err")},
+                        "kinds": {k: {"rows": k_c.rows, "fit": fit_to_json(k_c.fit)}
+                                  for k, k_c in c.kinds.items()},
+                        "problems": list(c.problems), "link": link_to_json(c.link)}
+    return out
+
+
 def link_paths(out_dir: str | Path, world_sizes: list[int]) -> dict[int, Path]:
     """link.json for one world size, link-p<N>.json each when several were swept."""
     out_dir = Path(out_dir)
@@ -118,8 +143,8 @@ def results_json(cal: Calibration, links: dict[int, Path]) -> dict:
             "busbw_wire_fraction": wire_fraction(run.link.busbw_gbps, a.link_gbit),
             "contention": run.contention, "sequence": run.sequence,
             "oversubscribed": run.oversubscribed or None, "link_file": str(links[p]),
-            "kinds": kinds_json(run),
-            "link": link_to_json(run.link)})
+            "kinds": kinds_json(run), "levels": levels_json(run),
+            "link": link_to_json(run.link, run.levels and run.levels.levels)})
     return out
 
 
@@ -137,6 +162,7 @@ def write_outputs(cal: Calibration, out_dir: str | Path, plots: bool = True) -> 
         write_atomic(out_dir / "kinds.csv", kinds_csv_text(runs))
         paths.append(out_dir / "kinds.csv")
     for run in runs:
-        save_json(links[run.world_size], link_to_json(run.link))
+        save_json(links[run.world_size],
+                  link_to_json(run.link, run.levels and run.levels.levels))
         paths.append(links[run.world_size])
     return paths

@@ -199,6 +199,8 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
         if any(not p.startswith("lone fit") for p in run.problems):
             print("  the link file was written but is suspect: rerun on a quieter machine, "
                   "or with a larger --max-bytes when busbw is at its bound")
+        if run.levels is not None:
+            print_levels(run, a.dtype, a.link_gbit)
         print()
     if len(runs) > 1:
         base = runs[0].link
@@ -214,6 +216,43 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
         print()
     print("wrote " + ", ".join(str(p) for p in paths))
     print(f"took {cal.elapsed_s:.1f} s")
+
+
+def print_levels(run, dtype: str, link_gbit: float | None) -> None:
+    """The per-level step of one world (calibrate/levels.py): a table and a line per level,
+    then the world's ring beside them; the link file's ``levels`` section."""
+    lv = run.levels
+    print(f"\n# per level: {lv.nodes} nodes x {lv.gpus_per_node} ranks, every group of a level "
+          "at once (the hierarchical all-reduce's phases; link file: levels)")
+    for c in (lv.intra, lv.inter):
+        print(f"## {c.level}, {c.where}: all-reduce")
+        print(table(c.rows, dtype, c.ranks, c.fit, c.heldout["mask"]))
+        wire = link_gbit if c.level == "inter" else None   # emulated: intra is loopback
+        print(f"{c.level}: " + _level_line(c.fit, c.alpha_from, c.heldout, wire))
+        for kind, k in c.kinds.items():
+            ratio = k.fit.busbw_gbps / c.fit.busbw_gbps
+            print(f"  {kind}: " + _level_line(k.fit, "its small sizes", k.heldout, None)
+                  + f" (x{ratio:.2f} the level's all-reduce)")
+    ring = run.fit.upper if isinstance(run.fit, PiecewiseFit) else run.fit
+    print("world, the flat ring over all ranks (the link file's top level): "
+          + _level_line(ring, "the sequence step" if run.sequence else "the fit",
+                        run.heldout, link_gbit))
+    for problem in lv.problems:
+        print(f"WARNING: degenerate fit, {problem}")
+
+
+def _level_line(fit, alpha_from: str, held: dict, link_gbit: float | None) -> str:
+    """'α 412 µs (from ...), busbw 0.520 GB/s [0.51, 0.53] = 42% of the wire, held-out ...'."""
+    if fit.busbw_gbps >= MAX_BUSBW_GBPS / 2:
+        busbw = "busbw unresolved (latency-bound)"
+    else:
+        lo, hi = fit.busbw_ci_gbps
+        busbw = f"busbw {fit.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}]"
+        frac = wire_fraction(fit.busbw_gbps, link_gbit)
+        busbw += f" = {frac:.0%} of the {link_gbit:g} Gbit/s wire" if frac is not None else ""
+    err = (f", held-out median err {held['median_rel_err']:.0%}" if held["heldout_bytes"]
+           else "")
+    return f"α {fit.alpha_s * 1e6:.0f} µs (from {alpha_from}), {busbw}{err}"
 
 
 def _print_alphas(run, seq: dict, fit, held: dict) -> None:

@@ -129,6 +129,9 @@ class CalibrateSettings:
     contention_rows: int = CONTENTION_ROWS
     contention_stream_bytes: tuple[int, ...] | None = None   # None: the MLP's gradients
     contention_repeats: int = 5
+    # The per-level step (calibrate/levels.py): inside every node and across nodes, each
+    # level's subgroups all at once. None: wherever a world has >1 node and >1 rank a node.
+    levels: bool | None = None
     name: str | None = None
     progress: bool = True
     _resolved: bool = field(default=False, repr=False, compare=False)
@@ -190,6 +193,18 @@ class CalibrateSettings:
         resolved = replace(self, **fields)
         for name in fields:
             object.__setattr__(self, name, getattr(resolved, name))
+        if self.levels and not any(self.gpus_per_node(p) for p in self.world_sizes):
+            shape = " and ".join("{} node(s) x {} rank(s)".format(*self.world.sized(p).node_shape)
+                                 for p in self.world_sizes)
+            raise InputError(f"--levels: the world is {shape}; calibrating per level needs >1 "
+                             "node and >1 rank per node (--emulate-hosts 2 --world-size 4, or "
+                             "torchrun with --nnodes and --nproc-per-node >= 2)")
+
+    def gpus_per_node(self, world_size: int) -> int | None:
+        """Ranks per node of the per-level step at ``world_size``; None where it is not run
+        (one node, one rank per node, or ``levels=False``)."""
+        nodes, per = self.world.sized(world_size).node_shape
+        return per if self.levels is not False and nodes > 1 and per > 1 else None
 
     def for_model(self, tensor_bytes: list[int], max_bytes_given: bool = False
                   ) -> "CalibrateSettings":

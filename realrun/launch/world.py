@@ -93,6 +93,21 @@ class WorldConfig:
         """Ranks on one (emulated) host: the world on loopback, world / hosts emulated."""
         return self.world_size // (self.emulate_hosts or 1)
 
+    @property
+    def node_shape(self) -> tuple[int, int]:
+        """(nodes, ranks per node): an emulated host is a node; under torchrun a node is
+        ``LOCAL_WORLD_SIZE`` ranks (one node when that does not divide the world, as with
+        nodes of different sizes); self-spawned on loopback, one node.
+
+        >>> WorldConfig(world_size=4, emulate_hosts=2).node_shape, WorldConfig(2).node_shape
+        ((2, 2), (1, 2))
+        """
+        per = self.ranks_per_host
+        if is_torchrun():
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+            per = local if 0 < local and self.world_size % local == 0 else self.world_size
+        return self.world_size // per, per
+
     def sized(self, world_size: int) -> "WorldConfig":
         """The same world with another number of ranks (calibrate --world-sizes 2,4)."""
         return replace(self, world_size=world_size)

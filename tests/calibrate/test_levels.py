@@ -1,0 +1,206 @@
+"""Calibrate per level (issue 22 item 2): when the step runs, the fits of each level from
+synthetic rank timings, the link file's levels section, the report, and (slow) the rank code
+on 4 Gloo ranks faked as 2 nodes × 2 without network namespaces.
+
+    python -m pytest tests/calibrate/test_levels.py -q -m "not slow"   # seconds, no processes
+
+Synthetic laws on round numbers, 2 nodes × 2 ranks: the world's ring over 4 ranks α 500 µs,
+0.25 GB/s; inside a node α 100 µs, 1.0 GB/s (reduce-scatter 0.5, all-gather 0.8); across
+nodes α 1000 µs, 0.125 GB/s.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibrate import cli
+from calibrate.analysis import Calibration, analyse
+from calibrate.files import write_outputs
+from calibrate.fit import predict_s
+from calibrate.levels import with_levels
+from calibrate.report import print_report
+from calibrate.settings import CalibrateSettings
+from realrun.launch.world import WorldConfig
+from simddp.errors import InputError
+from simddp.io import load_levels, load_link
+
+SIZES = 1024 * 2 ** np.arange(17)     # 1 KiB .. 64 MiB, the default sweep
+KIND_SIZES = SIZES[:-2]               # the kinds' default: up to a quarter of 64 MiB
+LAWS = {"world": (500e-6, 0.25, 4), "intra": (100e-6, 1.0, 2), "inter": (1000e-6, 0.125, 2)}
+INTRA_KINDS = {"reduce_scatter": 0.5, "all_gather": 0.8}
+TWO_BY_TWO = WorldConfig(world_size=4, emulate_hosts=2)
+
+
+def _sweep(alpha_s, busbw, p, kind="all_reduce", sizes=SIZES, jitter=0.0, rng=None):
+    law = predict_s(alpha_s, busbw, sizes, p, kind)
+    noise = (lambda: 1 + jitter * rng.uniform(-1, 1, 5)) if jitter else (lambda: np.ones(5))
+    return [{"size_bytes": int(n), "count": int(n) // 4, "times_s": (t * noise()).tolist()}
+            for n, t in zip(sizes, law)]
+
+
+def _ranks(jitter: float = 0.0) -> list[dict]:
+    """What run_rank returns on each of 4 ranks with the per-level step (no sequence)."""
+    rng = np.random.default_rng(4)
+    ranks = []
+    for rank in range(4):
+        intra = {"sweep": _sweep(*LAWS["intra"], jitter=jitter, rng=rng),
+                 "kinds": {k: _sweep(100e-6, bw, 2, k, KIND_SIZES, jitter, rng)
+                           for k, bw in INTRA_KINDS.items()}}
+        ranks.append({"rank": rank, "world_size": 4, "local_world_size": 4, "cpu_count": 4,
+                      "sweep": _sweep(*LAWS["world"], jitter=jitter, rng=rng),
+                      "levels": {"gpus_per_node": 2, "nodes": 2, "intra": intra,
+                                 "inter": {"sweep": _sweep(*LAWS["inter"], jitter=jitter,
+                                                           rng=rng)}}})
+    return ranks
+
+
+def _settings(**kw) -> CalibrateSettings:
+    return CalibrateSettings(world=TWO_BY_TWO, contention=False, progress=False, **kw)
+
+
+def _world(s: CalibrateSettings, ranks=None):
+    ranks = ranks or _ranks()
+    return with_levels(s, analyse(s, 4, ranks), ranks)
+
+
+@pytest.mark.parametrize("sequence", [True, False])
+def test_each_level_recovers_its_own_law(sequence):
+    world = _world(_settings(sequence=sequence))
+    lv = world.levels
+    assert (lv.gpus_per_node, lv.nodes) == (2, 2)
+    for c in (lv.intra, lv.inter):
+        alpha_s, busbw, p = LAWS[c.level]
+        assert (c.ranks, c.groups, c.link.world_size) == (2, 2, 2)
+        assert (c.link.alpha_s, c.link.busbw_gbps) == pytest.approx((alpha_s, busbw), rel=1e-4)
+        assert c.link.name == f"{world.link.name}-{c.level}" and not c.problems
+    assert lv.intra.alpha_from == ("7 lone sizes up to 64 KiB" if sequence
+                                   else "the lone fit (relative residuals)")
+    fits = lv.intra.link.kind_fits
+    assert set(fits) == set(INTRA_KINDS)
+    for kind, busbw in INTRA_KINDS.items():
+        assert (fits[kind].alpha_s, fits[kind].busbw_gbps) == pytest.approx((100e-6, busbw),
+                                                                            rel=1e-4)
+    assert lv.inter.link.kind_fits == {}   # across nodes the hierarchical all-reduce runs one
+    # the world's ring keeps the link's top level
+    assert (world.link.alpha_s, world.link.busbw_gbps) == pytest.approx((500e-6, 0.25), rel=1e-4)
+    levels = lv.levels
+    assert (levels.gpus_per_node, levels.intra, levels.inter) == (2, lv.intra.link,
+                                                                  lv.inter.link)
+    assert "inside each node (2 ranks), all 2 nodes at once" in lv.intra.link.source
+    assert "across nodes (2 ranks, one per node), all 2 local-rank groups at once" in \
+        lv.inter.link.source
+
+
+def test_noisy_levels_stay_near_their_laws():
+    lv = _world(_settings(), _ranks(jitter=0.03)).levels
+    assert lv.inter.link.busbw_gbps == pytest.approx(0.125, rel=0.05)
+    assert lv.intra.link.busbw_gbps == pytest.approx(1.0, rel=0.05)
+    assert lv.intra.link.time_spread[0] < 1.0 < lv.intra.link.time_spread[1]
+
+
+def test_a_flat_level_is_flagged_degenerate():
+    ranks = _ranks()
+    for r in ranks:   # the inter level's time does not grow with size: no slope
+        r["levels"]["inter"]["sweep"] = _sweep(2e-3, 1e9, 2)
+    lv = _world(_settings(sequence=False), ranks).levels
+    assert lv.inter.problems and lv.inter.problems[0].startswith("inter: busbw at its")
+    assert "DEGENERATE FIT: inter: busbw" in lv.inter.link.source and not lv.intra.problems
+
+
+def test_the_link_file_gets_levels_simddp_reads_them(tmp_path, capsys):
+    s = _settings()
+    cal = Calibration(s, [_world(s)], 0.1, 1.0)
+    paths = write_outputs(cal, tmp_path, plots=False)
+    assert load_link(tmp_path / "link.json") == cal.link   # the top level: the world's ring
+    levels = load_levels(tmp_path / "link.json")
+    assert levels == cal.worlds[0].levels.levels
+    run = json.loads((tmp_path / "allreduce.json").read_text())["runs"][0]
+    assert run["levels"]["inter"]["groups_at_once"] == 2
+    assert len(run["levels"]["intra"]["rows"]) == 17
+    assert set(run["levels"]["intra"]["kinds"]) == set(INTRA_KINDS)
+    assert run["link"]["levels"]["gpus_per_node"] == 2
+    print_report(cal, paths)
+    out = capsys.readouterr().out
+    assert "# per level: 2 nodes x 2 ranks, every group of a level at once" in out
+    assert "## inter, across nodes (2 ranks, one per node), all 2 local-rank groups" in out
+    assert "inter: α 1000 µs (from 7 lone sizes up to 64 KiB), busbw 0.125 GB/s" in out
+    assert "  reduce_scatter: α 100 µs (from its small sizes), busbw 0.500 GB/s" in out
+    assert "(x0.50 the level's all-reduce)" in out
+    assert "world, the flat ring over all ranks (the link file's top level): α 500 µs" in out
+    from simddp.cli import main
+    assert main(["sweep", "--model", "mlp-4x1024", "--link", str(tmp_path / "link.json"),
+                 "--nodes", "2", "--gpus-per-node", "2", "--bucket-mb", "4",
+                 "--strategies", "bucketed,hierarchical", "--format", "json"]) == 0
+    topo = json.loads(capsys.readouterr().out)["setup"]["topology"]
+    assert topo["hierarchical_inter_busbw_gbps"] == pytest.approx(0.125, rel=1e-4)
+    assert topo["intra_busbw_gbps"] == pytest.approx(1.0, rel=1e-4)
+
+
+def test_when_the_step_runs(monkeypatch):
+    assert _settings().gpus_per_node(4) == 2                     # 2 emulated hosts x 2
+    assert _settings(levels=False).gpus_per_node(4) is None      # --no-levels
+    s = CalibrateSettings(world=TWO_BY_TWO, world_sizes=(2, 4))
+    assert (s.gpus_per_node(2), s.gpus_per_node(4)) == (None, 2)  # 2 x 1: one level only
+    assert CalibrateSettings().gpus_per_node(2) is None           # loopback: one node
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "8"), ("MASTER_ADDR", "node0"),
+                        ("LOCAL_WORLD_SIZE", "4")):
+        monkeypatch.setenv(name, value)
+    assert CalibrateSettings().gpus_per_node(8) == 4              # torchrun: 2 nodes x 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert CalibrateSettings().gpus_per_node(8) is None           # torchrun on one node
+    with pytest.raises(InputError, match=r"--levels: the world is 1 node\(s\) x 8 rank"):
+        CalibrateSettings(levels=True)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--levels"], "--levels: the world is 1 node(s) x 2 rank(s); calibrating per level "
+                   "needs >1 node and >1 rank per node"),
+    (["--levels", "--emulate-hosts", "2"], "--levels: the world is 2 node(s) x 1 rank(s)"),
+])
+def test_levels_on_a_one_level_world_is_one_line_exit_2(argv, words, capsys, tmp_path):
+    rc = cli.main(argv + ["--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and words in err, err
+
+
+def test_the_flags():
+    on, _ = cli.parse_args(["--emulate-hosts", "2", "--world-sizes", "4", "--out", "/x/y"])
+    off, _ = cli.parse_args(["--emulate-hosts", "2", "--world-sizes", "4", "--no-levels",
+                             "--out", "/x/y"])
+    assert (on.levels, on.gpus_per_node(4), off.levels, off.gpus_per_node(4)) == (
+        None, 2, False, None)
+
+
+@pytest.mark.slow
+def test_the_rank_code_on_four_gloo_ranks_as_two_by_two():
+    """4 ranks on loopback, G = 2 from the payload (no namespaces): each level's groups are
+    the hierarchical all-reduce's, and the analysis turns them into two links."""
+    from realrun.launch import run_world
+    s = CalibrateSettings(min_bytes=1024, max_bytes=16384, warmup=1, iters=3, sequence=False,
+                          contention=False, progress=False, world_sizes=(4,),
+                          kinds=("reduce_scatter",), kinds_max_bytes=16384)
+    assert s.gpus_per_node(4) is None   # on loopback one node: the payload says G = 2
+    payload = {"sizes_bytes": s.sizes_bytes, "dtype": "float32", "warmup": 1, "iters": 3,
+               "contention": None, "sequence": None, "progress": False, "kinds": [],
+               "kind_sizes_bytes": [], "levels": {
+                   "gpus_per_node": 2, "sizes_bytes": s.sizes_bytes, "dtype": "float32",
+                   "warmup": 1, "iters": 3, "kinds": ["reduce_scatter"],
+                   "kind_sizes_bytes": s.kind_sizes_bytes}}
+    ranks = run_world("calibrate.ranks.run:run_rank", payload, world_size=4, timeout_s=60)
+    members = [r["levels"]["members"] for r in ranks]
+    assert members == [{"intra": [0, 1], "inter": [0, 2]}, {"intra": [0, 1], "inter": [1, 3]},
+                       {"intra": [2, 3], "inter": [0, 2]}, {"intra": [2, 3], "inter": [1, 3]}]
+    for r in ranks:
+        lv = r["levels"]
+        assert [row["size_bytes"] for row in lv["inter"]["sweep"]] == s.sizes_bytes
+        assert all(len(row["times_s"]) == 3 for row in lv["intra"]["sweep"])
+        # a reduce-scatter among the node's 2 ranks: n rounded to a multiple of 2 elements
+        assert [row["size_bytes"] for row in lv["intra"]["kinds"]["reduce_scatter"]] == \
+            s.kind_sizes_bytes
+    world = with_levels(s, analyse(s, 4, ranks), ranks)
+    links = world.levels.levels
+    assert (links.gpus_per_node, links.intra.world_size, links.inter.world_size) == (2, 2, 2)
+    assert set(links.intra.kind_fits) == {"reduce_scatter"}
+    assert links.intra.busbw_gbps > 0 and links.inter.busbw_gbps > 0
