@@ -3,6 +3,7 @@
     python bench/bench_trace_import.py                          # GPT-2, loopback + 2 Gbit/s
     python bench/bench_trace_import.py --links loopback --rounds 2 --steps 30
     python bench/bench_trace_import.py --trace-mb 0.25 --bucket-mb 0.5,1,2,4 --out out/trace_import
+    python bench/bench_trace_import.py --trace-mb 1 --bucket-mb 0.25,4,25 --alpha-us 450
 
 For each link and round:
 
@@ -64,6 +65,9 @@ def main() -> int:
     p.add_argument("--module", default=MODULE, help="FILE.py:FN (default examples/gpt2_tiny.py)")
     p.add_argument("--trace-mb", type=float, default=0.25, help="the traced bucket_cap_mb")
     p.add_argument("--bucket-mb", default="0.5,1,2,4", help="bucket sizes to predict")
+    p.add_argument("--alpha-us", type=float, default=None,
+                   help="trace-import's --alpha-us (calibrate's α), for a trace whose sizes "
+                        "are too alike to tell α (--trace-mb 1)")
     p.add_argument("--trace-steps", type=int, default=12, help="steps recorded per trace")
     p.add_argument("--steps", type=int, default=30, help="timed steps per measured config")
     p.add_argument("--logged-steps", type=int, default=10,
@@ -136,7 +140,7 @@ def run_round(link: str, args, others: list[float]) -> dict:
 
     return {"link": link, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "load_before": load_before, "load_after": os.getloadavg(),
-            "trace_mb": args.trace_mb, "cycles": [
+            "trace_mb": args.trace_mb, "alpha_us_given": args.alpha_us, "cycles": [
                 {k: v for k, v in c.items() if not k.endswith("predicted_s")} for c in cycles],
             "rows": rows, "median_ape_pct": median_ape("error_pct"),
             "anchored_median_ape_pct": median_ape("anchored_error_pct"),
@@ -155,10 +159,11 @@ def trace_and_import(workload: Workload, world: dict, args, sizes: list[float]) 
             "warmup": 3, "steps": args.trace_steps, "logged_steps": args.logged_steps,
             "out": os.path.join(tmp, "rank{rank}.json")}, world_size=2, timeout_s=300, **world)
         paths = [os.path.join(tmp, f"rank{r}.json") for r in range(2)]
-        imp = import_traces(paths)
+        alpha_s = None if args.alpha_us is None else args.alpha_us / 1e6
+        imp = import_traces(paths, alpha_s=alpha_s)
         # The job's log: each step's time is its slowest rank's; the median over steps.
         logged_s = statistics.median(max(s) for s in zip(*(r["logged_s"] for r in ranks)))
-        anchored = import_traces(paths, step_s=logged_s)
+        anchored = import_traces(paths, step_s=logged_s, alpha_s=alpha_s)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {

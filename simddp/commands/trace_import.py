@@ -55,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--module", default=None, metavar="FILE.py:FN",
                    help="your model (realrun's contract: FN() returns (model, inputs[, "
                         "loss_fn])), for parameter names; runs your file, which needs torch")
+    g.add_argument("--alpha-us", type=float, default=None, metavar="US",
+                   help="α of one all-reduce, µs, where the traced sizes are too alike to "
+                        "tell it from bandwidth (all within 1.5×: torch DDP traced at 1 MB): "
+                        "alpha_us of python -m calibrate's link.json on the same cluster; "
+                        "busbw and contention are still fitted")
     g.add_argument("--name", default=None, help="the profile's name (default: the trace's)")
     g.add_argument("--link", default=None, metavar="PRESET|FILE.json",
                    help="required for a one-rank trace (one GPU, world size 1), whose "
@@ -70,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--bucket-mb", args.bucket_mb), ("--step-ms", args.step_ms)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"{flag} must be a number > 0, got {value!r}")
+    if args.alpha_us is not None and not (math.isfinite(args.alpha_us) and args.alpha_us >= 0):
+        raise InputError(f"--alpha-us must be a number >= 0, got {args.alpha_us!r}")
     check_out_dir(args.out)  # only that it is writable: the traces may take a while
     from simddp.traceimport import import_traces
     from simddp.traceimport.summary import render_summary, summary
@@ -81,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         link = load_link(args.link) if args.link.endswith(".json") else get_link(args.link)
     imp = import_traces(args.traces, bucket_mb=args.bucket_mb,
                         implementation=args.implementation, name=args.name,
-                        step_s=None if args.step_ms is None else args.step_ms / 1e3, link=link)
+                        step_s=None if args.step_ms is None else args.step_ms / 1e3, link=link,
+                        alpha_s=None if args.alpha_us is None else args.alpha_us / 1e6)
     if len(imp.timelines) < imp.world_size:  # a rank left out may be the slow one
         print(f"warning: {len(imp.timelines)} trace(s) of a {imp.world_size}-rank job: the "
               "profile and link describe only those ranks; pass one trace per rank",

@@ -87,7 +87,7 @@ class TraceImport:
 
 def import_traces(paths, *, bucket_mb: float | None = None, implementation: str | None = None,
                   name: str | None = None, step_s: float | None = None,
-                  link: Link | None = None) -> TraceImport:
+                  link: Link | None = None, alpha_s: float | None = None) -> TraceImport:
     """Read one trace per rank; InputError (one line) if they lack what the import needs.
 
     ``bucket_mb``: the traced bucket_cap_mb, if known (else inferred from the buckets);
@@ -96,8 +96,15 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
     the traced configuration re-simulates to it (docs/TRACES.md, "The profiler's cost");
     ``link``: the network, required for a one-GPU trace and refused otherwise (a trace of
     one rank moves nothing over a network, so there is nothing to fit; see
-    simddp.traceimport.cuda).
+    simddp.traceimport.cuda); ``alpha_s``: the per-collective α where the traced sizes
+    are too alike to tell it from bandwidth (all within 1.5×, e.g. torch DDP traced at 1 MB):
+    calibrate's α of the same cluster; busbw and the slowdown are still fitted.
     """
+    if alpha_s is not None:
+        if not (isinstance(alpha_s, (int, float)) and 0 <= alpha_s < 10):
+            raise InputError(f"alpha_s must be seconds >= 0, got {alpha_s!r}")
+        if link is not None:
+            raise InputError("--alpha-us: --link already gives the whole link; give one")
     if step_s is not None and not (isinstance(step_s, (int, float)) and 0 < step_s < 1e6):
         raise InputError(f"--step-ms must be a number > 0, got {step_s!r}")
     paths = [str(p) for p in paths]
@@ -121,7 +128,7 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
         notes.append(f"the gradient all-reduces move {total_syncs} bytes per step, the "
                      f"gradients are {sum(grad_bytes)} bytes")
     derived = derive(joint, timelines, name or _name(paths[0]), grad_bytes, segment_grads,
-                     given_link=link)
+                     given_link=link, alpha_s=alpha_s)
     traced = traced_config(derived.profile, joint, timelines[0].implementation, bucket_mb)
     steps_s = [j.step_s for j in joint]
     measured_s = statistics.median(steps_s)

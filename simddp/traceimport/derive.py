@@ -56,13 +56,14 @@ class Derived:
 
 def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
            grad_bytes: tuple[int, ...], segment_grads: tuple[tuple[int, ...], ...],
-           given_link: Link | None = None) -> Derived:
+           given_link: Link | None = None, alpha_s: float | None = None) -> Derived:
     """Build the profile, link and host costs from the steps every rank traced.
 
     ``grad_bytes``: each gradient's bytes in ready order; ``segment_grads``: which of them
     each backward segment made ready (the trace's gradients, or its buckets when the trace
     does not give per-parameter sizes); ``given_link``: the link to use instead of fitting
-    one (a one-GPU trace, whose all-reduces moved nothing)."""
+    one (a one-GPU trace, whose all-reduces moved nothing); ``alpha_s``: α as given, where
+    the trace's sizes cannot tell it from bandwidth (only busbw and the slowdown fitted)."""
     first = joint[0].ranks[0]
     shapes = [None] * len(grad_bytes) if len(first.grad_shapes) != len(grad_bytes) \
         else list(first.grad_shapes)
@@ -70,7 +71,7 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
     overhead_s = statistics.median(t.overhead_s for t in timelines)
     world = len(timelines) if timelines[0].trace.world_size is None \
         else timelines[0].trace.world_size
-    link_fit = fit_link([_replay_step(j) for j in joint], world) if given_link is None \
+    link_fit = fit_link([_replay_step(j) for j in joint], world, alpha_s) if given_link is None \
         else LinkFit(given_link.alpha_s, given_link.busbw_gbps, given_link.comm_slowdown,
                      sizes_separable=True, slowdown_measured=False, residuals=())
 

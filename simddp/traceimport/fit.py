@@ -17,8 +17,10 @@ all-reduces run at once, which one the lane "served" first is arbitrary, when th
 not. The search is a coarse grid whose five best points each seed a search that zooms in
 eight times (numpy; simddp may not import calibrate's scipy fit). What the trace cannot
 tell is not guessed: with all sizes within 1.5× of each other α and busbw are not
-separable, so α = 0 and every second is bandwidth; with no all-reduce both beside the
-backward and after it, the slowdown is not measured and is 1.
+separable, so α = 0 and every second is bandwidth, unless α is given (``alpha_s``, the CLI's
+``--alpha-us``: calibrate's α of the same cluster), when only busbw and the slowdown are
+fitted; with no all-reduce both beside the backward and after it, the slowdown is not
+measured and is 1.
 
 **Compute**: backward segments that ran the same autograd nodes on gradients of the same
 shapes do the same work, so where such segments ran sometimes with the communication lane
@@ -63,14 +65,16 @@ class LinkFit:
     slowdown_measured: bool   # all-reduces both beside the backward and after it
     residuals: tuple[float, ...]   # per step: (replayed − traced) end of its last all-reduce,
                                    # over the traced time from first ready to that end
+    alpha_given: bool = False      # α as given (--alpha-us), not fitted
 
     @property
     def median_abs_error(self) -> float:
         return float(np.median(np.abs(self.residuals))) if self.residuals else 0.0
 
 
-def fit_link(steps: list[ReplayStep], world_size: int) -> LinkFit:
-    """α, busbw and comm_slowdown whose replay of ``steps`` ends closest to the trace."""
+def fit_link(steps: list[ReplayStep], world_size: int, alpha_s: float | None = None) -> LinkFit:
+    """α, busbw and comm_slowdown whose replay of ``steps`` ends closest to the trace;
+    ``alpha_s``: α as given (only busbw and the slowdown are fitted)."""
     sizes = np.concatenate([np.asarray(s.nbytes, dtype=float) for s in steps])
     separable = bool(sizes.max() >= SIZE_CONTRAST * sizes.min())
     shares = np.concatenate([_beside(s) for s in steps])
@@ -82,6 +86,8 @@ def fit_link(steps: list[ReplayStep], world_size: int) -> LinkFit:
     lo = np.array([1.0, 0.0, np.log10(BUSBW_RANGE_GBPS[0])])
     hi = np.array([MAX_SLOWDOWN if measured else 1.0, span if separable else 0.0,
                    np.log10(BUSBW_RANGE_GBPS[1])])
+    if alpha_s is not None:
+        lo[1] = hi[1] = alpha_s
     loss, grid = _grid(steps, factor, lo, hi)
     order = np.argsort(loss, axis=None)[:_SEEDS]
     seeds = [tuple(g[i] for g in grid) for i in (np.unravel_index(k, loss.shape) for k in order)]
@@ -93,7 +99,7 @@ def fit_link(steps: list[ReplayStep], world_size: int) -> LinkFit:
                       np.array([[[factor / 10.0 ** bw_best]]]))[-1].item()
         resid.append((end - st.end_s[-1]) / max(st.end_s[-1] - st.ready_s[0], 1e-9))
     return LinkFit(alpha_best, min(10.0 ** bw_best, BUSBW_RANGE_GBPS[1]), round(s_best, 3),
-                   separable, measured, tuple(resid))
+                   separable, measured, tuple(resid), alpha_given=alpha_s is not None)
 
 
 def _grid(steps: list[ReplayStep], factor: float, lo: np.ndarray, hi: np.ndarray):

@@ -62,6 +62,7 @@ def summary(imp) -> dict:
                  "comm_slowdown": imp.link.comm_slowdown,
                  "compute_slowdown": imp.link.compute_slowdown,
                  "sizes_separable": fit.sizes_separable,
+                 "alpha_given_us": round(fit.alpha_s * 1e6, 3) if fit.alpha_given else None,
                  "comm_slowdown_measured": fit.slowdown_measured,
                  "compute_slowdown_measured": cfit.measured,
                  "replay_median_abs_error": round(fit.median_abs_error, 4),
@@ -186,12 +187,15 @@ def _link_line(ln: dict) -> str:
         return (f"link: {ln['name']} as given (α {ln['alpha_us']:.0f} µs, busbw "
                 f"{ln['busbw_gbps']:.3g} GB/s), not measured: a one-rank trace's all-reduces "
                 "move nothing over a network; link.json is that link")
-    return (f"link: α {ln['alpha_us']:.0f} µs, busbw {ln['busbw_gbps']:.3g} GB/s, fitted on "
-            f"all-reduces of {ln['fitted_sizes_bytes'][0] / MB:.3g}–"
+    given = ln.get("alpha_given_us")
+    alpha = "" if given is None else f" (--alpha-us {given:g}, scaled with the rest)"
+    return (f"link: α {ln['alpha_us']:.0f} µs{alpha}, busbw {ln['busbw_gbps']:.3g} GB/s, "
+            f"fitted on all-reduces of {ln['fitted_sizes_bytes'][0] / MB:.3g}–"
             f"{ln['fitted_sizes_bytes'][1] / MB:.3g} MiB (buckets far outside extrapolate); "
             f"all-reduces x{ln['comm_slowdown']:.2f} slower beside compute"
             f"{'' if ln['comm_slowdown_measured'] else ' (not measured)'}, compute "
             f"x{ln['compute_slowdown']:.2f} slower beside them"
             f"{'' if ln['compute_slowdown_measured'] else ' (not measured)'}"
-            + ("" if ln["sizes_separable"]
-               else "; sizes too alike to tell α from bandwidth: α = 0"))
+            + ("" if ln["sizes_separable"] or given is not None
+               else "; sizes too alike to tell α from bandwidth: α = 0, so other bucket "
+                    "sizes differ only by overlap (give --alpha-us: calibrate's α)"))

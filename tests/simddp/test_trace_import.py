@@ -332,6 +332,16 @@ def test_link_fit_does_not_guess_what_equal_sizes_cannot_tell():
     assert not fit.sizes_separable and fit.alpha_s == 0.0 and fit.comm_slowdown == 1.0
 
 
+def test_link_fit_with_alpha_given_fits_only_bandwidth():
+    # Two 1 MB all-reduces back to back after the backward: 0.5 ms of α + 1 ms of bytes each
+    # at 1 GB/s busbw (2 ranks). Alone the sizes cannot tell α; with α given, busbw is exact.
+    steps = [ReplayStep((0.0, 0.0), (10**6, 10**6), (0.0015, 0.003), (0.0, 0.0))]
+    fit = fit_link(steps, world_size=2, alpha_s=0.0005)
+    assert fit.alpha_given and not fit.sizes_separable and fit.alpha_s == 0.0005
+    assert fit.busbw_gbps == pytest.approx(1.0, rel=0.01)
+    assert fit_link(steps, world_size=2).busbw_gbps == pytest.approx(2 / 3, rel=0.01)
+
+
 def test_compute_slowdown_from_repeated_work_beside_and_apart_from_comm():
     groups = {"block": [(1.0, 0.0), (1.02, 0.1), (1.5, 1.0), (1.48, 0.9), (9.0, 1.0)],
               "head": [(2.0, 0.0), (2.0, 0.0)]}        # no contrast: not used
@@ -387,6 +397,18 @@ def test_command_writes_profile_link_and_summary(tmp_path, capsys):
     assert code == 0 and "ddp" in stdout
 
 
+def test_alpha_us_is_kept_and_said(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "trace-import", *write(tmp_path, job()), "--out", str(out),
+                            "--alpha-us", "123")
+    assert code == 0, err
+    doc = json.loads((out / "summary.json").read_text())["link"]
+    # the closure on the traced step scales α with the bandwidth term (closure.py)
+    assert doc["alpha_given_us"] == 123 and load_link(out / "link.json").alpha_s \
+        == pytest.approx(123e-6 * doc["comm_scale"], rel=1e-3)
+    assert "(--alpha-us 123, scaled with the rest)" in stdout
+
+
 def _corrupt(tmp_path: Path) -> dict:
     no_backward = job()
     for t in no_backward:
@@ -437,6 +459,8 @@ def test_not_a_trace_is_one_line_exit_2(tmp_path, capsys, content, fragment):
     (["--bucket-mb", "nan"], "--bucket-mb must be a number > 0"),
     (["--step-ms", "0.001"], "the traced all-reduces alone take"),
     (["--module", "nowhere.py:build"], "no such file nowhere.py"),
+    (["--alpha-us", "-5"], "--alpha-us must be a number >= 0"),
+    (["--alpha-us", "100", "--link", "eth-100g"], "--link already gives the whole link"),
 ])
 def test_bad_flags_are_one_line_exit_2(tmp_path, capsys, argv, fragment):
     paths = write(tmp_path, job())
