@@ -114,6 +114,7 @@ class Predictor:
         self.record, self.stats, self.topology = record, stats, topology
         self.scenarios = scenarios(profile, link, host) if ranges else {}
         self.point_key = point_scenario(link, host).key
+        self.comm_factors = {scn.key: scn.comm_factor for scn in self.scenarios.values()}
         # Scenario key -> (profile, link, host): built once per sweep, shared by every row.
         self.inputs = {self.point_key: (profile, link, host),
                        **build_inputs(profile, link, host, self.scenarios.values())}
@@ -180,19 +181,28 @@ class Predictor:
         profile, link, host = self.inputs[scenario_key]
         self.work["engine_runs"] += 1
         return simulate(profile, link, p, self.world_size, host=host, record=record,
-                        stats=self.stats, topology=self.topology)
+                        stats=self.stats, topology=self._topology(scenario_key))
+
+    def _topology(self, scenario_key: tuple) -> Topology | None:
+        """The cluster a scenario runs on: a link file's per-level inter link scales with the
+        scenario's link between nodes (its comm factor)."""
+        if self.topology is None:
+            return None
+        return self.topology.time_scaled(self.comm_factors.get(scenario_key, 1.0))
 
     def _parts_moved_s(self, p: Plan, scenario_key: tuple, costs: HostCosts) -> float:
         """How far a scenario moves a plan that runs its lanes one after the other: its
         compute seconds and its comm lane's seconds there minus at the point (host work is
         held at its measurement; contention never applies, nothing overlaps)."""
-        def parts_s(profile: ModelProfile, link: Link) -> float:
+        def parts_s(profile: ModelProfile, link: Link, key: tuple) -> float:
             compute_s = compute_only_s(profile, p.micro_steps,
                                        optimizer_share_s(profile, p, self.world_size))
-            return compute_s + sum(comm_seconds(p, link, self.world_size, costs, self.topology))
+            return compute_s + sum(comm_seconds(p, link, self.world_size, costs,
+                                                self._topology(key)))
 
         profile, link, _ = self.inputs[scenario_key]
-        return parts_s(profile, link) - parts_s(self.profile, self.link)
+        return (parts_s(profile, link, scenario_key)
+                - parts_s(self.profile, self.link, self.point_key))
 
 
 def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy: Strategy,

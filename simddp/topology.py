@@ -46,7 +46,7 @@ the two cross-node all-reduces sharing each node's 1 GB/s NIC, measured at 0.5 G
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 from simddp.kinds import CollectiveKind
@@ -84,6 +84,14 @@ class Topology:
     def two_level(self) -> bool:
         """Whether both links carry traffic (else one of them is the whole story)."""
         return self.nodes > 1 and self.gpus_per_node > 1
+
+    def time_scaled(self, factor: float) -> "Topology":
+        """One end of a prediction range (simddp/ranges.py), which scales the link between
+        nodes by ``factor``: the hierarchical inter-node phase's own link scales with it, as
+        that phase did when it ran on the link between nodes; the intra link is held."""
+        if factor == 1.0 or self.inter is None:
+            return self
+        return replace(self, inter=self.inter.time_scaled(factor))
 
     def inter_bytes(self, kind: str, n_bytes: float, algorithm: str) -> float:
         """Bytes one rank sends over the inter-node link for one ``kind`` collective of

@@ -10,6 +10,7 @@ the file's world link (the flat ring over 4 ranks) α 500 µs, 1 GB/s; its level
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -154,12 +155,33 @@ def test_the_sweep_says_which_link_the_inter_phase_ran_on(tmp_path, capsys):
     assert main(["sweep", "--model", "mlp-4x1024", "--link", str(tmp_path / "link.json"),
                  "--nodes", "2", "--gpus-per-node", "2", "--bucket-mb", "4",
                  "--strategies", "bucketed,hierarchical", "--format", "json"]) == 0
-    topo = json.loads(capsys.readouterr().out)["setup"]["topology"]
+    doc = json.loads(capsys.readouterr().out)
+    topo = doc["setup"]["topology"]
     assert (topo["intra_link"], topo["hierarchical_inter_link"]) == ("ring-p4-intra",
                                                                       "ring-p4-inter")
+    (hier,) = [r for r in doc["rows"] if r["strategy"] == "hierarchical"]
+    assert hier["step_ms_range"][1] > hier["step_ms"]   # the range moves it (below)
     assert topo["hierarchical_inter_busbw_gbps"] == 0.5
     assert main(["sweep", "--model", "mlp-4x1024", "--link", str(tmp_path / "link.json"),
                  "--nodes", "2", "--gpus-per-node", "2", "--bucket-mb", "4",
                  "--strategies", "bucketed,hierarchical"]) == 0
     assert "hierarchical's inter-node phase: ring-p4-inter (α 1000 µs, busbw 0.5 GB/s, " \
            "all 2 cross-node groups at once)" in capsys.readouterr().out
+
+
+def test_a_range_scales_the_levels_inter_link_and_holds_the_intra_one():
+    """A link between nodes spread x0.5-x2 (calibrate's time_spread): the hierarchical
+    inter-node phase on the levels' inter link moves with it, as it did on --link."""
+    from simddp.predictor import Predictor
+    spread = dataclasses.replace(WORLD, time_spread=(0.5, 2.0))
+    r = Predictor(ZERO, spread, 4, ranges=True, topology=LEVELS.topology(2, 2)).predict(
+        make_strategy("hierarchical", 1000))
+    assert {k: ms(v) for k, v in r.scenarios_s.items() if k in ("low", "high")} == {
+        "low": round(RS_MS + ACROSS_MS / 2 + AG_MS, 8),
+        "high": round(RS_MS + 2 * ACROSS_MS + AG_MS, 8)}
+    topo = LEVELS.topology(2, 2)
+    assert topo.time_scaled(1.0) is topo and Topology(2, 2, INTRA).time_scaled(2.0).inter is None
+    slow = topo.time_scaled(2.0)
+    assert (slow.intra, slow.inter.alpha_s, slow.inter.busbw_gbps) == (INTRA, 2e-3, 0.25)
+    assert ms(collective_s(slow, WORLD, "all_reduce", B, "hierarchical")) == round(
+        RS_MS + 2 * ACROSS_MS + AG_MS, 8)
