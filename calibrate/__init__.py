@@ -11,8 +11,9 @@ As a library::
     cal.worlds[0].fit         # the α–β fit with 95 % intervals, cal.worlds[0].rows the sweep
 
 Modules: settings (what to measure, validated), calibration (run, measure), ranks/ (what runs
-on every rank: the sweep, the sequence α, contention), combine (the ranks' numbers into one),
-analysis (fits and the Link, per world), fit (least squares, numpy/scipy), report (text),
+on every rank: the sweep, the sequence α, contention, each level's sweeps), combine (the
+ranks' numbers into one), analysis (fits and the Link, per world), levels (per-level fits of a
+two-level world: the link file's levels), fit (least squares, numpy/scipy), report (text),
 files (CSV, JSON, link files), plots, cli (flags -> settings -> run -> report). Names are
 imported on first use, so ``python -m calibrate --help`` needs neither torch nor scipy.
 See docs/CALIBRATE.md.
