@@ -247,7 +247,7 @@ class CalibrateSettings:
         return cls(min_bytes=4 << 10, max_bytes=max_bytes, factor=2.0, iters=iters, warmup=3,
                    contention_repeats=5, world=world, threads_per_rank=threads_per_rank,
                    piecewise=piecewise, sequence=sequence, progress=False,
-                   sequence_repeats=15, kinds=kinds,
+                   sequence_repeats=15, kinds=kinds, levels=False,  # validate uses no levels
                    ).for_model(tensor_bytes, max_bytes_given=True)
 
     @property

@@ -144,6 +144,8 @@ def test_when_the_step_runs(monkeypatch):
     s = CalibrateSettings(world=TWO_BY_TWO, world_sizes=(2, 4))
     assert (s.gpus_per_node(2), s.gpus_per_node(4)) == (None, 2)  # 2 x 1: one level only
     assert CalibrateSettings().gpus_per_node(2) is None           # loopback: one node
+    # realrun validate's short calibration predicts with the world's link: no levels
+    assert CalibrateSettings.short(TWO_BY_TWO, [4 << 20] * 3).gpus_per_node(4) is None
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "8"), ("MASTER_ADDR", "node0"),
                         ("LOCAL_WORLD_SIZE", "4")):
         monkeypatch.setenv(name, value)
