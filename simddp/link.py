@@ -192,9 +192,18 @@ class Link:
     def kind_law(self, kind: str, n_bytes: float, blocking: bool = False
                  ) -> tuple[float, float]:
         """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else
-        the all-reduce's (:meth:`law`)."""
+        the all-reduce's (:meth:`law`). A fit's α is a lone collective's; ``blocking`` adds
+        what waiting for each before the next costs an all-reduce (``blocking_alpha_s`` −
+        ``alpha_s``): the main thread's hand-off and wake-up, there for every kind (2 Gloo
+        ranks here, 32 waited for after 20 ms of compute against one after a barrier, 64 KiB
+        and 512 KiB: all-reduce +0.8…+1.3 ms, reduce-scatter +0.6…+1.7, all-gather
+        +0.4…+0.6; docs/results/2026-11-25-small-collective-law.md, section 7)."""
         fit = self.kind_fits.get(kind)
-        return (fit.alpha_s, fit.busbw_gbps) if fit is not None else self.law(n_bytes, blocking)
+        if fit is None:
+            return self.law(n_bytes, blocking)
+        wait_s = 0.0 if not blocking or self.blocking_alpha_s is None \
+            else max(0.0, self.blocking_alpha_s - self.alpha_s)
+        return fit.alpha_s + wait_s, fit.busbw_gbps
 
     def collective_s(self, kind: str, n_bytes: float, world_size: int,
                      blocking: bool = False) -> float:

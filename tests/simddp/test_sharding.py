@@ -7,6 +7,8 @@ unit unless said otherwise. Spans as ``(lane, label, start_ms, end_ms)``, comput
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -185,6 +187,12 @@ def test_collective_laws_and_measured_fits_per_kind():
     assert link_from_json(link_to_json(fitted)) == fitted                # files keep them
     assert fitted.time_scaled(2.0).collective_s(ALL_GATHER, 10**6, 4) == pytest.approx(7e-3)
     assert fitted.with_overrides(busbw_gbps=2.0).kind_fits == {}         # one line again
+    # waited for (FSDP2 on Gloo): a fit's lone α plus what waiting costs an all-reduce,
+    # blocking α 3 ms − α 1 ms = 2 ms; a kind without a fit takes the blocking α itself
+    waited = replace(fitted, blocking_alpha_s=3e-3)
+    assert waited.collective_s(ALL_GATHER, 10**6, 4, blocking=True) == pytest.approx(5.5e-3)
+    assert waited.collective_s(ALL_GATHER, 10**6, 4) == pytest.approx(3.5e-3)
+    assert waited.collective_s(REDUCE_SCATTER, 10**6, 4, blocking=True) == pytest.approx(3.75e-3)
     with pytest.raises(InputError, match="kind_fits: unknown kind 'broadcast'"):
         Link("l", 0.0, 1.0, kind_fits={"broadcast": KindFit(0.0, 1.0)})
     with pytest.raises(InputError, match="kind_fits.all_gather.busbw_gbps"):
