@@ -101,6 +101,18 @@ def test_lone_samples_across_the_sequence_step_beat_a_slow_stretch_of_the_sweep(
     assert world.sequence["alpha_from"].startswith("20 lone 4 KiB")
 
 
+def test_lone_alpha_above_the_queue_is_capped_at_it():
+    # a slow stretch over the sequence step: the lone 4 KiB samples at 3 ms, the queue of 8
+    # at 1.5 ms each; a step's overlapped all-reduce costs no more than a queued one
+    ranks = _ranks(list(predict_s(3e-4, 1.0, SMALL, 2)), [8 * 1.5e-3] * 5)
+    for r in ranks:
+        r["sequence"] = {**r["sequence"], "lone_s": [3.0e-3] * 20, "lone_bytes": 4096}
+    world = analyse(_settings(), 2, ranks)
+    assert world.link.alpha_s == pytest.approx(world.sequence["queued_alpha_s"])
+    assert world.sequence["lone_above_queue_s"] == pytest.approx(3e-3 - 4096 / 1e9, rel=0.01)
+    assert "capped at it" in world.sequence["alpha_from"]
+
+
 def test_a_sweep_with_no_slope_is_flagged_in_report_and_link(capsys):
     world = analyse(_settings(), 2, _ranks([4e-4] * len(SMALL), [8 * 1.5e-3] * 5))
     assert any(p.startswith("link: busbw at its") for p in world.problems)
