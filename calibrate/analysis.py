@@ -173,9 +173,9 @@ def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size
         return
     # A queue of N issued at once after compute costs total / N each, its one-off start
     # included, so no collective a step overlaps costs more: a lone α above it means the box
-    # was slow while the lone ones ran (2026-11-25: 9 of 11 calibrations had lone/queued
-    # 0.53-0.68; the 2 above the queue, 1.19 and 1.38, were the α outliers, 1.7-2.7x the
-    # others, docs/results/2026-11-25-small-collective-law.md, section 6). The queue's stays.
+    # was slow while the lone ones ran (2026-11-25, 12 calibrations in a row: 9 had lone/queued
+    # 0.50-0.66; the 3 above the queue, 1.08-1.38, were the α outliers, 1.7-2.7x the others,
+    # docs/results/2026-11-25-small-collective-law.md, section 6). The queue's stays.
     if seq["alpha_s"] > seq["queued_alpha_s"]:
         seq["lone_above_queue_s"] = seq["alpha_s"]
         seq["alpha_from"] += (f", {seq['alpha_s'] * 1e6:.0f} µs, above the queue's "
