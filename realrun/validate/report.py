@@ -76,10 +76,10 @@ def caveats(settings: ValidateSettings) -> list[str]:
     out = []
     if settings.backend == "gloo" and any(s in SHARDED for s in settings.strategies):
         out.append("caveat: fsdp/zero2 on Gloo: FSDP2's host work and blocking collectives are "
-                   "measured with the profile and charged (realrun/fsdp_host_costs.py), but the "
-                   "wire law of many small reduce-scatters/all-gathers has no blocking α yet: "
-                   "expect under-prediction with small units over a slow link (-23 to -31 % "
-                   "on the transformer at 2 Gbit/s: docs/results/2026-11-23-sharded-and-hooks.md)")
+                   "measured with the profile and charged (realrun/fsdp_host_costs.py); a "
+                   "waited-for reduce-scatter or all-gather is charged what waiting costs an "
+                   "all-reduce (blocking α − α), which is 0.4-1.7 ms a call here but not the "
+                   "same for every kind (docs/results/2026-11-25-small-collective-law.md)")
     if settings.backend == "gloo" and settings.comm_hooks:
         out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
                    "slower than simddp's byte counts say, and PowerSGD runs bucket by bucket "
