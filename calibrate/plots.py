@@ -1,7 +1,8 @@
 """calibrate's two pictures: all-reduce time against size (log-log, the fitted line, relative
 residuals below) and bus bandwidth against size, as ``allreduce_time.png`` and
 ``allreduce_busbw.png``; the busbw plot also has a series per other collective kind measured
-(reduce-scatter, all-gather). matplotlib's object API (Figure, Agg canvas): no pyplot state.
+(reduce-scatter, all-gather) and, on a two-level world, per level (its all-reduces inside
+every node at once, and across nodes with every local-rank group at once). matplotlib's object API (Figure, Agg canvas): no pyplot state.
 """
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def figures(runs: list[WorldCalibration], wire_gbps: float | None = None) -> dic
     """File name -> Figure, laid out and ready to render (tests check what lies inside)."""
     fig = Figure(figsize=(7, 6.5))
     ax, res_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    bw_fig = Figure(figsize=(7, 4.5))
+    # the legend beside the axes (a two-level world has ~11 entries); constrained layout
+    # keeps it inside the figure, which tight_layout does not for a legend outside the axes
+    bw_fig = Figure(figsize=(10.5, 4.5), layout="constrained")
     bw_ax = bw_fig.subplots()
     for i, run in enumerate(runs):
         color = f"C{i}"
@@ -74,6 +77,7 @@ def figures(runs: list[WorldCalibration], wire_gbps: float | None = None) -> dic
                        label=f"p={p} {kind} measured")
             bw_ax.plot(grid, grid * kind_factor(kind, p) / c.fit.predict_s(grid) / GB, "-.",
                        color=color, lw=0.8, alpha=0.7, label=f"p={p} {kind} link file")
+        _plot_levels(bw_ax, run, grid)
     if wire_gbps:
         bw_ax.axhline(wire_gbps, color="k", lw=0.8, ls=":", label=f"wire {wire_gbps:g} GB/s")
     ax.set(xscale="log", yscale="log", ylabel="all-reduce time (µs)",
@@ -84,9 +88,30 @@ def figures(runs: list[WorldCalibration], wire_gbps: float | None = None) -> dic
                ylabel="measured / lone fit − 1 (%)")
     bw_ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
               title="bus bandwidth vs size")
-    bw_ax.legend(fontsize=7)
-    for figure in (fig, bw_fig):
-        figure.tight_layout()
+    bw_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
     return {"allreduce_time.png": fig, "allreduce_busbw.png": bw_fig}
 
 
+
+
+_LEVEL_MARKERS = {"intra": "D", "inter": "P"}
+
+
+def _plot_levels(ax, run: WorldCalibration, grid: np.ndarray) -> None:
+    """A two-level world's per-level all-reduce busbw, measured and its fit (calibrate.levels),
+    in colours of their own: where the inter level sits below the ring is the shared NIC."""
+    levels = getattr(run, "levels", None)
+    if levels is None:
+        return
+    for name, marker in _LEVEL_MARKERS.items():
+        c = getattr(levels, name)
+        sizes = np.array([r["size_bytes"] for r in c.rows], dtype=float)
+        bw = [bandwidths_gbps(n, r["time_s"], c.ranks)[1] for n, r in zip(sizes, c.rows)]
+        ax.plot(sizes, bw, marker, ls="-", color="C2" if name == "intra" else "C3", ms=4,
+                lw=0.8, mfc="none", label=f"{name} measured: {c.ranks} ranks a group, "
+                                            f"{c.groups} groups at once")
+        ax.plot(grid, grid * bus_factor(c.ranks) / c.fit.predict_s(grid) / GB, "--",
+                color="C2" if name == "intra" else "C3", lw=0.8,
+                label=f"{name} fit (α {c.link.alpha_s * 1e6:.0f} µs, busbw "
+                      f"{c.link.busbw_gbps:.3g} GB/s)")

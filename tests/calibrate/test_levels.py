@@ -206,3 +206,13 @@ def test_the_rank_code_on_four_gloo_ranks_as_two_by_two():
     assert (links.gpus_per_node, links.intra.world_size, links.inter.world_size) == (2, 2, 2)
     assert set(links.intra.kind_fits) == {"reduce_scatter"}
     assert links.intra.busbw_gbps > 0 and links.inter.busbw_gbps > 0
+
+
+def test_the_busbw_plot_shows_each_level_inside_the_figure():
+    from calibrate.plots import figures
+    from tests.simddp.test_plot_layout import outside
+    fig = figures([_world(_settings())], wire_gbps=0.25)["allreduce_busbw.png"]
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "intra measured: 2 ranks a group, 2 groups at once" in labels
+    assert "inter fit (α 1000 µs, busbw 0.125 GB/s)" in labels
+    assert outside(fig) == []   # the legend beside the axes stays inside the figure
