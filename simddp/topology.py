@@ -159,6 +159,17 @@ def level_load(topo: Topology, inter: Link, plan) -> dict:
             "bound_by": "inter" if inter_s >= intra_s else "intra"}
 
 
+def _phase_wait_s(link: Link) -> float:
+    """What each phase of a hierarchical collective pays for being waited for before the next
+    (realrun's runs them one after another on one worker thread): the link between nodes'
+    ``blocking_alpha_s − alpha_s``, as for a waited-for kind (:meth:`Link.kind_law`; 2 Gloo
+    ranks: +0.4…+1.7 ms a call, docs/results/2026-11-25-small-collective-law.md, section 7).
+    0 where the link has no blocking α (presets), so NCCL clusters are unchanged."""
+    if link.blocking_alpha_s is None:
+        return 0.0
+    return max(0.0, link.blocking_alpha_s - link.alpha_s)
+
+
 def _across_s(topo: Topology, inter: Link, kind: str, n_bytes: float) -> float:
     """The inter-node phase of a hierarchical ``kind`` collective."""
     across = topo.inter or inter
@@ -178,11 +189,12 @@ def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorit
     inside = topo.intra.collective_s
     across = (topo.inter or inter).collective_s   # the levels' inter fit, if the file had one
     share = n_bytes / gpus   # what each GPU's slice of the node sends across nodes
+    wait_s = 0.0 if blocking else _phase_wait_s(inter)
     if kind == AR:
         return (inside(RS, n_bytes, gpus, blocking) + across(AR, share, nodes, blocking)
-                + inside(AG, n_bytes, gpus, blocking))
+                + inside(AG, n_bytes, gpus, blocking) + 3 * wait_s)
     if kind == RS:
-        return inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking)
+        return inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking) + 2 * wait_s
     if kind == AG:
-        return across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
+        return across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking) + 2 * wait_s
     raise InputError(f"unknown collective kind {kind!r}")
