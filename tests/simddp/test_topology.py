@@ -32,6 +32,23 @@ def test_the_issues_2x2_case_flat_ring_and_hierarchical():
                              * 1e3, 6) == 8.55638
 
 
+def test_each_hierarchical_phase_pays_the_wait_of_a_blocking_link():
+    # the 2x2 case with a calibrated link between nodes: α 0, blocking α 1 ms, so each of
+    # the three phases, waited for before the next on realrun's worker thread, adds 1 ms
+    topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
+    waits = Link("eth", 0.0, 1.0, blocking_alpha_s=1e-3)
+    hier = simulate(ZERO, waits, plan(ZERO, make_strategy("hierarchical", 1000)), 4,
+                    topology=topo)
+    flat = simulate(ZERO, waits, plan(ZERO, make_strategy("flat")), 4, topology=topo)
+    assert ms(hier) == 8.55638 + 3.0
+    assert ms(flat) == 25.165824 + 1.0     # flat waits for its one all-reduce: blocking α
+    assert collective_s(topo, waits, "reduce_scatter", B, "hierarchical") == pytest.approx(
+        (0.5 * B / 100e9 + 0.5 * (B / 2) / 1e9) + 2e-3)
+    # a plan that waits anyway pays the links' own blocking α, not the wait again
+    assert collective_s(topo, waits, "all_reduce", B, "hierarchical", blocking=True) \
+        == pytest.approx(8.55638e-3 + 1e-3)
+
+
 def test_4x8_laws_by_hand():
     """4 nodes × 8 GPUs; inside α 10 µs, 100 GB/s; between α 50 µs, 10 GB/s."""
     topo = Topology(4, 8, Link("in", 10e-6, 100.0))
