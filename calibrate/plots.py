@@ -2,7 +2,8 @@
 residuals below) and bus bandwidth against size, as ``allreduce_time.png`` and
 ``allreduce_busbw.png``; the busbw plot also has a series per other collective kind measured
 (reduce-scatter, all-gather) and, on a two-level world, per level (its all-reduces inside
-every node at once, and across nodes with every local-rank group at once). matplotlib's object API (Figure, Agg canvas): no pyplot state.
+every node at once, and across nodes with every local-rank group at once). matplotlib's
+object API (Figure, Agg canvas): no pyplot state.
 """
 from __future__ import annotations
 
@@ -93,9 +94,7 @@ def figures(runs: list[WorldCalibration], wire_gbps: float | None = None) -> dic
     return {"allreduce_time.png": fig, "allreduce_busbw.png": bw_fig}
 
 
-
-
-_LEVEL_MARKERS = {"intra": "D", "inter": "P"}
+_LEVEL_STYLES = {"intra": ("D", "C2"), "inter": ("P", "C3")}   # marker, colour
 
 
 def _plot_levels(ax, run: WorldCalibration, grid: np.ndarray) -> None:
@@ -104,14 +103,14 @@ def _plot_levels(ax, run: WorldCalibration, grid: np.ndarray) -> None:
     levels = getattr(run, "levels", None)
     if levels is None:
         return
-    for name, marker in _LEVEL_MARKERS.items():
+    for name, (marker, color) in _LEVEL_STYLES.items():
         c = getattr(levels, name)
         sizes = np.array([r["size_bytes"] for r in c.rows], dtype=float)
         bw = [bandwidths_gbps(n, r["time_s"], c.ranks)[1] for n, r in zip(sizes, c.rows)]
-        ax.plot(sizes, bw, marker, ls="-", color="C2" if name == "intra" else "C3", ms=4,
+        ax.plot(sizes, bw, marker, ls="-", color=color, ms=4,
                 lw=0.8, mfc="none", label=f"{name} measured: {c.ranks} ranks a group, "
                                             f"{c.groups} groups at once")
         ax.plot(grid, grid * bus_factor(c.ranks) / c.fit.predict_s(grid) / GB, "--",
-                color="C2" if name == "intra" else "C3", lw=0.8,
+                color=color, lw=0.8,
                 label=f"{name} fit (α {c.link.alpha_s * 1e6:.0f} µs, busbw "
                       f"{c.link.busbw_gbps:.3g} GB/s)")

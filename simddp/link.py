@@ -201,9 +201,15 @@ class Link:
         fit = self.kind_fits.get(kind)
         if fit is None:
             return self.law(n_bytes, blocking)
-        wait_s = 0.0 if not blocking or self.blocking_alpha_s is None \
-            else max(0.0, self.blocking_alpha_s - self.alpha_s)
-        return fit.alpha_s + wait_s, fit.busbw_gbps
+        return fit.alpha_s + (self.wait_s if blocking else 0.0), fit.busbw_gbps
+
+    @property
+    def wait_s(self) -> float:
+        """What waiting for a collective before issuing the next costs on top of its lone α:
+        ``blocking_alpha_s − alpha_s``, 0 without a blocking α (presets)."""
+        if self.blocking_alpha_s is None:
+            return 0.0
+        return max(0.0, self.blocking_alpha_s - self.alpha_s)
 
     def collective_s(self, kind: str, n_bytes: float, world_size: int,
                      blocking: bool = False) -> float:

@@ -159,17 +159,6 @@ def level_load(topo: Topology, inter: Link, plan) -> dict:
             "bound_by": "inter" if inter_s >= intra_s else "intra"}
 
 
-def _phase_wait_s(link: Link) -> float:
-    """What each phase of a hierarchical collective pays for being waited for before the next
-    (realrun's runs them one after another on one worker thread): the link between nodes'
-    ``blocking_alpha_s − alpha_s``, as for a waited-for kind (:meth:`Link.kind_law`; 2 Gloo
-    ranks: +0.4…+1.7 ms a call, docs/results/2026-11-25-small-collective-law.md, section 7).
-    0 where the link has no blocking α (presets), so NCCL clusters are unchanged."""
-    if link.blocking_alpha_s is None:
-        return 0.0
-    return max(0.0, link.blocking_alpha_s - link.alpha_s)
-
-
 def _across_s(topo: Topology, inter: Link, kind: str, n_bytes: float) -> float:
     """The inter-node phase of a hierarchical ``kind`` collective."""
     across = topo.inter or inter
@@ -189,7 +178,11 @@ def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorit
     inside = topo.intra.collective_s
     across = (topo.inter or inter).collective_s   # the levels' inter fit, if the file had one
     share = n_bytes / gpus   # what each GPU's slice of the node sends across nodes
-    wait_s = 0.0 if blocking else _phase_wait_s(inter)
+    # realrun runs the three phases one after another on one worker thread, each waited for:
+    # each pays what waiting costs (Link.wait_s; 2 Gloo ranks: +0.4…+1.7 ms a call,
+    # docs/results/2026-11-25-small-collective-law.md section 7; 0 for presets and NCCL).
+    # A plan that waits anyway already pays its links' blocking α.
+    wait_s = 0.0 if blocking else inter.wait_s
     if kind == AR:
         return (inside(RS, n_bytes, gpus, blocking) + across(AR, share, nodes, blocking)
                 + inside(AG, n_bytes, gpus, blocking) + 3 * wait_s)
