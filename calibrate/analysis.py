@@ -176,7 +176,12 @@ def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size
     # was slow while the lone ones ran (2026-11-25, 12 calibrations in a row: 9 had lone/queued
     # 0.50-0.66; the 3 above the queue, 1.08-1.38, were the α outliers, 1.7-2.7x the others,
     # docs/results/2026-11-25-small-collective-law.md, section 6). The queue's stays.
-    if seq["alpha_s"] > seq["queued_alpha_s"]:
+    # A queue's α of 0 is not a measurement: its bytes term, at a busbw fitted on sizes up to
+    # 64 KiB only, came out above its whole time (CI 2026-11-25: capping there zeroed α), so
+    # there is nothing to cap at.
+    if seq["queued_alpha_s"] <= 0:
+        seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
+    elif seq["alpha_s"] > seq["queued_alpha_s"]:
         seq["lone_above_queue_s"] = seq["alpha_s"]
         seq["alpha_from"] += (f", {seq['alpha_s'] * 1e6:.0f} µs, above the queue's "
                               f"{seq['queued_alpha_s'] * 1e6:.0f} µs: capped at it (a slow "

@@ -151,7 +151,10 @@ def test_small_real_run(tmp_path):
     assert link.alpha_s == pytest.approx(seq["alpha_s"]) == pytest.approx(run["fit"]["alpha_s"])
     assert seq["alpha_from"].startswith("8 lone 4 KiB")   # 4 per repeat, 2 repeats
     assert seq["sweep_small_alpha_s"] > 0     # the sweep's small sizes: reported, not used
-    assert seq["queued_alpha_s"] > 0       # the queue's figure, reported, not used
+    # the queue's figure, reported, not used; 0 when the busbw fitted on sizes up to 64 KiB
+    # puts its bytes term above its whole time (CI, 2026-11-25), and then nothing is capped
+    assert seq["queued_alpha_s"] >= 0
+    assert link.alpha_s > 1e-6               # a Gloo all-reduce's α is tens of µs or more
     assert link.blocking_alpha_s == pytest.approx(seq["blocking_alpha_s"])
     assert run["heldout"]["heldout_bytes"] == [2048, 16384]
     assert all(r["time_s"] <= r["p95_s"] for r in run["rows"])

@@ -160,3 +160,16 @@ def test_forty_sequence_repeats_by_default():
     # 10 repeats (1.5 s) sampled one fast or slow stretch: α 0.23-2.3 ms from run to run;
     # 40 kept four runs within ±30 % (docs/results/2026-11-24-calibrate-repeatability.md)
     assert CalibrateSettings().sequence_repeats == 40
+
+
+def test_a_queue_not_resolved_above_its_bytes_caps_nothing():
+    # CI, 2026-11-25: on sizes up to 64 KiB busbw came out so low that the queue's bytes term
+    # exceeded its whole time, its α clamped to 0, and the cap zeroed the overlapped α
+    lone = list(predict_s(3e-4, 1.0, SMALL, 2))
+    ranks = _ranks(lone, [1e-4] * 5)          # 8 x 64 KiB in 0.1 ms: below its bytes term
+    for r in ranks:
+        r["sequence"] = {**r["sequence"], "lone_s": [3.0e-4] * 20, "lone_bytes": 4096}
+    world = analyse(_settings(), 2, ranks)
+    assert world.sequence["queued_alpha_s"] == 0.0
+    assert world.link.alpha_s == pytest.approx(3e-4 - 4096 / 1e9, rel=0.02)
+    assert "not capped" in world.sequence["alpha_from"]
