@@ -186,8 +186,8 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
             print(f"contention (a forward + backward of {len(a.contention_widths)} Linear "
                   f"layers, {c0['compute_alone_s'] * 1e3:.1f} ms alone, against "
                   f"{c0['stream_count']} all-reduces of {human_bytes(c0['stream_bytes'])} in "
-                  f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median of {c0['repeats']}, "
-                  f"mean over ranks): compute x{cont['compute_slowdown']:.2f} slower while "
+                  f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median over {c0['repeats']} "
+                  f"repeats x {len(cont['per_rank'])} ranks): compute x{cont['compute_slowdown']:.2f} slower while "
                   f"all-reduces run, all-reduces x{cont['comm_slowdown']:.2f} slower under "
                   "compute")
             for note in cont["notes"]:

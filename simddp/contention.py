@@ -170,21 +170,36 @@ def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,
 
 
 def combine_contention(per_rank: list[dict]) -> dict:
-    """The factors for the link or host: each rank's medians through :func:`slowdowns`, the
-    mean over ranks (a collective needs every rank, so each rank's estimate sees the same
-    collectives; the max of two noisy estimates read all-reduces x2.71 slower where the other
-    rank said x2.16, 2026-11-23), at least 1.0 (below 1.0 is noise); and their spread over
-    repeats and ranks when the repeats are given (``repeats_s``: (W, T, D, Ts) each).
+    """The factors for the link or host: the median over every repeat of every rank of that
+    repeat's :func:`slowdowns` (``repeats_s``: (W, T, D, Ts) each), at least 1.0 (below 1.0
+    is noise); and their p10/p90 spread (:func:`contention_spread`).
+
+    Why per repeat: the four times of one repeat are taken within half a second, but the comm
+    alone (T) of the same 75 all-reduces drifts ±35 % between stretches of seconds on a 2-core
+    box, and comm's factor is a difference, D / (D + T − Ts). Fed four medians taken from
+    different repeats it read ×1.5 to ×7.3 for the same transformer in eight profiles of one
+    afternoon; the median of the per-repeat factors, ×1.7 to ×2.8 (docs/results/
+    2026-11-25-small-collective-law.md, section 9). Without repeats (older files): each
+    rank's medians through :func:`slowdowns`, the mean over ranks.
 
     >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,
     ...      "comm_together_s": 0.035, "repeats": 5, "stream_bytes": 8, "stream_count": 1}
     >>> c = combine_contention([r, r]); (c["compute_slowdown"], c["comm_slowdown"], c["notes"])
     (1.5, 2.0, [])
+    >>> reps = [(0.05, 0.05, 0.08, 0.10), (0.05, 0.07, 0.08, 0.12), (0.05, 0.05, 0.08, 0.11)]
+    >>> c = combine_contention([{**r, "repeats_s": reps}])     # comm x2.67, x2.67, x4
+    >>> round(c["compute_slowdown"], 2), round(c["comm_slowdown"], 2)
+    (1.6, 2.67)
     """
-    factors = [slowdowns(r["compute_alone_s"], r["comm_alone_s"], r["compute_together_s"],
-                         r["comm_together_s"]) for r in per_rank]
-    compute = sum(f[0] for f in factors) / len(factors)
-    comm = sum(f[1] for f in factors) / len(factors)
+    repeats = [tuple(rep) for r in per_rank for rep in r.get("repeats_s") or ()]
+    if repeats:
+        compute, comm = (float(v) for v in
+                         np.median(np.array([slowdowns(*rep) for rep in repeats]), axis=0))
+    else:
+        factors = [slowdowns(r["compute_alone_s"], r["comm_alone_s"], r["compute_together_s"],
+                             r["comm_together_s"]) for r in per_rank]
+        compute = sum(f[0] for f in factors) / len(factors)
+        comm = sum(f[1] for f in factors) / len(factors)
     notes = [f"{name} measured {v:.3f} < 1.0 (noise), clamped to 1.0"
              for name, v in (("compute_slowdown", compute), ("comm_slowdown", comm)) if v < 1.0]
     # The two lanes must overlap for most of the shorter one, or the factors are guesses.

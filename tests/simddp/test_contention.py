@@ -1,7 +1,9 @@
 """Contention has one type (simddp/contention.py), read from the link's and the host's fields."""
+import numpy as np
 import pytest
 
-from simddp.contention import Contention, contention_for, with_contention
+from simddp.contention import (Contention, combine_contention, contention_for, slowdowns,
+                               with_contention)
 from simddp.errors import InputError
 from simddp.host import Host
 from simddp.io import host_from_json, link_from_json
@@ -57,3 +59,22 @@ def test_the_files_fields_still_load():
 def test_bad_contention_is_refused_in_one_line(bad, match):
     with pytest.raises(InputError, match=match):
         Contention(**bad)
+
+
+def test_factors_pair_each_repeat_s_own_times():
+    # grid 3's transformer profile, rank 0, 2026-11-25 (ms): comm alone drifted 45-105 ms
+    # between repeats; medians of W, T, D, Ts taken from different repeats read comm x5.3,
+    # the repeats themselves x1.35-x9.1 around a median of x2.45
+    reps_ms = [(48.5, 105.4, 103.7, 132.1), (55.6, 80.9, 78.2, 125.2), (50.8, 58.1, 72.1, 126.0),
+               (51.3, 51.0, 117.6, 162.0), (52.0, 54.8, 90.9, 135.7), (48.1, 49.8, 66.1, 121.8),
+               (55.1, 44.6, 68.3, 123.8), (46.0, 50.2, 87.6, 160.2), (44.2, 68.6, 123.4, 111.4)]
+    reps = [tuple(t / 1e3 for t in r) for r in reps_ms]
+    medians = dict(zip(("compute_alone_s", "comm_alone_s", "compute_together_s",
+                        "comm_together_s"), np.median(np.array(reps), axis=0)))
+    old = slowdowns(*medians.values())
+    assert old[1] == pytest.approx(5.3, abs=0.1)
+    c = combine_contention([{**medians, "repeats": 9, "repeats_s": reps}])
+    assert c["comm_slowdown"] == pytest.approx(2.45, abs=0.05)
+    assert c["compute_slowdown"] == pytest.approx(1.75, abs=0.05)
+    (low, high) = c["spread"]      # the same repeats' p10 and p90 bracket it
+    assert low[1] < c["comm_slowdown"] < high[1]
