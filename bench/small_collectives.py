@@ -2,6 +2,7 @@
 
     python bench/small_collectives.py                        # transformer-small, 2 Gloo ranks
     python bench/small_collectives.py --configs overlap,bucketed:0.25,bucketed:4 --steps 20
+    python bench/small_collectives.py --emulate-hosts 2 --link-gbit 2       # two shaped hosts
 
 Both ranks run on this machine, so ``time.perf_counter`` (CLOCK_MONOTONIC) is one clock for
 both: a collective's launch on each rank and its completion on each rank can be lined up
@@ -107,6 +108,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default="out/small_collectives.json")
+    p.add_argument("--emulate-hosts", type=int, default=None,
+                   help="run the ranks in that many network namespaces (realrun's emulation)")
+    p.add_argument("--link-gbit", type=float, default=None,
+                   help="with --emulate-hosts: shape each host's link to this many Gbit/s")
     a = p.parse_args()
     from realrun.workload import Workload
     spec = parse_model(TFM[0]).shrunk(**TFM[1]) if a.model is None else parse_model(a.model)
@@ -119,7 +124,8 @@ def main() -> int:
                "steps": a.steps, "warmup": a.warmup, "seed": 0, "optimizer": "sgd",
                "precision": "fp32"}
     load = os.getloadavg()[0]
-    ranks = run_world("bench.small_collectives:rank", payload, timeout_s=600)
+    ranks = run_world("bench.small_collectives:rank", payload, timeout_s=600,
+                      emulate_hosts=a.emulate_hosts, link_gbit=a.link_gbit)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(ranks, f)
@@ -127,7 +133,9 @@ def main() -> int:
                for s0, s1 in zip(ranks[0]["compute-only"], ranks[1]["compute-only"]))
     step0 = med((max(s0["t"][4], s1["t"][4]) - min(s0["t"][0], s1["t"][0])) * 1e3
                 for s0, s1 in zip(ranks[0]["compute-only"], ranks[1]["compute-only"]))
-    print(f"# {spec.name} b{a.batch}s{a.seq}, 2 Gloo ranks, {a.steps} steps; load {load:.2f} -> "
+    print(f"# {spec.name} b{a.batch}s{a.seq}, 2 Gloo ranks"
+          f"{f' in {a.emulate_hosts} hosts at {a.link_gbit:g} Gbit/s' if a.emulate_hosts else ''}"
+          f", {a.steps} steps; load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; compute-only: backward {bwd0:.2f} ms, step {step0:.2f} ms")
     cols = ["n", "mb", "step", "bwd", "skew", "during", "n_after", "first_after_wait", "drain",
             "tail"]
