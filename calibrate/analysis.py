@@ -165,6 +165,7 @@ def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size
         seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
                              "sequence step")
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
+        seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
     elif small is not None:
         seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
         seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"

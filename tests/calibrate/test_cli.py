@@ -150,6 +150,7 @@ def test_small_real_run(tmp_path):
     assert (seq["count"], seq["bytes"], seq["repeats"]) == (4, 4 * 65536, 2)
     assert link.alpha_s == pytest.approx(seq["alpha_s"]) == pytest.approx(run["fit"]["alpha_s"])
     assert seq["alpha_from"].startswith("8 lone 4 KiB")   # 4 per repeat, 2 repeats
+    assert len(seq["lone_samples_s"]) == 8 and min(seq["lone_samples_s"]) > 0
     assert seq["sweep_small_alpha_s"] > 0     # the sweep's small sizes: reported, not used
     # the queue's figure, reported, not used; 0 when the busbw fitted on sizes up to 64 KiB
     # puts its bytes term above its whole time (CI, 2026-11-25), and then nothing is capped

@@ -99,6 +99,7 @@ def test_lone_samples_across_the_sequence_step_beat_a_slow_stretch_of_the_sweep(
     assert world.link.alpha_s == pytest.approx(3.05e-4 - 4096 / 1e9, rel=0.02)
     assert world.sequence["sweep_small_alpha_s"] > 2e-3      # what the sweep alone gave
     assert world.sequence["alpha_from"].startswith("20 lone 4 KiB")
+    assert world.sequence["lone_samples_s"][:4] == [3.0e-4, 3.2e-4, 2.9e-4, 3.1e-4]  # kept
 
 
 def test_lone_alpha_above_the_queue_is_capped_at_it():
