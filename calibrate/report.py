@@ -187,9 +187,9 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                   f"layers, {c0['compute_alone_s'] * 1e3:.1f} ms alone, against "
                   f"{c0['stream_count']} all-reduces of {human_bytes(c0['stream_bytes'])} in "
                   f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median over {c0['repeats']} "
-                  f"repeats x {len(cont['per_rank'])} ranks): compute x{cont['compute_slowdown']:.2f} slower while "
-                  f"all-reduces run, all-reduces x{cont['comm_slowdown']:.2f} slower under "
-                  "compute")
+                  f"repeats x {len(cont['per_rank'])} ranks): compute "
+                  f"x{cont['compute_slowdown']:.2f} slower while all-reduces run, all-reduces "
+                  f"x{cont['comm_slowdown']:.2f} slower under compute")
             for note in cont["notes"]:
                 print(f"  note: {note}")
         if run.oversubscribed:
