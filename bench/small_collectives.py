@@ -133,9 +133,9 @@ def main() -> int:
                for s0, s1 in zip(ranks[0]["compute-only"], ranks[1]["compute-only"]))
     step0 = med((max(s0["t"][4], s1["t"][4]) - min(s0["t"][0], s1["t"][0])) * 1e3
                 for s0, s1 in zip(ranks[0]["compute-only"], ranks[1]["compute-only"]))
-    print(f"# {spec.name} b{a.batch}s{a.seq}, 2 Gloo ranks"
-          f"{f' in {a.emulate_hosts} hosts at {a.link_gbit:g} Gbit/s' if a.emulate_hosts else ''}"
-          f", {a.steps} steps; load {load:.2f} -> "
+    hosts = f" in {a.emulate_hosts} hosts at {a.link_gbit:g} Gbit/s" if a.emulate_hosts else ""
+    print(f"# {spec.name} b{a.batch}s{a.seq}, 2 Gloo ranks{hosts}, {a.steps} steps; "
+          f"load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; compute-only: backward {bwd0:.2f} ms, step {step0:.2f} ms")
     cols = ["n", "mb", "step", "bwd", "skew", "during", "n_after", "first_after_wait", "drain",
             "tail"]

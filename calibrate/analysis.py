@@ -14,9 +14,8 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (SMALL_BYTES, combine_kind_sequence, combine_sequence,
-                               sampled_lone_alpha, small_message_alpha, summarize, time_spread,
-                               widen)
+from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
+                               sampled_lone_alpha, summarize, time_spread, widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link
@@ -105,7 +104,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
                                    fit.busbw_gbps, world_size)
-            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
+            overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
                 [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
@@ -149,45 +148,6 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
                             tuple(problems))
-
-
-def _overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
-                      kind: str = fitting.ALL_REDUCE, sampled: dict | None = None) -> None:
-    """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
-    lone α (issue 19): ``sampled`` across the sequence step if given
-    (:func:`calibrate.combine.sampled_lone_alpha`), else the sweep's sizes up to 64 KiB
-    (:func:`calibrate.combine.small_message_alpha`); not the queue's total / N, which stays in
-    ``seq`` as ``queued_alpha_s`` for the report. Without either the queue's α stays."""
-    small = small_message_alpha(rows, busbw_gbps, world_size, kind)
-    seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
-    if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
-        seq["alpha_s"], seq["alpha_spread"] = sampled["alpha_s"], sampled["spread"]
-        seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
-                             "sequence step")
-        seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
-        seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
-    elif small is not None:
-        seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
-        seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
-    else:
-        seq["alpha_from"] = f"{seq['count']} queued after compute"
-        return
-    # A queue of N issued at once after compute costs total / N each, its one-off start
-    # included, so no collective a step overlaps costs more: a lone α above it means the box
-    # was slow while the lone ones ran (2026-11-25, 12 calibrations in a row: 9 had lone/queued
-    # 0.50-0.66; the 3 above the queue, 1.08-1.38, were the α outliers, 1.7-2.7x the others,
-    # docs/results/2026-11-25-small-collective-law.md, section 6). The queue's stays.
-    # A queue's α of 0 is not a measurement: its bytes term, at a busbw fitted on sizes up to
-    # 64 KiB only, came out above its whole time (CI 2026-11-25: capping there zeroed α), so
-    # there is nothing to cap at.
-    if seq["queued_alpha_s"] <= 0:
-        seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
-    elif seq["alpha_s"] > seq["queued_alpha_s"]:
-        seq["lone_above_queue_s"] = seq["alpha_s"]
-        seq["alpha_from"] += (f", {seq['alpha_s'] * 1e6:.0f} µs, above the queue's "
-                              f"{seq['queued_alpha_s'] * 1e6:.0f} µs: capped at it (a slow "
-                              "stretch while the lone ones ran; calibrate again to check)")
-        seq["alpha_s"], seq["alpha_spread"] = seq["queued_alpha_s"], seq["queued_alpha_spread"]
 
 
 def scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
@@ -247,7 +207,7 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
         for _ in range(3):  # α needs busbw and busbw α: as for the all-reduce, they settle
             seq = combine_kind_sequence([r["sequence"] for r in ranks], kind, fit.busbw_gbps,
                                         world_size)
-            _overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, kind)
+            overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, kind)
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s

@@ -182,3 +182,39 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
            "async_s": max(float(np.median(r["async_s"])) for r in runs)}
     out["alpha_s"] = max(0.0, (out["async_s"] - out["bandwidth_s"]) / len(sizes))
     return out
+
+
+def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
+                      kind: str = ALL_REDUCE, sampled: dict | None = None) -> None:
+    """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
+    lone α (issue 19): ``sampled`` across the sequence step if given
+    (:func:`sampled_lone_alpha`), else the sweep's sizes up to 64 KiB
+    (:func:`small_message_alpha`); not the queue's total / N, which stays in
+    ``seq`` as ``queued_alpha_s`` for the report. Without either the queue's α stays."""
+    small = small_message_alpha(rows, busbw_gbps, world_size, kind)
+    seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
+    if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
+        seq["alpha_s"], seq["alpha_spread"] = sampled["alpha_s"], sampled["spread"]
+        seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
+                             "sequence step")
+        seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
+        seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
+    elif small is not None:
+        seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
+        seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
+    else:
+        seq["alpha_from"] = f"{seq['count']} queued after compute"
+        return
+    # A queue of N after compute costs total / N each, its one-off start included, so no
+    # overlapped collective costs more: a lone α above it was a slow stretch (12 calibrations:
+    # the 3 above the queue were the α outliers; results/2026-11-25-small-collective-law.md
+    # §6). A queue's α of 0 is no measurement (its bytes term, at a busbw fitted on ≤ 64 KiB,
+    # exceeded its time; capping there zeroed α in CI), so nothing is capped then.
+    if seq["queued_alpha_s"] <= 0:
+        seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
+    elif seq["alpha_s"] > seq["queued_alpha_s"]:
+        seq["lone_above_queue_s"] = seq["alpha_s"]
+        seq["alpha_from"] += (f", {seq['alpha_s'] * 1e6:.0f} µs, above the queue's "
+                              f"{seq['queued_alpha_s'] * 1e6:.0f} µs: capped at it (a slow "
+                              "stretch while the lone ones ran; calibrate again to check)")
+        seq["alpha_s"], seq["alpha_spread"] = seq["queued_alpha_s"], seq["queued_alpha_spread"]

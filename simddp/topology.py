@@ -187,7 +187,9 @@ def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorit
         return (inside(RS, n_bytes, gpus, blocking) + across(AR, share, nodes, blocking)
                 + inside(AG, n_bytes, gpus, blocking) + 3 * wait_s)
     if kind == RS:
-        return inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking) + 2 * wait_s
+        return (inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking)
+                + 2 * wait_s)
     if kind == AG:
-        return across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking) + 2 * wait_s
+        return (across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
+                + 2 * wait_s)
     raise InputError(f"unknown collective kind {kind!r}")
