@@ -16,16 +16,22 @@ plus a comm hook's work between its calls (PowerSGD's Q = Mᵀ·P)::
 
 This module is the one place that law lives, so a better one (many small collectives in
 flight at once, which the α–β law over-charges on Gloo) changes here and nowhere else.
+
+Under contention a collective's fixed part and its bytes slow by different factors where the
+model's contention was split (:func:`simddp.contention.split_comm`): :func:`comm_slowdowns`
+gives each collective the mix of the two, weighted by its own α and bytes seconds.
 """
 from __future__ import annotations
 
 from functools import partial
 
+from simddp.contention import Contention, split_comm
 from simddp.host import FREE, HostCosts
 from simddp.hostwork import comm_gaps_s
 from simddp.kinds import CollectiveKind, SpanKind
 from simddp.link import Link
 from simddp.plans import Plan
+from simddp.profile import ModelProfile
 from simddp.topology import Topology
 from simddp.topology import collective_s as topology_collective_s
 
@@ -60,6 +66,55 @@ def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FRE
 def _single_link_s(link: Link, kind: str, n_bytes: float, *, world_size: int,
                    blocking: bool) -> float:
     return link.collective_s(kind, n_bytes, world_size, blocking)
+
+
+def alpha_part_s(plan: Plan, link: Link, costs: HostCosts = FREE) -> list[float]:
+    """Each collective's fixed part on one link, in launch order: its calls' α (the kind's,
+    blocking or not, as :func:`comm_seconds` charges it) and a comm hook's work between them
+    (CPU work, like α)."""
+    blocking = issued_blocking(plan, costs)
+    gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
+    return [sum(link.kind_law(c.kind, n, blocking)[0] for n in c.calls) + gap_s
+            for c, gap_s in zip(plan.collectives, gaps_s)]
+
+
+def stream_parts_s(profile: ModelProfile, link: Link, world_size: int) -> tuple[float, float]:
+    """(α seconds, bytes seconds) of the stream realrun profile measures the model's
+    contention with: one all-reduce per gradient tensor, queued at once, on ``link``."""
+    alpha_s = bytes_s = 0.0
+    for n in profile.tensor_bytes:
+        a_s = link.law(n)[0]
+        alpha_s += a_s
+        bytes_s += link.allreduce_s(n, world_size) - a_s
+    return alpha_s, bytes_s
+
+
+def split_contention(contention: Contention, profile: ModelProfile, link: Link,
+                     world_size: int) -> Contention:
+    """``contention`` with the model's comm factor split into α and bytes parts by the
+    link's measured factor and the model's stream (:func:`simddp.contention.split_comm`);
+    unchanged where that cannot be told."""
+    if contention.source != "model":
+        return contention
+    bytes_factor = link.comm_slowdown if link.contention.measured else None
+    return split_comm(contention, bytes_factor, *stream_parts_s(profile, link, world_size))
+
+
+def comm_slowdowns(contention: Contention, comm_s: list[float], alpha_s: list[float]
+                   ) -> list[float] | None:
+    """Each collective's slowdown while compute runs: its α part at ``contention.comm`` and
+    the rest at ``contention.comm_bytes``, weighted by seconds; None when not split (every
+    collective at ``contention.comm``)::
+
+        >>> split = Contention(1.5, 3.0, source="model", comm_bytes=1.0)
+        >>> comm_slowdowns(split, [0.002, 0.004], [0.001, 0.001])     # 1 + 1 ms, 1 + 3 ms
+        [2.0, 1.5]
+    """
+    if contention.comm_bytes is None:
+        return None
+    c_alpha, c_bytes = contention.comm, contention.comm_bytes
+    return [(c_alpha * min(a, t) + c_bytes * (t - min(a, t))) / t if t > 0 else c_alpha
+            for t, a in zip(comm_s, alpha_s)]
 
 
 def span_kinds(plan: Plan) -> list[SpanKind]:

@@ -13,11 +13,11 @@ and ``contention_spread``: docs/FORMATS.md), read into it here::
     >>> from simddp.link import Link
     >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.1)
     >>> contention_for(link)                       # calibrate's, with a generic MLP
-    Contention(compute=1.2, comm=1.1, spread=None, source='link')
+    Contention(compute=1.2, comm=1.1, spread=None, source='link', comm_bytes=None)
     >>> own = Host("h", contention=(1.5, 2.0), contention_spread=((1.2, 1.5), (1.8, 2.4)))
     >>> c = contention_for(link, own)              # measured with the model itself: it wins
-    >>> c.source, c.measured, c.ends()[1]          # the high end of its measured spread
-    ('model', True, Contention(compute=1.8, comm=2.4, spread=None, source='model'))
+    >>> c.source, c.measured, c.ends()[1].factors  # the high end of its measured spread
+    ('model', True, (1.8, 2.4))
 
 The rest of the module inverts the engine's model: given compute alone (W), comm alone (T),
 and both started together (compute ends at D, comm at Ts), which two factors reproduce them.
@@ -41,6 +41,10 @@ MIN_OVERLAP = 0.3
 # Where factors come from: calibrate's generic MLP (a link file), the model's own backward
 # (a profile's host_costs), or nothing measured ("").
 SOURCES = ("", "link", "model")
+# The model's stream tells its α part's factor from its bytes part's only when most of its
+# lone time is α: the solve in :func:`split_comm` multiplies the stream's noise by
+# 1/share (the transformer's 75 all-reduces: 0.69-0.87 of α; the mlp's 8 x 4 MiB: 0.06-0.17).
+MIN_ALPHA_SHARE = 0.5
 
 
 def _is_factor(value) -> bool:
@@ -82,15 +86,20 @@ class Contention:
       and ranks of the measurement; None: not measured.
     source: "link" (calibrate, a generic MLP), "model" (the model's own backward against its
       own all-reduces) or "" (nothing measured: a preset, or factors given by hand as 1.0).
+    comm_bytes: the factor of a collective's bytes part, ``comm`` then being its α part's
+      (:func:`split_comm`); None: ``comm`` slows the whole collective.
     """
 
     compute: float = 1.0
     comm: float = 1.0
     spread: tuple[tuple[float, float], tuple[float, float]] | None = None
     source: str = ""
+    comm_bytes: float | None = None
 
     def __post_init__(self) -> None:
         check_factors("contention", "(compute, comm)", (self.compute, self.comm))
+        if self.comm_bytes is not None:
+            check_factor("contention", "comm_bytes", self.comm_bytes)
         if self.spread is not None:
             object.__setattr__(self, "spread", check_spread("contention", self.spread))
         if self.source not in SOURCES:
@@ -132,6 +141,41 @@ def contention_for(link, host=None) -> Contention:
     if host is not None and host.contention is not None:
         return Contention(*host.contention, spread=host.contention_spread, source="model")
     return link_contention(link)
+
+
+def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_s: float,
+               stream_bytes_s: float) -> Contention:
+    """The model's comm factor split into its α part's and its bytes part's.
+
+    Why: the model's own stream (one all-reduce per gradient tensor, realrun profile) measures
+    one factor for a mix of fixed per-call work and bytes, and the engine used it for every
+    collective of every plan. On the emulated 2 Gbit/s link the two parts contend very
+    differently: the same box's transformer stream (~70 % α) read comm ×1.95–2.44, the mlp's
+    8 × 4 MiB (~94 % bytes) ×1.04–1.16 and calibrate's 8 × 4 MiB ×1.02–1.14 (six grids): a
+    call's fixed part is CPU work beside the backward, its bytes mostly wait on the shaped
+    wire. So a bucketed plan's 1 MiB collectives were slowed like the model's tiny ones
+    (docs/results/2026-11-25-small-collective-law.md, section 11).
+
+    ``bytes_factor``: the link's comm factor (calibrate's stream is bytes-dominated; 1.0 where
+    it measured less, clamped), None when the link has none measured (a preset); ``stream_alpha_s``/``stream_bytes_s``: the model's stream's lone α and bytes
+    seconds (A, B). The α factor reproduces the model's measurement:
+    c·(A + B) = c_α·A + c_β·B. Unchanged where that cannot be told (not the model's own
+    factors, no link factor, α under :data:`MIN_ALPHA_SHARE` of the stream, or c_α < 1)::
+
+        >>> model = Contention(1.5, 2.44, source="model")
+        >>> round(split_comm(model, 1.14, 0.0916, 0.0403).comm, 2)   # the 2 Gbit/s transformer
+        3.01
+        >>> split_comm(model, 1.14, 0.0096, 0.1416) is model  # the mlp: bytes-dominated
+        True
+    """
+    alpha_s, bytes_s = stream_alpha_s, stream_bytes_s
+    if (contention.source != "model" or contention.comm_bytes is not None
+            or bytes_factor is None or alpha_s < MIN_ALPHA_SHARE * (alpha_s + bytes_s)):
+        return contention
+    comm_alpha = (contention.comm * (alpha_s + bytes_s) - bytes_factor * bytes_s) / alpha_s
+    if comm_alpha < 1.0:
+        return contention
+    return replace(contention, comm=comm_alpha, comm_bytes=bytes_factor)
 
 
 def with_contention(link, host, contention: Contention):

@@ -19,14 +19,17 @@ only walks it. :class:`_Step`'s methods are the processes, as SimPy's examples w
 ``compute`` (the training thread: layers, host work, releases, waits), ``comm`` (the
 collective stream) and the two helpers the compute lane calls where the schedule says so,
 ``release`` and ``reach``. Contention (simddp/contention.py, simddp/lanes.py) slows a lane
-while the other is busy. With a :class:`~simddp.host.Host`, the DDP implementation that runs
-the plan (``strategy.implementation``) also pays its hooks, launches and gradient copies on
+while the other is busy; a collective by its own mix of the α part's and the bytes part's
+factors where the model's were split (simddp/comm_law.py). With a
+:class:`~simddp.host.Host`, the DDP implementation that runs the plan
+(``strategy.implementation``) also pays its hooks, launches and gradient copies on
 the compute lane (simddp/hostwork.py). The engine never looks at a strategy's name.
 """
 from __future__ import annotations
 
 import simpy
 
+from simddp.comm_law import alpha_part_s, comm_slowdowns, split_contention
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host
@@ -59,8 +62,12 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                          f"{topology.gpus_per_node} GPUs per node")
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
     schedule = build_schedule(profile, link, plan, world_size, costs, topology)
+    contention, slowdowns = contention_for(link, host), None
+    if topology is None:   # the model's own factor, split into a collective's α and bytes
+        contention = split_contention(contention, profile, link, world_size)
+        slowdowns = comm_slowdowns(contention, schedule.comm_s, alpha_part_s(plan, link, costs))
     env = simpy.Environment()
-    step = _Step(env, schedule, Lanes(env, contention_for(link, host)), record)
+    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns)
     step.start()
     events = 0
     advance = env.step
@@ -84,8 +91,9 @@ class _Step:
     :meth:`Lanes.work`: the same events, spans and floats, ~25 % fewer µs per event."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
-                 record: bool) -> None:
+                 record: bool, comm_slowdowns: list[float] | None = None) -> None:
         self.env, self.s, self.lanes, self.record = env, schedule, lanes, record
+        self.comm_slowdowns = comm_slowdowns     # per collective (split contention), or None
         n = len(schedule.collectives)
         self.ready = [env.event() for _ in range(n)]          # launched by the compute lane
         self.finished = [env.event() if w else None for w in schedule.waited]
@@ -151,12 +159,14 @@ class _Step:
         """The collective stream: each collective in launch order, once released."""
         env, s, lanes, record = self.env, self.s, self.lanes, self.record
         timeout, contended, spans = env.timeout, lanes.contended, lanes.spans
+        slowdowns = self.comm_slowdowns
         for i, c in enumerate(s.collectives):
             ev = self.ready[i]
             if not ev.triggered:
                 yield ev
             if contended:
-                yield from lanes.work(COMM, c.label, s.comm_kinds[i], s.comm_s[i], self.comm_ref)
+                yield from lanes.work(COMM, c.label, s.comm_kinds[i], s.comm_s[i], self.comm_ref,
+                                      slowdowns[i] if slowdowns else None)
             else:
                 start_s = env.now
                 yield timeout(s.comm_s[i])

@@ -47,10 +47,15 @@ class Lanes:
             self.waiting[other] = None  # one interrupt: a 2nd could land after its work ended
             proc.interrupt()  # its rate just changed: let it re-plan its remaining work
 
-    def work(self, lane: str, label: str, kind: str, work_s: float, proc_ref: list):
+    def work(self, lane: str, label: str, kind: str, work_s: float, proc_ref: list,
+             slowdown: float | None = None):
         """Generator: occupy ``lane`` for ``work_s`` of full-speed work (slowed under
-        contention); ``proc_ref[0]`` is the process running it, to interrupt."""
+        contention); ``proc_ref[0]`` is the process running it, to interrupt; ``slowdown``:
+        this work's own factor under contention (a collective's mix of α and bytes), else
+        the lane's."""
         start_s = self.env.now
+        if slowdown is not None:
+            self.slowdown[lane] = slowdown   # a lane runs one piece of work at a time
         if not self.contended:
             yield self.env.timeout(work_s)
         else:

@@ -40,6 +40,8 @@ from simddp.commands.common import (
     topology_text,
     resolve_model,
 )
+from simddp.comm_law import split_contention
+from simddp.contention import contention_for
 from simddp.host import Host
 from simddp.io import check_out_dir, results_to_json, write_atomic
 from simddp.link import Link
@@ -131,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     pick = recommend_strategy(results)
     states = pick_states(pick, profile, args)
     setup = _setup(profile, link, host, args, hooks, naive)
+    setup["contention_split"] = _split(profile, link, host, args.world_size, topology)
     if topology is not None:
         setup["topology"] = topology_json(topology, link, profile, rec, results)
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
@@ -156,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
             print(levels_line(setup["topology"]))
         if host is not None:
             print(f"host costs charged ({host.name}): {host_line(host)}")
+        if setup["contention_split"]:
+            print("contention split (a collective's α part, its bytes): "
+                  "x{alpha:.2f}, x{bytes:.2f} (the link's)".format(**setup["contention_split"]))
         print(f"prediction ranges, step ms (low–high): {setup['ranges']}")
         print()
         print(render_report(results, rows, rec, naive))
@@ -196,6 +202,17 @@ def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.
             "ranges": range_sources(profile, link, host),
             "naive_step_ms": naive.step_s * 1e3,
             "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
+
+
+def _split(profile: ModelProfile, link: Link, host: Host | None, world_size: int,
+           topology) -> dict | None:
+    """The comm factors of a collective's α part and bytes part, where the model's own was
+    split (simddp/comm_law.py ``split_contention``); None where one factor slows it all (as
+    on a topology: each level's collectives at the one factor)."""
+    if topology is not None:
+        return None
+    c = split_contention(contention_for(link, host), profile, link, world_size)
+    return None if c.comm_bytes is None else {"alpha": c.comm, "bytes": c.comm_bytes}
 
 
 def pick_states(pick: StrategyPick | None, profile: ModelProfile,

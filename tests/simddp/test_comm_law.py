@@ -6,10 +6,16 @@ after another at that cost, whatever sits in front of them. Blocking plans pay
 ``blocking_alpha_s`` instead. docs/results/2026-11-25-small-collective-law.md has the
 measurements behind it.
 """
+import json
+
 import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
 from simddp.comm_law import comm_seconds
+from simddp.contention import Contention, split_comm
+from simddp.cli import main
+from simddp.host import Host
+from simddp.io import link_to_json, profile_to_json
 
 # l1: one 1 MB gradient; l0: four of 1 kB. Forward and backward 1 ms per layer.
 TOY = ModelProfile("toy", (Layer("l0", (1000,) * 4, 0.001, 0.001),
@@ -46,3 +52,53 @@ def test_the_step_grows_by_one_lone_alpha_per_extra_collective():
     bucketed = simulate(TOY, LINK, plan(TOY, make_strategy("bucketed", 0.01)),
                         world_size=2).step_s
     assert alone - bucketed == pytest.approx(3 * 100e-6, abs=1e-9)
+
+
+# Contention split into a collective's α part and its bytes part (simddp.contention.split_comm):
+# l0 has one 1 MB gradient, l1 one 3 MB; forward 1 ms and backward 4 ms per layer; α 2 ms,
+# 1 GB/s. The model measured comm x2.0 on its stream (2 + 1 and 2 + 3 ms: α 4 ms, bytes 4 ms);
+# the link (calibrate's bytes-dominated stream) x1.0, so the α part's factor is
+# (2.0 x 8 - 1.0 x 4) / 4 = 3.0.
+SPLIT_TOY = ModelProfile("split", (Layer("l0", (10**6,), 0.001, 0.004),
+                                   Layer("l1", (3 * 10**6,), 0.001, 0.004)))
+MODEL = Host("h", contention=(1.0, 2.0))
+
+
+def test_contention_slows_a_collectives_alpha_and_bytes_apart():
+    link = Link("l", alpha_s=0.002, busbw_gbps=1.0, compute_slowdown=1.2, comm_slowdown=1.0)
+    r = simulate(SPLIT_TOY, link, plan(SPLIT_TOY, make_strategy("overlap")), 2, host=MODEL)
+    # forward 0-2 ms; l1's backward 2-6 ms; its all-reduce (2 ms α at x3 + 3 ms bytes at x1:
+    # x9/5 while l0's backward runs 6-10 ms) does 4 / 1.8 ms of its 5 by 10 ms, the rest at
+    # full speed; l0's 3 ms all-reduce after it, alone
+    end_l1 = 10 + (5 - 4 / 1.8)
+    assert comm_spans(r) == [(6.0, round(end_l1, 6)), (round(end_l1, 6), round(end_l1 + 3, 6))]
+
+
+def test_without_the_links_factor_the_models_slows_the_whole_collective():
+    link = Link("l", alpha_s=0.002, busbw_gbps=1.0)            # a preset: nothing measured
+    r = simulate(SPLIT_TOY, link, plan(SPLIT_TOY, make_strategy("overlap")), 2, host=MODEL)
+    assert comm_spans(r) == [(6.0, 13.0), (13.0, 16.0)]        # 4 / 2 ms of 5 by 10 ms
+
+
+def test_split_only_where_the_models_stream_can_tell_it():
+    model = Contention(1.5, 2.0, source="model")
+    assert split_comm(model, 1.0, 0.004, 0.004) == Contention(1.5, 3.0, source="model",
+                                                              comm_bytes=1.0)
+    assert split_comm(model, 1.0, 0.001, 0.004) is model      # α 20 % of the stream
+    assert split_comm(model, None, 0.004, 0.004) is model     # the link measured nothing
+    assert split_comm(model, 4.0, 0.004, 0.004) is model      # would need α below x1
+    link = Contention(1.5, 2.0, source="link")
+    assert split_comm(link, 1.0, 0.004, 0.004) is link        # only the model's own stream
+
+
+def test_sweep_says_and_records_the_split(tmp_path, capsys):
+    model, link = tmp_path / "prof.json", tmp_path / "link.json"
+    model.write_text(json.dumps(profile_to_json(SPLIT_TOY, host=MODEL)))
+    link.write_text(json.dumps(link_to_json(Link("l", 0.002, 1.0, compute_slowdown=1.2,
+                                                 comm_slowdown=1.0))))
+    assert main(["sweep", "--model", str(model), "--link", str(link), "--bucket-mb", "1",
+                 "--strategies", "overlap", "--out", str(tmp_path / "pred")]) == 0
+    assert "contention split (a collective's α part, its bytes): x3.00, x1.00" in \
+        capsys.readouterr().out
+    setup = json.loads((tmp_path / "pred" / "sweep.json").read_text())["setup"]
+    assert setup["contention_split"] == {"alpha": 3.0, "bytes": 1.0}
