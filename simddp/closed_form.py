@@ -34,10 +34,10 @@ from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                        host: Host | None = None) -> float:
-    if (contention_for(link, host).active
+    if (contention_for(link, host).active or link.burst_bytes is not None
             or (host is not None and not host.costs(plan.strategy.implementation).free)):
-        raise ValueError("the closed form models neither contention nor host costs; "
-                         "use the engine")
+        raise ValueError("the closed form models neither contention, host costs nor a "
+                         "shaped link's bucket; use the engine")
     blocking = not plan.strategy.overlap
     colls = plan.collectives
     dur_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls)

@@ -117,6 +117,58 @@ def comm_slowdowns(contention: Contention, comm_s: list[float], alpha_s: list[fl
             for t, a in zip(comm_s, alpha_s)]
 
 
+class TokenBucket:
+    """A shaped link's token bucket, in seconds of the link's rate: a collective's bytes go
+    unshaped (at memory speed) as far as the tokens last, the rest at busbw.
+
+    Why: Linux tbf, which realrun's emulated hosts shape with, lets ``burst`` bytes pass at
+    once after an idle stretch (1 ms of traffic: 250 kB at 2 Gbit/s). On the emulated 2 Gbit/s
+    link, 32 waited-for all-reduces of 4, 64 and 256 KiB each cost 2.70, 2.52 and 2.76 ms a
+    call, where the wire alone needs 1.05 ms for 256 KiB; the transformer's naive step was
+    predicted +6…+33 % over six grids, about the ~36 ms of its bytes a full bucket serves
+    (docs/results/2026-11-25-small-collective-law.md, section 12).
+
+    Tokens refill while the link idles: between collectives, and during the α of one that was
+    waited for (the hand-off sends nothing). A queued collective's α is not counted as idle:
+    the next one is already waiting, and a step's queue drains at 2 Gbit/s in about half the
+    lone law (section 10), not with idle gaps (why is open: Gloo's two worker threads are a
+    guess). The bucket is full when the step starts (the forward sends nothing)::
+
+        >>> b = TokenBucket(burst_s=0.001, refill_s=[0.0005, 0.0005], bytes_s=[0.002, 0.0002])
+        >>> round(b.unshaped_s(0, 0.0), 6)        # 1 ms of the 2 ms of bytes: the bucket
+        0.001
+        >>> b.done(0.0015); round(b.unshaped_s(1, 0.0015), 6)   # refilled 0.5 ms by then
+        0.0002
+    """
+
+    def __init__(self, burst_s: float, refill_s: list[float], bytes_s: list[float]) -> None:
+        self.burst_s, self.refill_s, self.bytes_s = burst_s, refill_s, bytes_s
+        self.tokens_s, self.at_s = burst_s, 0.0
+
+    def unshaped_s(self, i: int, now_s: float) -> float:
+        """Seconds of collective ``i``'s bytes the bucket serves, starting at ``now_s``."""
+        tokens_s = min(self.burst_s, self.tokens_s + now_s - self.at_s + self.refill_s[i])
+        used_s = min(tokens_s, self.bytes_s[i])
+        self.tokens_s = tokens_s - used_s
+        return used_s
+
+    def done(self, now_s: float) -> None:
+        """The collective ended at ``now_s``: the link idles from here."""
+        self.at_s = now_s
+
+
+def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float]
+                 ) -> TokenBucket | None:
+    """The bucket of ``link`` for this plan's collectives (``comm_s``: their seconds); None
+    for a wire (no ``burst_bytes``)."""
+    if link.burst_bytes is None:
+        return None
+    alpha_s = alpha_part_s(plan, link, costs)
+    refill_s = alpha_s if issued_blocking(plan, costs) else [0.0] * len(alpha_s)
+    return TokenBucket(link.burst_bytes / (link.busbw_gbps * 1e9), refill_s,
+                       [max(0.0, t - a) for t, a in zip(comm_s, alpha_s)])
+
+
 def span_kinds(plan: Plan) -> list[SpanKind]:
     """Each collective's kind on the timeline."""
     return [CollectiveKind(c.kind).span_kind for c in plan.collectives]

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import simpy
 
-from simddp.comm_law import alpha_part_s, comm_slowdowns, split_contention
+from simddp.comm_law import (TokenBucket, alpha_part_s, comm_slowdowns, split_contention,
+                             token_bucket)
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host
@@ -66,8 +67,9 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     if topology is None:   # the model's own factor, split into a collective's α and bytes
         contention = split_contention(contention, profile, link, world_size)
         slowdowns = comm_slowdowns(contention, schedule.comm_s, alpha_part_s(plan, link, costs))
+    bucket = None if topology is not None else token_bucket(plan, link, costs, schedule.comm_s)
     env = simpy.Environment()
-    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns)
+    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket)
     step.start()
     events = 0
     advance = env.step
@@ -91,9 +93,11 @@ class _Step:
     :meth:`Lanes.work`: the same events, spans and floats, ~25 % fewer µs per event."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
-                 record: bool, comm_slowdowns: list[float] | None = None) -> None:
+                 record: bool, comm_slowdowns: list[float] | None = None,
+                 bucket: TokenBucket | None = None) -> None:
         self.env, self.s, self.lanes, self.record = env, schedule, lanes, record
         self.comm_slowdowns = comm_slowdowns     # per collective (split contention), or None
+        self.bucket = bucket                     # a shaped link's token bucket, or None
         n = len(schedule.collectives)
         self.ready = [env.event() for _ in range(n)]          # launched by the compute lane
         self.finished = [env.event() if w else None for w in schedule.waited]
@@ -159,19 +163,22 @@ class _Step:
         """The collective stream: each collective in launch order, once released."""
         env, s, lanes, record = self.env, self.s, self.lanes, self.record
         timeout, contended, spans = env.timeout, lanes.contended, lanes.spans
-        slowdowns = self.comm_slowdowns
+        slowdowns, bucket = self.comm_slowdowns, self.bucket
         for i, c in enumerate(s.collectives):
             ev = self.ready[i]
             if not ev.triggered:
                 yield ev
+            work_s = s.comm_s[i] if bucket is None else s.comm_s[i] - bucket.unshaped_s(i, env.now)
             if contended:
-                yield from lanes.work(COMM, c.label, s.comm_kinds[i], s.comm_s[i], self.comm_ref,
+                yield from lanes.work(COMM, c.label, s.comm_kinds[i], work_s, self.comm_ref,
                                       slowdowns[i] if slowdowns else None)
             else:
                 start_s = env.now
-                yield timeout(s.comm_s[i])
+                yield timeout(work_s)
                 if record:
                     spans.append((COMM, c.label, start_s, env.now, s.comm_kinds[i]))
+            if bucket is not None:
+                bucket.done(env.now)
             ev = self.finished[i]
             if ev is not None:
                 ev.succeed()

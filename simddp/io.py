@@ -65,6 +65,8 @@ def link_to_json(link: Link, levels: Levels | None = None) -> dict:
     doc = {"format": LINK_FORMAT, **_plain(link)}
     if not doc["kind_fits"]:  # measured per collective kind only by a newer calibrate
         del doc["kind_fits"]
+    if doc["burst_bytes"] is None:  # only a shaped link has one
+        del doc["burst_bytes"]
     if levels is not None:
         doc["levels"] = {"gpus_per_node": levels.gpus_per_node,
                          **{name: link_to_json(getattr(levels, name)) for name in

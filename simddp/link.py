@@ -123,6 +123,9 @@ class Link:
     # without one takes the all-reduce's α and busbw (nccl-tests' busbw is defined so that
     # it is, ideally, the same for every kind).
     kind_fits: dict[str, KindFit] = field(default_factory=dict, hash=False)
+    # A shaped link's token bucket (Linux tbf, as realrun's emulated hosts set it up): bytes a
+    # rank may send at memory speed after an idle stretch, refilled at busbw; None: a wire.
+    burst_bytes: float | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -145,6 +148,8 @@ class Link:
         if self.blocking_alpha_s is not None:
             _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
+        if self.burst_bytes is not None:
+            _positive(self.name, "burst_bytes", self.burst_bytes)
         fits = {}
         for kind, fit in dict(self.kind_fits or {}).items():
             if kind not in (REDUCE_SCATTER, ALL_GATHER):

@@ -107,11 +107,16 @@ def tbf_args(link_gbit: float) -> list[str]:
     """`tc qdisc add dev X root` arguments that shape egress to `link_gbit` (see the constants)."""
     if not link_gbit > 0:
         raise ValueError(f"link_gbit={link_gbit!r}: must be a rate in gbit/s > 0, e.g. 1.0")
-    rate_bytes_per_s = link_gbit * 1e9 / 8
-    burst_bytes = max(_TBF_MIN_BURST_BYTES, int(rate_bytes_per_s * _TBF_BURST_S))
     latency_ms = _TBF_LATENCY_S * 1e3
-    return ["tbf", "rate", f"{link_gbit * 1e3:g}mbit", "burst", str(burst_bytes),
+    return ["tbf", "rate", f"{link_gbit * 1e3:g}mbit", "burst", str(tbf_burst_bytes(link_gbit)),
             "latency", f"{latency_ms:g}ms"]
+
+
+def tbf_burst_bytes(link_gbit: float) -> int:
+    """The token bucket tbf shapes with: what a host sends at memory speed after an idle
+    millisecond (250,000 bytes at 2 Gbit/s). calibrate writes it into the link file
+    (``burst_bytes``) so that simddp charges what the shaped link does."""
+    return max(_TBF_MIN_BURST_BYTES, int(link_gbit * 1e9 / 8 * _TBF_BURST_S))
 
 
 def check_available() -> None:

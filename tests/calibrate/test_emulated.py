@@ -46,6 +46,8 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         # the wire by more than 40% would mean the shaping or the fit is wrong.
         assert 0.6 * wire_gbps < link.busbw_gbps < 1.02 * wire_gbps, (gbit, link.busbw_gbps)
         assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
+        # the shaper's token bucket travels with the link: simddp charges it (comm_law)
+        assert link.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
     return busbw_gbps
 
 

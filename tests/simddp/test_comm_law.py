@@ -102,3 +102,25 @@ def test_sweep_says_and_records_the_split(tmp_path, capsys):
         capsys.readouterr().out
     setup = json.loads((tmp_path / "pred" / "sweep.json").read_text())["setup"]
     assert setup["contention_split"] == {"alpha": 3.0, "bytes": 1.0}
+
+
+# A shaped link's token bucket (simddp.comm_law.TokenBucket): TOY and LINK with a 500 kB
+# bucket, 0.5 ms at 1 GB/s.
+SHAPED = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6, burst_bytes=500_000)
+
+
+def test_waited_for_collectives_send_what_the_bucket_holds_unshaped():
+    # backward ends at 4 ms; the 1 MB all-reduce: 0.3 ms α + 1.0 ms of bytes, 0.5 of them from
+    # the full bucket: 4.0 -> 4.8; each 1 kB one after it: the bucket refilled during its
+    # 0.3 ms α, its bytes free: 0.3 ms each
+    r = simulate(TOY, SHAPED, plan(TOY, make_strategy("naive")), world_size=2)
+    assert comm_spans(r) == [(4.0, 4.8), (4.8, 5.1), (5.1, 5.4), (5.4, 5.7), (5.7, 6.0)]
+    wire = simulate(TOY, LINK, plan(TOY, make_strategy("naive")), world_size=2)
+    assert round(wire.step_ms, 6) == 4 + 1.3 + 4 * 0.301
+
+
+def test_queued_collectives_refill_the_bucket_only_while_the_link_idles():
+    # l1's 1 MB all-reduce at 3 ms: 0.1 + 1.0 - 0.5 (full bucket); idle 3.6 -> 4.0 refills
+    # 0.4 ms; the four 1 kB ones from 4 ms take 0.1 ms each (their bytes from the bucket)
+    r = simulate(TOY, SHAPED, plan(TOY, make_strategy("overlap")), world_size=2)
+    assert comm_spans(r) == [(3.0, 3.6), (4.0, 4.1), (4.1, 4.2), (4.2, 4.3), (4.3, 4.4)]
