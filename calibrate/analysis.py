@@ -18,7 +18,6 @@ from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapp
                                sampled_lone_alpha, summarize, time_spread, widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
-from realrun.launch.netns import tbf_burst_bytes
 from simddp.link import KindFit, Link
 
 
@@ -130,8 +129,6 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         seq["bandwidth_spread"] = spread
         spread = widen(spread, widen(seq.get("alpha_spread"), seq.get("blocking_alpha_spread")))
     link = dataclasses.replace(link, time_spread=spread)
-    if s.link_gbit:  # realrun's emulated hosts shape with tbf: its bucket is the link's too
-        link = dataclasses.replace(link, burst_bytes=tbf_burst_bytes(s.link_gbit))
     kinds = {kind: analyse_kind(s, world_size, ranks, kind, rows,
                                 seq["alpha_s"] if seq is not None else None)
              for kind in ranks[0].get("kinds", {})}

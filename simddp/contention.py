@@ -157,8 +157,9 @@ def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_
     (docs/results/2026-11-25-small-collective-law.md, section 11).
 
     ``bytes_factor``: the link's comm factor (calibrate's stream is bytes-dominated; 1.0 where
-    it measured less, clamped), None when the link has none measured (a preset); ``stream_alpha_s``/``stream_bytes_s``: the model's stream's lone α and bytes
-    seconds (A, B). The α factor reproduces the model's measurement:
+    it measured less, clamped), None when the link has none measured (a preset);
+    ``stream_alpha_s``/``stream_bytes_s``: the model's stream's lone α and bytes seconds
+    (A, B). The α factor reproduces the model's measurement:
     c·(A + B) = c_α·A + c_β·B. Unchanged where that cannot be told (not the model's own
     factors, no link factor, α under :data:`MIN_ALPHA_SHARE` of the stream, or c_α < 1)::
 

@@ -66,7 +66,9 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     contention, slowdowns = contention_for(link, host), None
     if topology is None:   # the model's own factor, split into a collective's α and bytes
         contention = split_contention(contention, profile, link, world_size)
-        slowdowns = comm_slowdowns(contention, schedule.comm_s, alpha_part_s(plan, link, costs))
+        if contention.comm_bytes is not None:
+            slowdowns = comm_slowdowns(contention, schedule.comm_s,
+                                       alpha_part_s(plan, link, costs))
     bucket = None if topology is not None else token_bucket(plan, link, costs, schedule.comm_s)
     env = simpy.Environment()
     step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
+from simddp import Layer, Link, ModelProfile, closed_form_step_s, make_strategy, plan, simulate
 from simddp.comm_law import comm_seconds
 from simddp.contention import Contention, split_comm
 from simddp.cli import main
@@ -124,3 +124,8 @@ def test_queued_collectives_refill_the_bucket_only_while_the_link_idles():
     # 0.4 ms; the four 1 kB ones from 4 ms take 0.1 ms each (their bytes from the bucket)
     r = simulate(TOY, SHAPED, plan(TOY, make_strategy("overlap")), world_size=2)
     assert comm_spans(r) == [(3.0, 3.6), (4.0, 4.1), (4.1, 4.2), (4.2, 4.3), (4.3, 4.4)]
+
+
+def test_the_closed_form_refuses_a_shaped_link():
+    with pytest.raises(ValueError, match="shaped link's bucket"):
+        closed_form_step_s(TOY, SHAPED, plan(TOY, make_strategy("naive")), 2)
