@@ -160,13 +160,26 @@ class TokenBucket:
         self.at_s = now_s
 
 
-def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float]
-                 ) -> TokenBucket | None:
-    """The bucket of ``link`` for this plan's collectives (``comm_s``: their seconds); None
-    for a wire (no ``burst_bytes``)."""
+def comm_effects(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
+                 costs: HostCosts, comm_s: list[float], contention: Contention
+                 ) -> tuple[Contention, list[float] | None, TokenBucket | None]:
+    """What a single link does to each collective beyond its seconds ``comm_s``: the
+    contention (split where it can be), each collective's slowdown under it (None: one
+    factor for all) and the link's token bucket (None: a wire). Each collective's α part is
+    worked out once, for both."""
+    contention = split_contention(contention, profile, link, world_size)
+    split, shaped = contention.comm_bytes is not None, link.burst_bytes is not None
+    alpha_s = alpha_part_s(plan, link, costs) if split or shaped else []
+    return (contention, comm_slowdowns(contention, comm_s, alpha_s) if split else None,
+            token_bucket(plan, link, costs, comm_s, alpha_s) if shaped else None)
+
+
+def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
+                 alpha_s: list[float]) -> TokenBucket | None:
+    """The bucket of ``link`` for this plan's collectives (``comm_s``: their seconds,
+    ``alpha_s``: their α parts, :func:`alpha_part_s`); None for a wire (no ``burst_bytes``)."""
     if link.burst_bytes is None:
         return None
-    alpha_s = alpha_part_s(plan, link, costs)
     refill_s = alpha_s if issued_blocking(plan, costs) else [0.0] * len(alpha_s)
     # A kind with its own fit (reduce-scatter, all-gather) has α and busbw fitted on a sweep
     # the bucket already shaped (its mid sizes cost about α), so its law holds the bucket:

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import simpy
 
-from simddp.comm_law import (TokenBucket, alpha_part_s, comm_slowdowns, split_contention,
-                             token_bucket)
+from simddp.comm_law import TokenBucket, comm_effects
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host
@@ -63,13 +62,10 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
                          f"{topology.gpus_per_node} GPUs per node")
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
     schedule = build_schedule(profile, link, plan, world_size, costs, topology)
-    contention, slowdowns = contention_for(link, host), None
-    if topology is None:   # the model's own factor, split into a collective's α and bytes
-        contention = split_contention(contention, profile, link, world_size)
-        if contention.comm_bytes is not None:
-            slowdowns = comm_slowdowns(contention, schedule.comm_s,
-                                       alpha_part_s(plan, link, costs))
-    bucket = None if topology is not None else token_bucket(plan, link, costs, schedule.comm_s)
+    contention, slowdowns, bucket = contention_for(link, host), None, None
+    if topology is None:   # split contention and a shaped link's bucket, per collective
+        contention, slowdowns, bucket = comm_effects(profile, link, plan, world_size, costs,
+                                                     schedule.comm_s, contention)
     env = simpy.Environment()
     step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket)
     step.start()
