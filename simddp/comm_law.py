@@ -14,8 +14,10 @@ plus a comm hook's work between its calls (PowerSGD's Q = Mᵀ·P)::
     >>> [round(s * 1e3, 3) for s in comm_seconds(plan(toy, make_strategy("naive")), link, 2)]
     [1.08, 1.08]
 
-This module is the one place that law lives, so a better one (many small collectives in
-flight at once, which the α–β law over-charges on Gloo) changes here and nowhere else.
+This module is the one place that law lives, so a better one changes here and nowhere else
+(Gloo's two collectives in flight on a network link were measured and a pipelined lane tried:
+it over-charged nothing the serial lane gets wrong in a step, docs/results/
+2026-11-25-queues-and-drift.md section 2).
 
 Under contention a collective's fixed part and its bytes slow by different factors where the
 model's contention was split (:func:`simddp.contention.split_comm`): :func:`comm_slowdowns`
@@ -130,9 +132,10 @@ class TokenBucket:
 
     Tokens refill while the link idles: between collectives, and during the α of one that was
     waited for (the hand-off sends nothing). A queued collective's α is not counted as idle:
-    the next one is already waiting, and a step's queue drains at 2 Gbit/s in about half the
-    lone law (section 10), not with idle gaps (why is open: Gloo's two worker threads are a
-    guess). The bucket is full when the step starts (the forward sends nothing)::
+    the next one is already waiting: Gloo's two workers run one's α while the previous one's
+    bytes are on the wire (a queue of 512 KiB all-reduces at 2 Gbit/s completes every 2.23 ms,
+    the wire's 2.19, with one worker 2.8-3.6; docs/results/2026-11-25-queues-and-drift.md).
+    The bucket is full when the step starts (the forward sends nothing)::
 
         >>> b = TokenBucket(burst_s=0.001, refill_s=[0.0005, 0.0005], bytes_s=[0.002, 0.0002])
         >>> round(b.unshaped_s(0, 0.0), 6)        # 1 ms of the 2 ms of bytes: the bucket
