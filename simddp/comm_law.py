@@ -15,9 +15,9 @@ plus a comm hook's work between its calls (PowerSGD's Q = Mᵀ·P)::
     [1.08, 1.08]
 
 This module is the one place that law lives, so a better one changes here and nowhere else
-(Gloo's two collectives in flight on a network link were measured and a pipelined lane tried:
-it over-charged nothing the serial lane gets wrong in a step, docs/results/
-2026-11-25-queues-and-drift.md section 2).
+(Gloo's two collectives in flight on a network link are measured; a lane that pipelines
+them was tried and predicted the transformer's small-collective steps 20-35 points too fast:
+docs/results/2026-11-25-queues-and-drift.md, section 2).
 
 Under contention a collective's fixed part and its bytes slow by different factors where the
 model's contention was split (:func:`simddp.contention.split_comm`): :func:`comm_slowdowns`
