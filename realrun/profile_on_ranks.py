@@ -227,6 +227,9 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     profile = profile.scaled(forward_s=profile.forward_s * k, backward_s=profile.backward_s * k,
                              optimizer_s=profile.optimizer_s * k)
     spread = [float(np.percentile(per_step, q) / np.median(per_step)) for q in (5, 95)]
+    basis_steps = per_step if compute_basis == "slowest" else steps0
+    measured["plain_chunk_ms"] = [float(np.median(basis_steps[i:i + PlainSteps.CHUNK])) * 1e3
+                                  for i in range(0, len(basis_steps), PlainSteps.CHUNK)]
     profile = dataclasses.replace(profile, compute_spread=tuple(spread))
     measured["memory"] = memory_over_ranks([r["measured"]["memory"] for r in ranks])
     measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,

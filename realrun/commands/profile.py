@@ -148,6 +148,27 @@ def format_profile(profile, measured: dict, path: str) -> str:
               f"({measured[step_key] * 1e3:.2f} ms median); "
               f"its p5–p95 {measured['compute_spread'][0]:.2f}–"
               f"{measured['compute_spread'][1]:.2f} x the median",
-              f"# gradient-ready order: {order}",
-              f"# wrote {path}"]
-    return "\n".join(lines)
+              f"# gradient-ready order: {order}"]
+    drift = drift_line(measured.get("plain_chunk_ms") or [])
+    return "\n".join(lines + ([drift] if drift else []) + [f"# wrote {path}"])
+
+
+DRIFT_WARN = 1.25  # chunk medians further apart than this: the machine moved, not the model
+
+
+def drift_line(chunk_ms: list[float]) -> str | None:
+    """A warning when the plain steps' chunks, spread over the profile's run, disagree by
+    more than :data:`DRIFT_WARN`: a prediction inherits whichever stretch the profile met (on
+    a 2-vCPU VM the mlp's chunks ran 148, 143, 67 and 71 ms in one profile, 2026-11-25).
+
+    >>> drift_line([148.0, 143.0, 67.0, 71.0]).split(": ")[2]
+    'plain steps of 148, 143, 67, 71 ms in 4 stretches (x2.21 apart); predictions inherit it'
+    >>> drift_line([80.0, 84.0, 78.0, 90.0]) is None
+    True
+    """
+    if len(chunk_ms) < 2 or min(chunk_ms) <= 0 or max(chunk_ms) / min(chunk_ms) <= DRIFT_WARN:
+        return None
+    return (f"# warning: this machine's speed moved while profiling: plain steps of "
+            f"{', '.join(f'{m:.0f}' for m in chunk_ms)} ms in {len(chunk_ms)} stretches "
+            f"(x{max(chunk_ms) / min(chunk_ms):.2f} apart); predictions inherit it: profile "
+            f"again when the machine is quiet, and read the prediction ranges")

@@ -122,6 +122,8 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
     assert doc["measured"]["optimizer"] == "adam" and doc["measured"]["world_size"] == 2
     low, high = doc["measured"]["compute_spread"]
     assert 0 < low <= 1 <= high
+    chunks = doc["measured"]["plain_chunk_ms"]  # the plain steps' 4 stretches (drift_line)
+    assert len(chunks) == 4 and all(ms > 0 for ms in chunks)
     assert set(doc["host_costs"]["implementations"]) == {"realrun", "torch"}
 
     from simddp.cli import main as simddp_main
