@@ -45,7 +45,7 @@ def rank(payload: dict, ctx) -> dict:
     import torch
 
     from realrun.steps import Trainer
-    from realrun.validate.timeline import clock_collectives, clocked_step
+    from realrun.step_clock import clock_collectives, clocked_step
     from realrun.workload import Workload
 
     torch.set_flush_denormal(True)

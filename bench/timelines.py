@@ -5,7 +5,7 @@
 
 Runs ``realrun validate`` with its defaults (or the flags given: --model, --batch, --seq,
 --bucket-mb), then clocks --timeline-steps steps of each configuration in --configs on rank 0
-(realrun/validate/timeline.py: forward, backward and optimizer ends; each all-reduce from its
+(realrun/step_clock.py: forward, backward and optimizer ends; each all-reduce from its
 launch to its completion) and prints, per configuration, the predicted and measured times of
 the moments that decide a step: backward end, each all-reduce's start and end, the step end,
 and the compute time between the backward end and the step end (copies, waits). Writes a

@@ -9,7 +9,9 @@ Started by ``python -m realrun bench`` through the launcher (or under torchrun):
 ``payload``: ``workload`` (a realrun.workload.Workload as a dict: a preset at batch x seq, or
 the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb", "spec"}`` each, the
 Strategy serialised, from :func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
-``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``;
+``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``,
+``timeline_steps`` (0: none; else each config's median clocked step's spans on its Result,
+realrun/step_clock.py);
 optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
 a steppable per name): things timed in the same rounds that are not configurations, such as
 realrun validate's probes (realrun/validate/probes.py).
@@ -47,11 +49,12 @@ from realrun.configs import label, spec_of
 from realrun.launch import resolve_target, run_world
 from realrun.launch.world import WorldConfig
 from realrun.precision import set_precision
+from realrun.step_clock import median_step_spans
 from realrun.steps import Trainer
 from realrun.timing import timed, write_trace
 from realrun.workload import Workload
 from simddp.report.progress import Progress
-from simddp.result import COMPUTE_ONLY, Result
+from simddp.result import COMPUTE_ONLY, Result, Span
 
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world: warm up every config and extra, then time them all
@@ -96,7 +99,10 @@ def run_rank(payload: dict, ctx) -> dict:
             for config, trainer in zip(configs, trainers):
                 path = os.path.join(payload["trace_dir"], f"{label(config)}.rank{ctx.rank}.json")
                 write_trace(ctx, lambda t=trainer: t.step(ranges=True), payload["trace_steps"], path)
-        return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner,
+        timelines = [median_step_spans(t, ctx, payload["timeline_steps"])
+                     for t in trainers[:len(payload["configs"])]] \
+            if payload.get("timeline_steps") else None
+        return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner, "timelines": timelines,
                 "collectives": [t.collectives() for t in trainers],
                 "threads": torch.get_num_threads()}
     finally:
@@ -144,6 +150,7 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
                       "label": label(config), **all_stats[i],
                       "collectives": ranks[0]["collectives"][i]})
     specs = [spec_of(config) for config in payload["configs"]]
+    timelines = ranks[0].get("timelines") or [None] * n   # rank 0's clocked spans, if asked
     compute = next((s for s in stats if s["strategy"] == COMPUTE_ONLY), None)
     compute_s = compute["median_s"] if compute else 0.0
     results = [Result(
@@ -152,7 +159,9 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         exposed_comm_s=max(0.0, s["median_s"] - compute_s) if compute else 0.0,
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",
         step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"],
-        steps_s=tuple(s["steps_s"]), spec=spec) for s, spec in zip(stats, specs)]
+        steps_s=tuple(s["steps_s"]), spec=spec,
+        spans=tuple(Span(*sp) for sp in timeline["spans"]) if timeline else ())
+        for s, spec, timeline in zip(stats, specs, timelines)]
     return BenchRun(results, stats, extras)
 
 

@@ -89,6 +89,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="after timing, run --trace-steps more steps per config under "
                         "torch.profiler; write DIR/<config>.rank<r>.json (Chrome/Perfetto)")
     o.add_argument("--trace-steps", type=int, default=3, help="steps per trace (default %(default)s)")
+    o.add_argument("--timelines", action="store_true",
+                   help="after timing, clock 5 more steps per config on rank 0 and keep the "
+                        "median one's spans in bench.json: simddp compare then reports each "
+                        "config's compute, exposed communication and overlap %% beside the "
+                        "prediction's")
+
+
+TIMELINE_STEPS = 5  # clocked steps per config with --timelines; the median one is kept
 
 
 def check_args(args: argparse.Namespace, configs: list[dict], hooks=()) -> None:
@@ -140,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
                "steps": args.steps, "warmup": args.warmup,
                "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
                "trace_dir": None, "trace_steps": args.trace_steps,
+               "timeline_steps": TIMELINE_STEPS if args.timelines else 0,
                "progress": sys.stderr.isatty()}
     try:
         out = bench.run_bench(payload, world=args.world, threads=args.threads,
@@ -229,7 +238,9 @@ def format_table(args, results, stats, scaling) -> str:
                      f"{r.step_p5_s * 1e3:>9.2f}{r.step_p95_s * 1e3:>9.2f}"
                      f"{r.exposed_comm_s * 1e3:>12.2f}{ratio:>8}")
     lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"
-                 + (f"; traces in {args.trace}" if args.trace else ""))
+                 + (f"; traces in {args.trace}" if args.trace else "")
+                 + ("; each config's clocked spans in bench.json (simddp compare reads them)"
+                    if args.timelines else ""))
     if scaling:
         lines += ["#", f"# scaling vs one process alone (compute-only, 1 rank, {args.threads} "
                   f"thread(s)): efficiency = N-rank samples/s / (N x single samples/s)",

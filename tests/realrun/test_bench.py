@@ -113,9 +113,18 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     assert (compute.spec, bucketed.spec) == (None, make_strategy("bucketed", 1.0))  # spec=
     assert (bucketed.source, bucketed.samples, bucketed.model, bucketed.world_size,
             bucketed.collectives, bucketed.link) == ("measured", 3, "mlp-2x4", 2, 2, "loopback")
+    assert results[0].spans == () and results[1].spans == ()      # no --timelines
+    ranks[0]["timelines"] = [{"step_s": 0.02, "spans": [["compute", "forward", 0, 0.01,
+                                                         "forward"]]},
+                             {"step_s": 0.045, "spans": [["comm", "bucket 0", 0.01, 0.04,
+                                                          "allreduce"]]}]
+    with_spans = bench.summarize(ranks, payload, link="loopback").results
+    assert [(sp.lane, sp.end_s) for r in with_spans for sp in r.spans] == [
+        ("compute", 0.01), ("comm", 0.04)]
     table = format_table(Namespace(what="batch 1 x seq 2 per rank", optimizer="sgd",
                                    precision="fp32", backend="gloo", threads=1,
-                                   steps=3, warmup=1, chunk=2, out="o", trace=None),
+                                   steps=3, warmup=1, chunk=2, out="o", trace=None,
+                                   timelines=False),
                          results, stats, None)
     assert "bucketed" in table and table.count("\n") == 5
 
@@ -126,7 +135,7 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     argv = [sys.executable, "-m", "realrun", "bench", *TINY, "--strategies", "naive,bucketed,ddp",
             "--bucket-mb", "0.01", "--steps", "3", "--warmup", "2", "--chunk", "2",
             "--format", "json", "--out", str(out), "--trace", str(traces), "--trace-steps", "1",
-            "--scaling", "--timeout-s", "30"]
+            "--scaling", "--timelines", "--timeout-s", "30"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -144,6 +153,12 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     assert (out / "bench.csv").read_text().count("\n") == 5
     scaling = json.loads((out / "bench.json").read_text())["scaling"]
     assert scaling[-1]["strategy"] == "single-process" and scaling[-1]["ranks"] == 1
+
+    # --timelines: rank 0's clocked spans; collectives only where realrun.DDP launches them
+    lanes = [{sp.lane for sp in r.spans} for r in results]
+    assert lanes == [{"compute"}, {"compute", "comm"}, {"compute", "comm"}, {"compute"}]
+    assert sum(sp.lane == "comm" for sp in results[2].spans) == 2       # bucketed's two
+    assert all(0 <= sp.start_s <= sp.end_s for r in results for sp in r.spans)
 
     names = sorted(p.name for p in traces.iterdir())
     assert names == sorted(f"{c}.rank{r}.json" for r in (0, 1)

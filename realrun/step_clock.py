@@ -1,0 +1,92 @@
+"""One training step's spans on one clock: what ``realrun validate`` and ``realrun bench
+--timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
+
+Rank 0 clocks its compute (forward, backward with its launches, optimizer) and, for
+realrun.DDP strategies, every collective from its launch (or the previous one's end: Gloo
+runs them in launch order) to its completion, read in the work's future callback. torch's
+DDP and FSDP2 have no launch hooks of ours: their steps get compute spans only. Of several
+clocked steps the median-length one is kept::
+
+    spans = median_step_spans(trainer, ctx, steps=5)["spans"]   # [lane, label, start, end, kind]
+"""
+from __future__ import annotations
+
+import time
+
+from realrun.steps import Trainer
+from simddp.kinds import SpanKind
+from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER
+
+
+def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dict:
+    """``{"step_s", "spans"}`` of the median-length of ``steps`` clocked steps of ``trainer``
+    (after ``warmup`` unclocked ones), spans relative to the step's start. Every rank must
+    call it (each step starts after a barrier); rank 0's collectives are clocked."""
+    clock = time.perf_counter
+    comm: list[list] = []          # [label, launch_s, end_s, nbytes]
+    ddp = trainer.model if trainer.sync is not None else None
+    if ddp is not None and ctx.rank == 0:
+        clock_collectives(ddp, comm, clock)
+    for _ in range(warmup):
+        trainer.step()
+    clocked = []
+    for _ in range(steps):
+        t0, t1, t2, t3, t4 = clocked_step(trainer, ctx, comm, clock)
+        spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
+                 (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
+        prev_end = t0
+        for label, start, end, _ in comm:
+            end = t3 if end is None else end
+            start = max(start, prev_end)
+            spans.append((COMM, label, start, end, SpanKind.ALL_REDUCE))
+            prev_end = end
+        clocked.append({"step_s": t4 - t0,
+                        "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
+    clocked.sort(key=lambda x: x["step_s"])
+    return clocked[len(clocked) // 2]
+
+
+def clock_collectives(ddp, comm: list, clock) -> None:
+    """Record every collective of a realrun.DDP in ``comm`` as [label, launch_s, end_s,
+    nbytes]: launched in ``on_collective_launch``, ended in the work's future callback
+    (bench/small_collectives.py clocks both ranks with it)."""
+    ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
+    for bucket in ddp._flat:
+        _clock_bucket(bucket, comm, clock)
+
+
+def clocked_step(trainer: Trainer, ctx, comm: list, clock) -> list[float]:
+    """One training step after a barrier (``comm`` emptied first): its start and its forward,
+    backward, sync and optimizer ends on ``clock``."""
+    ctx.barrier()
+    comm.clear()
+    t0 = clock()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    loss = trainer.loss()
+    t1 = clock()
+    loss.backward()
+    t2 = clock()
+    if trainer.sync is not None:
+        trainer.sync()
+    t3 = clock()
+    trainer.optimizer.step()
+    return [t0, t1, t2, t3, clock()]
+
+
+def _clock_bucket(bucket, comm: list, clock) -> None:
+    """Wrap one FlatBucket's launch so its completion time lands in the last comm entry."""
+    launch = bucket.launch
+
+    def timed_launch(async_op: bool) -> None:
+        entry = comm[-1] if comm else None
+        launch(async_op)
+        if entry is None:
+            return
+        work = bucket._work
+        if not async_op or work is None:
+            entry[2] = clock()
+        else:
+            work.get_future().then(lambda _f, e=entry: e.__setitem__(2, clock()))
+    bucket.launch = timed_launch
+
+
