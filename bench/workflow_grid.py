@@ -2,6 +2,7 @@
 
     python bench/workflow_grid.py                          # the 4 cells, ~12 min on 2 cores
     python bench/workflow_grid.py --cells mlp-loopback --steps 30 --out out/workflow
+    python bench/workflow_grid.py --cells tfm-2gbit --timelines   # + each row's overlap, span by span
 
 Each cell runs exactly what a user runs, with the defaults (docs/VALIDATION.md, "The user's
 workflow"), as separate commands:
@@ -54,7 +55,7 @@ def run(cmd: list[str], log) -> float:
     return time.perf_counter() - start
 
 
-def cell(name: str, out: Path, steps: int) -> dict:
+def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
     model, buckets, emu = CELLS[name]
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,8 @@ def cell(name: str, out: Path, steps: int) -> dict:
                                  "--strategies", STRATEGIES, "--out", str(d / "pred"),
                                  "--force"], log),
             "bench_s": run(py + ["realrun", "bench", *model, *emu, "--bucket-mb", buckets,
-                                 "--steps", str(steps), "--out", str(d / "bench"), "--force"],
+                                 "--steps", str(steps), "--out", str(d / "bench"), "--force",
+                                 *(["--timelines"] if timelines else [])],
                            log),
         }
         cmp = subprocess.run(py + ["simddp", "compare", "--predicted",
@@ -92,7 +94,8 @@ def cell(name: str, out: Path, steps: int) -> dict:
               "predicted_best_mb": s["predicted_best_bucket_mb"],
               "measured_best_mb": s["measured_best_bucket_mb"], "regret_ci": s["regret_ci"],
               "load_before_after": [load_before, os.getloadavg()[0]],
-              "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"]}
+              "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"],
+              "overlap": doc.get("overlap") or []}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
     print(f"== {name}\n{text}predict {result['predict_s']:.0f} s (calibrate "
@@ -126,6 +129,9 @@ def main() -> int:
     p.add_argument("--cells", default=",".join(CELLS), help="comma list of " + ", ".join(CELLS))
     p.add_argument("--steps", type=int, default=30, help="realrun bench --steps (default 30)")
     p.add_argument("--out", default="out/workflow", help="folder (default out/workflow)")
+    p.add_argument("--timelines", action="store_true",
+                   help="realrun bench --timelines: each row's measured compute, exposed comm "
+                        "and overlap %% beside the prediction's (not the user's default)")
     a = p.parse_args()
     names = [c.strip() for c in a.cells.split(",") if c.strip()]
     bad = [c for c in names if c not in CELLS]
@@ -134,7 +140,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
     out = Path(a.out)
-    results = [cell(name, out, a.steps) for name in names]
+    results = [cell(name, out, a.steps, a.timelines) for name in names]
     (out / "workflow.json").write_text(json.dumps(results, indent=1) + "\n")
     print(markdown(results))
     return 0
