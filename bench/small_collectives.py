@@ -14,6 +14,9 @@ configuration the medians over steps of:
 - ``bwd``: the backward (with its launches) and ``bwd0``: compute-only's, so their difference
   is what the collectives cost the compute lane;
 - ``skew``: how much later the last rank launched each collective than the first;
+- ``first_svc`` and ``svc``: a collective's service, from the later rank's launch (or the
+  previous completion) to its completion, for the step's first collective and the median of
+  the rest (the first pays a start the rest do not: 4-16 ms under compute here);
 - ``after``: collectives still running when the later rank's backward ended, and the drain:
   the spacing of their completions (the marginal cost of a queued collective with no compute);
 - ``during``: the spacing of completions while both backwards ran;
@@ -87,7 +90,11 @@ def summarise(name: str, steps0: list[dict], steps1: list[dict], bwd0_ms: float)
                  and done[i - 1] > bwd_end]
         during = [done[i] - max(done[i - 1], launched[i]) for i in range(1, n)
                   if done[i] <= bwd_end]
+        # service: from the later rank's launch (or the previous completion) to completion
+        service = [done[i] - max(launched[i], done[i - 1] if i else 0.0) for i in range(n)]
         rows.append({"bwd": max(s0["t"][2] - s0["t"][1], s1["t"][2] - s1["t"][1]) * 1e3,
+                     "first_svc": service[0] * 1e3 if n else float("nan"),
+                     "svc": med(service[1:]) * 1e3 if n > 1 else float("nan"),
                      "skew": med(skew) * 1e3 if skew else 0.0, "n_after": len(after),
                      "drain": med(drain) * 1e3, "during": med(during) * 1e3,
                      "first_after_wait": ((done[after[0]] - bwd_end) * 1e3 if after else 0.0),
@@ -137,8 +144,8 @@ def main() -> int:
     print(f"# {spec.name} b{a.batch}s{a.seq}, 2 Gloo ranks{hosts}, {a.steps} steps; "
           f"load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; compute-only: backward {bwd0:.2f} ms, step {step0:.2f} ms")
-    cols = ["n", "mb", "step", "bwd", "skew", "during", "n_after", "first_after_wait", "drain",
-            "tail"]
+    cols = ["n", "mb", "step", "bwd", "skew", "first_svc", "svc", "during", "n_after",
+            "first_after_wait", "drain", "tail"]
     print("config          " + " ".join(f"{c:>9}" for c in cols))
     for name in ranks[0]:
         if name == "compute-only":
