@@ -85,8 +85,10 @@ def _clock_bucket(bucket, comm: list, clock) -> None:
         work = bucket._work
         if not async_op or work is None:
             entry[2] = clock()
-        else:
+        elif hasattr(work, "get_future"):  # a c10d Work
             work.get_future().then(lambda _f, e=entry: e.__setitem__(2, clock()))
+        else:  # hierarchical's two-level all-reduce: a concurrent.futures.Future inside
+            work.future.add_done_callback(lambda _f, e=entry: e.__setitem__(2, clock()))
     bucket.launch = timed_launch
 
 
