@@ -2,8 +2,8 @@
 --timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
 
 Rank 0 clocks its compute (forward, backward with its launches, optimizer) and, for
-realrun.DDP strategies, every collective from its launch (or the previous one's end: Gloo
-runs them in launch order) to its completion, read in the work's future callback. torch's
+realrun.DDP strategies, every collective from its launch (or the previous one's end, when it
+queued behind it) to its completion, read in the work's future callback. torch's
 DDP and FSDP2 have no launch hooks of ours: their steps get compute spans only. Of several
 clocked steps the median-length one is kept::
 
@@ -34,16 +34,31 @@ def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dic
         t0, t1, t2, t3, t4 = clocked_step(trainer, ctx, comm, clock)
         spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
                  (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
-        prev_end = t0
-        for label, start, end, _ in comm:
-            end = t3 if end is None else end
-            start = max(start, prev_end)
-            spans.append((COMM, label, start, end, SpanKind.ALL_REDUCE))
-            prev_end = end
+        spans += comm_spans(comm, t0, t3)
         clocked.append({"step_s": t4 - t0,
                         "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
     clocked.sort(key=lambda x: x["step_s"])
     return clocked[len(clocked) // 2]
+
+
+def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:
+    """The comm lane's spans from ``comm`` ([label, launch_s, end_s, nbytes] in launch
+    order; an end not stamped by the sync's end ``t3`` counts as ``t3``): each from its
+    launch, or from the previous one's end if it queued behind it. Gloo runs two at once, so
+    one that ended before its predecessor ran beside it, from its launch (clipped to the
+    predecessor's end it was drawn ending before it began)::
+
+        >>> [s[2:4] for s in comm_spans([["a", 1, 5, 0], ["b", 2, 4, 0], ["c", 3, None, 0]],
+        ...                             0, 6)]
+        [(1, 5), (2, 4), (5, 6)]
+    """
+    spans, prev_end = [], t0
+    for label, start, end, _ in comm:
+        end = t3 if end is None else end
+        start = max(start, prev_end) if end >= prev_end else start
+        spans.append((COMM, label, start, end, SpanKind.ALL_REDUCE))
+        prev_end = max(prev_end, end)
+    return spans
 
 
 def clock_collectives(ddp, comm: list, clock) -> None:
