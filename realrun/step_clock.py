@@ -105,5 +105,3 @@ def _clock_bucket(bucket, comm: list, clock) -> None:
         else:  # hierarchical's two-level all-reduce: a concurrent.futures.Future inside
             work.future.add_done_callback(lambda _f, e=entry: e.__setitem__(2, clock()))
     bucket.launch = timed_launch
-
-
