@@ -85,13 +85,11 @@ def summarise(name: str, steps0: list[dict], steps1: list[dict], bwd0_ms: float)
         skew = [abs(s0["comm"][i][0] - s1["comm"][i][0]) for i in range(n)]
         done = [max(s0["comm"][i][1], s1["comm"][i][1]) for i in range(n)]
         launched = [max(s0["comm"][i][0], s1["comm"][i][0]) for i in range(n)]
-        after = [i for i in range(n) if done[i] > bwd_end]
-        drain = [done[i] - max(done[i - 1], launched[i]) for i in after if i > 0
-                 and done[i - 1] > bwd_end]
-        during = [done[i] - max(done[i - 1], launched[i]) for i in range(1, n)
-                  if done[i] <= bwd_end]
         # service: from the later rank's launch (or the previous completion) to completion
         service = [done[i] - max(launched[i], done[i - 1] if i else 0.0) for i in range(n)]
+        after = [i for i in range(n) if done[i] > bwd_end]
+        drain = [service[i] for i in after if i > 0 and done[i - 1] > bwd_end]
+        during = [service[i] for i in range(1, n) if done[i] <= bwd_end]
         rows.append({"bwd": max(s0["t"][2] - s0["t"][1], s1["t"][2] - s1["t"][1]) * 1e3,
                      "first_svc": service[0] * 1e3 if n else float("nan"),
                      "svc": med(service[1:]) * 1e3 if n > 1 else float("nan"),

@@ -222,12 +222,12 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     # per step, the max over ranks, against bench's compute-only 56.3 ms in the same run).
     steps0 = ranks[0]["measured"]["plain_steps_s"]
     per_step = np.max([r["measured"]["plain_steps_s"] for r in ranks], axis=0)
-    target_s = float(np.median(per_step if compute_basis == "slowest" else steps0))
+    basis_steps = per_step if compute_basis == "slowest" else steps0
+    target_s = float(np.median(basis_steps))
     k = target_s / compute_only_s(profile, 1)
     profile = profile.scaled(forward_s=profile.forward_s * k, backward_s=profile.backward_s * k,
                              optimizer_s=profile.optimizer_s * k)
     spread = [float(np.percentile(per_step, q) / np.median(per_step)) for q in (5, 95)]
-    basis_steps = per_step if compute_basis == "slowest" else steps0
     measured["plain_chunk_ms"] = [float(np.median(basis_steps[i:i + PlainSteps.CHUNK])) * 1e3
                                   for i in range(0, len(basis_steps), PlainSteps.CHUNK)]
     profile = dataclasses.replace(profile, compute_spread=tuple(spread))
