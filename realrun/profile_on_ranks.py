@@ -36,6 +36,7 @@ from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, 
 from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
                                     measure_hooks)
 from realrun.launch import run_world
+from realrun.launch.allocator import release_free_memory
 from realrun.launch.world import WorldConfig
 from realrun.layer_timing import profile_workload
 from realrun.steps import Trainer
@@ -99,6 +100,7 @@ def profile_rank(payload: dict, ctx) -> dict:
                                                 plain=plain.trainer,
                                                 on_group=lambda s: memory.mark(f"fsdp:{s}"))
     measured["plain_steps_s"] = plain.times
+    measured["allocator"] = ctx.allocator
     measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}
 
@@ -107,8 +109,8 @@ class PeakMemory:
     """This rank's peak memory per phase, in bytes over what it used when profiling began:
     on CUDA the caching allocator's ``max_memory_allocated``; on CPU the process's resident
     high-water mark (VmHWM, reset between phases by writing 5 to /proc/self/clear_refs).
-    Garbage is collected before each reading, so a phase's reading is its own peak, not the
-    leftovers of the one before (issue 20 bug 2)."""
+    Garbage is collected after each reading (on CPU the heap's free blocks handed back too),
+    so a phase's reading is its own peak, not the leftovers of the one before (issue 20 bug 2)."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
@@ -123,6 +125,8 @@ class PeakMemory:
         gc.collect()
         if self.cuda:
             torch.cuda.empty_cache()
+        else:  # the heap keeps freed blocks (realrun/launch/allocator.py): hand them back
+            release_free_memory()
         self._reset()
 
     def summary(self) -> dict:

@@ -15,6 +15,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from realrun.launch.allocator import pin_thresholds
+
 
 @dataclass(frozen=True)
 class RankContext:
@@ -25,6 +27,7 @@ class RankContext:
     local_rank: int
     backend: str
     device: "torch.device"
+    allocator: str = ""   # what realrun did to the host allocator (realrun/launch/allocator.py)
 
     def synchronize(self) -> None:
         """Wait for queued device work (CUDA kernels, NCCL collectives); no-op on CPU."""
@@ -45,9 +48,10 @@ def make_context(rank: int, world_size: int, local_rank: int, backend: str) -> R
         require_gpus(local_rank + 1)
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    return RankContext(rank, world_size, local_rank, backend, device)
+        return RankContext(rank, world_size, local_rank, backend, device)
+    # A CPU step frees and re-allocates its tensors: keep them in the heap (allocator.py).
+    return RankContext(rank, world_size, local_rank, backend, torch.device("cpu"),
+                       pin_thresholds())
 
 
 def init_group(ctx: RankContext, timeout_s: float) -> None:

@@ -98,7 +98,8 @@ def test_torchrun_world_mismatch_names_both_sizes(monkeypatch):
 
 def test_gloo_context_is_cpu_and_synchronize_is_a_no_op():
     ctx = make_context(rank=1, world_size=2, local_rank=1, backend="gloo")
-    assert ctx == RankContext(1, 2, 1, "gloo", torch.device("cpu"))
+    assert ctx == RankContext(1, 2, 1, "gloo", torch.device("cpu"), ctx.allocator)
+    assert ctx.allocator  # says what was done to the host allocator, whatever it was
     ctx.synchronize()
 
 
