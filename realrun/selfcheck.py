@@ -28,13 +28,14 @@ from realrun.launch.env import is_torchrun
 # Environment variables a cluster report needs: the collective libraries' and torch's own
 # knobs (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, TORCH_NCCL_*), and which
 # devices and threads each rank got.
-ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_")
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MALLOC_")
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT",
-             "LOCAL_WORLD_SIZE")
+             "LOCAL_WORLD_SIZE", "LD_PRELOAD", "GLIBC_TUNABLES", "REALRUN_ALLOCATOR")
 
 
 def env_vars() -> dict[str, str]:
-    """This process's NCCL_*/GLOO_*/TORCH_* variables and a few launch ones, sorted."""
+    """This process's NCCL_*/GLOO_*/TORCH_*/MALLOC_* variables and a few launch and
+    allocator ones, sorted."""
     return {k: v for k, v in sorted(os.environ.items())
             if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
@@ -73,7 +74,8 @@ def init_rank(payload: dict, ctx) -> dict:
     return {"rank": ctx.rank, "local_rank": ctx.local_rank, "hostname": socket.gethostname(),
             "device": str(ctx.device), "gpu": gpu, "allreduce_ok": bool(
                 torch.all(x == expected).item()), "allreduce_ms": allreduce_s * 1e3,
-            "threads": torch.get_num_threads(), "versions": versions(gpu is not None),
+            "threads": torch.get_num_threads(), "allocator": ctx.allocator,
+            "versions": versions(gpu is not None),
             "env": env_vars()}
 
 
@@ -97,8 +99,8 @@ def environment(backend: str, world_size: int, ranks: list[dict] | None) -> dict
                              for i in range(torch.cuda.device_count())]
     if ranks:  # what the ranks saw (a launcher sets some), rank 0's in full
         base = out["rank0_env"] = ranks[0]["env"]
-        out["ranks"] = [{k: r[k] for k in ("rank", "local_rank", "hostname", "device", "gpu",
-                                           "threads")}
+        out["ranks"] = [{k: r.get(k) for k in ("rank", "local_rank", "hostname", "device",
+                                               "gpu", "threads", "allocator")}
                         | ({"env": r["env"]} if r["env"] != base else {}) for r in ranks]
     return out
 

@@ -17,7 +17,8 @@ chunk no longer stood out (−9 … +2 ms in 3 profiles).
 So every Gloo rank realrun starts (``make_context``) sets them: blocks up to 32 MiB (glibc's
 largest mmap threshold on 64-bit) come from the heap, and the heap is never trimmed. Left
 alone where the user chose an allocator or glibc settings (``LD_PRELOAD``, ``MALLOC_*``,
-``GLIBC_TUNABLES``), and where the C library is not glibc. Between measured phases
+``GLIBC_TUNABLES``), asked for glibc as it comes (``REALRUN_ALLOCATOR=default``), and where
+the C library is not glibc. Between measured phases
 :func:`release_free_memory` returns what the heap holds free, so a phase's resident peak is
 its own (realrun.profile_on_ranks.PeakMemory).
 """
@@ -30,6 +31,7 @@ import platform
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # <malloc.h>
 MMAP_THRESHOLD_BYTES = 32 * 2**20               # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, in practice
+OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes (bench/step_faults.py)
 
 
 def user_choice(environ: dict[str, str]) -> str | None:
@@ -37,9 +39,13 @@ def user_choice(environ: dict[str, str]) -> str | None:
 
     >>> user_choice({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"})
     'LD_PRELOAD is set'
+    >>> user_choice({OPT_OUT: "default"})
+    'REALRUN_ALLOCATOR=default'
     >>> user_choice({"MALLOC_ARENA_MAX": "2"}), user_choice({"PATH": "/bin"})
     ('MALLOC_ARENA_MAX is set', None)
     """
+    if environ.get(OPT_OUT) == "default":
+        return f"{OPT_OUT}=default"
     if environ.get("LD_PRELOAD"):
         return "LD_PRELOAD is set"
     for name in sorted(environ):
