@@ -1,17 +1,20 @@
 """One training step's spans on one clock: what ``realrun validate`` and ``realrun bench
 --timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
 
-Rank 0 clocks its compute (forward, backward with its launches, optimizer) and, for
-realrun.DDP strategies, every collective from its launch (or the previous one's end, when it
-queued behind it) to its completion, read in the work's future callback. torch's
-DDP and FSDP2 have no launch hooks of ours: their steps get compute spans only. Of several
-clocked steps the median-length one is kept::
+Rank 0 clocks its compute (forward, backward with its launches, optimizer) and every
+collective from its launch (or the previous one's end, when it queued behind it) to its
+completion, read in the work's future callback: realrun.DDP's through its launch hook, torch
+DDP's through a comm hook registered after the timed steps (:func:`clock_torch_ddp`). FSDP2
+and torch DDP with a comm hook of its own get compute spans only. Of several clocked steps
+the median-length one is kept::
 
     spans = median_step_spans(trainer, ctx, steps=5)["spans"]   # [lane, label, start, end, kind]
 """
 from __future__ import annotations
 
 import time
+
+import torch.distributed as dist
 
 from realrun.steps import Trainer
 from simddp.kinds import SpanKind
@@ -27,11 +30,16 @@ def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dic
     ddp = trainer.model if trainer.sync is not None else None
     if ddp is not None and ctx.rank == 0:
         clock_collectives(ddp, comm, clock)
+    # every rank: the hook's own cost (a Python call and a pass over each bucket) alike
+    torch_clocked = trainer.torch_ddp is not None and clock_torch_ddp(trainer.torch_ddp,
+                                                                      comm, clock)
     for _ in range(warmup):
         trainer.step()
     clocked = []
     for _ in range(steps):
         t0, t1, t2, t3, t4 = clocked_step(trainer, ctx, comm, clock)
+        if torch_clocked and comm:  # its backward returns after the wait: compute ended
+            t2 = max(t1, comm[-1][1])  # when the last bucket launched (the last gradient)
         spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
                  (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
         spans += comm_spans(comm, t0, t3)
@@ -68,6 +76,40 @@ def clock_collectives(ddp, comm: list, clock) -> None:
     ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
     for bucket in ddp._flat:
         _clock_bucket(bucket, comm, clock)
+
+
+def clockable(spec) -> bool:
+    """Whether a Strategy's collectives get clocked: realrun.DDP's, and torch DDP's where it
+    has no comm hook of its own (FSDP2's have no hook of ours at all)."""
+    return spec.implementation == "realrun" or (spec.implementation == "torch"
+                                                and spec.comm_hook is None)
+
+
+def clock_torch_ddp(ddp, comm: list, clock) -> bool:
+    """Record every bucket of a torch DistributedDataParallel in ``comm`` as [label,
+    launch_s, end_s, nbytes] through a comm hook doing what torch does without one (the
+    average: divide by the world size, all-reduce); False if it has a comm hook already
+    (torch takes one, once). torch accepts it after training steps, so the timed steps
+    before it ran torch's own C++ path."""
+    group = ddp.process_group
+    world_size = dist.get_world_size(group)
+
+    def hook(_state, bucket):
+        buffer = bucket.buffer()
+        entry = [f"bucket {bucket.index()}", clock(), None,
+                 buffer.numel() * buffer.element_size()]
+        comm.append(entry)
+        buffer.div_(world_size)
+
+        def done(fut):
+            entry[2] = clock()
+            return fut.value()[0]
+        return dist.all_reduce(buffer, group=group, async_op=True).get_future().then(done)
+    try:
+        ddp.register_comm_hook(None, hook)
+    except RuntimeError:  # "can only be called once": its own hook runs (ddp+fp16, PowerSGD)
+        return False
+    return True
 
 
 def clocked_step(trainer: Trainer, ctx, comm: list, clock) -> list[float]:

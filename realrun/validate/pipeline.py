@@ -43,6 +43,7 @@ from realrun.bench import run_bench
 from realrun.configs import spec_of
 from realrun.launch import LaunchError, is_torchrun, share
 from realrun.profile_on_ranks import ProfileRun
+from realrun.step_clock import clockable
 from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
 from realrun.validate.probes import inputs_from_probes
 from realrun.validate.report import Prediction, ValidationReport
@@ -148,9 +149,10 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
         strategy, bucket_mb = config
         timeline_config = strategy + (f":{bucket_mb:g}" if bucket_mb is not None else "")
         spec = spec_of(grid_config(s, strategy, bucket_mb))
-        if spec is None or spec.implementation != "realrun":  # no launch hooks to clock
-            note = (f"timeline: {strategy} runs under torch (DDP or FSDP2), which has no "
-                    "launch hooks of ours, so its measured panel shows compute spans only")
+        if spec is None or not clockable(spec):
+            note = (f"timeline: {strategy} runs under torch FSDP2 or its own DDP comm hook, "
+                    "which leave no room for ours, so its measured panel shows compute "
+                    "spans only")
         log(f"validate: clocking one step of {timeline_config} for the timeline...")
         try:
             try:

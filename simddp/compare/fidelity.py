@@ -55,7 +55,7 @@ def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None
     for name, kinds in (("backward_end", (BACKWARD, COPY)),
                         ("last_all_reduce_end", (SpanKind.ALL_REDUCE,))):
         p, m = _end(predicted, kinds), _end(measured, kinds)
-        if p is None or m is None:  # torch DDP has no launch hooks: no measured comm spans
+        if p is None or m is None:  # FSDP2, hooked DDP: no measured comm spans
             out[f"{name}_ms"] = out[f"{name}_error_pct"] = None
             continue
         out[f"{name}_ms"] = [p * 1e3, m * 1e3]

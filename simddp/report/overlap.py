@@ -131,8 +131,8 @@ def side_by_side(predicted: Result, measured: Result | None) -> dict | None:
     """Predicted vs measured :class:`Overlap` of one configuration, in ms; None without
     spans on both sides.
 
-    A measured timeline without comm spans (torch's DDP and FSDP2 have no launch hooks of
-    ours: realrun/validate/timeline.py) while the prediction has some is
+    A measured timeline without comm spans (FSDP2, and torch DDP with a comm hook of its
+    own: realrun/step_clock.py) while the prediction has some is
     ``"comm_clocked": false``: its exposed comm, idle and overlap % would be wrong (the
     collectives' time would read as idle), so they are None; compute and step stand.
     """
@@ -167,7 +167,7 @@ def overlap_table(rows: list[tuple[str, dict]]) -> list[str]:
              "as HTA):"]
     lines += ["  ".join([t[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(t[1:], widths[1:])])
               for t in table]
-    lines += [f"  ({label}: no comm spans measured — torch's DDP/FSDP2 have no launch hooks of "
-              "ours — so only compute is compared)"
+    lines += [f"  ({label}: no comm spans measured — FSDP2 and a DDP comm hook of its own "
+              "leave no room for ours — so only compute is compared)"
               for label, d in rows if not d["comm_clocked"]]
     return lines

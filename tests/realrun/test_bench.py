@@ -135,13 +135,14 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     argv = [sys.executable, "-m", "realrun", "bench", *TINY, "--strategies", "naive,bucketed,ddp",
             "--bucket-mb", "0.01", "--steps", "3", "--warmup", "2", "--chunk", "2",
             "--format", "json", "--out", str(out), "--trace", str(traces), "--trace-steps", "1",
-            "--scaling", "--timelines", "--timeout-s", "30"]
+            "--comm-hook", "fp16", "--scaling", "--timelines", "--timeout-s", "30"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["rows"]           # stdout is exactly one JSON document
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
-        ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("ddp", 0.01)]
+        ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("bucketed+fp16", 0.01),
+        ("ddp", 0.01), ("ddp+fp16", 0.01)]
     assert all(set(r) == {"strategy", "bucket_mb", "median_ms", "p95_ms", "steps"} for r in rows)
     assert all(r["steps"] == 3 and r["p95_ms"] >= r["median_ms"] > 0 for r in rows)
 
@@ -149,19 +150,22 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     assert {r.source for r in results} == {"measured"} and results[0].model == "mlp-2x64"
     # 0.01 MiB caps hold one 16 KiB tensor each: two all-reduces for bucketed; torch DDP keeps
     # its 1 MiB first bucket (simddp's ddp plan), which holds both tensors: one all-reduce
-    assert [r.collectives for r in results] == [0, 2, 2, 1]
-    assert (out / "bench.csv").read_text().count("\n") == 5
+    assert [r.collectives for r in results] == [0, 2, 2, 2, 1, 1]
+    assert (out / "bench.csv").read_text().count("\n") == 7
     scaling = json.loads((out / "bench.json").read_text())["scaling"]
     assert scaling[-1]["strategy"] == "single-process" and scaling[-1]["ranks"] == 1
 
-    # --timelines: rank 0's clocked spans; collectives only where realrun.DDP launches them
+    # --timelines: rank 0's clocked spans; collectives where realrun.DDP launches them and
+    # torch DDP's through a clocking comm hook, not where DDP runs a comm hook of its own
     lanes = [{sp.lane for sp in r.spans} for r in results]
-    assert lanes == [{"compute"}, {"compute", "comm"}, {"compute", "comm"}, {"compute"}]
-    assert sum(sp.lane == "comm" for sp in results[2].spans) == 2       # bucketed's two
+    assert lanes == [{"compute"}, {"compute", "comm"}, {"compute", "comm"}, {"compute"},
+                     {"compute", "comm"}, {"compute"}]
+    assert [sum(sp.lane == "comm" for sp in r.spans) for r in results] == [0, 2, 2, 0, 1, 0]
     assert all(0 <= sp.start_s <= sp.end_s for r in results for sp in r.spans)
 
     names = sorted(p.name for p in traces.iterdir())
     assert names == sorted(f"{c}.rank{r}.json" for r in (0, 1)
-                           for c in ("compute-only", "naive", "bucketed-0.01MB", "ddp-0.01MB"))
+                           for c in ("compute-only", "naive", "bucketed-0.01MB",
+                                     "bucketed+fp16-0.01MB", "ddp-0.01MB", "ddp+fp16-0.01MB"))
     trace = (traces / "bucketed-0.01MB.rank0.json").read_text()
     assert all(f'"{name}"' in trace for name in ("forward", "backward", "sync", "optimizer"))

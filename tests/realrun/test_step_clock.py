@@ -48,3 +48,15 @@ def test_a_blocking_launch_is_stamped_at_once():
     _clock_bucket(bucket, comm, clock=lambda: 3.0)
     bucket.launch(False)
     assert comm[0][2] == 3.0
+
+
+def test_torch_ddp_is_clocked_by_a_comm_hook_that_averages_as_torch_does():
+    """Two ranks: after torch's own steps a clocking hook goes in (once; a second is
+    refused), stamps every bucket's launch and end, and the gradients are still the mean."""
+    from realrun.launch import run_world
+    for rank in run_world("tests.realrun._step_clock_targets:clocked_torch_ddp", {},
+                          world_size=2, timeout_s=60):
+        assert rank["first"] is True and rank["again"] is False and rank["same"]
+        assert len(rank["comm"]) >= 2                       # several buckets, each stamped
+        assert all(launch <= end for _, launch, end, _ in rank["comm"])
+        assert sum(n for *_, n in rank["comm"]) == rank["bytes"]
