@@ -1,0 +1,122 @@
+"""Where a step's time goes, phase by phase, on every rank, over many clocked steps.
+
+    python bench/step_phases.py --model transformer-small --layers 8 --d-model 128 \
+        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32 --strategies ddp,bucketed \
+        --bucket-mb 4,16
+
+One world of 2 Gloo ranks; compute-only and each configuration (as ``realrun bench`` builds
+them) clocked round-robin, ``--rounds`` turns of 3 steps each, every step after a barrier
+(realrun/step_clock.py: realrun.DDP's collectives through its launch hook, torch DDP's
+through a clocking comm hook). Per configuration and rank, the medians of: forward,
+backward's compute (to the last launch for torch DDP, whose ``backward()`` also waits),
+the wait and sync after it, the optimizer, the step. Per collective, from both ranks' clocks
+(``time.perf_counter`` is CLOCK_MONOTONIC: one clock for every process of a host): how far
+apart the ranks launched it, and how long it took from the later launch, which is the
+collective's own time (the earlier rank's includes waiting for the other).
+Numbers from this 2-vCPU VM: docs/results/2026-11-25-allocator.md, section 4.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
+from realrun.configs import bench_configs, label  # noqa: E402
+from realrun.launch import run_world  # noqa: E402
+from realrun.step_clock import clock_collectives, clock_torch_ddp, clocked_step  # noqa: E402
+from realrun.steps import Trainer  # noqa: E402
+from realrun.workload import Workload  # noqa: E402
+
+STEPS_PER_TURN, WARMUP = 3, 3
+
+
+def rank(payload: dict, ctx) -> dict:
+    """{label: [{"t": [start, forward, backward, sync, optimizer ends], "comm": [[label,
+    launch, end, bytes], ...]}, ...]} on this rank's perf_counter."""
+    torch.set_flush_denormal(True)
+    workload = Workload(**payload["workload"])
+    trainers, comms = {}, {}
+    for config in payload["configs"]:
+        name = label(config)
+        trainer = trainers[name] = Trainer(config, workload, ctx, payload)
+        comm = comms[name] = []
+        if trainer.sync is not None:
+            clock_collectives(trainer.model, comm, time.perf_counter)
+        elif trainer.torch_ddp is not None:
+            clock_torch_ddp(trainer.torch_ddp, comm, time.perf_counter)
+        for _ in range(WARMUP):
+            trainer.step()
+    steps: dict[str, list] = {name: [] for name in trainers}
+    for _ in range(payload["rounds"]):
+        for name, trainer in trainers.items():
+            for _ in range(STEPS_PER_TURN):
+                t = clocked_step(trainer, ctx, comms[name], time.perf_counter)
+                steps[name].append({"t": t, "comm": [list(e) for e in comms[name]]})
+    return steps
+
+
+def phases_ms(step: dict, torch_ddp: bool) -> dict:
+    """One rank's step in phases (ms): forward, backward's compute, wait+sync, optimizer."""
+    t0, t1, t2, t3, t4 = step["t"]
+    compute_end = max(t1, step["comm"][-1][1]) if torch_ddp and step["comm"] else t2
+    return {"forward": (t1 - t0) * 1e3, "backward": (compute_end - t1) * 1e3,
+            "wait+sync": (t3 - compute_end) * 1e3, "optimizer": (t4 - t3) * 1e3,
+            "step": (t4 - t0) * 1e3}
+
+
+def collectives_ms(steps_by_rank: list[list[dict]]) -> list[tuple[float, float]]:
+    """Per collective (in launch order), medians over steps of (launch skew between ranks,
+    time from the later launch to the later end), from every rank's clock."""
+    out = []
+    n = min(len(s["comm"]) for rank_steps in steps_by_rank for s in rank_steps)
+    for j in range(n):
+        skew, own = [], []
+        for per_rank in zip(*steps_by_rank):
+            launches = [s["comm"][j][1] for s in per_rank]
+            ends = [s["comm"][j][2] or s["t"][3] for s in per_rank]
+            skew.append((max(launches) - min(launches)) * 1e3)
+            own.append((max(ends) - max(launches)) * 1e3)
+        out.append((statistics.median(skew), statistics.median(own)))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(ap)
+    ap.add_argument("--strategies", default="ddp,bucketed")
+    ap.add_argument("--bucket-mb", default="4,16")
+    ap.add_argument("--rounds", type=int, default=10, help="turns of 3 clocked steps each")
+    args = ap.parse_args()
+    workload = resolve_workload(args)
+    configs = bench_configs(args.strategies.split(","),
+                            [float(b) for b in args.bucket_mb.split(",")])
+    payload = {"workload": workload.to_json(), "configs": configs, "rounds": args.rounds,
+               "seed": args.seed, "optimizer": args.optimizer, "precision": args.precision}
+    load = os.getloadavg()[0]
+    ranks = run_world("bench.step_phases:rank", payload, threads_per_rank=args.threads,
+                      timeout_s=600)
+    print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, 2 ranks, "
+          f"{args.rounds * STEPS_PER_TURN} clocked steps each; load {load:.2f} -> "
+          f"{os.getloadavg()[0]:.2f}; medians in ms")
+    for name in ranks[0]:
+        torch_ddp = name.startswith("ddp")
+        for r, steps in enumerate(ranks):
+            ph = [phases_ms(s, torch_ddp) for s in steps[name]]
+            print(f"{name:14} rank {r}  " + "  ".join(
+                f"{k} {statistics.median(p[k] for p in ph):6.1f}" for k in ph[0]))
+        for j, (skew, own) in enumerate(collectives_ms([rk[name] for rk in ranks])):
+            print(f"{'':14} collective {j}: launched {skew:4.1f} ms apart, {own:5.1f} ms "
+                  "from the later launch")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
