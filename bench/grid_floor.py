@@ -8,6 +8,11 @@ Scoring it against each run as ``simddp compare`` scores a prediction (|error| o
 measured median, per cell the median and max over rows, then the mean of the cells' medians)
 gives the floor that run's noise puts under issue 19's targets: on a box whose measured rows
 move by ±10 % between runs, no prediction scores below it except by luck. Needs ≥ 3 runs.
+
+A second table scores each run's own prediction (its calibrate, profile and sweep) against
+the same reference, the rows' medians over all runs, instead of against its one bench run:
+what is left is the prediction's own error and noise, with the single bench run's noise
+taken out.
 """
 from __future__ import annotations
 
@@ -28,21 +33,40 @@ def measured(run: Path) -> dict[str, dict[tuple, float]]:
     return out
 
 
+def predicted(run: Path) -> dict[str, dict[tuple, float]]:
+    """{cell: {(strategy, bucket_mb): predicted step s}} of one workflow_grid folder."""
+    out = {}
+    for path in sorted(run.glob("*/workflow.json")):
+        rows = json.loads(path.read_text())["rows"]
+        out[path.parent.name] = {(r["strategy"], r["bucket_mb"]): r["predicted_ms"] / 1e3
+                                 for r in rows if r.get("predicted_ms")}
+    return out
+
+
+def reference(runs: list[dict]) -> dict[str, dict[tuple, float]]:
+    """Each row's median over the runs (the oracle), for the cells every run has."""
+    cells = sorted(set.intersection(*(set(r) for r in runs)))
+    return {c: {k: statistics.median(r[c][k] for r in runs if k in r[c])
+                for k in runs[0][c]} for c in cells}
+
+
+def score(guess: dict, truth: dict) -> dict:
+    """Each cell's median and max |guess − truth| / truth over its rows, the mean of the
+    medians and the worst max (cells and rows both have)."""
+    per_cell = {}
+    for c in truth:
+        errors = [abs(guess[c][k] - v) / v * 100 for k, v in truth[c].items()
+                  if k in guess.get(c, {})]
+        if errors:
+            per_cell[c] = (statistics.median(errors), max(errors))
+    return {"cells": per_cell, "mean_median": statistics.mean(m for m, _ in per_cell.values()),
+            "worst_max": max(x for _, x in per_cell.values())}
+
+
 def floor(runs: list[dict]) -> list[dict]:
     """Per run: each cell's median and max |error| of the oracle, the mean of the medians."""
-    cells = sorted(set.intersection(*(set(r) for r in runs)))
-    oracle = {c: {k: statistics.median(r[c][k] for r in runs if k in r[c])
-                  for k in runs[0][c]} for c in cells}
-    scores = []
-    for run in runs:
-        per_cell = {}
-        for c in cells:
-            errors = [abs(oracle[c][k] - v) / v * 100 for k, v in run[c].items() if k in oracle[c]]
-            per_cell[c] = (statistics.median(errors), max(errors))
-        scores.append({"cells": per_cell,
-                       "mean_median": statistics.mean(m for m, _ in per_cell.values()),
-                       "worst_max": max(x for _, x in per_cell.values())})
-    return scores
+    oracle = reference(runs)
+    return [score(oracle, run) for run in runs]
 
 
 def main() -> int:
@@ -54,14 +78,21 @@ def main() -> int:
         print("grid_floor: give at least 3 workflow_grid folders with bench results",
               file=sys.stderr)
         return 2
-    scores = floor(runs)
+    print("The oracle (each row's median over these runs) against each run's bench:")
+    table(a.runs, floor(runs))
+    oracle = reference(runs)
+    print("\nEach run's own prediction against the oracle (its bench run's noise taken out):")
+    table(a.runs, [score(predicted(Path(r)), oracle) for r in a.runs])
+    return 0
+
+
+def table(paths: list[str], scores: list[dict]) -> None:
     cells = list(scores[0]["cells"])
     print("| run | " + " | ".join(cells) + " | mean of medians | worst max |")
     print("|---" * (len(cells) + 3) + "|")
-    for path, s in zip(a.runs, scores):
+    for path, s in zip(paths, scores):
         cell_text = " | ".join(f"{m:.1f} / {x:.1f} %" for m, x in s["cells"].values())
         print(f"| {path} | {cell_text} | {s['mean_median']:.1f} % | {s['worst_max']:.1f} % |")
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,14 +5,15 @@ and allocates them again in the next. With glibc's defaults the mmap and trim th
 adapt to the history of frees, so whether those megabytes stay in the heap or are unmapped
 and faulted back in, page by page, zeroed by the kernel, changes from process to process and
 from phase to phase. Measured here (2 ranks, 1 thread each, plain steps after a barrier,
-2026-11-25, docs/results/2026-11-25-allocator.md): in 3 of 5 fresh worlds of mlp-8x1024 one
-rank re-faulted 4-8 MB a step (1000-2000 minor faults, up to 5 ms of system time), in one
-160-step world 24 MB (6112 faults, 20 ms of a 106 ms step), the other rank none; and
+2026-11-25, docs/results/2026-11-25-allocator.md, bench/step_faults.py): in 4 of 5 fresh
+worlds of mlp-8x1024 one rank re-faulted 4-28 MB a step (1024-7136 minor faults, up to
+20 ms of system time on a ~100 ms step), the other rank none; and
 ``realrun profile``'s first chunk of plain steps, right after its per-layer phase, ran
 +6 … +37 ms slower than the median of the other three in all 9 default profiles of that
 model, which scaled its compute up. With both thresholds set (which also turns their
-adaptation off) every world read 0 faults a step and 0 ms of system time, and the first
-chunk no longer stood out (−9 … +2 ms in 3 profiles).
+adaptation off) every world read 0 faults a step and 0 ms of system time (and ran 12 %
+faster: 90.5 against 103.2 ms, the mean of 5 world medians each), and the first chunk no
+longer stood out (−9 … +2 ms in 3 profiles).
 
 So every Gloo rank realrun starts (``make_context``) sets them: blocks up to 32 MiB (glibc's
 largest mmap threshold on 64-bit) come from the heap, and the heap is never trimmed. Left
