@@ -36,8 +36,12 @@ OFF_PCT = 10.0
 
 def _end(result: Result, kinds: tuple[str, ...]) -> float | None:
     """The last end of a span of ``kinds``, from the step's first span (a measured file may
-    hold clock readings with any origin)."""
-    ends = [s.end_s for s in result.spans if s.kind in kinds]
+    hold clock readings with any origin). A copy-out (the engine's host work once a
+    collective is done, ``"<collective> copy-out"``) is not the backward's: a measured
+    backward ends before it (realrun.DDP copies out in its sync, torch DDP's clocked
+    backward at its last launch)."""
+    ends = [s.end_s for s in result.spans
+            if s.kind in kinds and not s.label.endswith(" copy-out")]
     return max(ends) - min(s.start_s for s in result.spans) if ends else None
 
 

@@ -327,6 +327,15 @@ def test_ranges_count_and_steer_the_predicted_best():
     assert "inside their predicted range: 1 of 2 (50 %)" in format_table(c)
 
 
+def test_a_predicted_copy_out_is_not_the_backward_end():
+    # the engine's copy-out after bucket1 (7-7.5 ms) is host work once the collective is
+    # done; a measured backward ends before it, so the predicted backward still ends at 6 ms
+    copy_out = Span("compute", "bucket1 copy-out", 5 + 0.007, 5 + 0.0075, "copy")
+    c = compare_results([res("bucketed", 10, 8, spans=timeline(1.0) + (copy_out,))],
+                        [meas("bucketed", 10, 8, spans=timeline(1.0))])
+    assert c.fidelity()["backward_end_ms"] == pytest.approx([6.0, 6.0])
+
+
 def test_timeline_fidelity_flags_cancelling_errors():
     # predicted: backward ends 6 ms, last all-reduce 7 ms, step 8 ms. Measured (from t0 = 5 s):
     # the same step length, but the backward ends at 7.2 ms and the comm at 7.2 ms too.
