@@ -30,7 +30,8 @@ import torch  # noqa: E402
 from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
 from realrun.configs import bench_configs, label  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
-from realrun.step_clock import clock_collectives, clock_torch_ddp, clocked_step  # noqa: E402
+from realrun.step_clock import (backward_end, clock_collectives, clock_torch_ddp,  # noqa: E402
+                                clocked_step)
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 
@@ -38,19 +39,19 @@ STEPS_PER_TURN, WARMUP = 3, 3
 
 
 def rank(payload: dict, ctx) -> dict:
-    """{label: [{"t": [start, forward, backward, sync, optimizer ends], "comm": [[label,
-    launch, end, bytes], ...]}, ...]} on this rank's perf_counter."""
+    """{label: [{"t": [start, forward, backward compute, sync, optimizer ends], "comm":
+    [[label, launch, end, bytes], ...]}, ...]} on this rank's perf_counter."""
     torch.set_flush_denormal(True)
     workload = Workload(**payload["workload"])
-    trainers, comms = {}, {}
+    trainers, comms, torch_clocked = {}, {}, {}
     for config in payload["configs"]:
         name = label(config)
         trainer = trainers[name] = Trainer(config, workload, ctx, payload)
         comm = comms[name] = []
         if trainer.sync is not None:
             clock_collectives(trainer.model, comm, time.perf_counter)
-        elif trainer.torch_ddp is not None:
-            clock_torch_ddp(trainer.torch_ddp, comm, time.perf_counter)
+        torch_clocked[name] = (trainer.torch_ddp is not None
+                               and clock_torch_ddp(trainer.torch_ddp, comm, time.perf_counter))
         for _ in range(WARMUP):
             trainer.step()
     steps: dict[str, list] = {name: [] for name in trainers}
@@ -58,16 +59,16 @@ def rank(payload: dict, ctx) -> dict:
         for name, trainer in trainers.items():
             for _ in range(STEPS_PER_TURN):
                 t = clocked_step(trainer, ctx, comms[name], time.perf_counter)
+                t[2] = backward_end(t[1], t[2], comms[name], torch_clocked[name])
                 steps[name].append({"t": t, "comm": [list(e) for e in comms[name]]})
     return steps
 
 
-def phases_ms(step: dict, torch_ddp: bool) -> dict:
+def phases_ms(step: dict) -> dict:
     """One rank's step in phases (ms): forward, backward's compute, wait+sync, optimizer."""
     t0, t1, t2, t3, t4 = step["t"]
-    compute_end = max(t1, step["comm"][-1][1]) if torch_ddp and step["comm"] else t2
-    return {"forward": (t1 - t0) * 1e3, "backward": (compute_end - t1) * 1e3,
-            "wait+sync": (t3 - compute_end) * 1e3, "optimizer": (t4 - t3) * 1e3,
+    return {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3,
+            "wait+sync": (t3 - t2) * 1e3, "optimizer": (t4 - t3) * 1e3,
             "step": (t4 - t0) * 1e3}
 
 
@@ -107,9 +108,8 @@ def main() -> int:
           f"{args.rounds * STEPS_PER_TURN} clocked steps each; load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; medians in ms")
     for name in ranks[0]:
-        torch_ddp = name.startswith("ddp")
         for r, steps in enumerate(ranks):
-            ph = [phases_ms(s, torch_ddp) for s in steps[name]]
+            ph = [phases_ms(s) for s in steps[name]]
             print(f"{name:14} rank {r}  " + "  ".join(
                 f"{k} {statistics.median(p[k] for p in ph):6.1f}" for k in ph[0]))
         for j, (skew, own) in enumerate(collectives_ms([rk[name] for rk in ranks])):

@@ -38,8 +38,7 @@ def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dic
     clocked = []
     for _ in range(steps):
         t0, t1, t2, t3, t4 = clocked_step(trainer, ctx, comm, clock)
-        if torch_clocked and comm:  # its backward returns after the wait: compute ended
-            t2 = max(t1, comm[-1][1])  # when the last bucket launched (the last gradient)
+        t2 = backward_end(t1, t2, comm, torch_clocked)
         spans = [(COMPUTE, "forward", t0, t1, FORWARD), (COMPUTE, "backward", t1, t2, BACKWARD),
                  (COMPUTE, "optimizer", t3, t4, OPTIMIZER)]
         spans += comm_spans(comm, t0, t3)
@@ -47,6 +46,13 @@ def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dic
                         "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
     clocked.sort(key=lambda x: x["step_s"])
     return clocked[len(clocked) // 2]
+
+
+def backward_end(t1: float, t2: float, comm: list[list], torch_clocked: bool) -> float:
+    """Where a clocked step's backward compute ended: ``backward()``'s return ``t2``, except
+    under a clocked torch DDP, whose ``backward()`` returns after waiting for its buckets:
+    there, at its last bucket's launch (its last gradient)."""
+    return max(t1, comm[-1][1]) if torch_clocked and comm else t2
 
 
 def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:

@@ -58,7 +58,7 @@ def user_choice(environ: dict[str, str]) -> str | None:
 
 
 def _glibc():
-    if not platform.system() == "Linux" or platform.libc_ver()[0] != "glibc":
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     return ctypes.CDLL(None)
 
