@@ -65,7 +65,15 @@ def main() -> int:
     ap.add_argument("--skew-ms", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
-    payload = {"sizes": [int(s) for s in args.sizes.split(",")], "repeats": args.repeats,
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 4 or args.repeats < 1 or args.compute_ms < 0 or args.skew_ms < 0:
+        print(f"after_compute: --sizes must be byte counts >= 4 (got {args.sizes!r}), "
+              "--repeats >= 1, --compute-ms and --skew-ms >= 0", file=sys.stderr)
+        return 2
+    payload = {"sizes": sizes, "repeats": args.repeats,
                "compute_ms": args.compute_ms, "skew_ms": args.skew_ms}
     load = os.getloadavg()[0]
     ranks = run_world("bench.after_compute:rank", payload, timeout_s=600)

@@ -33,6 +33,7 @@ from realrun.launch import run_world  # noqa: E402
 from realrun.launch.allocator import OPT_OUT  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.errors import InputError  # noqa: E402
 
 WARMUP = 3
 
@@ -71,7 +72,14 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--worlds", type=int, default=5, help="per allocator, alternating")
     args = ap.parse_args()
-    workload = resolve_workload(args)
+    try:
+        workload = resolve_workload(args)
+        if args.steps < 1 or args.worlds < 1:
+            raise InputError(f"--steps and --worlds must be >= 1, got {args.steps}, "
+                             f"{args.worlds}")
+    except InputError as e:   # bad flags: one line, exit 2
+        print(f"step_faults: {e}", file=sys.stderr)
+        return 2
     payload = {"workload": workload.to_json(), "steps": args.steps, "seed": args.seed,
                "optimizer": args.optimizer, "precision": args.precision}
     load = os.getloadavg()[0]

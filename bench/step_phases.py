@@ -34,6 +34,7 @@ from realrun.step_clock import (backward_end, clock_collectives, clock_torch_ddp
                                 clocked_step)
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.errors import InputError  # noqa: E402
 
 STEPS_PER_TURN, WARMUP = 3, 3
 
@@ -96,9 +97,18 @@ def main() -> int:
     ap.add_argument("--bucket-mb", default="4,16")
     ap.add_argument("--rounds", type=int, default=10, help="turns of 3 clocked steps each")
     args = ap.parse_args()
-    workload = resolve_workload(args)
-    configs = bench_configs(args.strategies.split(","),
-                            [float(b) for b in args.bucket_mb.split(",")])
+    try:
+        workload = resolve_workload(args)
+        try:
+            mbs = [float(b) for b in args.bucket_mb.split(",")]
+        except ValueError:
+            raise InputError(f"--bucket-mb must be numbers, got {args.bucket_mb!r}") from None
+        configs = bench_configs(args.strategies.split(","), mbs)
+        if args.rounds < 1:
+            raise InputError(f"--rounds must be >= 1, got {args.rounds}")
+    except InputError as e:   # bad flags: one line, exit 2
+        print(f"step_phases: {e}", file=sys.stderr)
+        return 2
     payload = {"workload": workload.to_json(), "configs": configs, "rounds": args.rounds,
                "seed": args.seed, "optimizer": args.optimizer, "precision": args.precision}
     load = os.getloadavg()[0]
