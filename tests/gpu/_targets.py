@@ -8,9 +8,12 @@ are the reference jobs that realrun's profile and simddp's trace-import are chec
 """
 from __future__ import annotations
 
+from statistics import median
+
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from realrun.timing import timed
 from realrun.workload import forward, loss_of
 from tests.gpu._cuda import big_workload
 
@@ -40,8 +43,9 @@ def ddp_steps(payload: dict, ctx) -> dict:
 def trace_ddp(payload: dict, ctx) -> dict:
     """A torch.profiler trace of torch DDP, as docs/TRACES.md records one: CPU and CUDA,
     shapes, 2 steps first (DDP rebuilds its buckets in the second), then wait 1, warm-up 1
-    and ``steps`` active steps, written to ``dir``; the gradients' bytes. ``workload``: a
-    realrun Workload's JSON instead of BIG."""
+    and ``steps`` active steps, written to ``dir``; the gradients' bytes, and the median
+    of ``steps`` more steps timed without the profiler. ``workload``: a realrun Workload's
+    JSON instead of BIG."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     from realrun.workload import Workload
     model, step = _job(ctx, payload.get("workload") and Workload(**payload["workload"]))
@@ -54,5 +58,8 @@ def trace_ddp(payload: dict, ctx) -> dict:
             step()
             prof.step()
     ctx.synchronize()
+    plain_s = []   # the same steps without the profiler: what the import must come back to
+    for _ in range(payload["steps"]):
+        plain_s.append(timed(ctx, step))
     return {"grad_bytes": sum(p.numel() * p.element_size() for p in model.parameters()
-                              if p.requires_grad)}
+                              if p.requires_grad), "plain_step_s": median(plain_s)}

