@@ -12,7 +12,9 @@ backward's compute (to the last launch for torch DDP, whose ``backward()`` also 
 the wait and sync after it, the optimizer, the step. Per collective, from both ranks' clocks
 (``time.perf_counter`` is CLOCK_MONOTONIC: one clock for every process of a host): how far
 apart the ranks launched it, and how long it took from the later launch, which is the
-collective's own time (the earlier rank's includes waiting for the other).
+collective's own time (the earlier rank's includes waiting for the other); per step, the
+step by realrun bench's rule (the longest rank's own), rank 0's, and from the later start,
+and how far apart the ranks left the barrier.
 Numbers from this 2-vCPU VM: docs/results/2026-11-25-allocator.md, section 4.
 """
 from __future__ import annotations
@@ -89,6 +91,20 @@ def collectives_ms(steps_by_rank: list[list[dict]]) -> list[tuple[float, float]]
     return out
 
 
+def step_bases_ms(steps_by_rank: list[list[dict]]) -> dict:
+    """Medians over steps (ms) of the step by three rules, and how far apart the ranks left
+    the barrier: "max" = the longest rank's own step (realrun bench's rule), "rank0" =
+    rank 0's (the clocked timeline's), "later" = from the later start to the later end."""
+    out: dict[str, list[float]] = {"max": [], "rank0": [], "later": [], "start skew": []}
+    for per_rank in zip(*steps_by_rank):
+        starts, ends = [s["t"][0] for s in per_rank], [s["t"][4] for s in per_rank]
+        out["max"].append(max(e - b for b, e in zip(starts, ends)) * 1e3)
+        out["rank0"].append((ends[0] - starts[0]) * 1e3)
+        out["later"].append((max(ends) - max(starts)) * 1e3)
+        out["start skew"].append((max(starts) - min(starts)) * 1e3)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,6 +138,8 @@ def main() -> int:
             ph = [phases_ms(s) for s in steps[name]]
             print(f"{name:14} rank {r}  " + "  ".join(
                 f"{k} {statistics.median(p[k] for p in ph):6.1f}" for k in ph[0]))
+        bases = step_bases_ms([rk[name] for rk in ranks])
+        print(f"{'':14} step " + "  ".join(f"{k} {v:5.1f}" for k, v in bases.items()))
         for j, (skew, own) in enumerate(collectives_ms([rk[name] for rk in ranks])):
             print(f"{'':14} collective {j}: launched {skew:4.1f} ms apart, {own:5.1f} ms "
                   "from the later launch")
