@@ -89,6 +89,7 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int,
 # all-reduce has nobody to wait for: what is left over the plain step is host cost.
 SOLO_CONFIGS = {"wrapper": config_of(make_strategy("overlap")),             # N hooks, N launches
                 "bucket": config_of(make_strategy("bucketed", 1e6)),        # N hooks, 1 launch
+                "flat": config_of(make_strategy("flat")),   # N notes, copies after backward
                 "torch": config_of(make_strategy("ddp", DDP_DEFAULT_BUCKET_MB))}  # torch's reducer
 
 
@@ -116,10 +117,12 @@ class SharedWeights:
         return copy.deepcopy(self.module, memo), self.inputs, self.loss_fn
 
 
-# Two round-robins, each against its own plain steps: realrun's wrapper with and without its
-# one bucket, then torch's reducer. All four models at once held 4 x (weights + gradients)
-# and both buckets: 12x the parameters' bytes where a torch DDP step needs 3x (issue 20 bug 2).
-HOOK_GROUPS = (("wrapper", "bucket"), ("torch",))
+# Three round-robins, each against its own plain steps: realrun's wrapper with and without
+# its one bucket, realrun's flat, then torch's reducer. All models at once held 4 x (weights
+# + gradients) and the buckets: 12x the parameters' bytes where a torch DDP step needs 3x
+# (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
+HOOK_GROUPS = (("wrapper", "bucket"), ("flat",), ("torch",))
+PLAIN_KEYS = {"wrapper": "plain_s", "flat": "flat_plain_s", "torch": "torch_plain_s"}
 
 
 def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
@@ -127,7 +130,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
     each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
-    wrapper, ``torch_plain_s`` beside torch's. ``plain``: the plain step's Trainer (its
+    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's. ``plain``: the plain step's Trainer (its
     weights are shared by the solo steps; default a new one). ``on_group(names)`` runs after
     each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
@@ -139,7 +142,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
             share_optimizer_state(plain, trainer)
         medians = _round_robin(trainers, ctx)
         out.update({f"{name}_s": medians[name] for name in group})
-        out["plain_s" if "wrapper" in group else "torch_plain_s"] = medians["plain"]
+        out[PLAIN_KEYS[group[0]]] = medians["plain"]
         del trainers
         gc.collect()  # the wrappers' hooks and buffers form cycles
         if on_group is not None:
@@ -193,7 +196,8 @@ def host_from_measurements(name: str, copy: dict, hooks: dict | None,
     copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
     f = hook_fields(hooks, copy, tensor_bytes) if hooks else {}
     return Host(name, {"realrun": HostCosts(**copies, hook_s=f.get("hook_s", 0.0),
-                                            launch_s=f.get("launch_s", 0.0)),
+                                            launch_s=f.get("launch_s", 0.0),
+                                            hook_after_backward_s=f.get("hook_after_backward_s")),
                        "torch": HostCosts(**copies, hook_s=f.get("ddp_hook_s", 0.0))},
                 source=source)
 
@@ -210,9 +214,17 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     step and the copies: overlap N·hook + N·launch, one bucket N·hook + launch — two equations
     for the two costs; without ``bucket_s`` it is all hook. Never below 0 (noise).
 
+    ``flat_s`` (realrun.DDP "flat", beside ``flat_plain_s``: N gradients noted by their
+    hooks, then copied in, one collective, copied out) gives ``hook_after_backward_s``: what
+    is left over its plain step, the copies and one launch, per gradient.
+
     >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043},
     ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)
     {'hook_s': 0.0, 'launch_s': 0.002, 'ddp_hook_s': 0.0}
+    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "flat_s": 0.052,
+    ...              "flat_plain_s": 0.04}, {"copy_gbps": 1.0, "in_place_gbps": 2.0},
+    ...             [10 ** 6] * 4)["hook_after_backward_s"]      # (12 - 8 - 2) ms / 4
+    0.0005
     """
     n, total = len(tensor_bytes), sum(tensor_bytes)
     torch_plain_s = hooks.get("torch_plain_s", hooks["plain_s"])
@@ -222,7 +234,11 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     if "bucket_s" in hooks and n > 1:
         over_bucket = hooks["bucket_s"] - hooks["plain_s"] - copies_s
         launch_s = max(0.0, (over_overlap - over_bucket) / (n - 1))
+    after = {}
+    if "flat_s" in hooks:
+        over_flat = hooks["flat_s"] - hooks.get("flat_plain_s", hooks["plain_s"]) - copies_s
+        after["hook_after_backward_s"] = round(max(0.0, (over_flat - launch_s) / n), 9)
     return {"hook_s": round(max(0.0, over_overlap / n - launch_s), 9),
-            "launch_s": round(launch_s, 9),
+            "launch_s": round(launch_s, 9), **after,
             "ddp_hook_s": round(max(0.0, (hooks.get("torch_s", torch_plain_s)
                                           - torch_plain_s - copies_s) / n), 9)}

@@ -53,6 +53,11 @@ class HostCosts:
       second in GB/s (1e9 B/s); None: free.
     scale_gbps: a lone tensor's in-place 1/p (one pass over it); None: at copy_gbps.
     hook_s: seconds per gradient of the hook path (dispatch, bookkeeping).
+    hook_after_backward_s: seconds per gradient of a bucket of several launched after the
+      backward (flat): the hook only notes the gradient, and its copy in and out of the
+      bucket run as calls at the launch, beside no compute; None: hook_s. Lone tensors
+      (naive) keep hook_s. realrun measures it with a flat step of its own (transformer, 75
+      gradients, 2026-11-26: 81 against 134 µs; docs/results/2026-11-26-flat-host.md).
     launch_s: seconds per collective the implementation launches (call, work, callback).
     gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies
       (FSDP2's hooks and DTensor bookkeeping); the copies around them, at copy_gbps, are an
@@ -67,6 +72,7 @@ class HostCosts:
     scale_gbps: float | None = None
     hook_s: float = 0.0
     launch_s: float = 0.0
+    hook_after_backward_s: float | None = None
     gather_s: float = 0.0
     scatter_s: float = 0.0
     blocking_collectives: bool = False
@@ -76,6 +82,8 @@ class HostCosts:
             _check(name, name, getattr(self, name), allow_none=True, allow_zero=False)
         for name in ("hook_s", "launch_s", "gather_s", "scatter_s"):
             _check(name, name, getattr(self, name), allow_none=False, allow_zero=True)
+        _check("hook_after_backward_s", "hook_after_backward_s", self.hook_after_backward_s,
+               allow_none=True, allow_zero=True)
         if not isinstance(self.blocking_collectives, bool):
             raise InputError(f"host costs: blocking_collectives must be true or false, got "
                              f"{self.blocking_collectives!r}")
@@ -84,6 +92,7 @@ class HostCosts:
     def free(self) -> bool:
         """Nothing to charge (no copies, hooks, launches, per-call costs) and nothing blocks."""
         return (self.copy_gbps is None and not self.hook_s and not self.launch_s
+                and not self.hook_after_backward_s
                 and not self.gather_s and not self.scatter_s and not self.blocking_collectives)
 
 

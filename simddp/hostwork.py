@@ -51,6 +51,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
     scale_rate = (costs.scale_gbps or costs.copy_gbps or float("inf")) * 1e9
     hook_s, launch_s = costs.hook_s, costs.launch_s
+    # A bucket launched after the backward (flat): noted in the hook, copied at the launch
+    late_s = hook_s if plan.strategy.overlap or costs.hook_after_backward_s is None \
+        else costs.hook_after_backward_s
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
@@ -68,7 +71,7 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
                                     + hook.pre_work_bytes / rate)
         for t in c.tensor_ids:
             layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
-            per_layer[layer] = (per_layer.get(layer, 0.0) + hook_s
+            per_layer[layer] = (per_layer.get(layer, 0.0) + (late_s if several else hook_s)
                                 + profile.tensor_bytes[t] / (rate if several else scale_rate))
         copy_out.append((c.nbytes if several else 0.0) / rate + hook.post_work_bytes / rate)
     return copy_in, copy_out

@@ -119,6 +119,8 @@ def host_line(host) -> str:
         copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
         parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"
                      + (f" + {c.launch_s * 1e6:.0f} µs per launch" if c.launch_s else "")
+                     + (f" ({c.hook_after_backward_s * 1e6:.0f} µs launched after the "
+                        "backward)" if c.hook_after_backward_s is not None else "")
                      + (f", {c.gather_s * 1e6:.0f} µs per all-gather and "
                         f"{c.scatter_s * 1e6:.0f} µs per reduce-scatter"
                         if c.gather_s or c.scatter_s else "")

@@ -59,6 +59,24 @@ def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
     assert kinds == {"copy"}
 
 
+def test_a_plan_launched_after_the_backward_pays_its_own_hook_cost():
+    """hook_after_backward_s replaces hook_s in a bucket of several launched after the
+    backward: flat's hooks only note a gradient and its copy calls run at the launch (realrun measured 81 against
+    134 µs a gradient, docs/results/2026-11-26-flat-host.md). Hooks 1 ms a gradient, 0.25 ms
+    after the backward: flat's copy-in is 2 x (0.25 + 1) ms from the backward's end at 6 ms."""
+    both = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=1e-3,
+                                             hook_after_backward_s=0.25e-3)})
+    step, spans = spans_ms("flat", both)
+    assert step == pytest.approx(12.5)
+    assert ("compute", "hooks+copy-in", 6.0, 8.5) in spans
+    assert ("comm", "flat", 8.5, 10.5) in spans
+    step, spans = spans_ms("bucketed", both, bucket_mb=8)   # overlapping: hook_s
+    assert ("compute", "hooks+copy-in", 4.0, 6.0) in spans
+    old = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=1e-3)})   # not measured
+    assert spans_ms("flat", old)[0] == pytest.approx(14.0)
+    assert spans_ms("naive", both) == spans_ms("naive", old)   # lone tensors: hook_s
+
+
 def test_no_host_or_free_costs_change_nothing():
     for name in ("naive", "flat", "overlap", "bucketed", "ddp"):
         p = plan(TOY, make_strategy(name))
@@ -74,6 +92,10 @@ def test_host_costs_round_trip_and_are_checked(tmp_path):
         HostCosts(copy_gbps=0.0)
     with pytest.raises(InputError, match="hook_s"):
         HostCosts(hook_s=-1.0)
+    with pytest.raises(InputError, match="hook_after_backward_s"):
+        HostCosts(hook_after_backward_s=float("nan"))
+    measured = Host("box", {"realrun": HostCosts(hook_s=1e-4, hook_after_backward_s=5e-5)})
+    assert host_from_json(host_to_json(measured)) == measured
     with pytest.raises(InputError, match="unknown implementation 'nccl'"):
         Host("box", {"nccl": HostCosts()})
     # A profile carries them as its host_costs section
