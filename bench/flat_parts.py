@@ -1,0 +1,118 @@
+"""realrun's flat step, part by part, on both ranks' clocks: what its host work costs in place.
+
+    python bench/flat_parts.py --model transformer-small --layers 8 --d-model 128 \
+        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32
+
+One world of 2 Gloo ranks runs realrun.DDP "flat" (every gradient noted by its hook, then
+after the backward copied into one bucket scaled by 1/p, one blocking all-reduce, the
+average copied back out): 5 warm-up steps, then ``--steps`` steps after a barrier. Each
+rank stamps its forward, backward, copy-in (the bucket's fill), copy-out (its finish) and
+sync ends on the host's one clock (perf_counter: CLOCK_MONOTONIC). Printed, medians over
+steps (ms): each rank's forward and backward (the backward holds the noting hooks), how far
+apart the ranks end the backward, the copy-in and copy-out (the slower rank's), the
+all-reduce from the later copy-in's end, and the step (max over ranks). ``realrun profile``
+charges the same work at ``copy_gbps`` plus ``hook_after_backward_s`` a gradient (simddp
+HostCosts). Numbers from this 2-vCPU VM: docs/results/2026-11-26-flat-host.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
+from realrun.configs import bench_configs  # noqa: E402
+from realrun.launch import run_world  # noqa: E402
+from realrun.steps import Trainer  # noqa: E402
+from realrun.workload import Workload  # noqa: E402
+from simddp.errors import InputError  # noqa: E402
+
+
+def rank(payload: dict, ctx) -> list[dict]:
+    """Per step: {"t": [start, forward, backward, sync, optimizer ends], "fill": [a, b],
+    "finish": [a, b]} on this rank's perf_counter."""
+    torch.set_flush_denormal(True)
+    (config,) = [c for c in bench_configs(["flat"], [25.0]) if c["strategy"] == "flat"]
+    trainer = Trainer(config, Workload(**payload["workload"]), ctx, payload)
+    (bucket,) = trainer.model._flat
+    stamps: dict[str, list[float]] = {}
+
+    def clocked(name: str, fn):
+        def run(*args):
+            a = time.perf_counter()
+            out = fn(*args)
+            stamps[name] = [a, time.perf_counter()]
+            return out
+        return run
+    bucket._fill = clocked("fill", bucket._fill)
+    bucket.finish = clocked("finish", bucket.finish)
+    for _ in range(5):
+        trainer.step()
+    steps = []
+    for _ in range(payload["steps"]):
+        ctx.barrier()
+        t0 = time.perf_counter()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        loss = trainer.loss()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        trainer.sync()
+        t3 = time.perf_counter()
+        trainer.optimizer.step()
+        steps.append({"t": [t0, t1, t2, t3, time.perf_counter()], **stamps})
+    return steps
+
+
+def parts_ms(steps_by_rank: list[list[dict]]) -> dict[str, float]:
+    """Medians over steps, in ms, of each part (see the module's docstring)."""
+    out: dict[str, list[float]] = {}
+    for per_rank in zip(*steps_by_rank):
+        row = {f"rank {r} forward": s["t"][1] - s["t"][0] for r, s in enumerate(per_rank)}
+        row |= {f"rank {r} backward": s["t"][2] - s["t"][1] for r, s in enumerate(per_rank)}
+        ends = [s["t"][2] for s in per_rank]
+        copy_out = max(s["finish"][1] - s["finish"][0] for s in per_rank)
+        row |= {"backward ends apart": max(ends) - min(ends),
+                "copy-in": max(s["fill"][1] - s["fill"][0] for s in per_rank),
+                "all-reduce from the later copy-in": max(s["t"][3] for s in per_rank)
+                - max(s["fill"][1] for s in per_rank) - copy_out,
+                "copy-out": copy_out,
+                "step (max over ranks)": max(s["t"][4] - s["t"][0] for s in per_rank)}
+        for k, v in row.items():
+            out.setdefault(k, []).append(v * 1e3)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(ap)
+    ap.add_argument("--steps", type=int, default=30)
+    args = ap.parse_args()
+    try:
+        workload = resolve_workload(args)
+        if args.steps < 1:
+            raise InputError(f"--steps must be >= 1, got {args.steps}")
+    except InputError as e:   # bad flags: one line, exit 2
+        print(f"flat_parts: {e}", file=sys.stderr)
+        return 2
+    payload = {"workload": workload.to_json(), "steps": args.steps, "seed": args.seed,
+               "optimizer": args.optimizer, "precision": args.precision}
+    load = os.getloadavg()[0]
+    ranks = run_world("bench.flat_parts:rank", payload, threads_per_rank=args.threads,
+                      timeout_s=600)
+    print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, flat, 2 ranks, "
+          f"{args.steps} steps; load {load:.2f} -> {os.getloadavg()[0]:.2f}; medians in ms")
+    for name, ms in parts_ms(ranks).items():
+        print(f"{name:36} {ms:7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
