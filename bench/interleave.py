@@ -110,7 +110,8 @@ def main() -> int:
           f"{statistics.median(pairs) * 1e3:+.1f} ms ({sum(p > 0 for p in pairs)} slower after)")
     for key, name in (("alone", "alone"), ("after", "after another"),
                       ("first", "first step after another")):
-        print(f"{name:26} n {len(per_step[key]):3d}  median {statistics.median(per_step[key]) * 1e3:6.1f}")
+        ms = statistics.median(per_step[key]) * 1e3
+        print(f"{name:26} n {len(per_step[key]):3d}  median {ms:6.1f}")
     return 0
 
 

@@ -130,8 +130,9 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
     each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
-    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's. ``plain``: the plain step's Trainer (its
-    weights are shared by the solo steps; default a new one). ``on_group(names)`` runs after
+    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's.
+    ``plain``: the plain step's Trainer (its weights are shared by the solo steps; default
+    a new one). ``on_group(names)`` runs after
     each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     weights, shared, out = SharedWeights(plain), {}, {}

@@ -177,9 +177,10 @@ def test_cuda_event_layer_times_match_a_profiler_trace(tmp_path):
     finally:
         for handle in [*handles, head_start]:
             handle.remove()
-    print(f"\n[gpu-tier] layer sums vs trace spans: forward "
-          f"{sum(x.forward_s for x in prof.layers) * 1e3:.3f} vs {median(spans['forward']) * 1e3:.3f} ms, "
-          f"backward {sum(x.backward_s for x in prof.layers) * 1e3:.3f} vs "
+    fwd_ms, bwd_ms = (sum(getattr(x, f) for x in prof.layers) * 1e3
+                      for f in ("forward_s", "backward_s"))
+    print(f"\n[gpu-tier] layer sums vs trace spans: forward {fwd_ms:.3f} vs "
+          f"{median(spans['forward']) * 1e3:.3f} ms, backward {bwd_ms:.3f} vs "
           f"{median(spans['backward']) * 1e3:.3f} ms")
     assert sum(x.forward_s for x in prof.layers) == pytest.approx(median(spans["forward"]),
                                                                   rel=0.10)
