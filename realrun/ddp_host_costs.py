@@ -130,10 +130,11 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
     each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
-    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's.
-    ``plain``: the plain step's Trainer (its weights are shared by the solo steps; default
-    a new one). ``on_group(names)`` runs after
-    each group, once its models are released."""
+    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's;
+    ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
+    themselves (:func:`time_copy_calls`). ``plain``: the plain step's Trainer (its weights
+    are shared by the solo steps; default a new one). ``on_group(names)`` runs after each
+    group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     weights, shared, out = SharedWeights(plain), {}, {}
     for group in HOOK_GROUPS:
@@ -141,7 +142,10 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
                                        for name in group}}
         for trainer in trainers.values():
             share_optimizer_state(plain, trainer)
+        calls = time_copy_calls(trainers["flat"]) if "flat" in trainers else None
         medians = _round_robin(trainers, ctx)
+        if calls is not None:
+            out["flat_copy_calls_s"] = statistics.median(calls[-24:])   # the timed steps'
         out.update({f"{name}_s": medians[name] for name in group})
         out[PLAIN_KEYS[group[0]]] = medians["plain"]
         del trainers
@@ -149,6 +153,28 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
         if on_group is not None:
             on_group(group)
     return out
+
+
+def time_copy_calls(trainer: Trainer) -> list[float]:
+    """Seconds of each step's copy-in and copy-out calls of ``trainer``'s realrun.DDP with
+    one bucket (flat), appended per step: its fill and finish, timed around the calls. A
+    difference of step medians divided by N gradients scattered by ±600 µs on 8 (the mlp);
+    the calls' own times do not carry the rest of the step's noise."""
+    (bucket,) = trainer.model._flat
+    fill, finish, seconds, started = bucket._fill, bucket.finish, [], [0.0]
+
+    def timed_fill():
+        t0 = time.perf_counter()
+        out = fill()
+        started[0] = time.perf_counter() - t0
+        return out
+
+    def timed_finish():
+        t0 = time.perf_counter()
+        finish()
+        seconds.append(started[0] + time.perf_counter() - t0)
+    bucket._fill, bucket.finish = timed_fill, timed_finish
+    return seconds
 
 
 def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
@@ -215,16 +241,17 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     step and the copies: overlap N·hook + N·launch, one bucket N·hook + launch — two equations
     for the two costs; without ``bucket_s`` it is all hook. Never below 0 (noise).
 
-    ``flat_s`` (realrun.DDP "flat", beside ``flat_plain_s``: N gradients noted by their
-    hooks, then copied in, one collective, copied out) gives ``hook_after_backward_s``: what
-    is left over its plain step, the copies and one launch, per gradient.
+    ``flat_copy_calls_s`` (realrun.DDP "flat": its copy-in and copy-out calls after the
+    backward, timed themselves) gives ``hook_after_backward_s``: what they cost over the
+    copies' bytes, per gradient. Flat's hooks, which only note a gradient (~8 µs each in
+    place), are not in it.
 
     >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043},
     ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)
     {'hook_s': 0.0, 'launch_s': 0.002, 'ddp_hook_s': 0.0}
-    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "flat_s": 0.052,
-    ...              "flat_plain_s": 0.04}, {"copy_gbps": 1.0, "in_place_gbps": 2.0},
-    ...             [10 ** 6] * 4)["hook_after_backward_s"]      # (12 - 8 - 2) ms / 4
+    >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05,
+    ...              "flat_copy_calls_s": 0.01}, {"copy_gbps": 1.0, "in_place_gbps": 2.0},
+    ...             [10 ** 6] * 4)["hook_after_backward_s"]      # (10 - 8) ms / 4
     0.0005
     """
     n, total = len(tensor_bytes), sum(tensor_bytes)
@@ -236,9 +263,9 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
         over_bucket = hooks["bucket_s"] - hooks["plain_s"] - copies_s
         launch_s = max(0.0, (over_overlap - over_bucket) / (n - 1))
     after = {}
-    if "flat_s" in hooks:
-        over_flat = hooks["flat_s"] - hooks.get("flat_plain_s", hooks["plain_s"]) - copies_s
-        after["hook_after_backward_s"] = round(max(0.0, (over_flat - launch_s) / n), 9)
+    if "flat_copy_calls_s" in hooks:
+        after["hook_after_backward_s"] = round(max(0.0, (hooks["flat_copy_calls_s"]
+                                                         - copies_s) / n), 9)
     return {"hook_s": round(max(0.0, over_overlap / n - launch_s), 9),
             "launch_s": round(launch_s, 9), **after,
             "ddp_hook_s": round(max(0.0, (hooks.get("torch_s", torch_plain_s)

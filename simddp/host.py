@@ -56,8 +56,8 @@ class HostCosts:
     hook_after_backward_s: seconds per gradient of a bucket of several launched after the
       backward (flat): the hook only notes the gradient, and its copy in and out of the
       bucket run as calls at the launch, beside no compute; None: hook_s. Lone tensors
-      (naive) keep hook_s. realrun measures it with a flat step of its own (transformer, 75
-      gradients, 2026-11-26: 81 against 134 µs; docs/results/2026-11-26-flat-host.md).
+      (naive) keep hook_s. realrun times a flat step's copy calls themselves (transformer, 75
+      gradients, 2026-11-26: 27 against 84 µs; docs/results/2026-11-26-flat-host.md).
     launch_s: seconds per collective the implementation launches (call, work, callback).
     gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies
       (FSDP2's hooks and DTensor bookkeeping); the copies around them, at copy_gbps, are an

@@ -62,7 +62,7 @@ def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
 def test_a_plan_launched_after_the_backward_pays_its_own_hook_cost():
     """hook_after_backward_s replaces hook_s in a bucket of several launched after the
     backward: flat's hooks only note a gradient and its copy calls run at the launch
-    (realrun measured 81 against 134 µs a gradient, docs/results/2026-11-26-flat-host.md).
+    (realrun measured 27 against 84 µs a gradient, docs/results/2026-11-26-flat-host.md).
     Hooks 1 ms a gradient, 0.25 ms after the backward: flat's copy-in is 2 x (0.25 + 1) ms
     from the backward's end at 6 ms."""
     both = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=1e-3,
