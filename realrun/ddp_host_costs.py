@@ -20,6 +20,8 @@ import copy
 import gc
 import statistics
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
@@ -140,11 +142,11 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     for group in HOOK_GROUPS:
         trainers = {"plain": plain, **{name: solo_trainer(name, weights, ctx, payload, shared)
                                        for name in group}}
-        for trainer in trainers.values():
-            share_optimizer_state(plain, trainer)
-        calls = time_copy_calls(trainers["flat"]) if "flat" in trainers else None
-        medians = _round_robin(trainers, ctx)
-        if calls is not None:
+        for name in group:
+            share_optimizer_state(plain, trainers[name])
+        with time_copy_calls(trainers.get("flat")) as calls:
+            medians = _round_robin(trainers, ctx)
+        if calls:
             out["flat_copy_calls_s"] = statistics.median(calls[-24:])   # the timed steps'
         out.update({f"{name}_s": medians[name] for name in group})
         out[PLAIN_KEYS[group[0]]] = medians["plain"]
@@ -155,13 +157,20 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     return out
 
 
-def time_copy_calls(trainer: Trainer) -> list[float]:
+@contextmanager
+def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
     """Seconds of each step's copy-in and copy-out calls of ``trainer``'s realrun.DDP with
-    one bucket (flat), appended per step: its fill and finish, timed around the calls. A
-    difference of step medians divided by N gradients scattered by ±600 µs on 8 (the mlp);
-    the calls' own times do not carry the rest of the step's noise."""
+    one bucket (flat), appended per step while inside: its fill and finish, timed around
+    the calls (nothing when ``trainer`` is None). A difference of step medians divided by N
+    gradients scattered by ±600 µs on 8 (the mlp); the calls' own times do not carry the
+    rest of the step's noise. The wrappers go on leaving, so no cycle keeps the trainer's
+    buffers alive into the next group (the memory bound, issue 20 bug 2)."""
+    seconds: list[float] = []
+    if trainer is None:
+        yield seconds
+        return
     (bucket,) = trainer.model._flat
-    fill, finish, seconds, started = bucket._fill, bucket.finish, [], [0.0]
+    fill, finish, started = bucket._fill, bucket.finish, [0.0]
 
     def timed_fill():
         t0 = time.perf_counter()
@@ -174,7 +183,10 @@ def time_copy_calls(trainer: Trainer) -> list[float]:
         finish()
         seconds.append(started[0] + time.perf_counter() - t0)
     bucket._fill, bucket.finish = timed_fill, timed_finish
-    return seconds
+    try:
+        yield seconds
+    finally:
+        del bucket._fill, bucket.finish   # the class's methods again
 
 
 def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
