@@ -163,8 +163,8 @@ def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
     one bucket (flat), appended per step while inside: its fill and finish, timed around
     the calls (nothing when ``trainer`` is None). A difference of step medians divided by N
     gradients scattered by ±600 µs on 8 (the mlp); the calls' own times do not carry the
-    rest of the step's noise. The wrappers go on leaving, so no cycle keeps the trainer's
-    buffers alive into the next group (the memory bound, issue 20 bug 2)."""
+    rest of the step's noise. The wrappers come off on leaving, so no cycle keeps the
+    trainer's buffers alive into the next group (the memory bound, issue 20 bug 2)."""
     seconds: list[float] = []
     if trainer is None:
         yield seconds
