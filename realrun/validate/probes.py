@@ -171,9 +171,12 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
             if "torch_s" in solo:
                 torch_hook_s = f["ddp_hook_s"]
         copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
-        # FSDP2's costs (measured with the profile; no probe of their own) carry over
+        # FSDP2's costs and flat's calls (measured with the profile; no probe of their own)
+        # carry over
         fsdp = {k: c for k, c in before.implementations.items() if k == "fsdp"}
-        host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s),
+        late_s = before.costs("realrun").hook_after_backward_s
+        host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s,
+                                                    hook_after_backward_s=late_s),
                                "torch": HostCosts(**copies, hook_s=torch_hook_s), **fsdp},
                     source="probes run alongside the strategies (realrun/validate/probes.py)",
                     contention=before.contention)

@@ -212,7 +212,8 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     from realrun.validate.probes import inputs_from_probes
     from simddp.host import Host, HostCosts
     link = Link("cal", 5e-3, 0.5, world_size=2)
-    earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0)})
+    earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0,
+                                                    hook_after_backward_s=3e-5)})
     medians = {"probe:flat": 0.005, "probe:seq-blocking": 0.011,
                "compute-only": 0.040, "probe:solo-wrapper": 0.050, "probe:solo-bucket": 0.053,
                "probe:solo-torch": 0.049}
@@ -221,6 +222,7 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     assert new.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
     r, t = host.costs("realrun"), host.costs("torch")
     assert (r.hook_s, r.launch_s, t.hook_s) == pytest.approx((0.001, 0.001, 0.00025))
+    assert r.hook_after_backward_s == 3e-5   # the profile's flat calls: no probe of its own
     assert info["calibrated"]["busbw_gbps"] == 0.5 and "alpha_s" not in info["fields"]
     # the copy probes set the copy rates the hook split then uses: 8 ms both ways for 4 MB
     # (1 GB/s) and 2 ms in place (2 GB/s) leave the solo steps' costs as above
