@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
+from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
 from realrun.configs import bench_configs  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
@@ -97,8 +97,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
-        if args.steps < 1:
-            raise InputError(f"--steps must be >= 1, got {args.steps}")
+        require_int("--steps", args.steps)
     except InputError as e:   # bad flags: one line, exit 2
         print(f"flat_parts: {e}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.timing import timed  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.commands.common import parse_positive_floats  # noqa: E402
 from simddp.errors import InputError  # noqa: E402
 
 BLOCK, OTHER = 10, 5   # steps of the target per block, of the other configuration between
@@ -73,10 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
-        try:
-            mbs = [float(b) for b in args.bucket_mb.split(",")]
-        except ValueError:
-            raise InputError(f"--bucket-mb must be numbers, got {args.bucket_mb!r}") from None
+        mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
         configs = bench_configs(args.strategies.split(","), mbs)
         if args.target == "compute-only":
             target = config_of(None)

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
+from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.launch.allocator import OPT_OUT  # noqa: E402
@@ -74,9 +74,8 @@ def main() -> int:
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
-        if args.steps < 1 or args.worlds < 1:
-            raise InputError(f"--steps and --worlds must be >= 1, got {args.steps}, "
-                             f"{args.worlds}")
+        require_int("--steps", args.steps)
+        require_int("--worlds", args.worlds)
     except InputError as e:   # bad flags: one line, exit 2
         print(f"step_faults: {e}", file=sys.stderr)
         return 2

@@ -29,13 +29,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, resolve_workload  # noqa: E402
+from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
 from realrun.configs import bench_configs, label  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.step_clock import (backward_end, clock_collectives, clock_torch_ddp,  # noqa: E402
                                 clocked_step)
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.commands.common import parse_positive_floats  # noqa: E402
 from simddp.errors import InputError  # noqa: E402
 
 STEPS_PER_TURN, WARMUP = 3, 3
@@ -115,13 +116,9 @@ def main() -> int:
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
-        try:
-            mbs = [float(b) for b in args.bucket_mb.split(",")]
-        except ValueError:
-            raise InputError(f"--bucket-mb must be numbers, got {args.bucket_mb!r}") from None
+        mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
         configs = bench_configs(args.strategies.split(","), mbs)
-        if args.rounds < 1:
-            raise InputError(f"--rounds must be >= 1, got {args.rounds}")
+        require_int("--rounds", args.rounds)
     except InputError as e:   # bad flags: one line, exit 2
         print(f"step_phases: {e}", file=sys.stderr)
         return 2

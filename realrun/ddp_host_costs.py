@@ -125,6 +125,7 @@ class SharedWeights:
 # (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
 HOOK_GROUPS = (("wrapper", "bucket"), ("flat",), ("torch",))
 PLAIN_KEYS = {"wrapper": "plain_s", "flat": "flat_plain_s", "torch": "torch_plain_s"}
+WARMUP_STEPS, TURNS, TURN_STEPS = 3, 8, 3   # each round-robin: warm-up, then turns of steps
 
 
 def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
@@ -147,7 +148,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
         with time_copy_calls(trainers.get("flat")) as calls:
             medians = _round_robin(trainers, ctx)
         if calls:
-            out["flat_copy_calls_s"] = statistics.median(calls[-24:])   # the timed steps'
+            out["flat_copy_calls_s"] = statistics.median(calls[-TURNS * TURN_STEPS:])
         out.update({f"{name}_s": medians[name] for name in group})
         out[PLAIN_KEYS[group[0]]] = medians["plain"]
         del trainers
@@ -205,14 +206,14 @@ def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, float]:
     each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
     the stepping one holds any; the first step of a turn then frees none, for every trainer
     alike."""
-    for _ in range(3):  # warm-up (torch DDP rebuilds its buckets in its second step)
+    for _ in range(WARMUP_STEPS):  # torch DDP rebuilds its buckets in its second step
         for trainer in trainers.values():
             trainer.step()
             trainer.optimizer.zero_grad(set_to_none=True)
     times: dict[str, list[float]] = {k: [] for k in trainers}
-    for _ in range(8):
+    for _ in range(TURNS):
         for name, trainer in trainers.items():
-            for _ in range(3):
+            for _ in range(TURN_STEPS):
                 ctx.barrier()
                 t0 = time.perf_counter()
                 trainer.step()
