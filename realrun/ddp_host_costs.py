@@ -172,17 +172,23 @@ def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
         return
     (bucket,) = trainer.model._flat
     fill, finish, started = bucket._fill, bucket.finish, [0.0]
+    device = trainer.device
+
+    def clock() -> float:   # on a GPU the copies are kernels: their end, not their launch
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
 
     def timed_fill():
-        t0 = time.perf_counter()
+        t0 = clock()
         out = fill()
-        started[0] = time.perf_counter() - t0
+        started[0] = clock() - t0
         return out
 
     def timed_finish():
-        t0 = time.perf_counter()
+        t0 = clock()
         finish()
-        seconds.append(started[0] + time.perf_counter() - t0)
+        seconds.append(started[0] + clock() - t0)
     bucket._fill, bucket.finish = timed_fill, timed_finish
     try:
         yield seconds
