@@ -102,13 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace):
     """ValidateSettings from the flags; InputError (one line) on anything bad."""
     workload = resolve_workload(args)  # --model or --module, shrink flags, --batch, --seq
-    from realrun.launch.context import require_gpus
     from realrun.validate import ValidateSettings
-    if args.backend == "nccl":
-        try:
-            require_gpus(1)  # before minutes of calibration, not after
-        except ValueError as e:
-            raise InputError(str(e)) from None
     hooks = parse_hooks(args.comm_hook)
     check_backend(hooks, args.backend)  # bf16 needs NCCL: before any rank starts
     check_warmup(hooks, args.warmup)
@@ -122,6 +116,12 @@ def settings_from_args(args: argparse.Namespace):
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
+    if args.backend == "nccl":  # before minutes of calibration, not after: one GPU per local rank
+        from realrun.launch.context import require_gpus
+        try:
+            require_gpus(1 if is_torchrun() else world.world_size)
+        except ValueError as e:
+            raise InputError(str(e)) from None
     link = None
     if args.link is not None:
         link = load_link(args.link)  # InputError on a missing or malformed file

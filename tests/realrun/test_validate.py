@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from realrun.cli import main
+from tests._nccl import nccl_refusal_for_two_ranks
 from tests._torchrun import torchrun
 from simddp.io import link_to_json, save_json
 from simddp.link import Link
@@ -255,10 +256,27 @@ def test_validate_under_torchrun_rank_0_prints_and_writes(tmp_path):
 
 
 def test_nccl_without_gpus_is_one_line_exit_2(capsys, tmp_path):
+    """Refused before the calibration starts: no GPU here, or (the device machine) one GPU
+    for 2 local ranks."""
+    words = nccl_refusal_for_two_ranks()
     from realrun.cli import main
     assert main(["validate", *TINY, "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "nccl needs CUDA GPUs" in err and err.count("\n") == 1
+    assert words in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_nccl_on_one_gpu_is_refused_before_calibrating(capsys, tmp_path, monkeypatch):
+    """Found on the one-GPU device machine: validate checked for one GPU, started the
+    calibration, and only its ranks found one GPU short. Two local ranks need two GPUs."""
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from realrun.cli import main
+    assert main(["validate", *TINY, "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: backend nccl needs 2 GPUs on this host (one per rank); found 1\n"
+    assert not (tmp_path / "o").exists()
 
 
 def test_the_contention_probe_sets_the_links_slowdowns():
