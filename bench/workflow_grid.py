@@ -15,7 +15,8 @@ workflow"), as separate commands:
 
 Emulated cells add ``--emulate-hosts 2 --link-gbit 2`` to steps 1, 2 and 4 (root). Per cell it
 prints the compare summary (median and max APE, Spearman ρ, regret, measured medians inside
-their predicted range) and the wall time of predicting (1+2+3) against measuring every
+their predicted range; the compute-only row's miss and the errors net of it, which separate the
+box's drift from the communication model: simddp/compare/drift.py) and the wall time of predicting (1+2+3) against measuring every
 configuration (4), and writes D/workflow.json; the last line is a markdown table for the docs.
 The load average before and after each cell is recorded: figures from a busy box are not
 figures.
@@ -95,7 +96,8 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "measured_best_mb": s["measured_best_bucket_mb"], "regret_ci": s["regret_ci"],
               "load_before_after": [load_before, os.getloadavg()[0]],
               "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"],
-              "overlap": doc.get("overlap") or []}
+              "overlap": doc.get("overlap") or [],
+              "net_of_compute": doc.get("net_of_compute")}  # simddp/compare/drift.py
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
     print(f"== {name}\n{text}predict {result['predict_s']:.0f} s (calibrate "
@@ -106,13 +108,18 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
 
 
 def markdown(results: list[dict]) -> str:
-    head = ("| cell | median APE | max APE | Spearman ρ | regret | in range | predict s | "
-            "measure s |\n|---|---|---|---|---|---|---|---|")
+    head = ("| cell | median APE | max APE | Spearman ρ | regret | in range | compute-only | "
+            "net of it: median / max APE | predict s | measure s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         rho = "n/a" if r["spearman"] is None else f"{r['spearman']:.2f}"
+        net = r.get("net_of_compute")
+        net_text = ("n/a | n/a" if net is None else
+                    f"{net['compute_error_pct']:+.1f} % | {net['median_ape']:.1f} / "
+                    f"{net['max_ape']:.1f} % ({net['max_config']})")
         lines.append(f"| {r['cell']} | {r['median_ape']:.1f} % | {r['max_ape']:.1f} % | {rho} | "
-                     f"{r['regret']:.1f} % | {r['in_range']}/{r['with_range']} | "
+                     f"{r['regret']:.1f} % | {r['in_range']}/{r['with_range']} | {net_text} | "
                      f"{r['predict_s']:.0f} | {r['bench_s']:.0f} |")
     n = len(results)
     inside = sum(r["in_range"] for r in results)

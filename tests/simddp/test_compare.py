@@ -159,7 +159,8 @@ def test_json_output_is_one_document(tmp_path, capsys):
     assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
     out = capsys.readouterr()
     doc = json.loads(out.out)
-    assert set(doc) == {"rows", "summary", "timeline_fidelity", "overlap"} and out.err == ""
+    assert set(doc) == {"rows", "summary", "timeline_fidelity", "overlap",
+                        "net_of_compute"} and out.err == ""
     assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
     assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
@@ -292,6 +293,32 @@ def test_realrun_bench_naming_and_compute_only_baseline():
         compare_results([res("naive", None, 90)], [meas("compute-only", None, 50)])  # compute_s 0
     with pytest.raises(InputError, match="model differs"):
         compare_results([res("naive", None, 90, model="toy2@a100")], [meas("naive", None, 90)])
+
+
+def test_errors_net_of_the_compute_only_miss():
+    """Hand-computed: compute predicted 60 ms, measured 50 (+10 ms, +20 %); net of it naive
+    is 90 − 10 = 80 against 100 (−20 %), ddp 70 − 10 = 60 against 70 (−14.3 %), and no_sync
+    at accum 4 computes 4 times: 200 − 40 = 160 against 150 (+6.7 %)."""
+    predicted = [dataclasses.replace(res(s, mb, ms), compute_s=0.060, accum_steps=k)
+                 for s, mb, ms, k in (("naive", None, 90, 1), ("ddp", 25, 70, 1),
+                                      ("no_sync", 25, 200, 4))]
+    measured = [meas("compute-only", None, 50), meas("naive", None, 100), meas("ddp", 25, 70),
+                dataclasses.replace(meas("no_sync", 25, 150), accum_steps=4)]
+    doc = compare_results(predicted, measured).to_json()["net_of_compute"]
+    assert doc["compute_miss_ms"] == pytest.approx(10.0)
+    assert doc["compute_error_pct"] == pytest.approx(20.0)
+    assert [(r["config"], round(r["net_error_pct"], 2)) for r in doc["rows"]] == \
+        [("naive", -20.0), ("ddp:25", -14.29), ("no_sync:25 (accum 4)", 6.67)]
+    assert doc["max_config"] == "naive" and doc["max_ape"] == pytest.approx(20.0)
+    assert doc["median_ape"] == pytest.approx(100 / 7)
+    text = format_table(compare_results(predicted, measured))
+    assert "compute-only ran 10.00 ms faster than predicted (+20.0 %)" in text
+    assert "|error| median 14.3 %, max 20.0 % (naive -20.0 %)" in text
+    # an input (realrun validate) or no compute-only row: nothing to take out
+    anchored = compare_results(predicted, measured, inputs=frozenset({"compute-only"}))
+    assert anchored.to_json()["net_of_compute"] is None
+    assert "compute-only ran" not in format_table(anchored)
+    assert compare_results(predicted, measured[1:]).to_json()["net_of_compute"] is None
 
 
 def test_measured_steps_give_the_regret_an_interval():
