@@ -53,10 +53,10 @@ class HostCosts:
       second in GB/s (1e9 B/s); None: free.
     scale_gbps: a lone tensor's in-place 1/p (one pass over it); None: at copy_gbps.
     hook_s: seconds per gradient of the hook path (dispatch, bookkeeping).
-    hook_after_backward_s: seconds per gradient of a bucket of several launched after the
-      backward (flat): the hook only notes the gradient, and its copy in and out of the
-      bucket run as calls at the launch, beside no compute; None: hook_s. Lone tensors
-      (naive) keep hook_s. realrun times a flat step's copy calls themselves (transformer, 75
+    hook_after_backward_s: seconds per gradient launched after the backward (flat's bucket,
+      naive's lone tensors): the hook only notes the gradient, and its copy in and out of
+      the bucket, or its in-place scale, run as calls at the launch, beside no compute;
+      None: hook_s. realrun times a flat step's copy calls themselves (transformer, 75
       gradients, 2026-11-26: 27 against 84 µs; docs/results/2026-11-26-flat-host.md).
     launch_s: seconds per collective the implementation launches (call, work, callback).
     gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies

@@ -39,8 +39,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     copies each gradient in (scaled by 1/p) from its gradient hook when the plan overlaps,
     else at launch after the backward, and copies the average back out once its all-reduce is
     done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
-    hook costs ``costs.hook_s`` where its copy-in is, and each collective ``costs.launch_s``
-    at its launch. A comm hook's work (``Collective.hook``: ``pre_work_bytes`` at launch,
+    hook costs ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when
+    measured, where the plan launches after the backward), and each collective
+    ``costs.launch_s`` at its launch. A comm hook's work (``Collective.hook``: ``pre_work_bytes`` at launch,
     ``post_work_bytes`` with the copy-out) runs at ``copy_gbps`` too. A reduce-scatter
     (FSDP2's, :func:`shard_host_s`) pays its call and copy-in where it is released, its
     copy-out with the others; an all-gather pays nothing here: it is issued and waited for
@@ -51,7 +52,10 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
     scale_rate = (costs.scale_gbps or costs.copy_gbps or float("inf")) * 1e9
     hook_s, launch_s = costs.hook_s, costs.launch_s
-    # A bucket launched after the backward (flat): noted in the hook, copied at the launch
+    # A gradient launched after the backward (flat's bucket, naive's lone tensors): its hook
+    # only notes it; it is copied in or scaled at the launch (realrun.DDP._on_grad_ready
+    # returns early). Naive in place on the transformer: 80 µs a tensor to scale and 37 of
+    # loop, against 180-250 charged with hook_s (bench/naive_parts.py; 2026-11-26-flat-host.md)
     late_s = hook_s if plan.strategy.overlap or costs.hook_after_backward_s is None \
         else costs.hook_after_backward_s
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
@@ -71,7 +75,7 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
                                     + hook.pre_work_bytes / rate)
         for t in c.tensor_ids:
             layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
-            per_layer[layer] = (per_layer.get(layer, 0.0) + (late_s if several else hook_s)
+            per_layer[layer] = (per_layer.get(layer, 0.0) + late_s
                                 + profile.tensor_bytes[t] / (rate if several else scale_rate))
         copy_out.append((c.nbytes if several else 0.0) / rate + hook.post_work_bytes / rate)
     return copy_in, copy_out

@@ -60,11 +60,12 @@ def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
 
 
 def test_a_plan_launched_after_the_backward_pays_its_own_hook_cost():
-    """hook_after_backward_s replaces hook_s in a bucket of several launched after the
+    """hook_after_backward_s replaces hook_s where gradients are launched after the
     backward: flat's hooks only note a gradient and its copy calls run at the launch
-    (realrun measured 27 against 84 µs a gradient, docs/results/2026-11-26-flat-host.md).
-    Hooks 1 ms a gradient, 0.25 ms after the backward: flat's copy-in is 2 x (0.25 + 1) ms
-    from the backward's end at 6 ms."""
+    (realrun measured 27 against 84 µs a gradient, docs/results/2026-11-26-flat-host.md), and
+    naive's lone tensors are scaled in place at theirs. Hooks 1 ms a gradient, 0.25 ms after
+    the backward: flat's copy-in is 2 x (0.25 + 1) ms from the backward's end at 6 ms;
+    naive's 2 x (0.25 + 1) ms of scaling, then two 1 ms all-reduces, one after the other."""
     both = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=1e-3,
                                              hook_after_backward_s=0.25e-3)})
     step, spans = spans_ms("flat", both)
@@ -75,7 +76,13 @@ def test_a_plan_launched_after_the_backward_pays_its_own_hook_cost():
     assert ("compute", "hooks+copy-in", 4.0, 6.0) in spans
     old = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=1e-3)})   # not measured
     assert spans_ms("flat", old)[0] == pytest.approx(14.0)
-    assert spans_ms("naive", both) == spans_ms("naive", old)   # lone tensors: hook_s
+    step, spans = spans_ms("naive", both)
+    assert step == pytest.approx(10.5)
+    assert ("compute", "hooks+copy-in", 6.0, 8.5) in spans
+    assert ("comm", "grad1", 8.5, 9.5) in spans and ("comm", "grad0", 9.5, 10.5) in spans
+    assert spans_ms("naive", old)[0] == pytest.approx(12.0)   # hook_s: 2 x (1 + 1) ms
+    step, spans = spans_ms("overlap", both)          # lone tensors from their hooks: hook_s
+    assert step == spans_ms("overlap", old)[0]
 
 
 def test_no_host_or_free_costs_change_nothing():
