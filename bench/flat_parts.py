@@ -16,7 +16,6 @@ HostCosts). Numbers from this 2-vCPU VM: docs/results/2026-11-26-flat-host.md.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -26,12 +25,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
+from bench._model_run import model_run_args  # noqa: E402
 from realrun.configs import bench_configs  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
-from simddp.errors import InputError  # noqa: E402
 
 
 def rank(payload: dict, ctx) -> list[dict]:
@@ -90,19 +88,7 @@ def parts_ms(steps_by_rank: list[list[dict]]) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(ap)
-    ap.add_argument("--steps", type=int, default=30)
-    args = ap.parse_args()
-    try:
-        workload = resolve_workload(args)
-        require_int("--steps", args.steps)
-    except InputError as e:   # bad flags: one line, exit 2
-        print(f"flat_parts: {e}", file=sys.stderr)
-        return 2
-    payload = {"workload": workload.to_json(), "steps": args.steps, "seed": args.seed,
-               "optimizer": args.optimizer, "precision": args.precision}
+    args, workload, payload = model_run_args("flat_parts", __doc__, {"steps": 30})
     load = os.getloadavg()[0]
     ranks = run_world("bench.flat_parts:rank", payload, threads_per_rank=args.threads,
                       timeout_s=600)

@@ -17,7 +17,6 @@ docs/results/2026-11-26-flat-host.md.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -27,14 +26,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
+from bench._model_run import model_run_args  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
 from realrun.ddp_host_costs import (SharedWeights, hook_fields, measure_copies,  # noqa: E402
                                     share_optimizer_state, solo_trainer)
 from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
-from simddp.errors import InputError  # noqa: E402
 from simddp.strategy import make_strategy  # noqa: E402
 
 WARMUP_STEPS, TURN_STEPS = 3, 3
@@ -103,19 +101,7 @@ def medians_ms(ranks: list[dict]) -> dict[str, dict[str, float]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(ap)
-    ap.add_argument("--turns", type=int, default=8)
-    args = ap.parse_args()
-    try:
-        workload = resolve_workload(args)
-        require_int("--turns", args.turns)
-    except InputError as e:   # bad flags: one line, exit 2
-        print(f"hook_calls: {e}", file=sys.stderr)
-        return 2
-    payload = {"workload": workload.to_json(), "turns": args.turns, "seed": args.seed,
-               "optimizer": args.optimizer, "precision": args.precision}
+    args, workload, payload = model_run_args("hook_calls", __doc__, {"turns": 8})
     load = os.getloadavg()[0]
     ranks = run_world("bench.hook_calls:rank", payload, threads_per_rank=args.threads,
                       timeout_s=600)

@@ -16,7 +16,6 @@ and the call as ``blocking_alpha_s`` + bytes on the link (simddp/hostwork.py).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -26,12 +25,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
+from bench._model_run import model_run_args  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
-from simddp.errors import InputError  # noqa: E402
 from simddp.strategy import make_strategy  # noqa: E402
 
 PARTS = ("fill", "launch", "finish", "sync")
@@ -73,19 +71,7 @@ def rank(payload: dict, ctx) -> list[dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(ap)
-    ap.add_argument("--turns", type=int, default=8)
-    args = ap.parse_args()
-    try:
-        workload = resolve_workload(args)
-        require_int("--turns", args.turns)
-    except InputError as e:   # bad flags: one line, exit 2
-        print(f"naive_parts: {e}", file=sys.stderr)
-        return 2
-    payload = {"workload": workload.to_json(), "turns": args.turns, "seed": args.seed,
-               "optimizer": args.optimizer, "precision": args.precision}
+    args, workload, payload = model_run_args("naive_parts", __doc__, {"turns": 8})
     load = os.getloadavg()[0]
     ranks = run_world("bench.naive_parts:rank", payload, threads_per_rank=args.threads,
                       timeout_s=600)

@@ -1,0 +1,34 @@
+"""What the bench scripts that run one model on a world share: realrun's model flags and
+a few step counts in, the rank payload out; bad flags are one line and exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from realrun.commands.common import add_model_args, require_int, resolve_workload
+from realrun.workload import Workload
+from simddp.errors import InputError
+
+
+def model_run_args(prog: str, doc: str, counts: dict[str, int]
+                   ) -> tuple[argparse.Namespace, Workload, dict]:
+    """(args, workload, payload) from the command line: ``--model`` and realrun's shrink
+    flags, ``--batch``, ``--seq`` (add_model_args), and ``--NAME N`` for each of ``counts``
+    (its default), which the payload carries with the workload, seed, optimizer and
+    precision."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(ap)
+    for name, default in counts.items():
+        ap.add_argument(f"--{name}", type=int, default=default)
+    args = ap.parse_args()
+    try:
+        workload = resolve_workload(args)
+        for name in counts:
+            require_int(f"--{name}", getattr(args, name))
+    except InputError as e:   # bad flags: one line, exit 2
+        print(f"{prog}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    payload = {"workload": workload.to_json(), "seed": args.seed, "optimizer": args.optimizer,
+               "precision": args.precision, **{name: getattr(args, name) for name in counts}}
+    return args, workload, payload
