@@ -41,8 +41,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
     hook costs ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when
     measured, where the plan launches after the backward), and each collective
-    ``costs.launch_s`` at its launch. A comm hook's work (``Collective.hook``: ``pre_work_bytes`` at launch,
-    ``post_work_bytes`` with the copy-out) runs at ``copy_gbps`` too. A reduce-scatter
+    ``costs.launch_s`` at its launch. A comm hook's work (``Collective.hook``:
+    ``pre_work_bytes`` at launch, ``post_work_bytes`` with the copy-out) runs at
+    ``copy_gbps`` too. A reduce-scatter
     (FSDP2's, :func:`shard_host_s`) pays its call and copy-in where it is released, its
     copy-out with the others; an all-gather pays nothing here: it is issued and waited for
     at the start of a forward or backward, where the engine charges :func:`shard_host_s`.
@@ -54,8 +55,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     hook_s, launch_s = costs.hook_s, costs.launch_s
     # A gradient launched after the backward (flat's bucket, naive's lone tensors): its hook
     # only notes it; it is copied in or scaled at the launch (realrun.DDP._on_grad_ready
-    # returns early). Naive in place on the transformer: 80 µs a tensor to scale and 37 of
-    # loop, against 180-250 charged with hook_s (bench/naive_parts.py; 2026-11-26-flat-host.md)
+    # returns early). Naive in place on the transformer: 117-165 µs a tensor besides its
+    # call, against 180-250 charged with hook_s (bench/naive_parts.py; docs/results/
+    # 2026-11-26-drift-and-naive.md, section 5)
     late_s = hook_s if plan.strategy.overlap or costs.hook_after_backward_s is None \
         else costs.hook_after_backward_s
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
