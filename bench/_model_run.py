@@ -1,11 +1,14 @@
 """What the bench scripts that run one model on a world share: realrun's model flags and
-a few step counts in, the rank payload out; bad flags are one line and exit 2."""
+a few step counts in, the rank payload out (bad flags are one line and exit 2); then their
+``rank`` function on 2 Gloo ranks, with the load average before."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
+from realrun.launch import run_world
 from realrun.workload import Workload
 from simddp.errors import InputError
 
@@ -32,3 +35,10 @@ def model_run_args(prog: str, doc: str, counts: dict[str, int]
     payload = {"workload": workload.to_json(), "seed": args.seed, "optimizer": args.optimizer,
                "precision": args.precision, **{name: getattr(args, name) for name in counts}}
     return args, workload, payload
+
+
+def run_ranks(prog: str, args: argparse.Namespace, payload: dict) -> tuple[list, float]:
+    """(what each rank's ``bench.<prog>:rank`` returned, the load average before)."""
+    load = os.getloadavg()[0]
+    return run_world(f"bench.{prog}:rank", payload, threads_per_rank=args.threads,
+                     timeout_s=600), load

@@ -25,9 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench._model_run import model_run_args  # noqa: E402
+from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from realrun.configs import bench_configs  # noqa: E402
-from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 
@@ -89,9 +88,7 @@ def parts_ms(steps_by_rank: list[list[dict]]) -> dict[str, float]:
 
 def main() -> int:
     args, workload, payload = model_run_args("flat_parts", __doc__, {"steps": 30})
-    load = os.getloadavg()[0]
-    ranks = run_world("bench.flat_parts:rank", payload, threads_per_rank=args.threads,
-                      timeout_s=600)
+    ranks, load = run_ranks("flat_parts", args, payload)
     print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, flat, 2 ranks, "
           f"{args.steps} steps; load {load:.2f} -> {os.getloadavg()[0]:.2f}; medians in ms")
     for name, ms in parts_ms(ranks).items():

@@ -26,11 +26,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench._model_run import model_run_args  # noqa: E402
+from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
 from realrun.ddp_host_costs import (SharedWeights, hook_fields, measure_copies,  # noqa: E402
                                     share_optimizer_state, solo_trainer)
-from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.strategy import make_strategy  # noqa: E402
@@ -102,9 +101,7 @@ def medians_ms(ranks: list[dict]) -> dict[str, dict[str, float]]:
 
 def main() -> int:
     args, workload, payload = model_run_args("hook_calls", __doc__, {"turns": 8})
-    load = os.getloadavg()[0]
-    ranks = run_world("bench.hook_calls:rank", payload, threads_per_rank=args.threads,
-                      timeout_s=600)
+    ranks, load = run_ranks("hook_calls", args, payload)
     ms = medians_ms(ranks)
     n = len(ranks[0]["tensor_bytes"])
     print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, {n} gradients, 2 ranks, "

@@ -25,9 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench._model_run import model_run_args  # noqa: E402
+from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
-from realrun.launch import run_world  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.strategy import make_strategy  # noqa: E402
@@ -35,8 +34,9 @@ from simddp.strategy import make_strategy  # noqa: E402
 PARTS = ("fill", "launch", "finish", "sync")
 
 
-def rank(payload: dict, ctx) -> list[dict]:
-    """Per timed step: {"name", "step", "fill", "launch", "finish", "sync"} seconds."""
+def rank(payload: dict, ctx) -> dict:
+    """{"tensors": N, "steps": per timed step {"name", "step", "fill", "launch", "finish",
+    "sync"} seconds}."""
     torch.set_flush_denormal(True)
     workload = Workload(**payload["workload"])
     naive = Trainer(config_of(make_strategy("naive")), workload, ctx, payload)
@@ -67,20 +67,19 @@ def rank(payload: dict, ctx) -> list[dict]:
                 t0 = time.perf_counter()
                 trainer.step()
                 steps.append({"name": name, "step": time.perf_counter() - t0, **spent})
-    return steps
+    return {"tensors": len(naive.model._flat), "steps": steps}
 
 
 def main() -> int:
     args, workload, payload = model_run_args("naive_parts", __doc__, {"turns": 8})
-    load = os.getloadavg()[0]
-    ranks = run_world("bench.naive_parts:rank", payload, threads_per_rank=args.threads,
-                      timeout_s=600)
+    ranks, load = run_ranks("naive_parts", args, payload)
+    steps = [r["steps"] for r in ranks]
     ms = {}
     for name in ("plain", "naive"):
-        mine = [i for i, s in enumerate(ranks[0]) if s["name"] == name]
-        ms[name] = {k: statistics.median(max(r[i][k] for r in ranks) for i in mine) * 1e3
+        mine = [i for i, s in enumerate(steps[0]) if s["name"] == name]
+        ms[name] = {k: statistics.median(max(r[i][k] for r in steps) for i in mine) * 1e3
                     for k in ("step", *PARTS)}
-    n = sum(1 for _ in workload.build(args.seed, 0, torch.device("cpu"))[0].parameters())
+    n = ranks[0]["tensors"]   # naive: one bucket a tensor
     m = ms["naive"]
     print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, naive, {n} tensors, "
           f"2 ranks; load {load:.2f} -> {os.getloadavg()[0]:.2f}; medians of the slower "

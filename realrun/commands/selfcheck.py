@@ -80,12 +80,7 @@ def check_args(args: argparse.Namespace):
                          "the verdict compares them")
     world = world_from_args(args)
     workload = resolve_workload(args)
-    if args.backend == "nccl":
-        from realrun.launch.context import require_gpus
-        try:
-            require_gpus(1 if is_torchrun() else world.world_size)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+    world.check_local_gpus()
     if world.emulate_hosts is not None:  # no root or no iproute2: bad input, not a failed step
         from realrun.launch.netns import check_available
         check_available()  # NetnsUnavailable: one line, exit 2 (realrun/cli.py)

@@ -116,12 +116,7 @@ def settings_from_args(args: argparse.Namespace):
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
-    if args.backend == "nccl":  # before minutes of calibration, not after: one GPU per local rank
-        from realrun.launch.context import require_gpus
-        try:
-            require_gpus(1 if is_torchrun() else world.world_size)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+    world.check_local_gpus()  # before minutes of calibration, not after
     link = None
     if args.link is not None:
         link = load_link(args.link)  # InputError on a missing or malformed file

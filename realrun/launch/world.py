@@ -118,6 +118,17 @@ class WorldConfig:
                 "timeout_s": self.timeout_s, "emulate_hosts": self.emulate_hosts,
                 "link_gbit": self.link_gbit}
 
+    def check_local_gpus(self) -> None:
+        """For nccl, one GPU per rank this host starts (under torchrun, its one), checked
+        before anything runs; InputError (one line) naming what is short."""
+        if self.backend != "nccl":
+            return
+        from realrun.launch.context import require_gpus   # torch: only when nccl is asked
+        try:
+            require_gpus(1 if is_torchrun() else self.world_size)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+
     @property
     def link_label(self) -> str:
         """What the ranks talked over: loopback, an emulated link, or torchrun's network."""

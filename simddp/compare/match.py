@@ -26,7 +26,7 @@ import io
 import math
 from dataclasses import dataclass
 
-from simddp.compare.drift import NetOfCompute, net_of_compute
+from simddp.compare.drift import net_of_compute
 from simddp.compare.fidelity import overlap_rows, timeline_fidelity
 from simddp.compare.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
@@ -120,15 +120,11 @@ class Comparison:
         return overlap_rows((find_result(self.predicted, *r.config),
                              find_result(self.measured, *r.config)) for r in self.rows)
 
-    def net_of_compute(self) -> NetOfCompute | None:
-        """The rows' errors with the compute-only row's miss taken out (drift.py)."""
-        return net_of_compute(self.rows)
-
     def to_json(self, timeline: str | None = None) -> dict:
         """The ``--format json`` document: ``{"rows": [...], "summary": {...},
         "timeline_fidelity": {...} or null, "overlap": [...], "net_of_compute": {...} or
         null}``."""
-        net = self.net_of_compute()
+        net = net_of_compute(self.rows)   # drift.py
         return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
                 "timeline_fidelity": self.fidelity(timeline), "overlap": self.overlap(),
                 "net_of_compute": None if net is None else net.to_json()}

@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from simddp.compare.drift import net_text
+from simddp.compare.drift import net_of_compute, net_text
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
 from simddp.compare.layouts import sizes_text
 from simddp.report.overlap import overlap_table
@@ -39,7 +39,7 @@ def format_table(comparison, timeline: str | None = None) -> str:
     if s.with_range:
         lines.append(f"measured medians inside their predicted range: {s.in_range} of "
                      f"{s.with_range} ({100 * s.in_range / s.with_range:.0f} %)")
-    lines += net_text(comparison.net_of_compute())
+    lines += net_text(net_of_compute(c.rows))
     if s.spearman_by_strategy:
         lines.append("  rho per strategy: " + ", ".join(
             f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))
