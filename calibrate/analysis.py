@@ -14,8 +14,9 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
-                               sampled_lone_alpha, summarize, time_spread, widen)
+from calibrate.combine import (alpha_unresolved, combine_kind_sequence, combine_sequence,
+                               overlapped_alpha, sampled_lone_alpha, summarize, time_spread,
+                               widen)
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link
@@ -137,6 +138,9 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     problems = [f"link: {p}" for p in fitting.fit_problems(fit, *scored(fit, held, rows, seq))]
     problems += [f"{k}: {p}" for k, c in kinds.items() for p in
                  fitting.fit_problems(c.fit, *scored(c.fit, c.heldout, c.rows, c.sequence))]
+    unresolved = alpha_unresolved(seq) if seq is not None else None
+    if unresolved:  # the link's α is one of two very different values: say so in its file
+        problems.append(f"link: {unresolved}")
     if held.get("busbw_from"):
         link = dataclasses.replace(link, source=f"{link.source}; busbw from {held['busbw_from']}")
     if problems:  # the link file says so too: whoever reads it later sees the warning

@@ -174,3 +174,32 @@ def test_a_queue_not_resolved_above_its_bytes_caps_nothing():
     assert world.sequence["queued_alpha_s"] == 0.0
     assert world.link.alpha_s == pytest.approx(3e-4 - 4096 / 1e9, rel=0.02)
     assert "not capped" in world.sequence["alpha_from"]
+
+
+def _lone_modes(slow_share: float, n: int = 160) -> list[float]:
+    """Lone 4 KiB samples as this VM gives them: 0.5-0.7 ms, or one 4 ms scheduler tick
+    later (3.5-3.7 ms) for ``slow_share`` of them, interleaved."""
+    slow = int(round(slow_share * n))
+    fast_s, slow_s = np.linspace(5e-4, 7e-4, n - slow), np.linspace(3.5e-3, 3.7e-3, slow)
+    return [float(t) for pair in zip(fast_s, slow_s) for t in pair] + list(fast_s[slow:])
+
+
+@pytest.mark.parametrize("slow_share, unresolved", [(0.25, False), (0.5, True)])
+def test_an_alpha_between_two_modes_is_flagged(slow_share, unresolved, capsys):
+    # 23 calibrations: a slow mode holding 24-38 % left the median's bootstrap p95/p5 at
+    # x1.11-1.33; 39-51 % at x1.85-2.31, and α at 948-1711 µs instead of 663-958
+    ranks = _ranks(list(predict_s(3e-4, 1.0, SMALL, 2)), [8 * 4e-3] * 5)  # queue: no cap
+    for r in ranks:
+        r["sequence"] = {**r["sequence"], "lone_s": _lone_modes(slow_share), "lone_bytes": 4096}
+    world = analyse(_settings(), 2, ranks)
+    low, high = world.sequence["alpha_interval_s"]
+    assert low <= world.link.alpha_s <= high
+    flagged = [p for p in world.problems if "unresolved" in p]
+    assert bool(flagged) == unresolved
+    assert ("DEGENERATE FIT: link: α" in world.link.source) == unresolved
+    print_report(Calibration(_settings(), [world]), [])
+    out = capsys.readouterr().out
+    assert "the median's p5–p95 over bootstrap resamples" in out
+    assert ("WARNING: degenerate fit, link: α" in out) == unresolved
+    if unresolved:
+        assert high / low > 2 and "calibrate again" in flagged[0]
