@@ -14,9 +14,9 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (alpha_unresolved, combine_kind_sequence, combine_sequence,
-                               overlapped_alpha, sampled_lone_alpha, summarize, time_spread,
-                               widen)
+from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
+                               summarize, time_spread, widen)
+from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link
@@ -139,7 +139,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     problems += [f"{k}: {p}" for k, c in kinds.items() for p in
                  fitting.fit_problems(c.fit, *scored(c.fit, c.heldout, c.rows, c.sequence))]
     unresolved = alpha_unresolved(seq) if seq is not None else None
-    if unresolved:  # the link's α is one of two very different values: say so in its file
+    if unresolved:  # the median was between two modes: the link file says where α came from
         problems.append(f"link: {unresolved}")
     if held.get("busbw_from"):
         link = dataclasses.replace(link, source=f"{link.source}; busbw from {held['busbw_from']}")

@@ -93,7 +93,7 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     5-12 ms start plus N x 0.23-0.33 ms (N = 8..128), so its total / N, the α used before,
     spread that start over every collective (x2-x3 the lone α at N = 32). The median over
     the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α when the
-    sequence step sampled none (:func:`sampled_lone_alpha`, docs/CALIBRATE.md). ``spread``:
+    sequence step sampled none (calibrate/lone_alpha.py, docs/CALIBRATE.md). ``spread``:
     (min, max) of those sizes' α over their median. None when no size is that small.
 
     >>> rows = [{"size_bytes": n, "time_s": t} for n, t in
@@ -112,77 +112,6 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     low, high = min(per_size) / alpha_s, max(per_size) / alpha_s
     return {"alpha_s": alpha_s, "sizes": len(per_size),
             "spread": (round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6))}
-
-
-def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
-                       ) -> dict | None:
-    """α from the lone small all-reduces the sequence step samples in every repeat
-    (calibrate/ranks/sequence.py): per sample its slowest rank, the median over samples less
-    the bytes term; ``spread`` over the repeats' medians (4 samples each); ``interval_s``
-    the median's own p5 and p95 over bootstrap resamples (less the bytes term), which says
-    whether the samples decide it (:func:`alpha_unresolved`). None without them.
-
-    >>> r = {"lone_s": [4e-4, 3e-4, 5e-4, 4e-4] * 3, "lone_bytes": 4096}
-    >>> a = sampled_lone_alpha([r, r], 1.0, 2)
-    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"], [round(t * 1e6) for t in a["interval_s"]]
-    (396, 12, (1.0, 1.0), [346, 446])
-    """
-    if not all(r.get("lone_s") for r in per_rank):
-        return None
-    n = min(len(r["lone_s"]) for r in per_rank)
-    slowest = np.max([r["lone_s"][:n] for r in per_rank], axis=0)
-    bytes_s = bus_factor(world_size) * per_rank[0]["lone_bytes"] / (busbw_gbps * GB)
-    alpha_s = max(0.0, float(np.median(slowest)) - bytes_s)
-    repeats = [float(np.median(slowest[i:i + 4])) - bytes_s for i in range(0, n - 3, 4)]
-    # every sample kept (µs-rounded): on this VM they are bimodal, 0.5-1.5 ms and 2-6 ms,
-    # and which mode the median lands in is what moves α between runs (results, section 10)
-    interval_s = [max(0.0, t - bytes_s) for t in median_interval(slowest)]
-    return {"alpha_s": alpha_s, "sizes": n, "spread": spread(repeats), "interval_s": interval_s,
-            "samples_s": [round(float(t), 6) for t in slowest]}
-
-
-# Resamples for the median's interval: at 5000 its p95/p5 moved by at most 0.11 over 8 seeds
-BOOTSTRAP_RESAMPLES = 5000   # (1.81-1.92 on the widest of 23 calibrations; 1.29-1.51 at 1000)
-# The lone 4 KiB samples on this VM have two modes, 0.5-0.9 ms and 3.2-4.0 ms (one 4 ms tick
-# of its CONFIG_HZ=250 kernel), the slow one holding 24-51 % of them. In 23 calibrations the
-# median's bootstrap p95/p5 was x1.11-1.33 where the slow mode held 24-38 %, and x1.85-2.31
-# where it held 39-51 %: there the median sits between the modes, and 6 of those 7 gave the
-# α outliers, 948-1711 µs against 663-958 (docs/results/2026-11-26-lone-alpha-modes.md).
-UNRESOLVED_RATIO = 1.6
-
-
-def median_interval(values, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
-    """(p5, p95) of the median of ``values`` over bootstrap resamples (fixed seed: the same
-    samples give the same interval).
-
-    >>> median_interval([1.0] * 9)
-    (1.0, 1.0)
-    >>> low, high = median_interval([1.0] * 5 + [4.0] * 5)    # two modes, half each
-    >>> low <= 1.0 and high >= 4.0
-    True
-    """
-    v = np.asarray(values, dtype=float)
-    medians = np.median(np.random.default_rng(0).choice(v, (resamples, v.size)), axis=1)
-    return float(np.percentile(medians, 5)), float(np.percentile(medians, 95))
-
-
-def alpha_unresolved(seq: dict) -> str | None:
-    """Why the lone samples do not decide the overlapped α (its median's interval spans
-    ``UNRESOLVED_RATIO`` or more), as one phrase; None when they do, when it was not sampled
-    or when the queue's α capped it (:func:`overlapped_alpha`).
-
-    >>> alpha_unresolved({"alpha_interval_s": [0.0008, 0.0009]}) is None
-    True
-    >>> print(alpha_unresolved({"alpha_interval_s": [0.0009, 0.0021], "alpha_s": 0.0015}))
-    α 1500 µs unresolved: the lone all-reduces' median moves 900-2100 µs between resamples (two modes, the slow one holding near half: calibrate again)
-    """
-    low, high = seq.get("alpha_interval_s") or (0.0, 0.0)
-    if low <= 0 or high / low < UNRESOLVED_RATIO or "lone_above_queue_s" in seq:  # capped:
-        return None                                                  # the queue decided α
-        return None
-    return (f"α {seq['alpha_s'] * 1e6:.0f} µs unresolved: the lone all-reduces' median moves "
-            f"{low * 1e6:.0f}-{high * 1e6:.0f} µs between resamples (two modes, the slow one "
-            "holding near half: calibrate again)")
 
 
 def spread(values) -> tuple[float, float] | None:
@@ -235,7 +164,7 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
                       kind: str = ALL_REDUCE, sampled: dict | None = None) -> None:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
     lone α (issue 19): ``sampled`` across the sequence step if given
-    (:func:`sampled_lone_alpha`), else the sweep's sizes up to 64 KiB
+    (calibrate/lone_alpha.py), else the sweep's sizes up to 64 KiB
     (:func:`small_message_alpha`); not the queue's total / N, which stays in
     ``seq`` as ``queued_alpha_s`` for the report. Without either the queue's α stays."""
     small = small_message_alpha(rows, busbw_gbps, world_size, kind)
@@ -245,6 +174,9 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
         seq["alpha_interval_s"] = sampled["interval_s"]
         seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
                              "sequence step")
+        if "modes" in sampled:   # their median was unresolved: calibrate/lone_alpha.py
+            seq["alpha_modes"], seq["median_alpha_s"] = sampled["modes"], sampled["median_alpha_s"]
+            seq["alpha_from"] += ", their fast mode (the median between two modes)"
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
         seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
     elif small is not None:

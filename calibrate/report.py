@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from calibrate.analysis import Calibration, KindCalibration
-from calibrate.combine import alpha_unresolved
+from calibrate.lone_alpha import alpha_unresolved
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from simddp.link import ALL_REDUCE, GB, kind_factor
 
@@ -265,7 +265,7 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
     if seq.get("alpha_interval_s"):
         low, high = seq["alpha_interval_s"]
         print(f"  the median's p5–p95 over bootstrap resamples: {low * 1e6:.0f}–{high * 1e6:.0f} µs"
-              + (" (unresolved: two modes, the slow one holding near half; see the warning)"
+              + (" (unresolved: α from the fast mode; see the warning)"
                  if alpha_unresolved(seq) else ""))
     if seq.get("sweep_small_alpha_s") is not None:
         print(f"  the sweep's sizes up to 64 KiB alone gave {seq['sweep_small_alpha_s'] * 1e6:.0f}"

@@ -1,0 +1,118 @@
+"""The α of overlapped collectives from lone small all-reduces, and whether they decide it.
+
+calibrate's sequence step times 4 lone 4 KiB all-reduces in each of its repeats
+(calibrate/ranks/sequence.py); α is their median (each sample its slowest rank) less the
+bytes term. On this 2-vCPU VM the samples have two modes, 0.5-0.9 ms and one 4 ms scheduler
+tick later, 3.2-4.0 ms (its kernel runs at CONFIG_HZ=250), whatever the CPU did just before
+(``python bench/lone_modes.py``: after a barrier, 2 ms of matmuls or 2 ms asleep, 48-52 %
+slow). Where the slow mode holds near half of them, the median sits between the modes and
+jumps. So the median's own interval is measured (bootstrap), and where it is wide α comes
+from the fast mode instead: in 23 calibrations the interval spanned x1.11-1.33 where the
+slow mode held 24-38 %, x1.85-2.31 where it held 39-51 %, and 6 of those 7 gave α 948-1711 µs
+against 663-958; a step's queue of small all-reduces after the backward completed one every
+1.39 ms on the 2 Gbit/s link where that α predicted ~2.0 ms and the fast mode ~1.34 ms
+(docs/results/2026-11-26-lone-alpha-modes.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from calibrate.combine import spread
+from simddp.link import GB, bus_factor
+
+# Resamples for the median's interval: at 5000 its p95/p5 moved by at most 0.11 over 8 seeds
+# (1.81-1.92 on the widest of the 23 calibrations; 1.29-1.51 at 1000).
+BOOTSTRAP_RESAMPLES = 5000
+# From x1.6 the samples do not decide the median: between x1.33 and x1.85 above.
+UNRESOLVED_RATIO = 1.6
+
+
+def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
+                       ) -> dict | None:
+    """α from the lone samples of every rank (``lone_s``, ``lone_bytes``): per sample its
+    slowest rank, the median over samples less the bytes term; ``spread`` over the repeats'
+    medians (4 samples each); ``interval_s`` the median's p5 and p95 over bootstrap
+    resamples (less the bytes term). Where that interval spans ``UNRESOLVED_RATIO`` or more,
+    ``alpha_s`` is the fast mode's median (less the bytes term), ``median_alpha_s`` the
+    median's and ``modes`` the two modes (:func:`two_modes`). None without samples.
+
+    >>> r = {"lone_s": [4e-4, 3e-4, 5e-4, 4e-4] * 3, "lone_bytes": 4096}
+    >>> a = sampled_lone_alpha([r, r], 1.0, 2)
+    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"], [round(t * 1e6) for t in a["interval_s"]]
+    (396, 12, (1.0, 1.0), [346, 446])
+    >>> r = {"lone_s": [6e-4, 3.6e-3] * 10, "lone_bytes": 4096}   # two modes, half each
+    >>> a = sampled_lone_alpha([r, r], 1.0, 2)
+    >>> round(a["median_alpha_s"] * 1e6), round(a["alpha_s"] * 1e6), a["modes"]["slow_share"]
+    (2096, 596, 0.5)
+    """
+    if not all(r.get("lone_s") for r in per_rank):
+        return None
+    n = min(len(r["lone_s"]) for r in per_rank)
+    slowest = np.max([r["lone_s"][:n] for r in per_rank], axis=0)
+    bytes_s = bus_factor(world_size) * per_rank[0]["lone_bytes"] / (busbw_gbps * GB)
+    alpha_s = max(0.0, float(np.median(slowest)) - bytes_s)
+    repeats = [float(np.median(slowest[i:i + 4])) - bytes_s for i in range(0, n - 3, 4)]
+    low, high = (max(0.0, t - bytes_s) for t in median_interval(slowest))
+    out = {"alpha_s": alpha_s, "sizes": n, "spread": spread(repeats), "interval_s": [low, high],
+           # every sample kept (µs-rounded), for a second look at the modes
+           "samples_s": [round(float(t), 6) for t in slowest]}
+    if low > 0 and high / low >= UNRESOLVED_RATIO:
+        fast, slow = two_modes(slowest)
+        out.update(median_alpha_s=alpha_s, alpha_s=max(0.0, float(np.median(fast)) - bytes_s),
+                   modes={"fast_s": float(np.median(fast)), "slow_s": float(np.median(slow)),
+                          "slow_share": round(len(slow) / n, 3)})
+    return out
+
+
+def two_modes(values) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` split in two where the sum of squared log-distances to each side's mean is
+    least (two-means in one dimension, exact): (the lower side, the upper side).
+
+    >>> low, high = two_modes([0.6, 0.7, 3.5, 0.5, 3.9])
+    >>> low.tolist(), high.tolist()
+    ([0.5, 0.6, 0.7], [3.5, 3.9])
+    """
+    v = np.sort(np.asarray(values, dtype=float))
+    x = np.log(v)
+    k = np.arange(1, x.size)                       # the lower side's size at each cut
+    s, s2 = np.cumsum(x)[:-1], np.cumsum(x * x)[:-1]
+    total, total2 = x.sum(), (x * x).sum()
+    sse = (s2 - s * s / k) + ((total2 - s2) - (total - s) ** 2 / (x.size - k))
+    cut = int(k[np.argmin(sse)])
+    return v[:cut], v[cut:]
+
+
+def median_interval(values, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """(p5, p95) of the median of ``values`` over bootstrap resamples (fixed seed: the same
+    samples give the same interval).
+
+    >>> median_interval([1.0] * 9)
+    (1.0, 1.0)
+    >>> low, high = median_interval([1.0] * 5 + [4.0] * 5)    # two modes, half each
+    >>> low <= 1.0 and high >= 4.0
+    True
+    """
+    v = np.asarray(values, dtype=float)
+    medians = np.median(np.random.default_rng(0).choice(v, (resamples, v.size)), axis=1)
+    return float(np.percentile(medians, 5)), float(np.percentile(medians, 95))
+
+
+def alpha_unresolved(seq: dict) -> str | None:
+    """What the report and the link file say when the lone samples' median did not decide
+    α (``seq["alpha_modes"]``, from :func:`sampled_lone_alpha`), as one phrase; None when it
+    did, when α was not sampled, or when the queue's α capped it (combine.overlapped_alpha).
+
+    >>> print(alpha_unresolved({"alpha_interval_s": [9e-4, 2.1e-3], "alpha_s": 6e-4,
+    ...     "median_alpha_s": 1.5e-3, "alpha_modes": {"slow_s": 3.6e-3, "slow_share": 0.48}}))
+    α unresolved by the lone all-reduces' median (1500 µs, moving 900-2100 µs between resamples: 48 % of them took a scheduler tick more, ~3600 µs): α is their fast mode's, 600 µs; calibrate again to check
+    """
+    modes = seq.get("alpha_modes")
+    if not modes or "lone_above_queue_s" in seq:
+        return None
+    low, high = seq["alpha_interval_s"]
+    return (f"α unresolved by the lone all-reduces' median ({seq['median_alpha_s'] * 1e6:.0f}"
+            f" µs, moving {low * 1e6:.0f}-{high * 1e6:.0f} µs between resamples: "
+            f"{modes['slow_share'] * 100:.0f} % of them took a scheduler tick more, "
+            f"~{modes['slow_s'] * 1e6:.0f} µs): α is their fast mode's, "
+            f"{seq['alpha_s'] * 1e6:.0f} µs; calibrate again to check")
+
