@@ -135,8 +135,11 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
     wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's;
     ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
-    themselves (:func:`time_copy_calls`). ``plain``: the plain step's Trainer (its weights
-    are shared by the solo steps; default a new one). ``on_group(names)`` runs after each
+    themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
+    under the same keys (the profile keeps them per rank: the hook costs follow the box's
+    speed, 10.7-12.9 ms over 29-33 ms plain steps and 14-20 ms over 42-45 ms ones on the
+    transformer, docs/results/2026-11-26-lone-alpha-modes.md). ``plain``: the plain step's
+    Trainer (its weights are shared by the solo steps; default a new one). ``on_group(names)`` runs after each
     group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     weights, shared, out = SharedWeights(plain), {}, {}
@@ -146,7 +149,11 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
         for name in group:
             share_optimizer_state(plain, trainers[name])
         with time_copy_calls(trainers.get("flat")) as calls:
-            medians = _round_robin(trainers, ctx)
+            steps = _round_robin(trainers, ctx)
+        medians = {name: statistics.median(t) for name, t in steps.items()}
+        out.setdefault("steps_s", {}).update(
+            {f"{name}_s": steps[name] for name in group},
+            **{PLAIN_KEYS[group[0]]: steps["plain"]})
         if calls:
             out["flat_copy_calls_s"] = statistics.median(calls[-TURNS * TURN_STEPS:])
         out.update({f"{name}_s": medians[name] for name in group})
@@ -207,8 +214,8 @@ def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
             trainer.optimizer.state[q] = state[p]
 
 
-def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, float]:
-    """Median step seconds of each trainer: 3 warm-up steps each, then 8 turns of 3 steps,
+def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, list[float]]:
+    """Step seconds of each trainer, in order: 3 warm-up steps each, then 8 turns of 3 steps,
     each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
     the stepping one holds any; the first step of a turn then frees none, for every trainer
     alike."""
@@ -225,7 +232,7 @@ def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, float]:
                 trainer.step()
                 times[name].append(time.perf_counter() - t0)
             trainer.optimizer.zero_grad(set_to_none=True)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
 def host_from_measurements(name: str, copy: dict, hooks: dict | None,

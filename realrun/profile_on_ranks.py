@@ -239,9 +239,12 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,
                     rank0_step_s=statistics.median(steps0),
                     slowest_step_s=float(np.median(per_step)), compute_spread=spread)
-    # The hook path's step medians from the slowest rank (realrun/ddp_host_costs.py).
-    measured["hooks"] = {key: max(r["measured"]["hooks"][key] for r in ranks)
-                         for key in ranks[0]["measured"]["hooks"]}
+    # The hook path's step medians from the slowest rank (realrun/ddp_host_costs.py); each
+    # rank's own, with every step, kept beside them.
+    per_rank = [r["measured"]["hooks"] for r in ranks]
+    measured["hooks_per_rank"] = per_rank
+    measured["hooks"] = {key: max(h[key] for h in per_rank)
+                         for key in per_rank[0] if key != "steps_s"}
     host = host_from_measurements(f"{workload.name} on {world_size} ranks", measured["copy"],
                                   measured["hooks"], list(profile.tensor_bytes),
                                   f"realrun profile on {world_size} ranks at once")
