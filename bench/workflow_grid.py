@@ -16,7 +16,8 @@ workflow"), as separate commands:
 Emulated cells add ``--emulate-hosts 2 --link-gbit 2`` to steps 1, 2 and 4 (root). Per cell it
 prints the compare summary (median and max APE, Spearman ρ, regret, measured medians inside
 their predicted range; the compute-only row's miss and the errors net of it, which separate the
-box's drift from the communication model: simddp/compare/drift.py) and the wall time of predicting (1+2+3) against measuring every
+box's drift from the communication model: simddp/compare/drift.py; the link's α, and whether
+calibrate took it from the lone samples' fast mode: calibrate/lone_alpha.py) and the wall time of predicting (1+2+3) against measuring every
 configuration (4), and writes D/workflow.json; the last line is a markdown table for the docs.
 The load average before and after each cell is recorded: figures from a busy box are not
 figures.
@@ -97,7 +98,8 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "load_before_after": [load_before, os.getloadavg()[0]],
               "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"],
               "overlap": doc.get("overlap") or [],
-              "net_of_compute": doc.get("net_of_compute")}  # simddp/compare/drift.py
+              "net_of_compute": doc.get("net_of_compute"),  # simddp/compare/drift.py
+              **link_alpha(d / "cal" / "link.json")}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
     print(f"== {name}\n{text}predict {result['predict_s']:.0f} s (calibrate "
@@ -107,20 +109,30 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
     return result
 
 
+def link_alpha(path: Path) -> dict:
+    """The link's overlapped α and whether calibrate took it from the lone samples' fast
+    mode, their median being unresolved (calibrate/lone_alpha.py)."""
+    link = json.loads(path.read_text())
+    return {"alpha_us": round(link["alpha_s"] * 1e6), "alpha_from_fast_mode":
+            "α unresolved by the lone all-reduces' median" in link.get("source", "")}
+
+
 def markdown(results: list[dict]) -> str:
     head = ("| cell | median APE | max APE | Spearman ρ | regret | in range | compute-only | "
-            "net of it: median / max APE | predict s | measure s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|")
+            "net of it: median / max APE | α µs | predict s | measure s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         rho = "n/a" if r["spearman"] is None else f"{r['spearman']:.2f}"
         net = r.get("net_of_compute")
+        alpha = f"{r.get('alpha_us', 'n/a')}" + (" (fast mode)" if r.get("alpha_from_fast_mode")
+                                                 else "")
         net_text = ("n/a | n/a" if net is None else
                     f"{net['compute_error_pct']:+.1f} % | {net['median_ape']:.1f} / "
                     f"{net['max_ape']:.1f} % ({net['max_config']})")
         lines.append(f"| {r['cell']} | {r['median_ape']:.1f} % | {r['max_ape']:.1f} % | {rho} | "
                      f"{r['regret']:.1f} % | {r['in_range']}/{r['with_range']} | {net_text} | "
-                     f"{r['predict_s']:.0f} | {r['bench_s']:.0f} |")
+                     f"{alpha} | {r['predict_s']:.0f} | {r['bench_s']:.0f} |")
     n = len(results)
     inside = sum(r["in_range"] for r in results)
     ranged = sum(r["with_range"] for r in results)
