@@ -77,10 +77,12 @@ def main() -> int:
         slowest = (ends - starts).max(axis=0) * 1e6
         skew = np.abs(starts[0] - starts[1]) * 1e6
         fast, slow = slowest[slowest < SPLIT_S * 1e6], slowest[slowest >= SPLIT_S * 1e6]
-        print(f"{p:8s} median {np.median(slowest):6.0f} µs; above 2 ms {len(slow) / len(slowest):4.0%}"
-              f" (median {np.median(slow) if len(slow) else 0:5.0f}), below: median "
-              f"{np.median(fast) if len(fast) else 0:4.0f} µs; start skew median {np.median(skew):4.0f}"
-              f" µs, p90 {np.percentile(skew, 90):5.0f}")
+        slow_ms = np.median(slow) if len(slow) else 0
+        fast_ms = np.median(fast) if len(fast) else 0
+        print(f"{p:8s} median {np.median(slowest):6.0f} µs; above 2 ms "
+              f"{len(slow) / len(slowest):4.0%} (median {slow_ms:5.0f}), below: median "
+              f"{fast_ms:4.0f} µs; start skew median {np.median(skew):4.0f} µs, p90 "
+              f"{np.percentile(skew, 90):5.0f}")
     return 0
 
 

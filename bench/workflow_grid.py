@@ -17,8 +17,8 @@ Emulated cells add ``--emulate-hosts 2 --link-gbit 2`` to steps 1, 2 and 4 (root
 prints the compare summary (median and max APE, Spearman ρ, regret, measured medians inside
 their predicted range; the compute-only row's miss and the errors net of it, which separate the
 box's drift from the communication model: simddp/compare/drift.py; the link's α, and whether
-calibrate took it from the lone samples' fast mode: calibrate/lone_alpha.py) and the wall time of predicting (1+2+3) against measuring every
-configuration (4), and writes D/workflow.json; the last line is a markdown table for the docs.
+calibrate took it from the lone samples' fast mode: calibrate/lone_alpha.py) and the wall
+time of predicting (1+2+3) against measuring every configuration (4), and writes D/workflow.json; the last line is a markdown table for the docs.
 The load average before and after each cell is recorded: figures from a busy box are not
 figures.
 """

@@ -38,8 +38,10 @@ def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
 
     >>> r = {"lone_s": [4e-4, 3e-4, 5e-4, 4e-4] * 3, "lone_bytes": 4096}
     >>> a = sampled_lone_alpha([r, r], 1.0, 2)
-    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"], [round(t * 1e6) for t in a["interval_s"]]
-    (396, 12, (1.0, 1.0), [346, 446])
+    >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"]
+    (396, 12, (1.0, 1.0))
+    >>> [round(t * 1e6) for t in a["interval_s"]]
+    [346, 446]
     >>> r = {"lone_s": [6e-4, 3.6e-3] * 10, "lone_bytes": 4096}   # two modes, half each
     >>> a = sampled_lone_alpha([r, r], 1.0, 2)
     >>> round(a["median_alpha_s"] * 1e6), round(a["alpha_s"] * 1e6), a["modes"]["slow_share"]
@@ -115,4 +117,3 @@ def alpha_unresolved(seq: dict) -> str | None:
             f"{modes['slow_share'] * 100:.0f} % of them took a scheduler tick more, "
             f"~{modes['slow_s'] * 1e6:.0f} µs): α is their fast mode's, "
             f"{seq['alpha_s'] * 1e6:.0f} µs; calibrate again to check")
-

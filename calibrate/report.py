@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from calibrate.analysis import Calibration, KindCalibration
-from calibrate.lone_alpha import alpha_unresolved
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
+from calibrate.lone_alpha import alpha_unresolved
 from simddp.link import ALL_REDUCE, GB, kind_factor
 
 _NCCL_TYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
@@ -264,8 +264,8 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
           "all-reduces complete one every lone α + bytes/busbw)")
     if seq.get("alpha_interval_s"):
         low, high = seq["alpha_interval_s"]
-        print(f"  the median's p5–p95 over bootstrap resamples: {low * 1e6:.0f}–{high * 1e6:.0f} µs"
-              + (" (unresolved: α from the fast mode; see the warning)"
+        print(f"  the median's p5–p95 over bootstrap resamples: {low * 1e6:.0f}–"
+              f"{high * 1e6:.0f} µs" + (" (unresolved: α from the fast mode; see the warning)"
                  if alpha_unresolved(seq) else ""))
     if seq.get("sweep_small_alpha_s") is not None:
         print(f"  the sweep's sizes up to 64 KiB alone gave {seq['sweep_small_alpha_s'] * 1e6:.0f}"

@@ -139,8 +139,8 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     under the same keys (the profile keeps them per rank: the hook costs follow the box's
     speed, 10.7-12.9 ms over 29-33 ms plain steps and 14-20 ms over 42-45 ms ones on the
     transformer, docs/results/2026-11-26-lone-alpha-modes.md). ``plain``: the plain step's
-    Trainer (its weights are shared by the solo steps; default a new one). ``on_group(names)`` runs after each
-    group, once its models are released."""
+    Trainer (its weights are shared by the solo steps; default a new one).
+    ``on_group(names)`` runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     weights, shared, out = SharedWeights(plain), {}, {}
     for group in HOOK_GROUPS:
