@@ -187,7 +187,7 @@ def _lone_modes(slow_share: float, n: int = 160) -> list[float]:
 @pytest.mark.parametrize("slow_share, unresolved", [(0.25, False), (0.5, True)])
 def test_an_alpha_between_two_modes_comes_from_the_fast_one(slow_share, unresolved, capsys):
     # 23 calibrations: a slow mode holding 24-38 % left the median's bootstrap p95/p5 at
-    # x1.11-1.33; 39-51 % at x1.85-2.31, and α at 948-1711 µs instead of 663-958
+    # x1.11-1.33; 39-51 % at x1.85-2.31, and α at 948-1711 µs instead of 662-958
     ranks = _ranks(list(predict_s(3e-4, 1.0, SMALL, 2)), [8 * 4e-3] * 5)  # queue: no cap
     for r in ranks:
         r["sequence"] = {**r["sequence"], "lone_s": _lone_modes(slow_share), "lone_bytes": 4096}
