@@ -1,6 +1,7 @@
-"""What the bench scripts that run one model on a world share: realrun's model flags and
-a few step counts in, the rank payload out (bad flags are one line and exit 2); then their
-``rank`` function on 2 Gloo ranks, with the load average before."""
+"""What the bench scripts that run one model on a world share: realrun's model flags, the
+world's (2 Gloo ranks by default; ``--emulate-hosts 2 --link-gbit 2`` for the emulated link)
+and a few step counts in, the rank payload out (bad flags are one line and exit 2); then
+their ``rank`` function on that world, with the load average before."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import sys
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.launch import run_world
+from realrun.launch.world import add_world_args, world_from_args
 from realrun.workload import Workload
 from simddp.errors import InputError
 
@@ -22,11 +24,13 @@ def model_run_args(prog: str, doc: str, counts: dict[str, int]
     ap = argparse.ArgumentParser(prog=prog, description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(ap)
+    add_world_args(ap, timeout_s=600.0)
     for name, default in counts.items():
         ap.add_argument(f"--{name}", type=int, default=default)
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
+        args.world = world_from_args(args, min_ranks=2, why="the parts of a 2-rank step")
         for name in counts:
             require_int(f"--{name}", getattr(args, name))
     except InputError as e:   # bad flags: one line, exit 2
@@ -41,4 +45,4 @@ def run_ranks(prog: str, args: argparse.Namespace, payload: dict) -> tuple[list,
     """(what each rank's ``bench.<prog>:rank`` returned, the load average before)."""
     load = os.getloadavg()[0]
     return run_world(f"bench.{prog}:rank", payload, threads_per_rank=args.threads,
-                     timeout_s=600), load
+                     **args.world.launch_args()), load

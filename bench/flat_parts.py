@@ -9,7 +9,7 @@ average copied back out): 5 warm-up steps, then ``--steps`` steps after a barrie
 rank stamps its forward, backward, copy-in (the bucket's fill), copy-out (its finish) and
 sync ends on the host's one clock (perf_counter: CLOCK_MONOTONIC). Printed, medians over
 steps (ms): each rank's forward and backward (the backward holds the noting hooks), how far
-apart the ranks end the backward, the copy-in and copy-out (the slower rank's), the
+apart the ranks leave the step's barrier and end the backward, the copy-in and copy-out (the slower rank's), the
 all-reduce from the later copy-in's end, and the step (max over ranks). ``realrun profile``
 charges the same work at ``copy_gbps`` plus ``hook_after_backward_s`` a gradient (simddp
 HostCosts). Numbers from this 2-vCPU VM: docs/results/2026-11-26-flat-host.md.
@@ -73,7 +73,8 @@ def parts_ms(steps_by_rank: list[list[dict]]) -> dict[str, float]:
     for per_rank in zip(*steps_by_rank):
         row = {f"rank {r} forward": s["t"][1] - s["t"][0] for r, s in enumerate(per_rank)}
         row |= {f"rank {r} backward": s["t"][2] - s["t"][1] for r, s in enumerate(per_rank)}
-        ends = [s["t"][2] for s in per_rank]
+        starts, ends = [s["t"][0] for s in per_rank], [s["t"][2] for s in per_rank]
+        row["ranks leave the barrier apart"] = max(starts) - min(starts)
         copy_out = max(s["finish"][1] - s["finish"][0] for s in per_rank)
         row |= {"backward ends apart": max(ends) - min(ends),
                 "copy-in": max(s["fill"][1] - s["fill"][0] for s in per_rank),
