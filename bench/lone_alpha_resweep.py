@@ -23,20 +23,6 @@ from bench.workflow_grid import STRATEGIES  # noqa: E402
 from calibrate.lone_alpha import sampled_lone_alpha  # noqa: E402
 
 
-def lone_samples(doc) -> list[float] | None:
-    """The first ``lone_samples_s`` anywhere in a calibration's JSON."""
-    if isinstance(doc, dict):
-        if "lone_samples_s" in doc:
-            return doc["lone_samples_s"]
-        doc = list(doc.values())
-    if isinstance(doc, list):
-        for item in doc:
-            found = lone_samples(item)
-            if found is not None:
-                return found
-    return None
-
-
 def compare(cell: Path, link: str, tag: str) -> dict:
     rows = json.loads((cell / "workflow.json").read_text())["rows"]
     buckets = ",".join(sorted({str(r["bucket_mb"]) for r in rows if r["bucket_mb"]}))
@@ -54,7 +40,8 @@ def main() -> int:
     for arg in sys.argv[1:]:
         cell = Path(arg)
         link = json.loads((cell / "cal" / "link.json").read_text())
-        samples = lone_samples(json.loads((cell / "cal" / "allreduce.json").read_text()))
+        calibration = json.loads((cell / "cal" / "allreduce.json").read_text())
+        samples = calibration["runs"][0].get("sequence", {}).get("lone_samples_s")
         if samples is None:
             print(f"{cell}: no lone samples kept", file=sys.stderr)
             return 2

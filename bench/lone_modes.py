@@ -19,26 +19,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from realrun.launch import run_world  # noqa: E402
 
 PATTERNS = ("barrier", "busy", "sleep")
 SPLIT_S = 0.002   # between the two modes seen in 22 calibrations: 0.5-0.9 ms and 3.2-4.0 ms
 
 
-def _rank(rank: int, world: int, repeats: int, port: int, out) -> None:
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def rank(payload: dict, ctx) -> dict:
+    """Rank side: (start, end) of each pattern's all-reduce, per repeat."""
     t, m = torch.zeros(1024), torch.randn(256, 256)
     for _ in range(20):
         dist.all_reduce(t)
     rows = {p: [] for p in PATTERNS}
-    for _ in range(repeats):
+    for _ in range(payload["repeats"]):
         for p in PATTERNS:
             dist.barrier()
             if p == "busy":
@@ -50,26 +51,14 @@ def _rank(rank: int, world: int, repeats: int, port: int, out) -> None:
             t0 = time.perf_counter()
             dist.all_reduce(t)
             rows[p].append((t0, time.perf_counter()))
-    out.put((rank, rows))
-    dist.barrier()
-    dist.destroy_process_group()
+    return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=200)
-    ap.add_argument("--port", type=int, default=29631)
     a = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, 2, a.repeats, a.port, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    ranks = dict(out.get(timeout=300) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
+    ranks = run_world("bench.lone_modes:rank", {"repeats": a.repeats}, timeout_s=300)
     print(f"load {os.getloadavg()[0]:.2f}; {a.repeats} samples per pattern, 2 ranks, 4 KiB")
     for p in PATTERNS:
         starts = np.array([[s for s, _ in ranks[r][p]] for r in (0, 1)])

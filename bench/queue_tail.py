@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from simddp import load_host, load_link, load_profile, make_strategy, plan, simulate  # noqa: E402
+from simddp.io import read_json, results_from_json  # noqa: E402
 from simddp.result import COMM  # noqa: E402
 
 
@@ -38,7 +39,6 @@ def main() -> int:
     ap.add_argument("--profile", required=True, help="the model's profile (host costs in it)")
     ap.add_argument("--links", required=True, nargs="+", help="link files to predict with")
     a = ap.parse_args()
-    from simddp.io import results_from_json, read_json
     measured = results_from_json(read_json(a.bench), a.bench)
     profile, host = load_profile(a.profile), load_host(a.profile)
     links = [(path, load_link(path)) for path in a.links]
@@ -49,9 +49,9 @@ def main() -> int:
         n, ms = tail(m.spans)
         name = m.strategy + (f":{m.bucket_mb:g}" if m.bucket_mb else "")
         line = f"{name:12s} measured {n:3d} after the backward, {ms:5.2f} ms each"
+        steps = plan(profile, make_strategy(m.strategy, m.bucket_mb))
         for path, link in links:
-            strategy = make_strategy(m.strategy, m.bucket_mb)
-            p = simulate(profile, link, plan(profile, strategy), m.world_size, host=host)
+            p = simulate(profile, link, steps, m.world_size, host=host)
             pn, pms = tail(p.spans)
             line += f" | α {link.alpha_s * 1e6:4.0f} µs: {pn:3d}, {pms:5.2f} ms"
         print(line)

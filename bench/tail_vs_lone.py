@@ -26,22 +26,21 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from calibrate.lone_alpha import median_interval, two_modes  # noqa: E402
+from realrun.launch import run_world  # noqa: E402
 
 
-def _rank(rank: int, args, out) -> None:
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def rank(payload: dict, ctx) -> tuple[list[float], list]:
+    """Rank side: the lone all-reduces' seconds, and per repeat (compute's end, each
+    queued all-reduce's completion)."""
     lone, m = torch.zeros(1024), torch.randn(256, 256)
-    queue = [torch.zeros(16384) for _ in range(args.count)]
+    queue = [torch.zeros(16384) for _ in range(payload["count"])]
     for t in [lone, *queue]:
         dist.all_reduce(t)
     lone_s, tail = [], []
-    for _ in range(args.repeats):
+    for _ in range(payload["repeats"]):
         for _ in range(4):
             dist.barrier()
             t0 = time.perf_counter()
@@ -60,27 +59,16 @@ def _rank(rank: int, args, out) -> None:
             w.wait()
             done.append(time.perf_counter())
         tail.append((compute_end, done))
-    out.put((rank, lone_s, tail))
-    dist.barrier()
-    dist.destroy_process_group()
+    return lone_s, tail
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--count", type=int, default=32, help="all-reduces in the queue")
-    ap.add_argument("--port", type=int, default=29651)
     a = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, a, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    ranks = {r: (lone, tail) for r, lone, tail in (out.get(timeout=600) for _ in procs)}
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
+    ranks = run_world("bench.tail_vs_lone:rank", {"repeats": a.repeats, "count": a.count},
+                      timeout_s=600)
     lone = np.maximum(ranks[0][0], ranks[1][0])
     fast, slow = two_modes(lone)
     low, high = median_interval(lone)

@@ -99,7 +99,7 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"],
               "overlap": doc.get("overlap") or [],
               "net_of_compute": doc.get("net_of_compute"),  # simddp/compare/drift.py
-              **link_alpha(d / "cal" / "link.json")}
+              **link_alpha(d / "cal")}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
     print(f"== {name}\n{text}predict {result['predict_s']:.0f} s (calibrate "
@@ -109,12 +109,13 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
     return result
 
 
-def link_alpha(path: Path) -> dict:
+def link_alpha(cal: Path) -> dict:
     """The link's overlapped α and whether calibrate took it from the lone samples' fast
-    mode, their median being unresolved (calibrate/lone_alpha.py)."""
-    link = json.loads(path.read_text())
-    return {"alpha_us": round(link["alpha_s"] * 1e6), "alpha_from_fast_mode":
-            "α unresolved by the lone all-reduces' median" in link.get("source", "")}
+    mode, their median being unresolved (``alpha_modes`` kept: calibrate/lone_alpha.py)."""
+    link = json.loads((cal / "link.json").read_text())
+    run = json.loads((cal / "allreduce.json").read_text())["runs"][0]
+    return {"alpha_us": round(link["alpha_s"] * 1e6),
+            "alpha_from_fast_mode": "alpha_modes" in (run.get("sequence") or {})}
 
 
 def markdown(results: list[dict]) -> str:
