@@ -32,6 +32,13 @@ from simddp.errors import InputError
 # on Gloo/CPU (docs/results/2026-11-23-sharded-and-hooks.md); blocking_collectives says its
 # collectives hold the training thread (Gloo on CPU) instead of overlapping (NCCL).
 IMPLEMENTATIONS = ("realrun", "torch", "fsdp")
+# Whether each implementation all-reduces a one-gradient bucket in the gradient itself
+# (HostCosts.lone_in_place, where the costs do not say). realrun.DDP does (flat_bucket.py);
+# torch's reducer keeps a flat buffer per bucket and copies every one in and out, one
+# gradient or many: torch.profiler shows reducer::mul_out and copy_bucket_to_grad on each of
+# 4 one-tensor buckets of 4 MiB (0.47-0.63 ms each way, 1 thread), which the engine did not
+# charge before 2026-11-26 (docs/results/2026-11-26-torch-lone-buckets.md).
+LONE_IN_PLACE = {"realrun": True, "torch": False, "fsdp": True}
 
 
 def _check(owner: str, name: str, value, allow_none: bool, allow_zero: bool) -> None:
@@ -66,6 +73,10 @@ class HostCosts:
     blocking_collectives: the compute lane waits for each collective it issues (FSDP2 on
       Gloo/CPU, where its collectives run on the training thread); False: they overlap with
       compute as the plan says (NCCL's own streams).
+    lone_in_place: a bucket of one gradient is all-reduced in the gradient itself, scaled in
+      place at ``scale_gbps``, with no copy-out (realrun.DDP); False: it is copied in and out
+      of its bucket at ``copy_gbps`` like a bucket of several (torch's reducer); None: as the
+      implementation that runs the plan does it (:data:`LONE_IN_PLACE`).
     """
 
     copy_gbps: float | None = None
@@ -76,6 +87,7 @@ class HostCosts:
     gather_s: float = 0.0
     scatter_s: float = 0.0
     blocking_collectives: bool = False
+    lone_in_place: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("copy_gbps", "scale_gbps"):
@@ -84,9 +96,10 @@ class HostCosts:
             _check(name, name, getattr(self, name), allow_none=False, allow_zero=True)
         _check("hook_after_backward_s", "hook_after_backward_s", self.hook_after_backward_s,
                allow_none=True, allow_zero=True)
-        if not isinstance(self.blocking_collectives, bool):
-            raise InputError(f"host costs: blocking_collectives must be true or false, got "
-                             f"{self.blocking_collectives!r}")
+        for name in ("blocking_collectives", "lone_in_place"):
+            value = getattr(self, name)
+            if not (isinstance(value, bool) or (value is None and name == "lone_in_place")):
+                raise InputError(f"host costs: {name} must be true or false, got {value!r}")
 
     @property
     def free(self) -> bool:

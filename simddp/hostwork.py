@@ -19,7 +19,7 @@ the one that runs the plan: ``strategy.implementation``); free costs charge noth
 from __future__ import annotations
 
 from simddp.hooks import HookCost
-from simddp.host import HostCosts
+from simddp.host import LONE_IN_PLACE, HostCosts
 from simddp.link import ALL_GATHER, ALL_REDUCE
 from simddp.plans import Collective, Plan
 from simddp.profile import ModelProfile
@@ -38,8 +38,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     realrun.DDP (flat_bucket.py) and torch's reducer do them: a bucket of several tensors
     copies each gradient in (scaled by 1/p) from its gradient hook when the plan overlaps,
     else at launch after the backward, and copies the average back out once its all-reduce is
-    done; a lone tensor is scaled in place at launch and needs no copy-out. Each gradient's
-    hook costs ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when
+    done; a lone tensor is scaled in place at launch and needs no copy-out, unless the
+    implementation copies it through a bucket too (``costs.lone_in_place``, by default
+    :data:`simddp.host.LONE_IN_PLACE`: torch's reducer does). Each gradient's hook costs ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when
     measured, where the plan launches after the backward), and each collective
     ``costs.launch_s`` at its launch. A comm hook's work (``Collective.hook``:
     ``pre_work_bytes`` at launch, ``post_work_bytes`` with the copy-out) runs at
@@ -60,6 +61,8 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     # 2026-11-26-drift-and-naive.md, section 5)
     late_s = hook_s if plan.strategy.overlap or costs.hook_after_backward_s is None \
         else costs.hook_after_backward_s
+    lone_in_place = (costs.lone_in_place if costs.lone_in_place is not None
+                     else LONE_IN_PLACE[plan.strategy.implementation])
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
@@ -72,14 +75,14 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
             continue
         hook = c.hook or NO_HOOK
         per_layer = copy_in[c.micro_step]
-        several = len(c.tensor_ids) > 1
+        through_bucket = len(c.tensor_ids) > 1 or not lone_in_place
         per_layer[c.ready_layer] = (per_layer.get(c.ready_layer, 0.0) + launch_s * len(c.calls)
                                     + hook.pre_work_bytes / rate)
         for t in c.tensor_ids:
-            layer = profile.tensor_layer[t] if (several and plan.strategy.overlap) else c.ready_layer
+            layer = profile.tensor_layer[t] if (through_bucket and plan.strategy.overlap) else c.ready_layer
             per_layer[layer] = (per_layer.get(layer, 0.0) + late_s
-                                + profile.tensor_bytes[t] / (rate if several else scale_rate))
-        copy_out.append((c.nbytes if several else 0.0) / rate + hook.post_work_bytes / rate)
+                                + profile.tensor_bytes[t] / (rate if through_bucket else scale_rate))
+        copy_out.append((c.nbytes if through_bucket else 0.0) / rate + hook.post_work_bytes / rate)
     return copy_in, copy_out
 
 

@@ -37,18 +37,18 @@ def test_fp16_halves_every_all_reduce():
 
 
 def test_fp16_casts_are_charged_at_the_host_copy_rate():
-    # bucket0, a lone tensor: scaled in place (1 MiB, 0.25) + cast to fp16 (0.25) at 5–5.5,
-    # all-reduce 5.5–6; cast back 0.25 after the backward. bucket1: copy-in of tensor 1 after
-    # l1 (7.5–7.75), tensor 0 + the cast of 2 MiB after l0 (0.25 + 0.5: 9.75–10.5), all-reduce
-    # 10.5–11.5; then copy out bucket0 (10.5–10.75) and bucket1 (2 MiB back + 2 MiB cast:
-    # 11.5–12.5). Without the hook the step is 12.25 (below): at 4 MiB/ms the casts cost more
-    # than the half they save on the wire.
+    # bucket0, one tensor, copied into its bucket as torch's reducer does (1 MiB, 0.25) + cast
+    # to fp16 (0.25) at 5–5.5, all-reduce 5.5–6. bucket1: copy-in of tensor 1 after l1
+    # (7.5–7.75), tensor 0 + the cast of 2 MiB after l0 (0.25 + 0.5: 9.75–10.5), all-reduce
+    # 10.5–11.5; then copy out bucket0 (1 MiB back + its cast: 10.5–11.0) and bucket1 (2 MiB
+    # back + 2 MiB cast: 11.5–12.5). Without the hook the step is 12.25 (below): at 4 MiB/ms
+    # the casts cost more than the half they save on the wire.
     r = run("ddp+fp16", QUARTER_MS_PER_MIB, bucket_mb=2)
     assert timeline(r) == [
         ("compute", "forward", 0.0, 3.0), ("compute", "l2 bwd", 3.0, 5.0),
         ("compute", "copy-in", 5.0, 5.5), ("compute", "l1 bwd", 5.5, 7.5),
         ("compute", "copy-in", 7.5, 7.75), ("compute", "l0 bwd", 7.75, 9.75),
-        ("compute", "copy-in", 9.75, 10.5), ("compute", "bucket0 copy-out", 10.5, 10.75),
+        ("compute", "copy-in", 9.75, 10.5), ("compute", "bucket0 copy-out", 10.5, 11.0),
         ("compute", "bucket1 copy-out", 11.5, 12.5),
         ("comm", "bucket0", 5.5, 6.0), ("comm", "bucket1", 10.5, 11.5)]
     assert step_ms(r) == 12.5

@@ -47,6 +47,31 @@ def test_lone_tensors_are_scaled_in_place_at_launch_with_no_copy_out():
     assert ("comm", "grad1", 5.0, 6.0) in spans and ("comm", "grad0", 8.0, 9.0) in spans
 
 
+def test_torchs_reducer_copies_a_one_gradient_bucket_in_and_out():
+    # 2 MB gradients: each alone in its bucket (torch's first bucket is 1 MB), 2 ms to copy
+    # and 2 ms to all-reduce. realrun.DDP reduces a lone gradient in place (scaled at launch,
+    # 4-6 and 8-10; step 12); torch's reducer copies it into its bucket and, after the
+    # backward, back out: grad1's bucket 6-8, out 10-12 once l0's copy-in is done, grad0's
+    # bucket 10-12, out 12-14 (torch.profiler: reducer::mul_out and copy_bucket_to_grad on
+    # every one-tensor bucket).
+    big = ModelProfile("big", tuple(Layer(f"l{i}", (2 * 10**6,), 0.001, 0.002)
+                                    for i in range(2)))
+
+    def run(strategy: str, host: Host):
+        r = simulate(big, LINK, plan(big, make_strategy(strategy, 1)), 2, host=host)
+        return r.step_ms, sorted((s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
+                                 for s in r.spans if s.lane == "compute" and "copy" in s.label)
+
+    assert run("bucketed", COPIES) == (pytest.approx(12.0), [("copy-in", 4.0, 6.0),
+                                                              ("copy-in", 8.0, 10.0)])
+    step, copies = run("ddp", COPIES)
+    assert step == pytest.approx(14.0)
+    assert copies == [("bucket0 copy-out", 10.0, 12.0), ("bucket1 copy-out", 12.0, 14.0),
+                      ("copy-in", 4.0, 6.0), ("copy-in", 8.0, 10.0)]
+    in_place = Host("box", {"torch": HostCosts(copy_gbps=1.0, lone_in_place=True)})
+    assert run("ddp", in_place)[0] == pytest.approx(12.0)     # the field overrides
+
+
 def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
     step, spans = spans_ms("bucketed", bucket_mb=8)
     assert step == pytest.approx(12.0)
@@ -102,7 +127,10 @@ def test_host_costs_round_trip_and_are_checked(tmp_path):
         HostCosts(hook_s=-1.0)
     with pytest.raises(InputError, match="hook_after_backward_s"):
         HostCosts(hook_after_backward_s=float("nan"))
-    measured = Host("box", {"realrun": HostCosts(hook_s=1e-4, hook_after_backward_s=5e-5)})
+    with pytest.raises(InputError, match="lone_in_place must be true or false"):
+        HostCosts(lone_in_place="no")
+    measured = Host("box", {"realrun": HostCosts(hook_s=1e-4, hook_after_backward_s=5e-5),
+                            "torch": HostCosts(copy_gbps=2.0, lone_in_place=True)})
     assert host_from_json(host_to_json(measured)) == measured
     with pytest.raises(InputError, match="unknown implementation 'nccl'"):
         Host("box", {"nccl": HostCosts()})
