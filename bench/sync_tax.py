@@ -1,7 +1,11 @@
 """Does a synced step's compute run slower than compute-only's? Parts of each, same rounds.
 
     python bench/sync_tax.py --model transformer-small --layers 8 --d-model 128 \
-        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32 [--strategies flat,naive]
+        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32
+    SYNC_TAX_STRATEGIES=flat,bucketed SYNC_TAX_BUCKET_MB=4 python bench/sync_tax.py ...
+
+(the model flags are realrun's, through bench/_model_run.py; the strategies, default
+flat,naive, and the bucket size, default 16, come from the environment).
 
 Why: net of the compute-only row, every grid cell's flat row was predicted 1-22 % fast
 (medians -4 … -6 % over grids g25-g35), and so were most others; the simulator charges a

@@ -14,8 +14,8 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
-                               summarize, time_spread, widen)
+from calibrate.combine import (alpha_uncertainty, combine_kind_sequence, combine_sequence,
+                               overlapped_alpha, summarize, time_spread, widen)
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
@@ -126,9 +126,9 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     spread = time_spread(rows, link.alpha_s)
-    if seq is not None:  # the step's α spreads far more than a large all-reduce's time
+    if seq is not None:  # the step's αs: how sure the overlapped one is, the blocking one's repeats
         seq["bandwidth_spread"] = spread
-        spread = widen(spread, widen(seq.get("alpha_spread"), seq.get("blocking_alpha_spread")))
+        spread = widen(spread, widen(alpha_uncertainty(seq), seq.get("blocking_alpha_spread")))
     link = dataclasses.replace(link, time_spread=spread)
     kinds = {kind: analyse_kind(s, world_size, ranks, kind, rows,
                                 seq["alpha_s"] if seq is not None else None)

@@ -141,6 +141,31 @@ def widen(a: tuple[float, float] | None, b: tuple[float, float] | None
     return min(a[0], b[0]), max(a[1], b[1])
 
 
+def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
+    """How far the overlapped α itself may be off, over the α, for the link's time_spread:
+    the sampled median's bootstrap p5–p95 (``alpha_interval_s``) where α is that median or
+    its fast mode, else the spread the α came with (``alpha_spread``: the sweep's small
+    sizes, or the queue's repeats where α was capped at it).
+
+    Not the samples' own spread: a scenario scales every collective of a step by one factor,
+    and a step's many collectives see the α's typical value, not one call's. The lone
+    4 KiB samples are bimodal here (a 4 ms scheduler tick on 24–51 % of them), so groups of 4
+    spread ×0.57–×5.5 while their median's interval was ×0.93–×1.16 (g35); ranges that
+    wide let the sweep's robust pick choose for a step no one runs (docs/results/
+    2026-11-26-torch-lone-buckets.md, section 2).
+
+    >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_interval_s": [4e-4, 6e-4],
+    ...                    "alpha_spread": [0.5, 5.0]})
+    (0.8, 1.2)
+    >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_spread": (0.9, 1.3)})
+    (0.9, 1.3)
+    """
+    interval, alpha_s = seq.get("alpha_interval_s"), seq.get("alpha_s") or 0.0
+    if interval is None or alpha_s <= 0 or "lone_above_queue_s" in seq:
+        return seq.get("alpha_spread")
+    return (round(min(1.0, interval[0] / alpha_s), 6), round(max(1.0, interval[1] / alpha_s), 6))
+
+
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
                           world_size: int) -> dict:
     """Parent side, for a reduce-scatter or all-gather queued back to back in the sequence

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from calibrate.analysis import Calibration, KindCalibration
+from calibrate.combine import alpha_uncertainty
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from calibrate.lone_alpha import alpha_unresolved
 from simddp.link import ALL_REDUCE, GB, kind_factor
@@ -262,6 +263,7 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
     print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
           f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
           "all-reduces complete one every lone α + bytes/busbw)")
+    uncertainty = alpha_uncertainty(seq)
     if seq.get("alpha_interval_s"):
         low, high = seq["alpha_interval_s"]
         print(f"  the median's p5–p95 over bootstrap resamples: {low * 1e6:.0f}–"
@@ -271,8 +273,11 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
         print(f"  the sweep's sizes up to 64 KiB alone gave {seq['sweep_small_alpha_s'] * 1e6:.0f}"
               " µs (measured in one stretch of seconds, which a slow stretch can cover)")
     if seq.get("alpha_spread"):
-        print(f"  over them x{seq['alpha_spread'][0]:.2f}–x{seq['alpha_spread'][1]:.2f} "
-              "of it; the link's time_spread covers it, so the prediction ranges do: "
+        print(f"  what it was taken from spread x{seq['alpha_spread'][0]:.2f}–"
+              f"x{seq['alpha_spread'][1]:.2f} of it (one call's jitter, not a step's)")
+    if uncertainty:
+        print(f"  the link's time_spread covers α x{uncertainty[0]:.2f}–x{uncertainty[1]:.2f}, "
+              "so the prediction ranges do: "
               f"x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} (large "
               "all-reduces alone: " + _spread(seq.get("bandwidth_spread")) + ")")
     print(f"α of blocking all-reduces (naive, flat): {seq['blocking_alpha_s'] * 1e6:.0f} µs, "

@@ -205,7 +205,16 @@ def test_an_alpha_between_two_modes_comes_from_the_fast_one(slow_share, unresolv
     else:            # the median, as before
         assert low <= world.link.alpha_s <= high < 1.5 * low
         assert "alpha_modes" not in world.sequence
+    # the ranges take how sure α is (its median's interval: x0.97-x1.03 at 25 % slow), not
+    # one call's jitter (groups of 4 samples: x0.43-x1.57); where it is unresolved, the
+    # interval reaches the slow mode (x5.9 the fast one's α) and so do the ranges
+    assert world.link.time_spread[1] == pytest.approx(max(1.0, high / world.link.alpha_s),
+                                                      rel=1e-5)
+    if not unresolved:
+        assert world.link.time_spread[1] < 1.1 < world.sequence["alpha_spread"][1]
+    assert (world.link.time_spread[1] > 5) == unresolved
     print_report(Calibration(_settings(), [world]), [])
     out = capsys.readouterr().out
     assert "the median's p5–p95 over bootstrap resamples" in out
+    assert "(one call's jitter, not a step's)" in out and "the link's time_spread covers α" in out
     assert ("WARNING: degenerate fit, link: α unresolved" in out) == unresolved
