@@ -173,11 +173,16 @@ def _blame(codes: list, last_alive_time: list[float], workdir: Path,
         done = [rank for rank in range(len(codes)) if reported[rank]]
         return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
                            f"after rank {done[0]} finished{also}", rank=alive[0])
-    _, rank, message, timed_out, trace = min(secondary)
-    if timed_out and alive:
+    # A rank that gave up waiting (a timeout) is why its peers then lost their connection,
+    # whichever wrote its error first: rank 0's "Connection closed by peer" was stamped
+    # before the timed-out rank's own record in a run of four on two hosts (2026-11-26).
+    timeouts = [e for e in secondary if e[3]]
+    if timeouts and alive:
+        _, rank, message, _, _ = min(timeouts)
         return LaunchError(f"rank {alive[0]} failed: stuck, no reply within timeout_s="
                            f"{timeout_s:g} s (rank {rank} gave up waiting: {message}){also}",
                            rank=alive[0])
+    _, rank, message, _, trace = min(secondary)
     return LaunchError(f"rank {rank} failed: {message}", rank=rank, traceback=trace)
 
 

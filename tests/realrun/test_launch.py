@@ -138,6 +138,19 @@ def test_blame_the_rank_still_running_when_a_peer_timed_out(tmp_path):
                       "waiting: killed by SIGABRT)")
 
 
+def test_blame_the_hung_rank_when_a_peer_loss_was_written_before_the_timeout(tmp_path):
+    # Four ranks on two emulated hosts, rank 3 hung (tests/realrun/test_netns.py): rank 1
+    # timed out and closed its sockets; rank 0's "closed by peer" got stamped first (2026-11-26).
+    _error_file(tmp_path, 0, 15.01, "RuntimeError: Connection closed by peer [10.82.137.1]:1",
+                False)
+    _error_file(tmp_path, 1, 15.02, "RuntimeError: Timed out waiting 5000ms for recv", True)
+    _error_file(tmp_path, 2, 15.03, "RuntimeError: Timed out waiting 5000ms for send", True)
+    e = supervise._blame([1, 1, 1, None], [15.0, 15.0, 15.0, 16.0], tmp_path, timeout_s=5)
+    assert (str(e), e.rank) == ("rank 3 failed: stuck, no reply within timeout_s=5 s (rank 1 "
+                                "gave up waiting: RuntimeError: Timed out waiting 5000ms for "
+                                "recv)", 3)
+
+
 def test_blame_a_gloo_abort_before_reporting_not_one_after(tmp_path):
     # Gloo has no watchdog: a SIGABRT before the result is the rank's own crash...
     e = supervise._blame([-signal.SIGABRT, None], [15.0, 16.0], tmp_path, timeout_s=5)
