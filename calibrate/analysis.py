@@ -126,7 +126,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     spread = time_spread(rows, link.alpha_s)
-    if seq is not None:  # the step's αs: how sure the overlapped one is, the blocking one's repeats
+    if seq is not None:  # how sure the overlapped α is; the blocking α's repeats
         seq["bandwidth_spread"] = spread
         spread = widen(spread, widen(alpha_uncertainty(seq), seq.get("blocking_alpha_spread")))
     link = dataclasses.replace(link, time_spread=spread)

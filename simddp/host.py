@@ -36,7 +36,7 @@ IMPLEMENTATIONS = ("realrun", "torch", "fsdp")
 # (HostCosts.lone_in_place, where the costs do not say). realrun.DDP does (flat_bucket.py);
 # torch's reducer keeps a flat buffer per bucket and copies every one in and out, one
 # gradient or many: torch.profiler shows reducer::mul_out and copy_bucket_to_grad on each of
-# 4 one-tensor buckets of 4 MiB (0.47-0.63 ms each way, 1 thread), which the engine did not
+# 4 one-tensor buckets of 4 MiB (0.61 and 0.65 ms, medians, 1 thread), which the engine did not
 # charge before 2026-11-26 (docs/results/2026-11-26-torch-lone-buckets.md).
 LONE_IN_PLACE = {"realrun": True, "torch": False, "fsdp": True}
 

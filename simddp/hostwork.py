@@ -40,8 +40,9 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     else at launch after the backward, and copies the average back out once its all-reduce is
     done; a lone tensor is scaled in place at launch and needs no copy-out, unless the
     implementation copies it through a bucket too (``costs.lone_in_place``, by default
-    :data:`simddp.host.LONE_IN_PLACE`: torch's reducer does). Each gradient's hook costs ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when
-    measured, where the plan launches after the backward), and each collective
+    :data:`simddp.host.LONE_IN_PLACE`: torch's reducer does). Each gradient's hook costs
+    ``costs.hook_s`` where its copy-in is (``costs.hook_after_backward_s``, when measured,
+    where the plan launches after the backward), and each collective
     ``costs.launch_s`` at its launch. A comm hook's work (``Collective.hook``:
     ``pre_work_bytes`` at launch, ``post_work_bytes`` with the copy-out) runs at
     ``copy_gbps`` too. A reduce-scatter
@@ -78,10 +79,12 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
         through_bucket = len(c.tensor_ids) > 1 or not lone_in_place
         per_layer[c.ready_layer] = (per_layer.get(c.ready_layer, 0.0) + launch_s * len(c.calls)
                                     + hook.pre_work_bytes / rate)
+        hooked_in = through_bucket and plan.strategy.overlap   # copied in from its own hook
+        tensor_rate = rate if through_bucket else scale_rate
         for t in c.tensor_ids:
-            layer = profile.tensor_layer[t] if (through_bucket and plan.strategy.overlap) else c.ready_layer
+            layer = profile.tensor_layer[t] if hooked_in else c.ready_layer
             per_layer[layer] = (per_layer.get(layer, 0.0) + late_s
-                                + profile.tensor_bytes[t] / (rate if through_bucket else scale_rate))
+                                + profile.tensor_bytes[t] / tensor_rate)
         copy_out.append((c.nbytes if through_bucket else 0.0) / rate + hook.post_work_bytes / rate)
     return copy_in, copy_out
 
