@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.launch import run_world
@@ -46,3 +47,20 @@ def run_ranks(prog: str, args: argparse.Namespace, payload: dict) -> tuple[list,
     load = os.getloadavg()[0]
     return run_world(f"bench.{prog}:rank", payload, threads_per_rank=args.threads,
                      **args.world.launch_args()), load
+
+
+def stamped_step(trainer, ctx) -> list[float]:
+    """One step of a realrun.steps.Trainer after a barrier, on perf_counter: [start, forward,
+    backward, sync, optimizer ends] (the sync's end is the backward's where it has none)."""
+    ctx.barrier()
+    t0 = time.perf_counter()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    loss = trainer.loss()
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    if trainer.sync is not None:
+        trainer.sync()
+    t3 = time.perf_counter()
+    trainer.optimizer.step()
+    return [t0, t1, t2, t3, time.perf_counter()]

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench._model_run import model_run_args, run_ranks  # noqa: E402
+from bench._model_run import model_run_args, run_ranks, stamped_step  # noqa: E402
 from realrun.configs import bench_configs  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
@@ -53,17 +53,7 @@ def rank(payload: dict, ctx) -> list[dict]:
         trainer.step()
     steps = []
     for _ in range(payload["steps"]):
-        ctx.barrier()
-        t0 = time.perf_counter()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        loss = trainer.loss()
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        trainer.sync()
-        t3 = time.perf_counter()
-        trainer.optimizer.step()
-        steps.append({"t": [t0, t1, t2, t3, time.perf_counter()], **stamps})
+        steps.append({"t": stamped_step(trainer, ctx), **stamps})
     return steps
 
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.workflow_grid import STRATEGIES  # noqa: E402
+from bench.lone_alpha_resweep import compare  # noqa: E402
 from calibrate.combine import alpha_uncertainty, widen  # noqa: E402
 
 KEYS = ("median_ape", "max_ape", "regret", "in_range", "with_range")
@@ -55,20 +53,6 @@ def rebuilt_link(cell: Path) -> Path:
     return path
 
 
-def score(cell: Path, link: Path) -> dict:
-    rows = json.loads((cell / "workflow.json").read_text())["rows"]
-    buckets = ",".join(sorted({str(r["bucket_mb"]) for r in rows if r["bucket_mb"]}))
-    py = [sys.executable, "-m", "simddp"]
-    subprocess.run(py + ["sweep", "--model", str(cell / "prof.json"), "--link", str(link),
-                         "--bucket-mb", buckets, "--strategies", STRATEGIES, "--out",
-                         str(cell / "pred_again"), "--force"], cwd=ROOT, capture_output=True,
-                   check=True)
-    return json.loads(subprocess.run(
-        py + ["compare", "--predicted", str(cell / "pred_again" / "sweep.json"), "--measured",
-              str(cell / "bench" / "bench.json"), "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout)["summary"]
-
-
 def line(s: dict) -> str:
     return (f"{s['median_ape']:5.1f} / {s['max_ape']:5.1f} %, regret {s['regret']:4.1f} %, "
             f"{s['in_range']}/{s['with_range']}")
@@ -84,7 +68,7 @@ def main() -> int:
     for cell in cells(args.paths):
         then = json.loads((cell / "workflow.json").read_text())
         link = rebuilt_link(cell) if args.spread else cell / "cal" / "link.json"
-        now = score(cell, link)
+        now = compare(cell, str(link), "pred_again")["summary"]
         by_kind.setdefault(cell.name, []).append((then, now))
         print(f"{cell}: then {line(then)} | now {line(now)}")
     for kind, pairs in by_kind.items():

@@ -21,13 +21,12 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench._model_run import model_run_args, run_ranks  # noqa: E402
+from bench._model_run import model_run_args, run_ranks, stamped_step  # noqa: E402
 from realrun.configs import bench_configs, label  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
@@ -50,20 +49,7 @@ def rank(payload: dict, ctx) -> dict[str, list[list[float]]]:
     for r, _ in enumerate(range(0, payload["steps"], CHUNK)):
         for k in range(len(names)):
             name = names[(k + r) % len(names)]
-            t = trainers[name]
-            for _ in range(CHUNK):
-                ctx.barrier()
-                t0 = time.perf_counter()
-                t.optimizer.zero_grad(set_to_none=True)
-                loss = t.loss()
-                t1 = time.perf_counter()
-                loss.backward()
-                t2 = time.perf_counter()
-                if t.sync is not None:
-                    t.sync()
-                t3 = time.perf_counter()
-                t.optimizer.step()
-                stamps[name].append([t0, t1, t2, t3, time.perf_counter()])
+            stamps[name] += [stamped_step(trainers[name], ctx) for _ in range(CHUNK)]
     return stamps
 
 

@@ -96,10 +96,12 @@ class HostCosts:
             _check(name, name, getattr(self, name), allow_none=False, allow_zero=True)
         _check("hook_after_backward_s", "hook_after_backward_s", self.hook_after_backward_s,
                allow_none=True, allow_zero=True)
-        for name in ("blocking_collectives", "lone_in_place"):
-            value = getattr(self, name)
-            if not (isinstance(value, bool) or (value is None and name == "lone_in_place")):
-                raise InputError(f"host costs: {name} must be true or false, got {value!r}")
+        if not isinstance(self.blocking_collectives, bool):
+            raise InputError(f"host costs: blocking_collectives must be true or false, got "
+                             f"{self.blocking_collectives!r}")
+        if self.lone_in_place is not None and not isinstance(self.lone_in_place, bool):
+            raise InputError(f"host costs: lone_in_place must be true or false, got "
+                             f"{self.lone_in_place!r}")
 
     @property
     def free(self) -> bool:
