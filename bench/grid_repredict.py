@@ -35,9 +35,13 @@ def cells(paths: list[str]) -> list[Path]:
 
     out = []
     for p in map(Path, paths):
-        found = [p] if is_cell(p) else sorted(c for c in p.iterdir() if is_cell(c))
-        if not found:
-            raise SystemExit(f"grid_repredict: no grid cell in {p}")
+        if is_cell(p):
+            found = [p]
+        else:
+            found = sorted(c for c in p.iterdir() if is_cell(c)) if p.is_dir() else []
+        if not found:   # bad input: one line, exit 2
+            print(f"grid_repredict: no grid cell in {p}", file=sys.stderr)
+            raise SystemExit(2)
         out += found
     return out
 
