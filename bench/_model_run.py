@@ -16,18 +16,22 @@ from realrun.workload import Workload
 from simddp.errors import InputError
 
 
-def model_run_args(prog: str, doc: str, counts: dict[str, int]
+def model_run_args(prog: str, doc: str, counts: dict[str, int],
+                   options: dict[str, str] | None = None
                    ) -> tuple[argparse.Namespace, Workload, dict]:
     """(args, workload, payload) from the command line: ``--model`` and realrun's shrink
-    flags, ``--batch``, ``--seq`` (add_model_args), and ``--NAME N`` for each of ``counts``
-    (its default), which the payload carries with the workload, seed, optimizer and
-    precision."""
+    flags, ``--batch``, ``--seq`` (add_model_args), ``--NAME N`` for each of ``counts`` and
+    ``--NAME TEXT`` for each of ``options`` (their defaults), which the payload carries
+    with the workload, seed, optimizer and precision (the script checks its options)."""
+    options = options or {}
     ap = argparse.ArgumentParser(prog=prog, description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(ap)
     add_world_args(ap, timeout_s=600.0)
     for name, default in counts.items():
         ap.add_argument(f"--{name}", type=int, default=default)
+    for name, default in options.items():
+        ap.add_argument(f"--{name}", default=default)
     args = ap.parse_args()
     try:
         workload = resolve_workload(args)
@@ -37,8 +41,9 @@ def model_run_args(prog: str, doc: str, counts: dict[str, int]
     except InputError as e:   # bad flags: one line, exit 2
         print(f"{prog}: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    keys = [name.replace("-", "_") for name in (*counts, *options)]
     payload = {"workload": workload.to_json(), "seed": args.seed, "optimizer": args.optimizer,
-               "precision": args.precision, **{name: getattr(args, name) for name in counts}}
+               "precision": args.precision, **{key: getattr(args, key) for key in keys}}
     return args, workload, payload
 
 

@@ -2,10 +2,10 @@
 
     python bench/step_phases.py --model transformer-small --layers 8 --d-model 128 \
         --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32 --strategies ddp,bucketed \
-        --bucket-mb 4,16
+        --bucket-mb 4,16 [--emulate-hosts 2 --link-gbit 2]
 
-One world of 2 Gloo ranks; compute-only and each configuration (as ``realrun bench`` builds
-them) clocked round-robin, ``--rounds`` turns of 3 steps each, every step after a barrier
+One world of 2 Gloo ranks (on loopback, or on the emulated link with the world flags);
+compute-only and each configuration (as ``realrun bench`` builds them) clocked round-robin, ``--rounds`` turns of 3 steps each, every step after a barrier
 (realrun/step_clock.py: realrun.DDP's collectives through its launch hook, torch DDP's
 through a clocking comm hook). Per configuration and rank, the medians of: forward,
 backward's compute (to the last launch for torch DDP, whose ``backward()`` also waits),
@@ -14,12 +14,13 @@ the wait and sync after it, the optimizer, the step. Per collective, from both r
 apart the ranks launched it, and how long it took from the later launch, which is the
 collective's own time (the earlier rank's includes waiting for the other); per step, the
 step by realrun bench's rule (the longest rank's own), rank 0's, and from the later start,
-and how far apart the ranks left the barrier.
+and how far apart the ranks left the barrier. ``--json PATH`` keeps every rank's clocked
+steps (perf_counter seconds) for a closer look.
 Numbers from this 2-vCPU VM: docs/results/2026-11-25-allocator.md, section 4.
 """
 from __future__ import annotations
 
-import argparse
+import json
 import os
 import statistics
 import sys
@@ -29,15 +30,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload  # noqa: E402
+from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from realrun.configs import bench_configs, label  # noqa: E402
-from realrun.launch import run_world  # noqa: E402
 from realrun.step_clock import (backward_end, clock_collectives, clock_torch_ddp,  # noqa: E402
                                 clocked_step)
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.commands.common import parse_positive_floats  # noqa: E402
 from simddp.errors import InputError  # noqa: E402
+from simddp.io import write_atomic  # noqa: E402
 
 STEPS_PER_TURN, WARMUP = 3, 3
 
@@ -107,26 +108,18 @@ def step_bases_ms(steps_by_rank: list[list[dict]]) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(ap)
-    ap.add_argument("--strategies", default="ddp,bucketed")
-    ap.add_argument("--bucket-mb", default="4,16")
-    ap.add_argument("--rounds", type=int, default=10, help="turns of 3 clocked steps each")
-    args = ap.parse_args()
+    args, workload, payload = model_run_args("step_phases", __doc__, {"rounds": 10},
+                                             {"strategies": "ddp,bucketed", "bucket-mb": "4,16",
+                                              "json": ""})
     try:
-        workload = resolve_workload(args)
         mbs = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-        configs = bench_configs(args.strategies.split(","), mbs)
-        require_int("--rounds", args.rounds)
+        payload["configs"] = bench_configs(args.strategies.split(","), mbs)
     except InputError as e:   # bad flags: one line, exit 2
         print(f"step_phases: {e}", file=sys.stderr)
         return 2
-    payload = {"workload": workload.to_json(), "configs": configs, "rounds": args.rounds,
-               "seed": args.seed, "optimizer": args.optimizer, "precision": args.precision}
-    load = os.getloadavg()[0]
-    ranks = run_world("bench.step_phases:rank", payload, threads_per_rank=args.threads,
-                      timeout_s=600)
+    ranks, load = run_ranks("step_phases", args, payload)
+    if args.json:   # every rank's clocked steps, for a look span by span
+        write_atomic(args.json, json.dumps(ranks))
     print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, 2 ranks, "
           f"{args.rounds * STEPS_PER_TURN} clocked steps each; load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; medians in ms")

@@ -1,11 +1,11 @@
 """Does a synced step's compute run slower than compute-only's? Parts of each, same rounds.
 
     python bench/sync_tax.py --model transformer-small --layers 8 --d-model 128 \
-        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32
-    SYNC_TAX_STRATEGIES=flat,bucketed SYNC_TAX_BUCKET_MB=4 python bench/sync_tax.py ...
+        --d-ff 512 --heads 4 --vocab 1024 --batch 2 --seq 32 [--strategies flat,bucketed \
+        --bucket-mb 4]
 
-(the model flags are realrun's, through bench/_model_run.py; the strategies, default
-flat,naive, and the bucket size, default 16, come from the environment).
+(the model and world flags are realrun's, through bench/_model_run.py; the strategies
+default to flat,naive, the one bucket size to 16).
 
 Why: net of the compute-only row, every grid cell's flat row was predicted 1-22 % fast
 (medians -4 … -6 % over grids g25-g35), and so were most others; the simulator charges a
@@ -30,6 +30,8 @@ from bench._model_run import model_run_args, run_ranks, stamped_step  # noqa: E4
 from realrun.configs import bench_configs, label  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.commands.common import parse_positive_floats  # noqa: E402
+from simddp.errors import InputError  # noqa: E402
 
 PARTS = ("forward", "backward", "sync", "optimizer")
 CHUNK = 5
@@ -68,9 +70,14 @@ def parts_ms(by_rank: list[dict]) -> dict[str, dict[str, float]]:
 
 
 def main() -> int:
-    args, workload, payload = model_run_args("sync_tax", __doc__, {"steps": 40})
-    payload |= {"strategies": os.environ.get("SYNC_TAX_STRATEGIES", "flat,naive"),
-                "bucket_mb": float(os.environ.get("SYNC_TAX_BUCKET_MB", "16"))}
+    args, workload, payload = model_run_args("sync_tax", __doc__, {"steps": 40},
+                                             {"strategies": "flat,naive", "bucket-mb": "16"})
+    try:
+        payload["bucket_mb"] = parse_positive_floats(args.bucket_mb, "--bucket-mb")[0]
+        bench_configs(args.strategies.split(","), [payload["bucket_mb"]])
+    except InputError as e:   # bad flags: one line, exit 2
+        print(f"sync_tax: {e}", file=sys.stderr)
+        return 2
     ranks, load = run_ranks("sync_tax", args, payload)
     print(f"# {workload.name}, batch {args.batch} x seq {args.seq}, 2 ranks, {args.steps} "
           f"steps each; load {load:.2f} -> {os.getloadavg()[0]:.2f}; medians in ms")

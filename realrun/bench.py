@@ -10,8 +10,8 @@ Started by ``python -m realrun bench`` through the launcher (or under torchrun):
 the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb", "spec"}`` each, the
 Strategy serialised, from :func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
 ``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``,
-``timeline_steps`` (0: none; else each config's median clocked step's spans on its Result,
-realrun/step_clock.py);
+``timeline_steps`` (0: none; else each config's clocked steps on every rank, and on its
+Result the median one's spans of every rank, realrun/step_clock.py);
 optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
 a steppable per name): things timed in the same rounds that are not configurations, such as
 realrun validate's probes (realrun/validate/probes.py).
@@ -49,7 +49,7 @@ from realrun.configs import label, spec_of
 from realrun.launch import resolve_target, run_world
 from realrun.launch.world import WorldConfig
 from realrun.precision import set_precision
-from realrun.step_clock import median_step_spans
+from realrun.step_clock import clocked_steps, step_on_ranks
 from realrun.steps import Trainer
 from realrun.timing import timed, write_trace
 from realrun.workload import Workload
@@ -99,7 +99,7 @@ def run_rank(payload: dict, ctx) -> dict:
             for config, trainer in zip(configs, trainers):
                 path = os.path.join(payload["trace_dir"], f"{label(config)}.rank{ctx.rank}.json")
                 write_trace(ctx, lambda t=trainer: t.step(ranges=True), payload["trace_steps"], path)
-        timelines = [median_step_spans(t, ctx, payload["timeline_steps"])
+        timelines = [clocked_steps(t, ctx, payload["timeline_steps"])
                      for t in trainers[:len(payload["configs"])]] \
             if payload.get("timeline_steps") else None
         return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner, "timelines": timelines,
@@ -150,7 +150,8 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
                       "label": label(config), **all_stats[i],
                       "collectives": ranks[0]["collectives"][i]})
     specs = [spec_of(config) for config in payload["configs"]]
-    timelines = ranks[0].get("timelines") or [None] * n   # rank 0's clocked spans, if asked
+    timelines = [step_on_ranks([r["timelines"][i] for r in ranks]) if ranks[0].get("timelines")
+                 else ((), None) for i in range(n)]   # every rank's clocked spans, if asked
     compute = next((s for s in stats if s["strategy"] == COMPUTE_ONLY), None)
     compute_s = compute["median_s"] if compute else 0.0
     results = [Result(
@@ -160,9 +161,17 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",
         step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"],
         steps_s=tuple(s["steps_s"]), spec=spec,
-        spans=tuple(Span(*sp) for sp in timeline["spans"]) if timeline else ())
-        for s, spec, timeline in zip(stats, specs, timelines)]
+        **_timeline_fields(by_rank, slowest))
+        for s, spec, (by_rank, slowest) in zip(stats, specs, timelines)]
     return BenchRun(results, stats, extras)
+
+
+def _timeline_fields(by_rank, slowest: int | None) -> dict:
+    """A measured Result's spans: the slower rank's, and every rank's (none unless clocked)."""
+    if slowest is None:
+        return {}
+    rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
+    return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
 
 
 def run_bench(payload: dict, *, world: WorldConfig | None = None, threads: int = 1,

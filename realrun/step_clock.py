@@ -1,14 +1,15 @@
-"""One training step's spans on one clock: what ``realrun validate`` and ``realrun bench
---timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
+"""One training step's spans on each rank's clock: what ``realrun validate`` and ``realrun
+bench --timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
 
-Rank 0 clocks its compute (forward, backward with its launches, optimizer) and every
+Every rank clocks its compute (forward, backward with its launches, optimizer) and every
 collective from its launch (or the previous one's end, when it queued behind it) to its
 completion, read in the work's future callback: realrun.DDP's through its launch hook, torch
 DDP's through a comm hook registered after the timed steps (:func:`clock_torch_ddp`). FSDP2
 and torch DDP with a comm hook of its own get compute spans only. Of several clocked steps
-the median-length one is kept::
+the median by the slower rank is kept, on every rank::
 
-    spans = median_step_spans(trainer, ctx, steps=5)["spans"]   # [lane, label, start, end, kind]
+    steps = clocked_steps(trainer, ctx, steps=5)             # on each rank
+    spans_by_rank, slowest = step_on_ranks([r0_steps, r1_steps])   # in the parent
 """
 from __future__ import annotations
 
@@ -21,16 +22,16 @@ from simddp.kinds import SpanKind
 from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER
 
 
-def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dict:
-    """``{"step_s", "spans"}`` of the median-length of ``steps`` clocked steps of ``trainer``
-    (after ``warmup`` unclocked ones), spans relative to the step's start. Every rank must
-    call it (each step starts after a barrier); rank 0's collectives are clocked."""
+def clocked_steps(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> list[dict]:
+    """``{"step_s", "spans"}`` of each of ``steps`` clocked steps of ``trainer`` (after
+    ``warmup`` unclocked ones), spans relative to this rank's start of that step. Every rank
+    must call it (each step starts after a barrier) and clocks its own collectives, so each
+    pays the clocks' callbacks alike; :func:`step_on_ranks` picks the step to keep."""
     clock = time.perf_counter
     comm: list[list] = []          # [label, launch_s, end_s, nbytes]
     ddp = trainer.model if trainer.sync is not None else None
-    if ddp is not None and ctx.rank == 0:
+    if ddp is not None:
         clock_collectives(ddp, comm, clock)
-    # every rank: the hook's own cost (a Python call and a pass over each bucket) alike
     torch_clocked = trainer.torch_ddp is not None and clock_torch_ddp(trainer.torch_ddp,
                                                                       comm, clock)
     for _ in range(warmup):
@@ -44,8 +45,41 @@ def median_step_spans(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> dic
         spans += comm_spans(comm, t0, t3)
         clocked.append({"step_s": t4 - t0,
                         "spans": [[a, b, c - t0, d - t0, k] for a, b, c, d, k in spans]})
-    clocked.sort(key=lambda x: x["step_s"])
-    return clocked[len(clocked) // 2]
+    return clocked
+
+
+def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
+    """(every rank's spans of the kept step, the rank whose backward ended last in it) from
+    each rank's :func:`clocked_steps`. The kept step is the median by its slower rank, as
+    realrun bench times a step (the max over ranks). The rank whose backward ended last is
+    the one the step's last collectives waited for: its timeline explains the step (both
+    ranks then end together, at the last collective, within a millisecond).
+
+    Why every rank: the ranks leave each step's barrier together (0.0-0.1 ms apart here), but
+    under overlap their backwards part: the last collective of torch DDP at 1 MB buckets was
+    launched 11.7 ms apart (median over 30 steps; 2.3 ms for the first), per-parameter
+    overlap's 16 ms, on the transformer of docs/results/2026-11-26-slower-rank.md. One
+    clocked step of rank 0 showed torch DDP's backward at 2 MB as short as compute-only's,
+    where over 30 steps both ranks ran it 1.4-1.5x as long.
+
+        >>> def step(step_s, backward_end_s):
+        ...     return {"step_s": step_s, "spans": [["compute", "backward", 0.0,
+        ...                                          backward_end_s, "backward"]]}
+        >>> a = [step(3.0, 1.0), step(1.0, 0.5), step(2.0, 0.5)]
+        >>> b = [step(1.0, 0.5), step(5.0, 1.0), step(2.5, 2.0)]
+        >>> spans, rank = step_on_ranks([a, b])    # by the slower rank: 3, 5, 2.5 -> the 1st
+        >>> rank, [s[0][3] for s in spans]         # rank 0's backward ended last in it
+        (0, [1.0, 0.5])
+    """
+    n = min(len(steps) for steps in per_rank)
+    by_step = sorted(range(n), key=lambda j: max(steps[j]["step_s"] for steps in per_rank))
+    j = by_step[n // 2]
+
+    def backward_end_s(r: int) -> tuple[float, float]:
+        ends = [sp[3] for sp in per_rank[r][j]["spans"] if sp[0] == COMPUTE and sp[4] == BACKWARD]
+        return max(ends, default=0.0), per_rank[r][j]["step_s"]
+    return [steps[j]["spans"] for steps in per_rank], max(range(len(per_rank)),
+                                                           key=backward_end_s)
 
 
 def backward_end(t1: float, t2: float, comm: list[list], torch_clocked: bool) -> float:

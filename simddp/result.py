@@ -44,6 +44,11 @@ class Span:
         return self.end_s - self.start_s
 
 
+def _spans(spans) -> tuple[Span, ...]:
+    """Spans, from Spans or their dicts (a results file)."""
+    return tuple(s if isinstance(s, Span) else Span(**s) for s in spans)
+
+
 @dataclass(frozen=True)
 class Result:
     """One configuration's step (per optimizer step): predicted or measured."""
@@ -73,6 +78,12 @@ class Result:
     # recommendations and realrun read, so no one parses the name back. Files written before
     # it existed get it rebuilt from the name once, here (simddp.strategy.strategy_of).
     spec: Strategy | None = field(default=None, compare=False)
+    # Measured with --timelines on several ranks: every rank's spans of the same step (the
+    # median by its slower rank, realrun/step_clock.py), and which of them ``spans`` is: the
+    # rank whose backward ended last, which the last collectives waited for. () and None
+    # otherwise.
+    rank_spans: tuple[tuple[Span, ...], ...] = ()
+    spans_rank: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.spec, dict):
@@ -80,8 +91,8 @@ class Result:
         elif self.spec is None:
             object.__setattr__(self, "spec", strategy_of(self.strategy, self.bucket_mb,
                                                          self.accum_steps))
-        spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.spans)
-        object.__setattr__(self, "spans", spans)
+        object.__setattr__(self, "spans", _spans(self.spans))
+        object.__setattr__(self, "rank_spans", tuple(_spans(r) for r in self.rank_spans))
         object.__setattr__(self, "steps_s", tuple(self.steps_s))
 
     @property

@@ -26,7 +26,7 @@ Steps, in order (each one a plain function, so a notebook can run them one by on
    :func:`~realrun.validate.inputs.scale_to_compute_only` (the compute total), so drift between
    phases a minute apart does not land in every row; reported second, as "anchored";
 6. :func:`~realrun.validate.timeline.measure_timeline` — a few more steps of one
-   configuration with per-span clock reads on rank 0;
+   configuration with per-span clock reads on every rank (the slower rank's kept);
 7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.validate.report.
    ValidationReport` for the text, JSON and files.
 

@@ -1,4 +1,4 @@
-"""validate's measured timeline of one configuration, clocked on rank 0.
+"""validate's measured timeline of one configuration, clocked on every rank.
 
 The rank target is ``realrun.validate.timeline:timeline_rank``.
 """
@@ -8,7 +8,7 @@ import torch
 
 from realrun.launch import run_world
 from realrun.precision import set_precision
-from realrun.step_clock import median_step_spans
+from realrun.step_clock import clocked_steps, step_on_ranks
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from realrun.validate.settings import ValidateSettings, bench_payload
@@ -18,13 +18,13 @@ from simddp.result import Span
 # 5. measured timeline
 
 
-def timeline_rank(payload: dict, ctx) -> dict:
-    """Rank function: run one configuration; rank 0 clocks its spans (realrun/step_clock.py),
-    the median-length of ``payload["steps"]`` steps after ``payload["warmup"]`` is kept."""
+def timeline_rank(payload: dict, ctx) -> list[dict]:
+    """Rank function: run one configuration; each rank clocks ``payload["steps"]`` steps
+    after ``payload["warmup"]`` (realrun/step_clock.py)."""
     torch.set_flush_denormal(True)
     set_precision(payload["precision"])
     trainer = Trainer(payload["config"], Workload(**payload["workload"]), ctx, payload)
-    return median_step_spans(trainer, ctx, payload["steps"], payload["warmup"])
+    return clocked_steps(trainer, ctx, payload["steps"], payload["warmup"])
 
 
 def grid_config(s: ValidateSettings, strategy: str, bucket_mb: float | None) -> dict:
@@ -39,12 +39,16 @@ def grid_config(s: ValidateSettings, strategy: str, bucket_mb: float | None) -> 
 
 def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
                      ) -> tuple[Span, ...]:
-    """Spans of one measured step (the median of ``timeline_steps``) on rank 0, of the
-    configuration of this validation's grid with that row name and bucket size."""
+    """Spans of one measured step (the median of ``timeline_steps`` by the slower rank), on
+    the rank whose backward ended last, of the configuration of this validation's grid with that
+    row name and bucket size."""
     config = grid_config(s, strategy, bucket_mb)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
     ranks = run_world("realrun.validate.timeline:timeline_rank", payload,
                       threads_per_rank=s.threads, **s.world.launch_args())
-    return () if ranks is None else tuple(Span(*sp) for sp in ranks[0]["spans"])
+    if ranks is None:
+        return ()
+    by_rank, slowest = step_on_ranks(ranks)
+    return tuple(Span(*sp) for sp in by_rank[slowest])
 
 

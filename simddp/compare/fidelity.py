@@ -49,12 +49,15 @@ def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None
     """Predicted vs measured step, backward end and last all-reduce end of one configuration
     (ms, and the error in % of the measured step), and whether the step agrees while a span
     end does not (``cancelling``). None without spans on both sides. The measured step is the
-    clocked one (its spans' end), not the bench median: both times come from one step."""
+    clocked one (its spans' end), not the bench median: both times come from one step. On
+    several ranks, the measured spans are those of the rank whose backward ended last
+    (``measured_rank``): its backward is the one the last collectives wait for."""
     if measured is None or not measured.spans or not predicted.spans:
         return None
     step_p, step_m = (_end(r, KINDS) for r in (predicted, measured))
     out = {"config": list(predicted.config), "step_ms": [step_p * 1e3, step_m * 1e3],
-           "step_error_pct": 100 * (step_p - step_m) / step_m}
+           "step_error_pct": 100 * (step_p - step_m) / step_m,
+           "measured_rank": measured.spans_rank if len(measured.rank_spans) > 1 else None}
     off = []
     for name, kinds in (("backward_end", (BACKWARD, COPY)),
                         ("last_all_reduce_end", (SpanKind.ALL_REDUCE,))):

@@ -205,10 +205,11 @@ def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
     axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]
     handles = draw_gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
     if have_measured:
+        whose = ("one clocked step" if measured.spans_rank is None or len(measured.rank_spans) < 2
+                 else f"rank {measured.spans_rank}'s clocked step (its backward ended last)")
         handles += draw_gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms "
-                                                 f"per step ({measured.samples} steps); spans: "
-                                                 f"one clocked step, "
-                                                 f"{step_end_ms(measured)[0]:.1f} ms")
+                                                 f"per step ({measured.samples} steps)\nspans: "
+                                                 f"{whose}, {step_end_ms(measured)[0]:.1f} ms")
     shown = (predicted, measured) if have_measured else (predicted,)
     axes[0].set_xlim(0, max(timeline_end_ms(r) for r in shown) * 1.01)  # shared by both
     fig.suptitle(f"Timeline of {config_label(*predicted.config)}, {predicted.model}, "

@@ -109,7 +109,10 @@ def fidelity_text(f: dict | None) -> str:
             p, m = f[f"{name}_ms"]
             parts.append(f"{words} {p:.1f} vs {m:.1f} ms ({f[f'{name}_error_pct']:+.1f} % "
                          "of the step)")
-    text = f"timeline fidelity, {config_label(*f['config'])} (predicted vs measured): " + "; ".join(parts)
+    on = ("" if f.get("measured_rank") is None else
+          f" on rank {f['measured_rank']}, the one whose backward ended last")
+    text = (f"timeline fidelity, {config_label(*f['config'])} (predicted vs measured{on}): "
+            + "; ".join(parts))
     if f["cancelling"]:
         text += (f"\nWARNING: errors cancel — the step agrees within {AGREE_PCT:g} % while the "
                  f"{' and '.join(n.replace('_', ' ') for n in f['off'])} is off by "

@@ -129,7 +129,10 @@ def overlap_of(spans: Iterable[Span]) -> Overlap:
 
 def side_by_side(predicted: Result, measured: Result | None) -> dict | None:
     """Predicted vs measured :class:`Overlap` of one configuration, in ms; None without
-    spans on both sides.
+    spans on both sides. ``measured`` is its ``spans``' rank (on several ranks the one that
+    whose backward ended last, ``"measured_rank"``); with every rank clocked (``rank_spans``),
+    ``"measured_ranks"`` holds each rank's, in rank order (the engine's ranks are alike, so
+    one prediction stands beside each).
 
     A measured timeline without comm spans (FSDP2, and torch DDP with a comm hook of its
     own: realrun/step_clock.py) while the prediction has some is
@@ -138,33 +141,52 @@ def side_by_side(predicted: Result, measured: Result | None) -> dict | None:
     """
     if measured is None or not predicted.spans or not measured.spans:
         return None
-    p, m = overlap_of(predicted.spans), overlap_of(measured.spans)
-    clocked = m.comm_s > 0 or p.comm_s == 0
-    meas = m.to_json()
-    if not clocked:
-        meas.update(comm_ms=None, overlapped_ms=None, exposed_comm_ms=None, idle_ms=None,
-                    overlap_pct=None)
-    return {"config": list(predicted.config), "predicted": p.to_json(), "measured": meas,
-            "comm_clocked": clocked}
+    p = overlap_of(predicted.spans)
+    clocked = overlap_of(measured.spans).comm_s > 0 or p.comm_s == 0
+
+    def meas(spans) -> dict:
+        out = overlap_of(spans).to_json()
+        if not clocked:
+            out.update(comm_ms=None, overlapped_ms=None, exposed_comm_ms=None, idle_ms=None,
+                       overlap_pct=None)
+        return out
+    row = {"config": list(predicted.config), "predicted": p.to_json(),
+           "measured": meas(measured.spans), "comm_clocked": clocked,
+           "measured_rank": measured.spans_rank}
+    if len(measured.rank_spans) > 1:
+        row["measured_ranks"] = [meas(spans) for spans in measured.rank_spans]
+    return row
 
 
 def overlap_table(rows: list[tuple[str, dict]]) -> list[str]:
-    """Text lines: a heading, then one row per (configuration label, :func:`side_by_side`
-    dict), each value "predicted / measured"; [] when there are no rows."""
+    """Text lines: a heading, then per (configuration label, :func:`side_by_side` dict) one
+    row, or one per rank when every rank was clocked (the rank whose backward ended
+    last first, marked *), each value "predicted / measured"; [] when there are no rows."""
     if not rows:
         return []
 
-    def pair(d: dict, key: str, fmt: str) -> str:
-        p, m = d["predicted"][key], d["measured"][key]
-        return " / ".join("-" if v is None else format(v, fmt) for v in (p, m))
+    def pair(p: dict, m: dict, key: str, fmt: str) -> str:
+        return " / ".join("-" if v is None else format(v, fmt) for v in (p[key], m[key]))
+
+    def lines_of(label: str, d: dict) -> list[tuple[str, dict]]:
+        ranks = d.get("measured_ranks")
+        if not ranks:
+            return [(label, d["measured"])]
+        first = d["measured_rank"] if d.get("measured_rank") is not None else 0
+        order = [first] + [k for k in range(len(ranks)) if k != first]
+        return [(f"{label} rank {k}{'*' if k == first else ''}", ranks[k]) for k in order]
 
     head = ("config", "compute ms", "exposed comm ms", "idle ms", "overlap %")
-    table = [head] + [(label, pair(d, "compute_ms", ".2f"), pair(d, "exposed_comm_ms", ".2f"),
-                       pair(d, "idle_ms", ".2f"), pair(d, "overlap_pct", ".0f"))
-                      for label, d in rows]
+    table = [head] + [(name, pair(d["predicted"], m, "compute_ms", ".2f"),
+                       pair(d["predicted"], m, "exposed_comm_ms", ".2f"),
+                       pair(d["predicted"], m, "idle_ms", ".2f"),
+                       pair(d["predicted"], m, "overlap_pct", ".0f"))
+                      for label, d in rows for name, m in lines_of(label, d)]
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
-    lines = ["overlap, predicted / measured (one rank; overlap % = comm under compute / comm, "
-             "as HTA):"]
+    per_rank = any(d.get("measured_ranks") for _, d in rows)
+    lines = ["overlap, predicted / measured (" + ("per rank, * the one whose backward ended "
+                                                  "last" if per_rank else "one rank")
+             + "; overlap % = comm under compute / comm, as HTA):"]
     lines += ["  ".join([t[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(t[1:], widths[1:])])
               for t in table]
     lines += [f"  ({label}: no comm spans measured — FSDP2 and a DDP comm hook of its own "

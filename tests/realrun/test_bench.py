@@ -114,13 +114,18 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     assert (bucketed.source, bucketed.samples, bucketed.model, bucketed.world_size,
             bucketed.collectives, bucketed.link) == ("measured", 3, "mlp-2x4", 2, 2, "loopback")
     assert results[0].spans == () and results[1].spans == ()      # no --timelines
-    ranks[0]["timelines"] = [{"step_s": 0.02, "spans": [["compute", "forward", 0, 0.01,
-                                                         "forward"]]},
-                             {"step_s": 0.045, "spans": [["comm", "bucket 0", 0.01, 0.04,
-                                                          "allreduce"]]}]
-    with_spans = bench.summarize(ranks, payload, link="loopback").results
-    assert [(sp.lane, sp.end_s) for r in with_spans for sp in r.spans] == [
-        ("compute", 0.01), ("comm", 0.04)]
+    def step(step_s, end_s, lane="compute"):   # one clocked step of one rank
+        return {"step_s": step_s, "spans": [[lane, "x", 0, end_s, "forward"]]}
+    # every rank's clocked steps per config; bucketed's steps by their slower rank: 0.05,
+    # 0.06, 0.07 -> the second, which rank 1 ended last
+    ranks[0]["timelines"] = [[step(0.02, 0.01)], [step(0.05, 0.01, "comm"), step(0.04, 0.02),
+                                                  step(0.07, 0.03)]]
+    ranks[1]["timelines"] = [[step(0.03, 0.02)], [step(0.04, 0.04, "comm"), step(0.06, 0.05),
+                                                  step(0.01, 0.06)]]
+    compute_t, bucketed_t = bench.summarize(ranks, payload, link="loopback").results
+    assert (compute_t.spans_rank, [sp.end_s for sp in compute_t.spans]) == (1, [0.02])
+    assert bucketed_t.spans_rank == 1 and [sp.end_s for sp in bucketed_t.spans] == [0.05]
+    assert [[sp.end_s for sp in spans] for spans in bucketed_t.rank_spans] == [[0.02], [0.05]]
     table = format_table(Namespace(what="batch 1 x seq 2 per rank", optimizer="sgd",
                                    precision="fp32", backend="gloo", threads=1,
                                    steps=3, warmup=1, chunk=2, out="o", trace=None,
@@ -155,13 +160,19 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     scaling = json.loads((out / "bench.json").read_text())["scaling"]
     assert scaling[-1]["strategy"] == "single-process" and scaling[-1]["ranks"] == 1
 
-    # --timelines: rank 0's clocked spans; collectives where realrun.DDP launches them and
-    # torch DDP's through a clocking comm hook, not where DDP runs a comm hook of its own
-    lanes = [{sp.lane for sp in r.spans} for r in results]
-    assert lanes == [{"compute"}, {"compute", "comm"}, {"compute", "comm"}, {"compute"},
-                     {"compute", "comm"}, {"compute"}]
-    assert [sum(sp.lane == "comm" for sp in r.spans) for r in results] == [0, 2, 2, 0, 1, 0]
-    assert all(0 <= sp.start_s <= sp.end_s for r in results for sp in r.spans)
+    # --timelines: every rank's clocked spans, the step's slower rank's as its spans;
+    # collectives where realrun.DDP launches them and torch DDP's through a clocking comm
+    # hook, not where DDP runs a comm hook of its own
+    assert all(len(r.rank_spans) == 2 and r.spans == r.rank_spans[r.spans_rank]
+               for r in results)
+    for rank in (0, 1):
+        lanes = [{sp.lane for sp in r.rank_spans[rank]} for r in results]
+        assert lanes == [{"compute"}, {"compute", "comm"}, {"compute", "comm"}, {"compute"},
+                         {"compute", "comm"}, {"compute"}]
+        assert [sum(sp.lane == "comm" for sp in r.rank_spans[rank])
+                for r in results] == [0, 2, 2, 0, 1, 0]
+    assert all(0 <= sp.start_s <= sp.end_s for r in results for spans in r.rank_spans
+               for sp in spans)
 
     names = sorted(p.name for p in traces.iterdir())
     assert names == sorted(f"{c}.rank{r}.json" for r in (0, 1)

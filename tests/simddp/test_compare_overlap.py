@@ -9,6 +9,7 @@ of which 3 (3–6) under compute: exposed 1 ms, idle 0, overlap 75 %. Measured: 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -44,3 +45,28 @@ def test_no_spans_no_overlap_lines():
     c = compare_results([res("ddp", 10, 50, spans=timeline(1.0))], [meas("ddp", 10, 50)])
     assert c.to_json()["overlap"] == []
     assert "overlap, predicted" not in format_table(c)
+
+
+def test_every_clocked_rank_gets_a_row_the_one_that_ended_the_step_last_first(tmp_path, capsys):
+    """Measured on two ranks: rank 0 as the grid's 1.1 timeline, rank 1 at 1.5 (compute 10.5
+    ms, comm 6 of which 4.5 under compute: exposed 1.5 ms, overlap 75 %), which ended the
+    step last: its spans are the result's, its row comes first, and the fidelity says so."""
+    predicted, measured = grid()
+    slow = timeline(1.5)
+    measured[3] = replace(meas("bucketed", 100, 100, spans=slow),
+                          rank_spans=(timeline(1.1), slow), spans_rank=1)
+    p, m = write_pair(tmp_path, predicted, measured)
+    assert main(["compare", "--predicted", p, "--measured", m,
+                 "--timeline-config", "bucketed:100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("overlap, predicted"))
+    assert "per rank" in lines[at] and len(lines) == at + 4
+    assert lines[at + 2].split() == ["bucketed:100", "rank", "1*", "7.00", "/", "10.50", "1.00",
+                                     "/", "1.50", "0.00", "/", "0.00", "75", "/", "75"]
+    assert lines[at + 3].split()[:6] == ["bucketed:100", "rank", "0", "7.00", "/", "7.70"]
+    fidelity = next(line for line in lines if line.startswith("timeline fidelity"))
+    assert "on rank 1, the one whose backward ended last" in fidelity
+    assert "step 8.0 vs 12.0 ms" in fidelity
+    (row,) = compare_results(predicted, measured).to_json()["overlap"]
+    assert row["measured_rank"] == 1 and row["measured"] == row["measured_ranks"][1]
+    assert row["measured_ranks"][0]["compute_ms"] == pytest.approx(7.7)
