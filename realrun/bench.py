@@ -96,7 +96,7 @@ def run_rank(payload: dict, ctx) -> dict:
                         inner[i].setdefault(key, []).append(value)
                     progress.advance(label(configs[i]))
         if payload.get("trace_dir"):
-            for config, trainer in zip(configs, trainers):
+            for config, trainer in zip(payload["configs"], trainers):   # not the extras
                 path = os.path.join(payload["trace_dir"], f"{label(config)}.rank{ctx.rank}.json")
                 write_trace(ctx, lambda t=trainer: t.step(ranges=True), payload["trace_steps"], path)
         timelines = [clocked_steps(t, ctx, payload["timeline_steps"])

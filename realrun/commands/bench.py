@@ -42,6 +42,8 @@ from realrun.configs import (BENCH_STRATEGIES, DEFAULT_STRATEGIES, GPUS_PER_NODE
                              bench_configs, runs_torch_ddp, two_level)
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
+from realrun.twin import FACTORY as TWIN_FACTORY
+from realrun.twin import TWIN, gap_text, instance_gap
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
                                     parse_positive_floats)
 from simddp.errors import InputError
@@ -149,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
                "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
                "trace_dir": None, "trace_steps": args.trace_steps,
                "timeline_steps": TIMELINE_STEPS if args.timelines else 0,
-               "progress": sys.stderr.isatty()}
+               "progress": sys.stderr.isatty(),
+               "extras": [TWIN], "extras_factory": TWIN_FACTORY}   # realrun/twin.py
     try:
         out = bench.run_bench(payload, world=args.world, threads=args.threads,
                               trace_dir=args.trace)
@@ -157,12 +160,13 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a torchrun rank other than 0: rank 0 reports
         single = None
         if args.scaling:  # one process alone, on loopback, with the same backend and timeout
-            solo = {**payload, "configs": payload["configs"][:1]}
+            solo = {**payload, "configs": payload["configs"][:1], "extras": []}
             alone = WorldConfig(world_size=1, backend=args.backend, timeout_s=args.timeout_s)
             single = bench.run_bench(solo, world=alone, threads=args.threads).stats[0]
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e)) from None
     results, stats = out.results, out.stats
+    args.gap = instance_gap(stats[0], out.extras[TWIN])   # stats[0]: compute-only
     # samples per rank-step: the preset's batch; a --module's micro-batch counts as 1
     per_step = 1 if workload.module else args.batch
     scaling = _scaling(stats, single, args.world_size, per_step) if single else None
@@ -173,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [{"strategy": s["strategy"], "bucket_mb": s["bucket_mb"],
                  "median_ms": s["median_s"] * 1e3, "p95_ms": s["p95_s"] * 1e3,
                  "steps": s["n"]} for s in stats]
-        print(json.dumps({"rows": rows}))
+        print(json.dumps({"rows": rows, "instance_gap": args.gap}))
     else:
         print(format_table(args, results, stats, scaling))
     return 0
@@ -200,7 +204,7 @@ def _write_files(args, results, stats, scaling) -> None:
             "shard_unit_mb": args.shard_unit_mb}
     data = results_to_json(results, bench=meta,
                            steps_s={s["label"]: s["steps_s"] for s in stats},
-                           scaling=scaling)
+                           scaling=scaling, instance_gap=args.gap)
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["model", "link", "world_size", "strategy", "bucket_mb", "collectives",
@@ -237,6 +241,8 @@ def format_table(args, results, stats, scaling) -> str:
         lines.append(f"  {r.strategy:<20}{mb:>10}{r.collectives:>7}{r.step_s * 1e3:>11.2f}"
                      f"{r.step_p5_s * 1e3:>9.2f}{r.step_p95_s * 1e3:>9.2f}"
                      f"{r.exposed_comm_s * 1e3:>12.2f}{ratio:>8}")
+    if getattr(args, "gap", None):
+        lines.append(f"# {gap_text(args.gap)}")
     lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"
                  + (f"; traces in {args.trace}" if args.trace else "")
                  + ("; each config's clocked spans in bench.json (simddp compare reads them)"

@@ -18,11 +18,13 @@ compare_buckets.png, compare_timeline.png, compare.json and compare.csv. See doc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from simddp.compare import compare_results, format_table, pick_timeline
-from simddp.io import check_out_dir, load_results
+from simddp.compare.noise import instance_gap_pct
+from simddp.io import check_out_dir, load_results, read_json
 
 HELP = "predicted vs measured: table, error, Spearman rho, best-bucket regret, plots"
 
@@ -58,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
                                  where=(args.predicted, args.measured),
                                  inputs=frozenset(x.strip() for x in args.inputs.split(",")
                                                   if x.strip()))
+    gap_pct = instance_gap_pct(read_json(args.measured), args.measured)
+    comparison = dataclasses.replace(comparison, instance_gap_pct=gap_pct)
     if args.timeline_config is not None:
         pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     # After the inputs: an earlier comparison in --out is moved aside only for a good run.

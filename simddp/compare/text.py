@@ -8,6 +8,7 @@ from __future__ import annotations
 from simddp.compare.drift import net_of_compute, net_text
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
 from simddp.compare.layouts import sizes_text
+from simddp.compare.noise import noise_text
 from simddp.report.overlap import overlap_table
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
@@ -51,6 +52,8 @@ def format_table(comparison, timeline: str | None = None) -> str:
                      f"{s.predicted_best_bucket_mb:g} MB, measured {s.measured_best_bucket_mb:g} "
                      f"MB; regret {s.regret:.1f} % (measured, at the predicted-best bucket"
                      f"{ci})")
+        if c.instance_gap_pct is not None:
+            lines.append(noise_text(c.instance_gap_pct))
         for sizes in s.same_layout:  # a difference between them is noise, not a verdict
             lines.append(f"  {sizes_text(sizes)} make the same buckets here: one "
                          "configuration, their measured steps pooled")

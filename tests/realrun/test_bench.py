@@ -144,7 +144,15 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout)["rows"]           # stdout is exactly one JSON document
+    doc = json.loads(done.stdout)                    # stdout is exactly one JSON document
+    rows = doc["rows"]
+    # the compute-only twin (realrun/twin.py): timed as an extra, not a row, and no trace
+    gap = doc["instance_gap"]
+    assert gap["apart_pct"] == pytest.approx(
+        100 * abs(gap["twin_ms"] - gap["compute_only_ms"])
+        / min(gap["twin_ms"], gap["compute_only_ms"]), abs=0.01)
+    assert gap["compute_only_ms"] == pytest.approx(rows[0]["median_ms"])
+    assert json.loads((out / "bench.json").read_text())["instance_gap"] == gap
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
         ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("bucketed+fp16", 0.01),
         ("ddp", 0.01), ("ddp+fp16", 0.01)]

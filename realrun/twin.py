@@ -1,0 +1,45 @@
+"""A second compute-only model, timed beside the first: how far apart two identical rows read.
+
+``realrun bench`` gives each configuration a model of its own and times them round-robin, so
+drift in time hits all alike; what it cannot share is the model instance. On the 2-vCPU VM,
+three identical compute-only models timed in turns on 2 ranks read backwards of 20.5, 22.8
+and 24.9 ms on one rank in one run (×1.21 apart), within 0.3 ms of each other in the next,
+and the mlp's 43.8-47.5 ms (docs/results/2026-11-26-slower-rank.md, section 6). A difference
+between two rows smaller than that may be their instances', not their strategies'. So the
+bench times a twin of compute-only as an extra (realrun/bench.py's ``extras``: timed in the
+same rounds, not a configuration) and reports how far apart the two read::
+
+    >>> gap = instance_gap({"median_s": 0.050}, {"median_s": 0.052})
+    >>> gap["apart_pct"], gap_text(gap).split(":")[0]
+    (4.0, 'two identical compute-only models, timed alike, read 50.00 and 52.00 ms (4.0 % apart)')
+"""
+from __future__ import annotations
+
+from realrun.configs import config_of
+
+TWIN = "compute-only twin"
+FACTORY = "realrun.twin:make_twin"
+
+
+def make_twin(name: str, workload, ctx, payload: dict, shared: dict):
+    """realrun bench's ``extras_factory``: a compute-only model of its own (same seed), a
+    realrun.steps.Trainer (imported here: the bench's command line stays free of torch)."""
+    from realrun.steps import Trainer
+    if name != TWIN:
+        raise ValueError(f"realrun.twin makes {TWIN!r} only, not {name!r}")
+    return Trainer(config_of(None), workload, ctx, payload)
+
+
+def instance_gap(compute_only: dict, twin: dict) -> dict:
+    """The two medians (ms) and how far apart, in % of the smaller (from bench's step
+    statistics of compute-only and of the twin: ``median_s`` each)."""
+    a_s, b_s = compute_only["median_s"], twin["median_s"]
+    return {"compute_only_ms": a_s * 1e3, "twin_ms": b_s * 1e3,
+            "apart_pct": round(100 * abs(a_s - b_s) / min(a_s, b_s), 2)}
+
+
+def gap_text(gap: dict) -> str:
+    """One line for the bench's and compare's reports."""
+    return (f"two identical compute-only models, timed alike, read {gap['compute_only_ms']:.2f} "
+            f"and {gap['twin_ms']:.2f} ms ({gap['apart_pct']:.1f} % apart): rows closer than "
+            "that may differ by their model instance, not their strategy")
