@@ -99,6 +99,7 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "rows": doc["rows"], "timeline_fidelity": doc["timeline_fidelity"],
               "overlap": doc.get("overlap") or [],
               "net_of_compute": doc.get("net_of_compute"),  # simddp/compare/drift.py
+              "instance_gap_pct": doc.get("instance_gap_pct"),   # realrun/twin.py
               **link_alpha(d / "cal")}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
@@ -120,8 +121,8 @@ def link_alpha(cal: Path) -> dict:
 
 def markdown(results: list[dict]) -> str:
     head = ("| cell | median APE | max APE | Spearman ρ | regret | in range | compute-only | "
-            "net of it: median / max APE | α µs | predict s | measure s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|")
+            "net of it: median / max APE | twins apart | α µs | predict s | measure s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         rho = "n/a" if r["spearman"] is None else f"{r['spearman']:.2f}"
@@ -131,9 +132,11 @@ def markdown(results: list[dict]) -> str:
         net_text = ("n/a | n/a" if net is None else
                     f"{net['compute_error_pct']:+.1f} % | {net['median_ape']:.1f} / "
                     f"{net['max_ape']:.1f} % ({net['max_config']})")
+        gap = r.get("instance_gap_pct")
+        twins = "n/a" if gap is None else f"{gap:.1f} %"
         lines.append(f"| {r['cell']} | {r['median_ape']:.1f} % | {r['max_ape']:.1f} % | {rho} | "
                      f"{r['regret']:.1f} % | {r['in_range']}/{r['with_range']} | {net_text} | "
-                     f"{alpha} | {r['predict_s']:.0f} | {r['bench_s']:.0f} |")
+                     f"{twins} | {alpha} | {r['predict_s']:.0f} | {r['bench_s']:.0f} |")
     n = len(results)
     inside = sum(r["in_range"] for r in results)
     ranged = sum(r["with_range"] for r in results)
