@@ -5,17 +5,18 @@
         --bucket-mb 4,16 [--emulate-hosts 2 --link-gbit 2]
 
 One world of 2 Gloo ranks (on loopback, or on the emulated link with the world flags);
-compute-only and each configuration (as ``realrun bench`` builds them) clocked round-robin, ``--rounds`` turns of 3 steps each, every step after a barrier
-(realrun/step_clock.py: realrun.DDP's collectives through its launch hook, torch DDP's
-through a clocking comm hook). Per configuration and rank, the medians of: forward,
-backward's compute (to the last launch for torch DDP, whose ``backward()`` also waits),
-the wait and sync after it, the optimizer, the step. Per collective, from both ranks' clocks
-(``time.perf_counter`` is CLOCK_MONOTONIC: one clock for every process of a host): how far
-apart the ranks launched it, and how long it took from the later launch, which is the
-collective's own time (the earlier rank's includes waiting for the other); per step, the
-step by realrun bench's rule (the longest rank's own), rank 0's, and from the later start,
-and how far apart the ranks left the barrier. ``--json PATH`` keeps every rank's clocked
-steps (perf_counter seconds) for a closer look.
+compute-only and each configuration (as ``realrun bench`` builds them) clocked round-robin,
+``--rounds`` turns of 3 steps each, every step after a barrier (realrun/step_clock.py:
+realrun.DDP's collectives through its launch hook, torch DDP's through a clocking comm
+hook). Per configuration and rank, the medians of: forward, backward's compute (to the
+last launch for torch DDP, whose ``backward()`` also waits), the wait and sync after it,
+the optimizer, the step. Per collective, from both ranks' clocks (``time.perf_counter`` is
+CLOCK_MONOTONIC: one clock for every process of a host): how far apart the ranks launched
+it, and how long it took from the later launch, which is the collective's own time (the
+earlier rank's includes waiting for the other); per step, the step by realrun bench's rule
+(the longest rank's own), rank 0's, and from the later start, and how far apart the ranks
+left the barrier. ``--json PATH`` keeps every rank's clocked steps (perf_counter seconds)
+for a closer look.
 Numbers from this 2-vCPU VM: docs/results/2026-11-25-allocator.md, section 4.
 """
 from __future__ import annotations
