@@ -25,7 +25,7 @@ Steps, in order (each one a plain function, so a notebook can run them one by on
    :func:`~realrun.validate.probes.inputs_from_probes` (α, busbw, host costs, contention) and
    :func:`~realrun.validate.inputs.scale_to_compute_only` (the compute total), so drift between
    phases a minute apart does not land in every row; reported second, as "anchored";
-6. :func:`~realrun.validate.timeline.measure_timeline` — a few more steps of one
+6. :func:`~realrun.validate.timeline.timeline_fields` — a few more steps of one
    configuration with per-span clock reads on every rank (the slower rank's kept);
 7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.validate.report.
    ValidationReport` for the text, JSON and files.
@@ -48,7 +48,7 @@ from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_co
 from realrun.validate.probes import inputs_from_probes
 from realrun.validate.report import Prediction, ValidationReport
 from realrun.validate.settings import ValidateSettings, bench_payload
-from realrun.validate.timeline import grid_config, measure_timeline
+from realrun.validate.timeline import grid_config, timeline_fields
 from simddp.compare import compare_results, pick_timeline
 from simddp.host import Host
 from simddp.link import Link
@@ -156,14 +156,14 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
         log(f"validate: clocking one step of {timeline_config} for the timeline...")
         try:
             try:
-                spans = measure_timeline(s, strategy, bucket_mb)
+                fields = timeline_fields(s, strategy, bucket_mb)
             except Exception as e:  # one retry: a world can fail to form on a busy host
                 if is_torchrun():
                     raise
                 log(f"validate: timeline run failed ({str(e).splitlines()[0]}); retrying once")
-                spans = measure_timeline(s, strategy, bucket_mb)
+                fields = timeline_fields(s, strategy, bucket_mb)
             if lead:
-                measured = [dataclasses.replace(r, spans=spans) if r is m else r
+                measured = [dataclasses.replace(r, **fields) if r is m else r
                             for r in measured]
                 before, anchored = (p and p.rescored(measured) for p in (before, anchored))
         except Exception as e:  # the timeline is an illustration; the numbers stand without it

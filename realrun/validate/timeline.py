@@ -40,15 +40,21 @@ def grid_config(s: ValidateSettings, strategy: str, bucket_mb: float | None) -> 
 def measure_timeline(s: ValidateSettings, strategy: str, bucket_mb: float | None
                      ) -> tuple[Span, ...]:
     """Spans of one measured step (the median of ``timeline_steps`` by the slower rank), on
-    the rank whose backward ended last, of the configuration of this validation's grid with that
-    row name and bucket size."""
+    the rank whose backward ended last, of the configuration of this validation's grid with
+    that row name and bucket size."""
+    return timeline_fields(s, strategy, bucket_mb).get("spans", ())
+
+
+def timeline_fields(s: ValidateSettings, strategy: str, bucket_mb: float | None) -> dict:
+    """The measured Result's timeline fields of that configuration: ``spans`` (as
+    :func:`measure_timeline`), ``rank_spans`` (every rank's, same step) and ``spans_rank``;
+    {} on a torchrun rank other than 0."""
     config = grid_config(s, strategy, bucket_mb)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
     ranks = run_world("realrun.validate.timeline:timeline_rank", payload,
                       threads_per_rank=s.threads, **s.world.launch_args())
     if ranks is None:
-        return ()
+        return {}
     by_rank, slowest = step_on_ranks(ranks)
-    return tuple(Span(*sp) for sp in by_rank[slowest])
-
-
+    rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
+    return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
