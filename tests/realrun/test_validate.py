@@ -136,6 +136,9 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     measured = json.loads((out / "measured.json").read_text())
     assert any(r.get("spans") for r in measured["results"]), \
         f"no measured timeline spans: {doc['validate'].get('timeline_note')!r}; {proc.stderr}"
+    (clocked,) = [r for r in measured["results"] if r.get("spans")]   # every rank's step
+    assert len(clocked["rank_spans"]) == 2 and clocked["spans"] == \
+        clocked["rank_spans"][clocked["spans_rank"]]
     # the summary is the prediction made before running: every row scored, with a range
     assert not any(r["input"] for r in doc["rows"])
     assert doc["summary"]["configs"] == len(doc["rows"])
