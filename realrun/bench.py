@@ -49,12 +49,12 @@ from realrun.configs import label, spec_of
 from realrun.launch import resolve_target, run_world
 from realrun.launch.world import WorldConfig
 from realrun.precision import set_precision
-from realrun.step_clock import clocked_steps, step_on_ranks
+from realrun.step_clock import clocked_steps, timeline_fields
 from realrun.steps import Trainer
 from realrun.timing import timed, write_trace
 from realrun.workload import Workload
 from simddp.report.progress import Progress
-from simddp.result import COMPUTE_ONLY, Result, Span
+from simddp.result import COMPUTE_ONLY, Result
 
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world: warm up every config and extra, then time them all
@@ -150,8 +150,8 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
                       "label": label(config), **all_stats[i],
                       "collectives": ranks[0]["collectives"][i]})
     specs = [spec_of(config) for config in payload["configs"]]
-    timelines = [step_on_ranks([r["timelines"][i] for r in ranks]) if ranks[0].get("timelines")
-                 else ((), None) for i in range(n)]   # every rank's clocked spans, if asked
+    timelines = [timeline_fields([r["timelines"][i] for r in ranks]) if ranks[0].get("timelines")
+                 else {} for i in range(n)]   # every rank's clocked spans, if asked
     compute = next((s for s in stats if s["strategy"] == COMPUTE_ONLY), None)
     compute_s = compute["median_s"] if compute else 0.0
     results = [Result(
@@ -161,17 +161,9 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         collectives=s["collectives"], accum_steps=1, compute_s=compute_s, source="measured",
         step_p5_s=s["p5_s"], step_p95_s=s["p95_s"], samples=s["n"],
         steps_s=tuple(s["steps_s"]), spec=spec,
-        **_timeline_fields(by_rank, slowest))
-        for s, spec, (by_rank, slowest) in zip(stats, specs, timelines)]
+        **timeline)
+        for s, spec, timeline in zip(stats, specs, timelines)]
     return BenchRun(results, stats, extras)
-
-
-def _timeline_fields(by_rank, slowest: int | None) -> dict:
-    """A measured Result's spans: the slower rank's, and every rank's (none unless clocked)."""
-    if slowest is None:
-        return {}
-    rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
-    return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
 
 
 def run_bench(payload: dict, *, world: WorldConfig | None = None, threads: int = 1,

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from realrun.steps import Trainer
 from simddp.kinds import SpanKind
-from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER
+from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
 
 
 def clocked_steps(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> list[dict]:
@@ -80,6 +80,15 @@ def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
         return max(ends, default=0.0), per_rank[r][j]["step_s"]
     return [steps[j]["spans"] for steps in per_rank], max(range(len(per_rank)),
                                                            key=backward_end_s)
+
+
+def timeline_fields(per_rank: list[list[dict]]) -> dict:
+    """A measured Result's timeline fields from each rank's :func:`clocked_steps`: every
+    rank's spans of the kept step (``rank_spans``), and as ``spans`` those of the rank whose
+    backward ended last (``spans_rank``), :func:`step_on_ranks`'s choices."""
+    by_rank, slowest = step_on_ranks(per_rank)
+    rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
+    return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
 
 
 def backward_end(t1: float, t2: float, comm: list[list], torch_clocked: bool) -> float:

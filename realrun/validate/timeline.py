@@ -8,7 +8,7 @@ import torch
 
 from realrun.launch import run_world
 from realrun.precision import set_precision
-from realrun.step_clock import clocked_steps, step_on_ranks
+from realrun.step_clock import clocked_steps, timeline_fields as fields_on_ranks
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from realrun.validate.settings import ValidateSettings, bench_payload
@@ -53,8 +53,4 @@ def timeline_fields(s: ValidateSettings, strategy: str, bucket_mb: float | None)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
     ranks = run_world("realrun.validate.timeline:timeline_rank", payload,
                       threads_per_rank=s.threads, **s.world.launch_args())
-    if ranks is None:
-        return {}
-    by_rank, slowest = step_on_ranks(ranks)
-    rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
-    return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
+    return {} if ranks is None else fields_on_ranks(ranks)
