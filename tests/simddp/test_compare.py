@@ -353,21 +353,3 @@ def test_ranges_count_and_steer_the_predicted_best():
     assert [r.in_range for r in c.rows] == [True, False]
     assert (c.summary.with_range, c.summary.in_range) == (2, 1)
     assert "inside their predicted range: 1 of 2 (50 %)" in format_table(c)
-
-
-def test_the_benchs_twin_distance_is_reported_and_a_bad_one_refused(tmp_path, capsys):
-    """realrun bench writes how far apart two identical compute-only models read
-    (instance_gap, realrun/twin.py); compare says it under the best bucket, and in JSON."""
-    p, m = write_pair(tmp_path, *grid())
-    doc = json.loads(open(m).read())
-    json.dump({**doc, "instance_gap": {"compute_only_ms": 50.0, "twin_ms": 52.0,
-                                       "apart_pct": 4.0}}, open(m, "w"))
-    assert main(["compare", "--predicted", p, "--measured", m]) == 0
-    out = capsys.readouterr().out
-    assert "two identical compute-only models in the bench read 4.0 % apart" in out
-    assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["instance_gap_pct"] == 4.0
-    json.dump({**doc, "instance_gap": {"apart_pct": -1}}, open(m, "w"))
-    assert main(["compare", "--predicted", p, "--measured", m]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "instance_gap must hold apart_pct" in err[0]
