@@ -145,7 +145,7 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
     """How far the overlapped α itself may be off, over the α, for the link's time_spread:
     the sampled median's bootstrap p5–p95 (``alpha_interval_s``) where α is that median or
     its fast mode, else the spread the α came with (``alpha_spread``: the sweep's small
-    sizes, or the queue's repeats where α was capped at it).
+    sizes, or the queue's repeats where the sweep's α was capped at it).
 
     Not the samples' own spread: a scenario scales every collective of a step by one factor,
     and a step's many collectives see the α's typical value, not one call's. The lone
@@ -161,7 +161,7 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
     (0.9, 1.3)
     """
     interval, alpha_s = seq.get("alpha_interval_s"), seq.get("alpha_s") or 0.0
-    if interval is None or alpha_s <= 0 or "lone_above_queue_s" in seq:
+    if interval is None or alpha_s <= 0:
         return seq.get("alpha_spread")
     return (round(min(1.0, interval[0] / alpha_s), 6), round(max(1.0, interval[1] / alpha_s), 6))
 
@@ -190,8 +190,9 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
     lone α (issue 19): ``sampled`` across the sequence step if given
     (calibrate/lone_alpha.py), else the sweep's sizes up to 64 KiB
-    (:func:`small_message_alpha`); not the queue's total / N, which stays in
-    ``seq`` as ``queued_alpha_s`` for the report. Without either the queue's α stays."""
+    (:func:`small_message_alpha`, capped at the queue's total / N); not the queue's total /
+    N itself, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without either
+    the queue's α stays."""
     small = small_message_alpha(rows, busbw_gbps, world_size, kind)
     seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
     if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
@@ -204,17 +205,26 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
             seq["alpha_from"] += ", their fast mode (the median between two modes)"
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
         seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
-    elif small is not None:
-        seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
-        seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
-    else:
+        # Not capped at the queue's total / N. The cap guarded against a slow stretch over
+        # the lone samples (2026-11-25: the 3 of 12 lone αs above the queue were outliers);
+        # the sampled median now has its own guard (its interval; the fast mode where it is
+        # unresolved). And a step's queue drains slower than calibrate's: all issued at once,
+        # its 32 cost 0.21 ms each on 2026-11-26 (15:24) where a step's 62 after the backward
+        # took 0.58 ms each and the lone median was 0.30 ms; capped there in 3 of 4 grid
+        # cells, α fell 25-35 % under resolved medians and every overlapped row came out
+        # fast (docs/results/2026-11-26-uncapped-alpha.md).
+        return
+    if small is None:
         seq["alpha_from"] = f"{seq['count']} queued after compute"
         return
-    # A queue of N after compute costs total / N each, its one-off start included, so no
-    # overlapped collective costs more: a lone α above it was a slow stretch (12 calibrations:
-    # the 3 above the queue were the α outliers; results/2026-11-25-small-collective-law.md
-    # §6). A queue's α of 0 is no measurement (its bytes term, at a busbw fitted on ≤ 64 KiB,
-    # exceeded its time; capping there zeroed α in CI), so nothing is capped then.
+    seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
+    seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
+    # The sweep's small sizes are one stretch of seconds with no interval of their own: a
+    # queue of N after compute costs total / N each, its one-off start included, and a lone α
+    # above it was a slow stretch (12 calibrations: the 3 above the queue were the α outliers;
+    # results/2026-11-25-small-collective-law.md §6). A queue's α of 0 is no measurement (its
+    # bytes term, at a busbw fitted on ≤ 64 KiB, exceeded its time; capping there zeroed α
+    # in CI), so nothing is capped then.
     if seq["queued_alpha_s"] <= 0:
         seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
     elif seq["alpha_s"] > seq["queued_alpha_s"]:

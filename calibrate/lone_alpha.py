@@ -102,14 +102,14 @@ def median_interval(values, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float
 def alpha_unresolved(seq: dict) -> str | None:
     """What the report and the link file say when the lone samples' median did not decide
     α (``seq["alpha_modes"]``, from :func:`sampled_lone_alpha`), as one phrase; None when it
-    did, when α was not sampled, or when the queue's α capped it (combine.overlapped_alpha).
+    did or when α was not sampled.
 
     >>> print(alpha_unresolved({"alpha_interval_s": [9e-4, 2.1e-3], "alpha_s": 6e-4,
     ...     "median_alpha_s": 1.5e-3, "alpha_modes": {"slow_s": 3.6e-3, "slow_share": 0.48}}))
     α unresolved by the lone all-reduces' median (1500 µs, moving 900-2100 µs between resamples: 48 % of them took a scheduler tick more, ~3600 µs): α is their fast mode's, 600 µs; calibrate again to check
     """
     modes = seq.get("alpha_modes")
-    if not modes or "lone_above_queue_s" in seq:
+    if not modes:
         return None
     low, high = seq["alpha_interval_s"]
     return (f"α unresolved by the lone all-reduces' median ({seq['median_alpha_s'] * 1e6:.0f}"
