@@ -44,7 +44,6 @@ from realrun.launch.context import (RankContext, init_group, make_context,
                                     require_gpus)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
-from realrun.launch.link_health import report_stalls
 from realrun.launch.netns import Cluster, emulated_cluster
 from realrun.launch.supervise import (clear_rank_files, kill_all, result_path,
                                       sigterm_as_interrupt, watch)
@@ -104,9 +103,7 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
         if emulate_hosts is None:
             return _spawn_world(job, world_size, None)
         with emulated_cluster(emulate_hosts, link_gbit) as cluster:
-            values = _spawn_world(job, world_size, cluster)
-            report_stalls(cluster)   # the shaper's stalls, read before the namespaces go
-            return values
+            return _spawn_world(job, world_size, cluster)
 
 
 @contextmanager
