@@ -37,7 +37,7 @@ def model_run_args(prog: str, doc: str, counts: dict[str, int],
         workload = resolve_workload(args)
         args.world = world_from_args(args, min_ranks=2, why="the parts of a 2-rank step")
         for name in counts:
-            require_int(f"--{name}", getattr(args, name))
+            require_int(f"--{name}", getattr(args, name.replace("-", "_")))
     except InputError as e:   # bad flags: one line, exit 2
         print(f"{prog}: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -11,7 +11,9 @@ sizes, each waited for and clocked; the same for 32 x 64 KiB. Printed: each sequ
 (over repeats of the slower rank's), and per size class of its calls their median, p90 and
 mean, the share a scheduler tick (2 ms) or more over the median, and what simddp charges
 one (``--link FILE``: its blocking α + bytes at busbw). A sequence's total follows its
-calls' mean, not their median. ``--json FILE`` keeps every call of every rank.
+calls' mean, not their median. ``--json FILE`` keeps every call of every rank; ``--gap-us
+N`` spins N µs on the training thread before each call, as a naive step's per-tensor work
+does (~70 µs: its in-place 1/p and its loop, ``bench/naive_parts.py``).
 """
 from __future__ import annotations
 
@@ -39,10 +41,13 @@ def busy(seconds: float) -> None:
         torch.mm(m, m)
 
 
-def clocked(tensors) -> list[float]:
-    """Seconds of each blocking all-reduce, in turn."""
+def clocked(tensors, gap_s: float = 0.0) -> list[float]:
+    """Seconds of each blocking all-reduce, in turn, ``gap_s`` of spinning before each."""
     out = []
     for t in tensors:
+        end = time.perf_counter() + gap_s
+        while time.perf_counter() < end:
+            pass
         t0 = time.perf_counter()
         dist.all_reduce(t)
         out.append(time.perf_counter() - t0)
@@ -61,7 +66,7 @@ def rank(payload: dict, ctx) -> dict:
         for name, ts in (("model", model_t), ("seq", seq_t)):
             ctx.barrier()
             busy(BUSY_S)
-            runs[name].append(clocked(ts))
+            runs[name].append(clocked(ts, payload["gap_us"] * 1e-6))
     return runs
 
 
@@ -81,7 +86,15 @@ def slow_share(times_s: list[float]) -> float:
 
 def main() -> None:
     args, workload, payload = model_run_args("blocking_sizes", __doc__, {"repeats": 20},
-                                             {"link": "", "json": ""})
+                                             {"link": "", "json": "", "gap-us": "0"})
+    try:
+        payload["gap_us"] = float(args.gap_us)
+        if not payload["gap_us"] >= 0:
+            raise ValueError
+    except ValueError:
+        print(f"blocking_sizes: --gap-us must be microseconds >= 0, got {args.gap_us!r}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
     model = workload.build(0, 0, torch.device("cpu"))[0]
     sizes = [p.numel() * 4 for p in reversed(list(model.parameters())) if p.requires_grad]
     payload["sizes"] = sizes

@@ -9,13 +9,20 @@
 The picture: every host has one NIC (a veth) cabled to a switch (a Linux bridge) that lives in
 a hub namespace of its own, so the root namespace gets no interfaces, routes or addresses.
 
-    host 0 ns: lo, veth0 10.x.y.1/24 (tbf R) ──┐
-    host 1 ns: lo, veth1 10.x.y.2/24 (tbf R) ──┼── br0 (hub ns)
-    ...                                        ┘
+    host 0 ns: lo, veth0 10.x.y.1/24 ── port0 (tbf R) ──┐
+    host 1 ns: lo, veth1 10.x.y.2/24 ── port1 (tbf R) ──┼── br0 (hub ns)
+    ...                                                 ┘
 
-Each NIC's egress is shaped to `link_gbit` by tbf, and the hub doesn't shape, so a host sends
-at most R and receives at most what its peers' shaped NICs send: a full-duplex link of R per
-host, the usual picture of a cluster network. Needs root and iproute2 (`ip`, `tc`); anything
+Each switch port's egress, toward its host, is shaped to `link_gbit` by tbf: a host receives
+at most R, and a flow from one host to another runs at most R; a ring collective, where each
+host sends to one peer at a time, sees a full-duplex link of R per host, the usual picture of
+a cluster network. The shaper sits in the hub, not on the sending host's NIC: there, on the
+kernel 6.18 VMs this project runs on, tbf in the sender's namespace held a queued segment
+until the sender's next one, which for a waited-for all-reduce of 64 KiB-1 MiB came as TCP's
+loss probe 40-70 ms later (the transformer's 75 waited-for all-reduces 172 ms shaped at the
+NIC, 102 at the port, 71 unshaped + 40 of wire; docs/results/2026-11-26-uncapped-alpha.md,
+section 3). In the hub a segment has left its socket, so the sender's TCP does not wait on
+the shaper's queue. Needs root and iproute2 (`ip`, `tc`); anything
 less raises NetnsUnavailable with the reason. Namespaces are named
 `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the ones left by a dead pid
 (kill -9) are removed by the next cluster.
@@ -113,7 +120,7 @@ def tbf_args(link_gbit: float) -> list[str]:
 
 
 def tbf_burst_bytes(link_gbit: float) -> int:
-    """The token bucket tbf shapes with: what a host sends at memory speed after an idle
+    """The token bucket tbf shapes with: what a port passes at memory speed after an idle
     millisecond (250,000 bytes at 2 Gbit/s). calibrate writes it into the link file
     (``burst_bytes``) so that simddp charges what the shaped link does."""
     return max(_TBF_MIN_BURST_BYTES, int(link_gbit * 1e9 / 8 * _TBF_BURST_S))
@@ -193,8 +200,8 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        if qdisc is not None:
-            _run(["tc", "-n", host.netns, "qdisc", "add", "dev", host.ifname, "root", *qdisc])
+        if qdisc is not None:   # on the switch's port: what host i receives (docstring)
+            _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
 
 
 def _add_netns(name: str, created: list[str]) -> None:

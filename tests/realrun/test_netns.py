@@ -74,8 +74,11 @@ def test_cluster_layout_and_teardown(need_netns):
             assert [ip.rsplit(".", 1)[1] for ip in ips] == ["1", "2", "3"]
             assert f"{ips[1]}/24" in _run_in(cluster, 1, ["ip", "-br", "addr", "show", "veth1"])
             assert "UNKNOWN" in _run_in(cluster, 1, ["ip", "-br", "link", "show", "lo"])  # up
-            qdisc = _run_in(cluster, 2, ["tc", "qdisc", "show", "dev", "veth2"])
-            assert "tbf" in qdisc and "rate 2Gbit" in qdisc
+            # the shaper is on the switch's port toward each host, not on the host's NIC
+            port = subprocess.run(["tc", "-n", cluster.hub_netns, "qdisc", "show", "dev",
+                                   "port2"], capture_output=True, text=True, check=True).stdout
+            assert "tbf" in port and "rate 2Gbit" in port
+            assert "tbf" not in _run_in(cluster, 2, ["tc", "qdisc", "show", "dev", "veth2"])
             assert 0 < cluster.free_port(0) < 65536
             assert cluster.env(1)["GLOO_SOCKET_IFNAME"] == "veth1"
             raise KeyError("leave the block with an error")
