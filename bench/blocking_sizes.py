@@ -13,7 +13,9 @@ mean, the share a scheduler tick (2 ms) or more over the median, and what simddp
 one (``--link FILE``: its blocking α + bytes at busbw). A sequence's total follows its
 calls' mean, not their median. ``--json FILE`` keeps every call of every rank; ``--gap-us
 N`` spins N µs on the training thread before each call, as a naive step's per-tensor work
-does (~70 µs: its in-place 1/p and its loop, ``bench/naive_parts.py``).
+does (~70 µs: its in-place 1/p and its loop, ``bench/naive_parts.py``); ``--bulk-mb M``
+all-reduces M MB three times before each repeat's compute, as another configuration's
+buckets run before a bench's naive steps.
 """
 from __future__ import annotations
 
@@ -62,9 +64,13 @@ def rank(payload: dict, ctx) -> dict:
     for t in model_t + seq_t:
         dist.all_reduce(t)
     runs = {"model": [], "seq": []}
+    bulk = torch.zeros(int(payload["bulk_mb"] * 1e6) // 4) if payload["bulk_mb"] else None
     for r in range(payload["repeats"]):
         for name, ts in (("model", model_t), ("seq", seq_t)):
             ctx.barrier()
+            if bulk is not None:   # another configuration's buckets before this one's step
+                for _ in range(3):
+                    dist.all_reduce(bulk)
             busy(BUSY_S)
             runs[name].append(clocked(ts, payload["gap_us"] * 1e-6))
     return runs
@@ -86,15 +92,17 @@ def slow_share(times_s: list[float]) -> float:
 
 def main() -> None:
     args, workload, payload = model_run_args("blocking_sizes", __doc__, {"repeats": 20},
-                                             {"link": "", "json": "", "gap-us": "0"})
-    try:
-        payload["gap_us"] = float(args.gap_us)
-        if not payload["gap_us"] >= 0:
-            raise ValueError
-    except ValueError:
-        print(f"blocking_sizes: --gap-us must be microseconds >= 0, got {args.gap_us!r}",
-              file=sys.stderr)
-        raise SystemExit(2) from None
+                                             {"link": "", "json": "", "gap-us": "0", "bulk-mb": "0"})
+    for flag, unit in (("gap-us", "microseconds"), ("bulk-mb", "megabytes")):
+        text = getattr(args, flag.replace("-", "_"))
+        try:
+            payload[flag.replace("-", "_")] = value = float(text)
+            if not value >= 0:
+                raise ValueError
+        except ValueError:
+            print(f"blocking_sizes: --{flag} must be {unit} >= 0, got {text!r}",
+                  file=sys.stderr)
+            raise SystemExit(2) from None
     model = workload.build(0, 0, torch.device("cpu"))[0]
     sizes = [p.numel() * 4 for p in reversed(list(model.parameters())) if p.requires_grad]
     payload["sizes"] = sizes
