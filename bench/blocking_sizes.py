@@ -31,16 +31,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from bench._model_run import model_run_args, run_ranks  # noqa: E402
-from calibrate.ranks.sequence import BUSY_S, _MATMUL_N  # noqa: E402
+from calibrate.ranks.sequence import BUSY_S, busy  # noqa: E402
+from calibrate.settings import SEQUENCE_BYTES, SEQUENCE_COUNT  # noqa: E402
 from simddp.link import bus_factor  # noqa: E402
-
-
-def busy(seconds: float) -> None:
-    """Matmuls for ``seconds``, as calibrate's sequence step runs before its calls."""
-    m = torch.ones(_MATMUL_N, _MATMUL_N)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        torch.mm(m, m)
 
 
 def clocked(tensors, gap_s: float = 0.0) -> list[float]:
@@ -60,18 +53,18 @@ def rank(payload: dict, ctx) -> dict:
     """Rank side: {"model": [per repeat, each call's s], "seq": [...]}."""
     sizes = payload["sizes"]
     model_t = [torch.zeros(n // 4) for n in sizes]
-    seq_t = [torch.zeros(16384) for _ in range(32)]
+    seq_t = [torch.zeros(SEQUENCE_BYTES // 4) for _ in range(SEQUENCE_COUNT)]
     for t in model_t + seq_t:
         dist.all_reduce(t)
     runs = {"model": [], "seq": []}
     bulk = torch.zeros(int(payload["bulk_mb"] * 1e6) // 4) if payload["bulk_mb"] else None
-    for r in range(payload["repeats"]):
+    for _ in range(payload["repeats"]):
         for name, ts in (("model", model_t), ("seq", seq_t)):
             ctx.barrier()
             if bulk is not None:   # another configuration's buckets before this one's step
                 for _ in range(3):
                     dist.all_reduce(bulk)
-            busy(BUSY_S)
+            busy(BUSY_S, ctx)
             runs[name].append(clocked(ts, payload["gap_us"] * 1e-6))
     return runs
 
@@ -115,7 +108,7 @@ def main() -> None:
             json.dump({"sizes": sizes, "ranks": ranks}, f)
     print(f"# {len(sizes)} gradients, {sum(sizes) / 1e6:.2f} MB; load {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; per call: median over repeats of the slower rank's, µs")
-    for name, ns in (("model", sizes), ("seq", [65536] * 32)):
+    for name, ns in (("model", sizes), ("seq", [SEQUENCE_BYTES] * SEQUENCE_COUNT)):
         totals = [sum(rep) for rep in slower[name]]
         print(f"{name}: total median {statistics.median(totals) * 1e3:.2f} ms "
               f"(p10 {sorted(totals)[len(totals) // 10] * 1e3:.2f}, max {max(totals) * 1e3:.2f})")

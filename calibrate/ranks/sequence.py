@@ -99,14 +99,19 @@ def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -
                         for t in tensors], blocking, ctx, busy_s)
 
 
-def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
-    """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
-    returns its work when ``async_op`` is True."""
+def busy(busy_s: float, ctx) -> None:
+    """``busy_s`` of matmuls on the rank's device, as a backward precedes a step's calls."""
     matrix = torch.ones(_MATMUL_N, _MATMUL_N, device=ctx.device)
     end_s = time.perf_counter() + busy_s
     while time.perf_counter() < end_s:
         torch.mm(matrix, matrix)
         ctx.synchronize()
+
+
+def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
+    """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
+    returns its work when ``async_op`` is True."""
+    busy(busy_s, ctx)
     start_s = time.perf_counter()
     if blocking:
         for call in calls:
