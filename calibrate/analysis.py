@@ -19,6 +19,7 @@ from calibrate.combine import (alpha_uncertainty, combine_kind_sequence, combine
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
+from realrun.launch.netns import tbf_burst_bytes
 from simddp.link import KindFit, Link
 
 
@@ -88,6 +89,12 @@ class Calibration:
         return self.worlds[0].link
 
 
+def burst_bytes(s: CalibrateSettings) -> int | None:
+    """The token bucket realrun's emulated hosts shape with (tbf), None unshaped: the link
+    file's ``burst_bytes``, and what the waited-for chain's bytes meet (shaped_chain.py)."""
+    return tbf_burst_bytes(s.link_gbit) if s.link_gbit else None
+
+
 def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCalibration:
     """Summaries, fits (held-out scored), contention factors and the Link for one world."""
     rows = summarize(ranks)
@@ -104,7 +111,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         # its bandwidth terms and busbw needs α: a few rounds settle both (they barely couple).
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
-                                   fit.busbw_gbps, world_size)
+                                   fit.busbw_gbps, world_size, burst_bytes(s))
             overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
                 [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)

@@ -10,11 +10,10 @@ import dataclasses
 import os
 import time
 
-from calibrate.analysis import Calibration, WorldCalibration, analyse
+from calibrate.analysis import Calibration, WorldCalibration, analyse, burst_bytes
 from calibrate.levels import with_levels
 from calibrate.settings import CalibrateSettings
 from realrun.launch import run_world
-from realrun.launch.netns import tbf_burst_bytes
 
 
 def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
@@ -60,4 +59,4 @@ def shaped(s: CalibrateSettings, world: WorldCalibration) -> WorldCalibration:
     if not s.link_gbit:
         return world
     return dataclasses.replace(world, link=dataclasses.replace(
-        world.link, burst_bytes=tbf_burst_bytes(s.link_gbit)))
+        world.link, burst_bytes=burst_bytes(s)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibrate.shaped_chain import blocking_alpha_s
 from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
 
 
@@ -50,30 +51,37 @@ def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
 
 
 def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
-            world_size: int) -> dict:
+                     world_size: int, burst_bytes: float | None = None) -> dict:
     """Parent side: the sequence totals (max over ranks of each rank's median) and both αs.
+    ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
+    bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte.
 
     >>> r = combine_sequence([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
     (0.004, 0.002)
     """
+    bytes_s = [bus_factor(world_size) * n / (busbw_gbps * GB) for n in sizes_bytes]
+    burst_s = None if burst_bytes is None else burst_bytes / (busbw_gbps * GB)
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
-           "repeats": len(per_rank[0]["async_s"]),
-           "bandwidth_s": sum(bus_factor(world_size) * n / (busbw_gbps * GB)
-                              for n in sizes_bytes)}
+           "repeats": len(per_rank[0]["async_s"]), "bandwidth_s": sum(bytes_s)}
+    laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, bytes_s, burst_s),
+            "async": lambda total_s: max(0.0, (total_s - out["bandwidth_s"]) / len(bytes_s))}
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
         total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
         out[f"{pattern}_s"] = total_s
-        out[alpha] = max(0.0, (total_s - out["bandwidth_s"]) / len(sizes_bytes))
+        out[alpha] = laws[pattern](total_s)
         # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
         # median within one run, in stretches of seconds (docs/results/
         # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
         # into the prediction ranges (analysis.py widens the link's time_spread with it).
         repeats = min(len(r[f"{pattern}_s"]) for r in per_rank)
         slowest = np.max([r[f"{pattern}_s"][:repeats] for r in per_rank], axis=0)
-        per_repeat = np.maximum(0.0, (slowest - out["bandwidth_s"]) / len(sizes_bytes))
+        per_repeat = np.array([laws[pattern](float(t)) for t in slowest])
         out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
         out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
+    # The chain's bytes that the bucket left to the link at that α (on a wire, all of them)
+    out["blocking_bytes_s"] = (out["bandwidth_s"] if burst_s is None else
+                               out["blocking_s"] - len(bytes_s) * out["blocking_alpha_s"])
     return out
 
 

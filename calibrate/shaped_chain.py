@@ -1,0 +1,61 @@
+"""The blocking α of a shaped link: what a chain of waited-for all-reduces pays its bucket.
+
+calibrate's blocking α is a chain's total less its bytes, over its calls
+(calibrate/ranks/sequence.py: 32 × 64 KiB, each waited for, after 20 ms of compute). On a
+wire every byte goes at busbw. On realrun's emulated link, tbf lets ``burst`` bytes pass at
+memory speed (250 kB at 2 Gbit/s) and refills while the link idles, which in a waited-for
+chain is each call's hand-off, its α. simddp charges the chain that way
+(simddp.comm_law.TokenBucket: a call pays α plus what of its bytes the bucket leaves), so
+calibrate must take the α out of the chain the same way. Subtracting every byte at busbw
+charged the bucket twice: the 64 KiB bytes (275 µs each at 0.238 GB/s) were taken out of the
+measured chain although the bucket had served them, and simddp then let the bucket serve
+them again. That put the blocking α below the lone one in every 2 Gbit/s calibration of
+2026-11-26 (g60's transformer cell: blocking 363 µs, lone 408 µs, for a chain of 535 µs a
+call), and the transformer's naive row, 49 of whose 75 calls are ≤ 64 KiB, 16 ms short
+(docs/results/2026-11-26-cpu-bound-collectives.md, section 3).
+
+Here α is solved so that the chain, as simddp charges it, takes the measured total::
+
+    >>> bucket = 1e-3                        # 1 ms of the link's busbw
+    >>> round(chain_s(5e-4, [2e-4] * 4, bucket) * 1e3, 6)   # each 0.2 ms of bytes: free
+    2.0
+    >>> round(blocking_alpha_s(2e-3, [2e-4] * 4, bucket) * 1e6)   # so all 2 ms is α
+    500
+    >>> round(blocking_alpha_s(2e-3, [2e-4] * 4, None) * 1e6)     # a wire: 0.2 ms of bytes each
+    300
+"""
+from __future__ import annotations
+
+from scipy.optimize import brentq
+
+from simddp.comm_law import TokenBucket
+
+
+def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float) -> float:
+    """Seconds of a waited-for chain as simddp charges it: each call α, then what of its
+    bytes (seconds at busbw) the bucket does not serve; full at the start (compute before
+    it sends nothing), refilled during each call's α."""
+    bucket = TokenBucket(burst_s, [alpha_s] * len(bytes_s), list(bytes_s))
+    now_s = 0.0
+    for i, b in enumerate(bytes_s):
+        now_s += alpha_s + b - bucket.unshaped_s(i, now_s)
+        bucket.done(now_s)
+    return now_s
+
+
+def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None) -> float:
+    """The α per call that makes the chain take ``total_s`` (0.0 if even α = 0 takes longer);
+    ``burst_s``: the bucket in seconds of busbw, None for a wire (every byte at busbw)."""
+    n = len(bytes_s)
+    if burst_s is None:
+        return max(0.0, (total_s - sum(bytes_s)) / n)
+    if chain_s(0.0, bytes_s, burst_s) >= total_s:
+        return 0.0
+    # chain_s grows with α (one more second of α saves at most one of bytes), and at
+    # α = total/n the α alone takes the total: the root lies in between, or there, where
+    # the bucket serves every byte.
+    high_s = total_s / n
+    if chain_s(high_s, bytes_s, burst_s) <= total_s:
+        return high_s
+    return float(brentq(lambda a: chain_s(a, bytes_s, burst_s) - total_s, 0.0, high_s,
+                        xtol=1e-9))
