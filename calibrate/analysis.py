@@ -19,7 +19,6 @@ from calibrate.combine import (alpha_uncertainty, combine_kind_sequence, combine
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
-from realrun.launch.netns import tbf_burst_bytes
 from simddp.link import KindFit, Link
 
 
@@ -89,14 +88,11 @@ class Calibration:
         return self.worlds[0].link
 
 
-def burst_bytes(s: CalibrateSettings) -> int | None:
-    """The token bucket realrun's emulated hosts shape with (tbf), None unshaped: the link
-    file's ``burst_bytes``, and what the waited-for chain's bytes meet (shaped_chain.py)."""
-    return tbf_burst_bytes(s.link_gbit) if s.link_gbit else None
-
-
-def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCalibration:
-    """Summaries, fits (held-out scored), contention factors and the Link for one world."""
+def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
+            burst_bytes: int | None = None) -> WorldCalibration:
+    """Summaries, fits (held-out scored), contention factors and the Link for one world.
+    ``burst_bytes``: the shaped link's token bucket (None unshaped), which serves part of
+    the waited-for chain's bytes (calibrate/shaped_chain.py)."""
     rows = summarize(ranks)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
@@ -111,7 +107,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict]) -> WorldCa
         # its bandwidth terms and busbw needs α: a few rounds settle both (they barely couple).
         for _ in range(3):
             seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
-                                   fit.busbw_gbps, world_size, burst_bytes(s))
+                                   fit.busbw_gbps, world_size, burst_bytes)
             overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
                 [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)

@@ -10,10 +10,11 @@ import dataclasses
 import os
 import time
 
-from calibrate.analysis import Calibration, WorldCalibration, analyse, burst_bytes
+from calibrate.analysis import Calibration, WorldCalibration, analyse
 from calibrate.levels import with_levels
 from calibrate.settings import CalibrateSettings
 from realrun.launch import run_world
+from realrun.launch.netns import tbf_burst_bytes
 
 
 def measure(s: CalibrateSettings, world_size: int) -> list[dict] | None:
@@ -49,14 +50,17 @@ def run(s: CalibrateSettings) -> Calibration | None:
     raw = [(p, measure(s, p)) for p in s.world_sizes]
     if any(ranks is None for _, ranks in raw):
         return None
-    worlds = [shaped(s, with_levels(s, analyse(s, p, ranks), ranks)) for p, ranks in raw]
+    # The token bucket realrun's emulated hosts shape with (tbf), when shaped (--link-gbit)
+    burst = tbf_burst_bytes(s.link_gbit) if s.link_gbit else None
+    worlds = [shaped(with_levels(s, analyse(s, p, ranks, burst), ranks), burst)
+              for p, ranks in raw]
     return Calibration(s, worlds, load, time.perf_counter() - start_s)
 
 
-def shaped(s: CalibrateSettings, world: WorldCalibration) -> WorldCalibration:
-    """``world`` whose link carries the token bucket realrun's emulated hosts shape with
-    (tbf; ``burst_bytes``, docs/FORMATS.md), when they were shaped (``--link-gbit``)."""
-    if not s.link_gbit:
+def shaped(world: WorldCalibration, burst_bytes: int | None) -> WorldCalibration:
+    """``world`` whose link carries the shaper's token bucket (``burst_bytes``,
+    docs/FORMATS.md), if there is one."""
+    if burst_bytes is None:
         return world
-    return dataclasses.replace(world, link=dataclasses.replace(
-        world.link, burst_bytes=burst_bytes(s)))
+    return dataclasses.replace(world, link=dataclasses.replace(world.link,
+                                                               burst_bytes=burst_bytes))
