@@ -29,6 +29,7 @@ from __future__ import annotations
 from scipy.optimize import brentq
 
 from simddp.comm_law import TokenBucket
+from simddp.link import GB, bus_factor
 
 
 def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float) -> float:
@@ -59,3 +60,37 @@ def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None
         return high_s
     return float(brentq(lambda a: chain_s(a, bytes_s, burst_s) - total_s, 0.0, high_s,
                         xtol=1e-9))
+
+
+def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int],
+                    world_size: int, burst_bytes: float | None, busbw_gbps: float
+                    ) -> tuple[float, float | None]:
+    """(blocking α, busbw GB/s or None) from a waited-for chain of ``sizes_bytes`` and one
+    all-reduce of them all, both after compute (``realrun validate``'s probes). On a wire
+    (``burst_bytes`` None) whole = α + b and chain = N·α + b, b every byte at busbw; through
+    a bucket, each pays what the bucket leaves: α from the chain at a busbw, busbw from the
+    whole at that α, in turn from ``busbw_gbps`` until they settle (each round shrinks the
+    error by about the bucket's share of the whole's bytes)::
+
+        >>> alpha, busbw = chain_and_whole(6e-3, 4.5e-3, [10 ** 6] * 4, 2, 500_000, 0.8)
+        >>> round(alpha * 1e3, 4), round(busbw, 4)     # a wire's formulas: 0.5 ms, 1.0 GB/s
+        (1.0, 1.0)
+    """
+    n, total = len(sizes_bytes), bus_factor(world_size) * sum(sizes_bytes)
+    if burst_bytes is None:
+        alpha_s = (chain_total_s - whole_s) / (n - 1)
+        bytes_s = whole_s - max(alpha_s, 0.0)
+        return alpha_s, (total / bytes_s / GB if bytes_s > 0 else None)
+    alpha_s = 0.0
+    for _ in range(50):
+        per_gb = 1 / (busbw_gbps * GB)
+        alpha_s = blocking_alpha_s(chain_total_s, [bus_factor(world_size) * b * per_gb
+                                                   for b in sizes_bytes], burst_bytes * per_gb)
+        shaped_s = whole_s - alpha_s
+        if total <= burst_bytes or shaped_s <= 0:
+            return alpha_s, None
+        settled = abs(busbw_gbps - (total - burst_bytes) / shaped_s / GB) < 1e-9 * busbw_gbps
+        busbw_gbps = (total - burst_bytes) / shaped_s / GB
+        if settled:
+            break
+    return alpha_s, busbw_gbps

@@ -25,6 +25,8 @@ medians into Link and Host fields: with S the gradient bytes, N the tensors and
 b = S·2(p−1)/p/busbw,
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
+    (on a shaped link each less what its token bucket serves, as simddp charges them:
+    calibrate.shaped_chain.chain_and_whole)
     copy = 2S / copy_gbps,  scale = S / scale_gbps
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
     bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
@@ -45,12 +47,13 @@ from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
 from realrun.contention_timing import overlap_times
 from calibrate.ranks.sequence import timed_sequence
+from calibrate.shaped_chain import chain_and_whole
 from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
 from realrun.ddp_host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.host import Host, HostCosts
-from simddp.link import GB, Link, bus_factor
+from simddp.link import Link
 from simddp.result import COMPUTE_ONLY
 
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:copy",
@@ -133,15 +136,16 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     the probes' medians (``medians_s`` also holds "compute-only"); what was derived, for the
     report. A quantity whose probe is missing, or that comes out unphysical (≤ 0), keeps its
     earlier value."""
-    n, total = len(tensor_bytes), sum(tensor_bytes)
+    n = len(tensor_bytes)
     m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
     fields: dict = {}
     if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
-        alpha_b = (m["probe:seq-blocking"] - m["probe:flat"]) / (n - 1)
-        bandwidth_s = m["probe:flat"] - max(alpha_b, 0.0)
-        if bandwidth_s > 0:
-            fields["busbw_gbps"] = bus_factor(world_size) * total / bandwidth_s / GB
+        alpha_b, busbw_gbps = chain_and_whole(m["probe:seq-blocking"], m["probe:flat"],
+                                              tensor_bytes, world_size, link.burst_bytes,
+                                              link.busbw_gbps)
+        if busbw_gbps is not None:
+            fields["busbw_gbps"] = busbw_gbps
         if alpha_b >= 0:
             fields["blocking_alpha_s"] = alpha_b
     if contention is not None:
