@@ -10,7 +10,7 @@ calibrate must take the α out of the chain the same way. Subtracting every byte
 charged the bucket twice: the 64 KiB bytes (275 µs each at 0.238 GB/s) were taken out of the
 measured chain although the bucket had served them, and simddp then let the bucket serve
 them again. That put the blocking α below the lone one in every 2 Gbit/s calibration of
-2026-11-26 (g60's transformer cell: blocking 363 µs, lone 408 µs, for a chain of 535 µs a
+2026-11-26 (g60's transformer cell: blocking 363 µs, lone 408 µs, for a chain of 640 µs a
 call), and the transformer's naive row, 49 of whose 75 calls are ≤ 64 KiB, 16 ms short
 (docs/results/2026-11-26-cpu-bound-collectives.md, section 3).
 
@@ -81,16 +81,14 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
         alpha_s = (chain_total_s - whole_s) / (n - 1)
         bytes_s = whole_s - max(alpha_s, 0.0)
         return alpha_s, (total / bytes_s / GB if bytes_s > 0 else None)
-    alpha_s = 0.0
+    shaped_bytes = total - burst_bytes   # what the whole sends at busbw
     for _ in range(50):
-        per_gb = 1 / (busbw_gbps * GB)
-        alpha_s = blocking_alpha_s(chain_total_s, [bus_factor(world_size) * b * per_gb
-                                                   for b in sizes_bytes], burst_bytes * per_gb)
-        shaped_s = whole_s - alpha_s
-        if total <= burst_bytes or shaped_s <= 0:
+        s_per_byte = 1 / (busbw_gbps * GB)
+        alpha_s = blocking_alpha_s(chain_total_s, [bus_factor(world_size) * b * s_per_byte
+                                                   for b in sizes_bytes], burst_bytes * s_per_byte)
+        if shaped_bytes <= 0 or whole_s <= alpha_s:
             return alpha_s, None
-        settled = abs(busbw_gbps - (total - burst_bytes) / shaped_s / GB) < 1e-9 * busbw_gbps
-        busbw_gbps = (total - burst_bytes) / shaped_s / GB
-        if settled:
+        previous, busbw_gbps = busbw_gbps, shaped_bytes / (whole_s - alpha_s) / GB
+        if abs(busbw_gbps - previous) < 1e-9 * previous:
             break
     return alpha_s, busbw_gbps
