@@ -22,7 +22,16 @@ until the sender's next one, which for a waited-for all-reduce of 64 KiB-1 MiB c
 loss probe 40-70 ms later (the transformer's 75 waited-for all-reduces 172 ms shaped at the
 NIC, 102 at the port, 71 unshaped + 40 of wire; docs/results/2026-11-26-uncapped-alpha.md,
 section 3). In the hub a segment has left its socket, so the sender's TCP does not wait on
-the shaper's queue. Needs root and iproute2 (`ip`, `tc`); anything
+the shaper's queue.
+
+Every NIC and switch port steers its received packets by flow (RPS over all CPUs), as a NIC
+keeps a flow in order. A veth hands each packet to the backlog of the CPU that sent it, and
+here the segments of one flow leave from both vCPUs (the sender's thread moves; tbf's dequeue
+timer fires on either), so they arrived out of order: TCP took that for loss, retransmitted
+spuriously (204-335 segments a run of naive beside ddp on the transformer at 2 Gbit/s,
+against 1-14 with RPS) and shrank its window, and naive's waited-for all-reduces took
+182-184 ms a step against 109-110 ms steered (docs/results/2026-11-26-cpu-bound-
+collectives.md, section 5). Needs root and iproute2 (`ip`, `tc`); anything
 less raises NetnsUnavailable with the reason. Namespaces are named
 `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the ones left by a dead pid
 (kill -9) are removed by the next cluster.
@@ -200,8 +209,29 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
+        for netns, dev in ((hub, port), (host.netns, host.ifname)):   # in order (docstring)
+            _steer_flows(netns, dev)
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
+
+
+def _steer_flows(netns: str, dev: str) -> None:
+    """RPS over every CPU this process may use, on each of ``dev``'s receive queues. sysfs
+    shows a namespace's devices only where it is mounted for it, as `ip netns exec` does."""
+    mask = cpu_mask(os.sched_getaffinity(0))
+    _ip("netns", "exec", netns, "sh", "-c",
+        f"for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {mask} > $q; done")
+
+
+def cpu_mask(cpus: set[int]) -> str:
+    """The CPUs as sysfs writes a mask: hex, a comma between each 32 bits.
+
+    >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
+    ('3', 'ff,ffffffff', '2,00000000')
+    """
+    digits = f"{sum(1 << c for c in cpus):x}"
+    head = len(digits) % 8 or 8
+    return ",".join([digits[:head]] + [digits[i:i + 8] for i in range(head, len(digits), 8)])
 
 
 def _add_netns(name: str, created: list[str]) -> None:

@@ -79,6 +79,14 @@ def test_cluster_layout_and_teardown(need_netns):
                                    "port2"], capture_output=True, text=True, check=True).stdout
             assert "tbf" in port and "rate 2Gbit" in port
             assert "tbf" not in _run_in(cluster, 2, ["tc", "qdisc", "show", "dev", "veth2"])
+            # every NIC and port steers by flow over the CPUs (RPS), so a flow stays in order
+            mask = sum(1 << cpu for cpu in os.sched_getaffinity(0))
+            rps = "/sys/class/net/{}/queues/rx-0/rps_cpus"
+            nic = _run_in(cluster, 2, ["cat", rps.format("veth2")])
+            hub = subprocess.run(["ip", "netns", "exec", cluster.hub_netns, "cat",
+                                  rps.format("port2")], capture_output=True, text=True,
+                                 check=True).stdout
+            assert [int(m.strip().replace(",", ""), 16) for m in (nic, hub)] == [mask, mask]
             assert 0 < cluster.free_port(0) < 65536
             assert cluster.env(1)["GLOO_SOCKET_IFNAME"] == "veth1"
             raise KeyError("leave the block with an error")
