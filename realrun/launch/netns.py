@@ -30,8 +30,8 @@ here the segments of one flow leave from both vCPUs (the sender's thread moves; 
 timer fires on either), so they arrived out of order: TCP took that for loss, retransmitted
 spuriously (204-335 segments a run of naive beside ddp on the transformer at 2 Gbit/s,
 against 1-14 with RPS) and shrank its window, and naive's waited-for all-reduces took
-182-184 ms a step against 109-110 ms steered (docs/results/2026-11-26-cpu-bound-
-collectives.md, section 5). Needs root and iproute2 (`ip`, `tc`); anything
+182-184 ms a step against 109-110 ms steered; where nothing reordered, the two read alike
+(docs/results/2026-11-26-cpu-bound-collectives.md, section 5). Needs root and iproute2 (`ip`, `tc`); anything
 less raises NetnsUnavailable with the reason. Namespaces are named
 `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the ones left by a dead pid
 (kill -9) are removed by the next cluster.
@@ -209,7 +209,7 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        for netns, dev in ((hub, port), (host.netns, host.ifname)):   # in order (docstring)
+        for netns, dev in ((hub, port), (host.netns, host.ifname)):   # a flow in order
             _steer_flows(netns, dev)
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
