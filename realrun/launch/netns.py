@@ -16,25 +16,18 @@ a hub namespace of its own, so the root namespace gets no interfaces, routes or 
 Each switch port's egress, toward its host, is shaped to `link_gbit` by tbf: a host receives
 at most R, and a flow from one host to another runs at most R; a ring collective, where each
 host sends to one peer at a time, sees a full-duplex link of R per host, the usual picture of
-a cluster network. The shaper sits in the hub, not on the sending host's NIC: there, on the
-kernel 6.18 VMs this project runs on, tbf in the sender's namespace held a queued segment
-until the sender's next one, which for a waited-for all-reduce of 64 KiB-1 MiB came as TCP's
-loss probe 40-70 ms later (the transformer's 75 waited-for all-reduces 172 ms shaped at the
-NIC, 102 at the port, 71 unshaped + 40 of wire; docs/results/2026-11-26-uncapped-alpha.md,
-section 3). In the hub a segment has left its socket, so the sender's TCP does not wait on
-the shaper's queue.
+a cluster network. The shaper sits in the hub, not on the sending host's NIC, where tbf
+held a queued segment until the sender's next one, TCP's loss probe 40-70 ms later (the
+transformer's 75 waited-for all-reduces 172 ms shaped at the NIC, 102 at the port;
+docs/REALRUN.md). In the hub a segment has left its socket, so TCP does not wait on it.
 
-Every NIC and switch port steers its received packets by flow (RPS over all CPUs), as a NIC
-keeps a flow in order. A veth hands each packet to the backlog of the CPU that sent it, and
-here the segments of one flow leave from both vCPUs (the sender's thread moves; tbf's dequeue
-timer fires on either), so they arrived out of order: TCP took that for loss, retransmitted
-spuriously (204-335 segments a run of naive beside ddp on the transformer at 2 Gbit/s,
-against 1-14 with RPS) and shrank its window, and naive's waited-for all-reduces took
-182-184 ms a step against 109-110 ms steered; where nothing reordered, the two read alike
-(docs/results/2026-11-26-cpu-bound-collectives.md, section 5). Needs root and iproute2 (`ip`, `tc`); anything
-less raises NetnsUnavailable with the reason. Namespaces are named
-`simddp-<pid>-<random>-...`, so concurrent runs don't collide and the ones left by a dead pid
-(kill -9) are removed by the next cluster.
+Every NIC and switch port steers received packets by flow (RPS over all CPUs), as a NIC
+keeps a flow in order: a veth queues each packet on its sender's CPU, and a flow leaving
+from both vCPUs arrived reordered, so TCP retransmitted spuriously and shrank its window
+(naive beside ddp, transformer, 2 Gbit/s: 182-184 ms a step, 109-110 steered; docs/REALRUN.md).
+Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
+Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
+ones left by a dead pid (kill -9) are removed by the next cluster.
 """
 from __future__ import annotations
 

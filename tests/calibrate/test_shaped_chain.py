@@ -1,10 +1,14 @@
-"""calibrate's blocking α on a shaped link: the chain taken apart as simddp charges it."""
+"""The blocking α on a shaped link, calibrate's and validate's probes': the chain taken apart
+as simddp charges it."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from calibrate.combine import combine_sequence
 from calibrate.shaped_chain import blocking_alpha_s, chain_s
+from realrun.validate.probes import inputs_from_probes
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
 
 
@@ -55,3 +59,17 @@ def test_simddp_charges_the_solved_alpha_back_to_the_measured_chain():
     total_s = spans[-1].end_s - spans[0].start_s
     bytes_s = [1e-3] + [1e-6] * 4           # l1's first: the backward readies it first
     assert blocking_alpha_s(total_s, bytes_s, 0.5e-3) == pytest.approx(300e-6)
+
+
+def test_inputs_from_probes_on_a_shaped_link_take_out_what_its_bucket_serves():
+    # 4 x 1 MB (1 ms of bytes each at 1 GB/s), a 0.5 MB bucket: with α 1 ms the chain pays
+    # 1 + 0.5 ms a call (6 ms: the bucket refills 0.5 during each α), the whole all-reduce
+    # 1 + 4 - 0.5 ms (4.5 ms). A wire's formulas read α 0.5 ms; through the bucket, starting
+    # from calibrate's 0.8 GB/s, α 1 ms and busbw 1 GB/s come back.
+    link = Link("cal", 5e-4, 0.8, world_size=2, burst_bytes=500_000)
+    medians = {"probe:flat": 0.0045, "probe:seq-blocking": 0.006}
+    new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
+    assert new.blocking_alpha_s == pytest.approx(1e-3) and new.busbw_gbps == pytest.approx(1.0)
+    wire, _, _ = inputs_from_probes(dataclasses.replace(link, burst_bytes=None), None, medians,
+                                    [10 ** 6] * 4, 2)
+    assert wire.blocking_alpha_s == pytest.approx(5e-4)

@@ -5,7 +5,6 @@ given --link so nothing is calibrated) is marked slow and takes ~15 s here.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -242,21 +241,6 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     assert info["host_before"]["realrun"]["copy_gbps"] == 9.0
     # no probes measured: link and host are unchanged
     assert inputs_from_probes(link, earlier, {}, [10 ** 6] * 4, 2)[:2] == (link, earlier)
-
-
-def test_inputs_from_probes_on_a_shaped_link_take_out_what_its_bucket_serves():
-    # 4 x 1 MB (1 ms of bytes each at 1 GB/s), a 0.5 MB bucket: with α 1 ms the chain pays
-    # 1 + 0.5 ms a call (6 ms: the bucket refills 0.5 during each α), the whole all-reduce
-    # 1 + 4 - 0.5 ms (4.5 ms). A wire's formulas read α 0.5 ms; through the bucket, starting
-    # from calibrate's 0.8 GB/s, α 1 ms and busbw 1 GB/s come back.
-    from realrun.validate.probes import inputs_from_probes
-    link = Link("cal", 5e-4, 0.8, world_size=2, burst_bytes=500_000)
-    medians = {"probe:flat": 0.0045, "probe:seq-blocking": 0.006}
-    new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
-    assert new.blocking_alpha_s == pytest.approx(1e-3) and new.busbw_gbps == pytest.approx(1.0)
-    wire, _, _ = inputs_from_probes(dataclasses.replace(link, burst_bytes=None), None, medians,
-                                    [10 ** 6] * 4, 2)
-    assert wire.blocking_alpha_s == pytest.approx(5e-4)
 
 
 @pytest.mark.slow
