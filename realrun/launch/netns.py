@@ -21,10 +21,9 @@ held a queued segment until the sender's next one, TCP's loss probe 40-70 ms lat
 transformer's 75 waited-for all-reduces 172 ms shaped at the NIC, 102 at the port;
 docs/REALRUN.md). In the hub a segment has left its socket, so TCP does not wait on it.
 
-Every NIC and switch port steers received packets by flow (RPS over all CPUs), as a NIC
-keeps a flow in order: a veth queues each packet on its sender's CPU, and a flow leaving
-from both vCPUs arrived reordered, so TCP retransmitted spuriously and shrank its window
-(naive beside ddp, transformer, 2 Gbit/s: 182-184 ms a step, 109-110 steered; docs/REALRUN.md).
+Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): every NIC and
+switch port steers by flow (RPS), so a flow stays in order, and each host's TCP runs cubic,
+Linux's default, not this box's choice (bbr paced waited-for all-reduces into 40-70 ms stalls).
 Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
 Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
 ones left by a dead pid (kill -9) are removed by the next cluster.
@@ -44,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from realrun.launch import host_stack
 from realrun.launch.errors import NetnsUnavailable, one_line
 from realrun.launch.supervise import sigterm_as_interrupt
 
@@ -202,29 +202,11 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        for netns, dev in ((hub, port), (host.netns, host.ifname)):   # a flow in order
-            _steer_flows(netns, dev)
+        cpus = os.sched_getaffinity(0)
+        _ip("netns", "exec", hub, "sh", "-c", host_stack.steer_script(port, cpus))
+        _ip("netns", "exec", host.netns, "sh", "-c", host_stack.host_script(host.ifname, cpus))
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
-
-
-def _steer_flows(netns: str, dev: str) -> None:
-    """RPS over every CPU this process may use, on each of ``dev``'s receive queues. sysfs
-    shows a namespace's devices only where it is mounted for it, as `ip netns exec` does."""
-    mask = cpu_mask(os.sched_getaffinity(0))
-    _ip("netns", "exec", netns, "sh", "-c",
-        f"for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {mask} > $q; done")
-
-
-def cpu_mask(cpus: set[int]) -> str:
-    """The CPUs as sysfs writes a mask: hex, a comma between each 32 bits.
-
-    >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
-    ('3', 'ff,ffffffff', '2,00000000')
-    """
-    digits = f"{sum(1 << c for c in cpus):x}"
-    head = len(digits) % 8 or 8
-    return ",".join([digits[:head]] + [digits[i:i + 8] for i in range(head, len(digits), 8)])
 
 
 def _add_netns(name: str, created: list[str]) -> None:

@@ -87,6 +87,9 @@ def test_cluster_layout_and_teardown(need_netns):
                                   rps.format("port2")], capture_output=True, text=True,
                                  check=True).stdout
             assert [int(m.strip().replace(",", ""), 16) for m in (nic, hub)] == [mask, mask]
+            # each host's TCP runs Linux's default congestion control, not the box's (bbr here)
+            assert _run_in(cluster, 0, ["cat", "/proc/sys/net/ipv4/tcp_congestion_control"]
+                           ).strip() == "cubic"
             assert 0 < cluster.free_port(0) < 65536
             assert cluster.env(1)["GLOO_SOCKET_IFNAME"] == "veth1"
             raise KeyError("leave the block with an error")

@@ -1,0 +1,51 @@
+"""What each emulated host's network stack runs, as a cluster host's would: its NIC keeps a
+flow in order, and its TCP uses Linux's default congestion control, whatever this box uses.
+
+**Flow steering.** A veth queues each packet on the backlog of the CPU that sent it, and a
+flow's segments leave from both vCPUs, so they could arrive out of order, which TCP takes for
+loss (spurious retransmits, a smaller window). A NIC keeps a flow in order; with receive
+packet steering (RPS) over all CPUs each flow hashes to one backlog. In a stretch with
+reordering, naive beside ddp on the transformer at 2 Gbit/s took 182-184 ms a step against
+109-110 ms steered (docs/results/2026-11-26-cpu-bound-collectives.md, section 5).
+
+**Congestion control.** A namespace inherits the box's default, and this project's VMs set
+``bbr``, which paces every flow by its own bandwidth estimate. Between the bursts of waited-for
+all-reduces that estimate is sometimes far below the link's: the next 64 KiB segment waits
+for the pacing timer (``tcp_pace_kick``) up to 43 ms with the link idle, and a 256 KiB
+all-reduce took 40-70 ms instead of 1 (90 of 5661 pacing wake-ups after a silent gap over
+2 ms; kernel trace, docs/results/2026-11-26-pacing-stalls.md). With ``cubic``, Linux's
+default and what a cluster's hosts run unless tuned, nothing paces and no call took over
+20 ms. So each host namespace runs :data:`CONGESTION_CONTROL`.
+
+The functions build the shell lines; realrun/launch/netns.py runs them in each namespace::
+
+    >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
+    ('3', 'ff,ffffffff', '2,00000000')
+"""
+from __future__ import annotations
+
+CONGESTION_CONTROL = "cubic"  # Linux's default since 2.6.19
+_CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"   # per network namespace
+
+
+def cpu_mask(cpus: set[int]) -> str:
+    """The CPUs as sysfs writes a mask: hex, a comma between each 32 bits."""
+    digits = f"{sum(1 << c for c in cpus):x}"
+    head = len(digits) % 8 or 8
+    return ",".join([digits[:head]] + [digits[i:i + 8] for i in range(head, len(digits), 8)])
+
+
+def steer_script(dev: str, cpus: set[int]) -> str:
+    """RPS over ``cpus`` on each of ``dev``'s receive queues. sysfs shows a namespace's
+    devices only where it is mounted for it, as `ip netns exec` does."""
+    return (f"for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; "
+            f"do echo {cpu_mask(cpus)} > $q || exit 1; done")
+
+
+def host_script(dev: str, cpus: set[int]) -> str:
+    """A host's NIC ``dev`` steered by flow, and its TCP on :data:`CONGESTION_CONTROL`.
+
+    >>> host_script("veth0", {0, 1}).endswith("echo cubic > /proc/sys/net/ipv4/tcp_congestion_control")
+    True
+    """
+    return f"{steer_script(dev, cpus)}; echo {CONGESTION_CONTROL} > {_CC_SYSCTL}"
