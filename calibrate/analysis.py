@@ -125,7 +125,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     link = fitting.to_link(fit, _link_name(s, world_size), world_size, s.backend,
                            cont["compute_slowdown"] if cont else 1.0,
                            cont["comm_slowdown"] if cont else 1.0,
-                           _source(s, world_size, fit, held, oversubscribed, seq))
+                           _source(s, world_size, fit, held, oversubscribed, seq,
+                                   ranks[0].get("tcp", "")))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
     spread = time_spread(rows, link.alpha_s)
@@ -237,9 +238,11 @@ def _link_name(s: CalibrateSettings, world_size: int) -> str:
 
 
 def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscribed: str,
-            seq: dict | None) -> str:
-    """One line for the link's ``source``: where, when, what was swept, how well it fit."""
-    where = f"{s.backend}, {world_size} ranks"
+            seq: dict | None, tcp: str = "") -> str:
+    """One line for the link's ``source``: where, when, what was swept, how well it fit;
+    ``tcp``: the ranks' TCP congestion control (Gloo's flows run on it)."""
+    where = f"{s.backend}{f' over TCP {tcp}' if tcp and s.backend == 'gloo' else ''}, " \
+            f"{world_size} ranks"
     if s.emulate_hosts:
         where += f" on {s.emulate_hosts} emulated hosts"
     if s.link_gbit:

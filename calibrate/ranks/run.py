@@ -38,6 +38,7 @@ def run_rank(payload: dict, ctx) -> dict:
                # the ranks' own report, not from the launching process's environment
                "local_world_size": ranks_on_this_cpu(ctx.world_size),
                "cpu_count": os.cpu_count() or 1,
+               "tcp": tcp_congestion_control(),
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}
         if kinds:
@@ -54,3 +55,15 @@ def run_rank(payload: dict, ctx) -> dict:
         return out
     finally:
         progress.close()
+
+
+def tcp_congestion_control() -> str:
+    """The congestion control this rank's TCP sockets get (its network namespace's default:
+    cubic on realrun's emulated hosts), "" where Linux does not say. Gloo's flows run on it,
+    and bbr paced waited-for all-reduces into 40-70 ms stalls on this project's VMs
+    (docs/results/2026-11-26-pacing-stalls.md), so the link file records it."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""

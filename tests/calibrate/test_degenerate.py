@@ -227,3 +227,13 @@ def test_an_alpha_between_two_modes_comes_from_the_fast_one(slow_share, unresolv
     assert "the median's p5–p95 over bootstrap resamples" in out
     assert "(one call's jitter, not a step's)" in out and "the link's time_spread covers α" in out
     assert ("WARNING: degenerate fit, link: α unresolved" in out) == unresolved
+
+
+def test_the_link_file_names_the_ranks_tcp_congestion_control():
+    # bbr paced waited-for all-reduces into 40-70 ms stalls on this project's VMs
+    # (docs/results/2026-11-26-pacing-stalls.md): whoever reads the link file sees which ran
+    ranks = _ranks(list(predict_s(3e-4, 1.0, SMALL, 2)), [1e-3] * 5)
+    ranks[0]["tcp"] = "bbr"
+    assert "gloo over TCP bbr, 2 ranks" in analyse(_settings(), 2, ranks).link.source
+    del ranks[0]["tcp"]   # an older rank, or no Linux: nothing said
+    assert "gloo, 2 ranks" in analyse(_settings(), 2, ranks).link.source
