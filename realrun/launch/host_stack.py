@@ -12,7 +12,7 @@ reordering, naive beside ddp on the transformer at 2 Gbit/s took 182-184 ms a st
 ``bbr``, which paces every flow by its own bandwidth estimate. Between the bursts of waited-for
 all-reduces that estimate is sometimes far below the link's: the next 64 KiB segment waits
 for the pacing timer (``tcp_pace_kick``) up to 43 ms with the link idle, and a 256 KiB
-all-reduce took 40-70 ms instead of 1 (90 of 5661 pacing wake-ups after a silent gap over
+all-reduce took 40-70 ms instead of ~1 ms (90 of 5661 pacing wake-ups after a silent gap over
 2 ms; kernel trace, docs/results/2026-11-26-pacing-stalls.md). With ``cubic``, Linux's
 default and what a cluster's hosts run unless tuned, nothing paces and no call took over
 20 ms. So each host namespace runs :data:`CONGESTION_CONTROL`.
@@ -45,7 +45,7 @@ def steer_script(dev: str, cpus: set[int]) -> str:
 def host_script(dev: str, cpus: set[int]) -> str:
     """A host's NIC ``dev`` steered by flow, and its TCP on :data:`CONGESTION_CONTROL`.
 
-    >>> host_script("veth0", {0, 1}).endswith("echo cubic > /proc/sys/net/ipv4/tcp_congestion_control")
-    True
+    >>> host_script("veth0", {0, 1}).split("; ")[-1]
+    'echo cubic > /proc/sys/net/ipv4/tcp_congestion_control'
     """
     return f"{steer_script(dev, cpus)}; echo {CONGESTION_CONTROL} > {_CC_SYSCTL}"
