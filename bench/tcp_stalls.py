@@ -107,10 +107,31 @@ def events(lines: list[str]) -> list[tuple[float, str]]:
     return sorted(out)
 
 
+def available_congestion_controls() -> list[str]:
+    """The congestion controls this kernel offers (its loaded modules); [] where unknown."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as handle:
+            return handle.read().split()
+    except OSError:
+        return []
+
+
 def main() -> None:
     args, workload, payload = model_run_args("tcp_stalls", __doc__, {"repeats": 40},
                                              {"slow-ms": "8", "cc": host_stack.CONGESTION_CONTROL})
-    slow_s = float(args.slow_ms) / 1e3
+    try:
+        slow_s = float(args.slow_ms) / 1e3
+        if not slow_s > 0:
+            raise ValueError
+    except ValueError:
+        print(f"tcp_stalls: --slow-ms must be milliseconds > 0, got {args.slow_ms!r}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+    known = available_congestion_controls()
+    if known and args.cc not in known:
+        print(f"tcp_stalls: --cc {args.cc!r} is not a congestion control this kernel has loaded "
+              f"({', '.join(known)})", file=sys.stderr)
+        raise SystemExit(2)
     host_stack.CONGESTION_CONTROL = args.cc   # read when the emulated hosts are built
     model = workload.build(0, 0, torch.device("cpu"))[0]
     sizes = [p.numel() * 4 for p in reversed(list(model.parameters())) if p.requires_grad]
