@@ -65,7 +65,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]), "bandwidth_s": sum(bytes_s)}
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, bytes_s, burst_s),
-            "async": lambda total_s: max(0.0, (total_s - out["bandwidth_s"]) / len(bytes_s))}
+            "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
         total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
         out[f"{pattern}_s"] = total_s

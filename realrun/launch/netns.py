@@ -187,6 +187,7 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
     # address on the NIC it is told to use.
     _ip("-n", hub, "link", "set", "br0", "addrgenmode", "none")
     _ip("-n", hub, "link", "set", "br0", "up")
+    cpus = os.sched_getaffinity(0)   # what each NIC and port steers flows over
     for i, host in enumerate(hosts):
         _add_netns(host.netns, created)
         etc_dir = os.path.join(_NETNS_ETC_DIR, host.netns)
@@ -202,7 +203,6 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        cpus = os.sched_getaffinity(0)
         _ip("netns", "exec", hub, "sh", "-c", host_stack.steer_script(port, cpus))
         _ip("netns", "exec", host.netns, "sh", "-c", host_stack.host_script(host.ifname, cpus))
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
