@@ -40,13 +40,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from realrun.configs import label, spec_of
 from realrun.launch import resolve_target, run_world
+from realrun.launch.env import ranks_on_this_cpu, usable_cpus
 from realrun.launch.world import WorldConfig
 from realrun.precision import set_precision
 from realrun.step_clock import clocked_steps, timeline_fields
@@ -104,7 +105,8 @@ def run_rank(payload: dict, ctx) -> dict:
             if payload.get("timeline_steps") else None
         return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner, "timelines": timelines,
                 "collectives": [t.collectives() for t in trainers],
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), "cpus": usable_cpus(),
+                "ranks_on_host": ranks_on_this_cpu(ctx.world_size)}
     finally:
         progress.close()
 
@@ -126,6 +128,8 @@ class BenchRun:
     results: list[Result]
     stats: list[dict]
     extras: dict[str, dict]
+    # rank 0's CPUs (affinity) and the ranks sharing them: compare's caution (cpu_share.py)
+    host: dict = field(default_factory=dict)
 
 
 def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
@@ -163,7 +167,8 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         steps_s=tuple(s["steps_s"]), spec=spec,
         **timeline)
         for s, spec, timeline in zip(stats, specs, timelines)]
-    return BenchRun(results, stats, extras)
+    host = {k: ranks[0][k] for k in ("cpus", "ranks_on_host") if k in ranks[0]}
+    return BenchRun(results, stats, extras, host)
 
 
 def run_bench(payload: dict, *, world: WorldConfig | None = None, threads: int = 1,

@@ -37,6 +37,7 @@ from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measu
                                     measure_hooks)
 from realrun.launch import run_world
 from realrun.launch.allocator import release_free_memory
+from realrun.launch.env import ranks_on_this_cpu, usable_cpus
 from realrun.launch.world import WorldConfig
 from realrun.layer_timing import profile_workload
 from realrun.steps import Trainer
@@ -100,6 +101,9 @@ def profile_rank(payload: dict, ctx) -> dict:
                                                 plain=plain.trainer,
                                                 on_group=lambda s: memory.mark(f"fsdp:{s}"))
     measured["plain_steps_s"] = plain.times
+    # what shares this rank's CPUs: simddp sweep's caution (simddp/cpu_share.py)
+    measured.update(backend=ctx.backend, cpus=usable_cpus(),
+                    ranks_on_host=ranks_on_this_cpu(ctx.world_size))
     measured["allocator"] = ctx.allocator
     measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}

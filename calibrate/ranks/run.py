@@ -10,14 +10,12 @@ Started by :func:`calibrate.measure` through the launcher, never by hand::
 """
 from __future__ import annotations
 
-import os
-
 from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.mlp_contention import measure_contention
 from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.levels import level_steps, measure_levels
 from calibrate.ranks.sequence import measure_sequence
-from realrun.launch.env import ranks_on_this_cpu
+from realrun.launch.env import ranks_on_this_cpu, usable_cpus
 from simddp.report.progress import Progress
 
 
@@ -37,7 +35,8 @@ def run_rank(payload: dict, ctx) -> dict:
                # what shares this rank's CPU: analysis flags an oversubscribed box from
                # the ranks' own report, not from the launching process's environment
                "local_world_size": ranks_on_this_cpu(ctx.world_size),
-               "cpu_count": os.cpu_count() or 1,
+               # the CPUs it may run on (taskset, a cpuset), not the machine's count
+               "cpu_count": usable_cpus(),
                "tcp": tcp_congestion_control(),
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}

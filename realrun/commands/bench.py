@@ -46,6 +46,7 @@ from realrun.twin import FACTORY as TWIN_FACTORY
 from realrun.twin import TWIN, gap_text, instance_gap
 from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
                                     parse_positive_floats)
+from simddp.cpu_share import starved_note
 from simddp.errors import InputError
 from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
 
@@ -172,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     scaling = _scaling(stats, single, args.world_size, per_step) if single else None
     args.what = ("one --module micro-batch per rank" if workload.module
                  else f"batch {args.batch} x seq {args.seq} per rank")
+    args.host = out.host      # rank 0's CPUs and the ranks sharing them (cpu_share.py)
     _write_files(args, results, stats, scaling)
     if args.format == "json":
         rows = [{"strategy": s["strategy"], "bucket_mb": s["bucket_mb"],
@@ -201,7 +203,7 @@ def _write_files(args, results, stats, scaling) -> None:
             "threads": args.threads, "link": results[0].link, "steps": args.steps,
             "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed,
             "comm_hooks": [h.name for h in parse_hooks(args.comm_hook)],
-            "shard_unit_mb": args.shard_unit_mb}
+            "shard_unit_mb": args.shard_unit_mb, **getattr(args, "host", {})}
     data = results_to_json(results, bench=meta,
                            steps_s={s["label"]: s["steps_s"] for s in stats},
                            scaling=scaling, instance_gap=args.gap)
@@ -243,6 +245,11 @@ def format_table(args, results, stats, scaling) -> str:
                      f"{r.exposed_comm_s * 1e3:>12.2f}{ratio:>8}")
     if getattr(args, "gap", None):
         lines.append(f"# {gap_text(args.gap)}")
+    host = getattr(args, "host", {})
+    if "cpus" in host:   # realrun bench's own, as simddp compare reads it back
+        note = starved_note(args.backend, host["ranks_on_host"], args.threads, host["cpus"])
+        if note:
+            lines.append(f"# note: {note}")
     lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"
                  + (f"; traces in {args.trace}" if args.trace else "")
                  + ("; each config's clocked spans in bench.json (simddp compare reads them)"

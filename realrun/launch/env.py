@@ -16,6 +16,14 @@ def is_torchrun(environ=None) -> bool:
     return all(name in environ for name in TORCHRUN_VARS)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: taskset, a cgroup's cpuset), else the
+    machine's count. A CPU quota (cgroup cpu.max) is not counted."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def ranks_on_this_cpu(world_size: int, environ=None) -> int:
     """How many ranks share this process's CPU: all of them when realrun spawned the ranks
     (``REALRUN_PARENT_PID``; emulated hosts are namespaces on one machine too), else

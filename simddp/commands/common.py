@@ -11,10 +11,11 @@ import dataclasses
 import math
 import os
 
+from simddp.cpu_share import section_note
 from simddp.errors import InputError
 from simddp.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.host import Host
-from simddp.io import load_host, load_levels, load_link, load_profile
+from simddp.io import load_host, load_levels, load_link, load_profile, read_json
 from simddp.link import Link
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
@@ -194,6 +195,15 @@ def resolve_host(args: argparse.Namespace) -> Host | None:
         if host is not None:
             return host
     return None
+
+
+def resolve_cpu_note(args: argparse.Namespace) -> str:
+    """The caution of simddp/cpu_share.py for a measured profile's host (its ``measured``
+    section), '' for a preset or a profile measured where Gloo's threads had cores."""
+    if not _is_file_arg(args.model):
+        return ""
+    doc = read_json(args.model)
+    return section_note(doc.get("measured") if isinstance(doc, dict) else None)
 
 
 def topology_text(topology: Topology | None) -> str:

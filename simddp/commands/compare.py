@@ -24,6 +24,7 @@ import sys
 
 from simddp.compare import compare_results, format_table, pick_timeline
 from simddp.compare.noise import instance_gap_pct
+from simddp.cpu_share import section_note
 from simddp.io import check_out_dir, load_results, read_json, results_from_json
 
 HELP = "predicted vs measured: table, error, Spearman rho, best-bucket regret, plots"
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
                                  inputs=frozenset(x.strip() for x in args.inputs.split(",")
                                                   if x.strip()))
     gap_pct = instance_gap_pct(measured_doc, args.measured)
-    comparison = dataclasses.replace(comparison, instance_gap_pct=gap_pct)
+    settings = measured_doc.get("bench") if isinstance(measured_doc, dict) else None
+    comparison = dataclasses.replace(comparison, instance_gap_pct=gap_pct,
+                                     cpu_note=section_note(settings))
     if args.timeline_config is not None:
         pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     # After the inputs: an earlier comparison in --out is moved aside only for a good run.

@@ -34,6 +34,7 @@ from simddp.commands.common import (
     parse_hooks,
     parse_names,
     parse_positive_floats,
+    resolve_cpu_note,
     resolve_host,
     resolve_link,
     resolve_world,
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     states = pick_states(pick, profile, args)
     setup = _setup(profile, link, host, args, hooks, naive)
     setup["contention_split"] = _split(profile, link, host, args.world_size, topology)
+    setup["cpu_note"] = resolve_cpu_note(args) or None   # simddp/cpu_share.py
     if topology is not None:
         setup["topology"] = topology_json(topology, link, profile, rec, results)
     summary = {"recommended_bucket_mb": None if rec is None else round(rec.bucket_mb, 6),
@@ -163,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             print("contention split (a collective's α part, its bytes): "
                   "x{alpha:.2f}, x{bytes:.2f} (the link's)".format(**setup["contention_split"]))
         print(f"prediction ranges, step ms (low–high): {setup['ranges']}")
+        if setup["cpu_note"]:
+            print(f"note: profiled with {setup['cpu_note']}")
         print()
         print(render_report(results, rows, rec, naive))
         charged = host is not None and host.costs("torch").copy_gbps is not None

@@ -110,6 +110,7 @@ class Comparison:
     predicted: tuple[Result, ...]
     measured: tuple[Result, ...]
     instance_gap_pct: float | None = None   # the bench's twin models' distance (noise.py)
+    cpu_note: str = ""   # the bench's ranks left Gloo's threads no cores (simddp/cpu_share.py)
 
     def fidelity(self, timeline: str | None = None) -> dict | None:
         """Timeline fidelity of the configuration drawn as the timeline (simddp/compare/
@@ -124,12 +125,12 @@ class Comparison:
     def to_json(self, timeline: str | None = None) -> dict:
         """The ``--format json`` document: ``{"rows": [...], "summary": {...},
         "timeline_fidelity": {...} or null, "overlap": [...], "net_of_compute": {...} or
-        null, "instance_gap_pct": % or null}``."""
+        null, "instance_gap_pct": % or null, "cpu_note": text or null}``."""
         net = net_of_compute(self.rows)   # drift.py
         return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
                 "timeline_fidelity": self.fidelity(timeline), "overlap": self.overlap(),
                 "net_of_compute": None if net is None else net.to_json(),
-                "instance_gap_pct": self.instance_gap_pct}
+                "instance_gap_pct": self.instance_gap_pct, "cpu_note": self.cpu_note or None}
 
     def to_csv(self) -> str:
         out = io.StringIO()

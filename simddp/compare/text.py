@@ -41,6 +41,8 @@ def format_table(comparison, timeline: str | None = None) -> str:
         lines.append(f"measured medians inside their predicted range: {s.in_range} of "
                      f"{s.with_range} ({100 * s.in_range / s.with_range:.0f} %)")
     lines += net_text(net_of_compute(c.rows))
+    if c.cpu_note:
+        lines.append(f"note: measured with {c.cpu_note}")
     if s.spearman_by_strategy:
         lines.append("  rho per strategy: " + ", ".join(
             f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in s.spearman_by_strategy.items()))

@@ -152,7 +152,11 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
         100 * abs(gap["twin_ms"] - gap["compute_only_ms"])
         / min(gap["twin_ms"], gap["compute_only_ms"]), abs=0.01)
     assert gap["compute_only_ms"] == pytest.approx(rows[0]["median_ms"])
-    assert json.loads((out / "bench.json").read_text())["instance_gap"] == gap
+    written = json.loads((out / "bench.json").read_text())
+    assert written["instance_gap"] == gap
+    # rank 0's CPUs and the ranks sharing them, for compare's caution (simddp/cpu_share.py)
+    assert written["bench"]["cpus"] == len(os.sched_getaffinity(0))
+    assert written["bench"]["ranks_on_host"] == 2
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
         ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("bucketed+fp16", 0.01),
         ("ddp", 0.01), ("ddp+fp16", 0.01)]

@@ -6,6 +6,7 @@ a frozen stem) all go through the same ``profile_module``.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,18 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
     chunks = doc["measured"]["plain_chunk_ms"]  # the plain steps' 4 stretches (drift_line)
     assert len(chunks) == 4 and all(ms > 0 for ms in chunks)
     assert set(doc["host_costs"]["implementations"]) == {"realrun", "torch"}
+    # what shared the ranks' CPUs, for sweep's caution (simddp/cpu_share.py)
+    measured = doc["measured"]
+    assert (measured["backend"], measured["ranks_on_host"]) == ("gloo", 2)
+    assert measured["cpus"] == len(os.sched_getaffinity(0))
 
     from simddp.cli import main as simddp_main
     assert simddp_main(["sweep", "--model", str(path), "--format", "json"]) == 0
     sweep = json.loads(capsys.readouterr().out)
     assert sweep["setup"]["model"] == "ffn-2x8x16"
     assert sweep["setup"]["host_costs"] == "ffn-2x8x16 on 2 ranks"
+    starved = measured["cpus"] < 2 * (1 + 3)   # 2 ranks x (1 thread + Gloo's 3)
+    assert (sweep["setup"]["cpu_note"] is not None) == starved
 
 
 @pytest.mark.parametrize("argv, message", [

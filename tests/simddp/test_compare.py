@@ -160,7 +160,7 @@ def test_json_output_is_one_document(tmp_path, capsys):
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert set(doc) == {"rows", "summary", "timeline_fidelity", "overlap",
-                        "net_of_compute", "instance_gap_pct"} and out.err == ""
+                        "net_of_compute", "instance_gap_pct", "cpu_note"} and out.err == ""
     assert doc["instance_gap_pct"] is None      # a bench file without its twin's distance
     assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])

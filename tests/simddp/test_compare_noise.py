@@ -1,5 +1,6 @@
 """python -m simddp compare and the bench's own noise floor: how far apart realrun bench's two
-identical compute-only models read (instance_gap, realrun/twin.py; simddp/compare/noise.py)."""
+identical compute-only models read (instance_gap, realrun/twin.py; simddp/compare/noise.py),
+and whether its ranks left Gloo's threads cores of their own (simddp/cpu_share.py)."""
 from __future__ import annotations
 
 import json
@@ -24,3 +25,23 @@ def test_the_benchs_twin_distance_is_reported_and_a_bad_one_refused(tmp_path, ca
     assert main(["compare", "--predicted", p, "--measured", m]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "instance_gap must hold apart_pct" in err[0]
+
+
+def test_a_bench_whose_ranks_filled_the_cpus_gets_a_caution(tmp_path, capsys):
+    """realrun bench records its CPUs and the ranks sharing them; where the ranks' training
+    threads and Gloo's 3 threads each outnumber the CPUs, compare says so under the errors,
+    and in JSON; with CPUs to spare, or on NCCL, or in an older file, it says nothing."""
+    p, m = write_pair(tmp_path, *grid())
+    doc = json.loads(open(m).read())
+    host = {"backend": "gloo", "threads": 1, "ranks_on_host": 2}
+    for cpus, backend, noted in ((2, "gloo", True), (4, "gloo", True), (8, "gloo", False),
+                                 (2, "nccl", False), (None, "gloo", False)):
+        extra = {} if cpus is None else {"cpus": cpus}
+        json.dump({**doc, "bench": {**host, "backend": backend, **extra}}, open(m, "w"))
+        assert main(["compare", "--predicted", p, "--measured", m]) == 0
+        out = capsys.readouterr().out
+        assert (f"note: measured with 2 ranks x (1 training thread + 3 of Gloo) on {cpus} "
+                "CPUs: collectives that overlap compute wait for a core" in out) == noted
+        assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
+        note = json.loads(capsys.readouterr().out)["cpu_note"]
+        assert (note is not None) == noted

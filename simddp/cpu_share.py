@@ -1,0 +1,60 @@
+"""Whether Gloo's threads have cores of their own while the ranks compute.
+
+On a CPU host each Gloo rank runs its training thread(s) and three threads of Gloo's: the
+process group's two workers (``pt_gloo_runloop``) and the TCP device's loop
+(``gloo_tcp_loop``). Where the ranks' training threads fill the host's CPUs, a collective
+launched during the backward waits for the scheduler to give its threads a core. The engine
+does not model the scheduler, so there it predicts overlapped collectives too fast.
+
+The evidence (docs/results/2026-11-26-cores-and-overlap.md): the same commit, the same
+machine (an H100 host's CPUs), the transformer cell of bench/workflow_grid.py, 2 ranks of
+1 thread: with 16 CPUs the per-parameter overlap row was predicted +8.7 % and +12.2 % and
+the median error was 3.6-4.3 %; pinned to 4 CPUs, overlap −40.7 %, median 8.4 %; pinned to
+2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 1 MiB all-reduce
+launched as the forward starts ends 8.3-8.6 ms later (alone 1.1 ms), as does a 0.5 MB one
+(alone 0.58 ms): two of the kernel's 4 ms scheduler ticks, whatever the size::
+
+    >>> note = starved_note("gloo", ranks_on_host=2, threads_per_rank=1, cpus=2)
+    >>> note.split(":")[0]
+    '2 ranks x (1 training thread + 3 of Gloo) on 2 CPUs'
+    >>> starved_note("gloo", 2, 1, 16), starved_note("nccl", 8, 1, 8)
+    ('', '')
+"""
+from __future__ import annotations
+
+# ProcessGroupGloo's worker threads (its default, 2) and the TCP transport's loop thread.
+GLOO_THREADS_PER_RANK = 3
+
+
+def starved_note(backend: str, ranks_on_host: int, threads_per_rank: int, cpus: int) -> str:
+    """A one-line caution when Gloo's threads cannot all run beside the ranks' training
+    threads (``ranks_on_host`` × (``threads_per_rank`` + 3) > ``cpus``), else ''. NCCL's
+    collectives run on the GPU: no caution."""
+    if backend != "gloo" or min(ranks_on_host, threads_per_rank, cpus) < 1:
+        return ""
+    if ranks_on_host * (threads_per_rank + GLOO_THREADS_PER_RANK) <= cpus:
+        return ""
+    return (f"{ranks_on_host} ranks x ({threads_per_rank} training thread"
+            f"{'s' if threads_per_rank > 1 else ''} + {GLOO_THREADS_PER_RANK} of Gloo) on "
+            f"{cpus} CPUs: collectives that overlap compute wait for a core, which simddp "
+            "does not model; overlapped rows run slower than predicted (by 40-53 % with 1-2 "
+            "CPUs per rank, within 12 % with 8: docs/results/2026-11-26-cores-and-overlap.md)")
+
+
+def section_note(section) -> str:
+    """:func:`starved_note` for what a run recorded of itself: a ``realrun bench`` file's
+    ``bench`` section or a ``realrun profile`` file's ``measured`` one, each with its
+    ``backend``, ``threads``, ``cpus`` and ``ranks_on_host`` (files from before 2026-11-26
+    have no ``cpus``: '')::
+
+        >>> section_note({"backend": "gloo", "threads": 1, "cpus": 4, "ranks_on_host": 2})[:28]
+        '2 ranks x (1 training thread'
+        >>> section_note({"backend": "gloo", "threads": 1}), section_note(None)
+        ('', '')
+    """
+    if not isinstance(section, dict):
+        return ""
+    values = [section.get(k) for k in ("ranks_on_host", "threads", "cpus")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return ""
+    return starved_note(str(section.get("backend", "")), *values)
