@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from realrun.validate.settings import ValidateSettings
 from simddp.compare import Comparison, compare_results, format_table
 from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
+from simddp.cpu_share import section_note
 from simddp.host import Host
 from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
 from simddp.link import Link
@@ -120,6 +121,7 @@ class ValidationReport:
         """``summary`` and ``rows``: the prediction made before running; ``anchored``: the
         one with in-run inputs (its own rows, summary and inputs); ``validate``: the rest."""
         doc = self.comparison.to_json(self.timeline_config)
+        doc["cpu_note"] = section_note(self.profile_measured) or None   # the same ranks ran both
         doc["summary"]["failures"] = list(self.failures)
         a = self.anchored
         doc["anchored"] = None if a is None else {
@@ -136,6 +138,7 @@ class ValidationReport:
         what = ("one --module micro-batch per rank" if s.module
                 else f"batch {s.batch} x seq {s.seq}")
         spread = self.profile.compute_spread
+        cpu_note = section_note(self.profile_measured)   # simddp/cpu_share.py
         lines = [f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
                  f"{s.world_size} ranks; {self.load[0]:.2f} -> {self.load[1]:.2f} load; "
                  f"{self.elapsed_s:.0f} s",
@@ -154,6 +157,7 @@ class ValidationReport:
                  f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB)"
                  + ("" if spread is None else
                     f", compute spread x{spread[0]:.2f}–x{spread[1]:.2f}"),
+                 *([f"#   note: measured with {cpu_note}"] if cpu_note else []),
                  format_table(self.comparison, self.timeline_config)]
         if self.anchored is not None:
             lines += ["", anchored_text(self.anchored)]

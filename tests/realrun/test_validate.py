@@ -124,6 +124,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert set(doc) >= {"rows", "summary"}
+    # 2 ranks x (1 thread + Gloo's 3): cautioned below 8 CPUs (simddp/cpu_share.py)
+    assert (doc["cpu_note"] is not None) == (len(os.sched_getaffinity(0)) < 8)
     assert set(doc["summary"]) >= {"median_ape", "max_ape", "spearman",
                                    "predicted_best_bucket_mb", "measured_best_bucket_mb",
                                    "regret"}
