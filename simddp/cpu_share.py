@@ -37,8 +37,9 @@ def starved_note(backend: str, ranks_on_host: int, threads_per_rank: int, cpus: 
     return (f"{ranks_on_host} ranks x ({threads_per_rank} training thread"
             f"{'s' if threads_per_rank > 1 else ''} + {GLOO_THREADS_PER_RANK} of Gloo) on "
             f"{cpus} CPUs: collectives that overlap compute wait for a core, which simddp "
-            "does not model; overlapped rows run slower than predicted (by 40-53 % with 1-2 "
-            "CPUs per rank, within 12 % with 8: docs/results/2026-11-26-cores-and-overlap.md)")
+            "does not model; rows with many small overlapped collectives run slower than "
+            "predicted (a transformer's per-parameter overlap: -53 % with 1 CPU per rank, "
+            "-41 % with 2, +9 % with 8: docs/results/2026-11-26-cores-and-overlap.md)")
 
 
 def section_note(section) -> str:
