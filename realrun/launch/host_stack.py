@@ -17,7 +17,10 @@ all-reduce took 40-70 ms instead of ~1 ms (90 of 5661 pacing wake-ups after a si
 default and what a cluster's hosts run unless tuned, nothing paces and no call took over
 20 ms. So each host namespace runs :data:`CONGESTION_CONTROL`.
 
-The functions build the shell lines; realrun/launch/netns.py runs them in each namespace::
+The functions build the shell lines; realrun/launch/netns.py runs them in each namespace,
+each on its own: where a kernel refuses one (an H100 host's Firecracker kernel answered one
+of a host's two writes with `echo: I/O error`, 2026-11-26), the cluster still comes up and
+says once what it runs without and what that risks (:data:`WITHOUT`)::
 
     >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
     ('3', 'ff,ffffffff', '2,00000000')
@@ -26,6 +29,11 @@ from __future__ import annotations
 
 CONGESTION_CONTROL = "cubic"  # Linux's default since 2.6.19
 _CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"   # per network namespace
+STEER, CONGESTION = "flow steering (RPS)", "their own TCP congestion control"
+# What each step's absence risks, for the warning when a kernel refuses it.
+WITHOUT = {STEER: "a flow's segments may arrive out of order and be retransmitted",
+           CONGESTION: "the box's own congestion control runs, and bbr's pacing stalled "
+                       "waited-for all-reduces for 40-70 ms"}
 
 
 def cpu_mask(cpus: set[int]) -> str:
@@ -42,10 +50,17 @@ def steer_script(dev: str, cpus: set[int]) -> str:
             f"do echo {cpu_mask(cpus)} > $q || exit 1; done")
 
 
-def host_script(dev: str, cpus: set[int]) -> str:
-    """A host's NIC ``dev`` steered by flow, and its TCP on :data:`CONGESTION_CONTROL`.
+def congestion_script() -> str:
+    """The namespace's TCP on :data:`CONGESTION_CONTROL`, written only where it differs.
 
-    >>> host_script("veth0", {0, 1}).split("; ")[-1]
+    >>> congestion_script().split(" || ")[1]
     'echo cubic > /proc/sys/net/ipv4/tcp_congestion_control'
     """
-    return f"{steer_script(dev, cpus)}; echo {CONGESTION_CONTROL} > {_CC_SYSCTL}"
+    return (f'[ "$(cat {_CC_SYSCTL})" = {CONGESTION_CONTROL} ] || '
+            f"echo {CONGESTION_CONTROL} > {_CC_SYSCTL}")
+
+
+def host_steps(dev: str, cpus: set[int]) -> list[tuple[str, str]]:
+    """(what, shell line) for a host: its NIC ``dev`` steered by flow, its TCP on
+    :data:`CONGESTION_CONTROL`. The switch's ports get the :data:`STEER` step alone."""
+    return [(STEER, steer_script(dev, cpus)), (CONGESTION, congestion_script())]

@@ -188,6 +188,7 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
     _ip("-n", hub, "link", "set", "br0", "addrgenmode", "none")
     _ip("-n", hub, "link", "set", "br0", "up")
     cpus = os.sched_getaffinity(0)   # what each NIC and port steers flows over
+    warned: set[str] = set()         # each refused step is said once per cluster
     for i, host in enumerate(hosts):
         _add_netns(host.netns, created)
         etc_dir = os.path.join(_NETNS_ETC_DIR, host.netns)
@@ -203,10 +204,26 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        _ip("netns", "exec", hub, "sh", "-c", host_stack.steer_script(port, cpus))
-        _ip("netns", "exec", host.netns, "sh", "-c", host_stack.host_script(host.ifname, cpus))
+        _best_effort(hub, host_stack.STEER, host_stack.steer_script(port, cpus), warned)
+        for what, script in host_stack.host_steps(host.ifname, cpus):
+            _best_effort(host.netns, what, script, warned)
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
+
+
+def _best_effort(netns: str, what: str, script: str, warned: set[str]) -> bool:
+    """Run ``script`` in ``netns``; where the kernel refuses it, one warning line (once per
+    ``what``) and the cluster goes on without it (realrun/launch/host_stack.py)."""
+    try:
+        _ip("netns", "exec", netns, "sh", "-c", script)
+        return True
+    except RuntimeError as e:
+        if what not in warned:
+            warned.add(what)
+            reason = str(e).rsplit("failed: ", 1)[-1]
+            print(f"realrun: warning: emulated hosts run without {what} ({reason}): "
+                  f"{host_stack.WITHOUT[what]}", file=sys.stderr)
+        return False
 
 
 def _add_netns(name: str, created: list[str]) -> None:
