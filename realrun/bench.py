@@ -25,6 +25,12 @@ How the comparison is kept fair on a noisy box:
   buffers settle), then the timed steps run round-robin in chunks
   of ``chunk`` steps, the starting configuration rotating each round, so slow drift (thermal,
   other tenants) hits all configurations alike;
+- each chunk starts with one untimed step: the first step after switching to another
+  configuration finds the caches holding the previous one's model, which a training job (one
+  model) never does. It ran 12-20 % slower than the chunk's other steps on a 2-vCPU VM (the
+  median over configurations of the first step's median over the others', 30 steps in chunks
+  of 5; the transformer and the mlp of bench/workflow_grid.py) and 1-12 % on a 16-CPU host,
+  and moved the medians by 1-3 % (docs/results/2026-11-26-cores-and-overlap.md, section 5);
 - every timed step starts after a barrier (outside the clock), so the ranks start together;
   a step's time is the max over ranks, as a step ends when its slowest rank ends.
 
@@ -87,6 +93,9 @@ def run_rank(payload: dict, ctx) -> dict:
             n = min(payload["chunk"], steps - start)
             for k in range(len(configs)):
                 i = (k + round_index) % len(configs)
+                if len(configs) > 1:   # back to this model: its caches warm again, untimed
+                    ctx.barrier()
+                    trainers[i].step()
                 for _ in range(n):
                     ctx.barrier()
                     step_s = timed(ctx, trainers[i].step)

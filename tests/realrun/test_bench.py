@@ -96,6 +96,41 @@ def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies()
     assert label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
 
 
+def test_each_chunk_starts_with_an_untimed_step_of_its_configuration(monkeypatch):
+    """Round-robin in chunks, the starting configuration rotating; each chunk first runs one
+    untimed step, as the caches still hold the previous configuration's model."""
+    ran: list[tuple[str, bool]] = []       # (config, timed?) in order
+    clock = {"timing": False}
+
+    class Counting:
+        def __init__(self, config, workload, ctx, payload):
+            self.name = config["strategy"]
+
+        def step(self):
+            ran.append((self.name, clock["timing"]))
+
+        def collectives(self):
+            return 0
+
+    def timed(ctx, step):
+        clock["timing"] = True
+        step()
+        clock["timing"] = False
+        return 0.001
+    monkeypatch.setattr(bench, "Trainer", Counting)
+    monkeypatch.setattr(bench, "timed", timed)
+    ctx = Namespace(barrier=lambda: None, rank=0, world_size=2)
+    workload = Workload.preset(parse_model("mlp-2x64"), 1, 2).to_json()
+    payload = {"workload": workload, "configs": [{"strategy": "a", "bucket_mb": None},
+                                                 {"strategy": "b", "bucket_mb": None}],
+               "steps": 3, "warmup": 1, "chunk": 2}
+    out = bench.run_rank(payload, ctx)
+    assert out["steps_s"] == [[0.001] * 3, [0.001] * 3]
+    assert ran == [("a", False), ("b", False),                           # warm-up
+                   ("a", False), ("a", True), ("a", True), ("b", False), ("b", True), ("b", True),
+                   ("b", False), ("b", True), ("a", False), ("a", True)]  # rotated
+
+
 def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     spec = parse_model("mlp-2x4")
     payload = {"workload": Workload.preset(spec, 1, 2).to_json(),
