@@ -184,6 +184,11 @@ class PlainSteps:
             self.trainer.step()
 
     def chunk(self) -> None:
+        # one untimed step first: the phase before left its own tensors in the caches, and
+        # the first step after it ran x1.10-1.22 slow (rank 0, 4 chunks; realrun bench does
+        # the same at each chunk: docs/results/2026-11-26-cores-and-overlap.md, section 5)
+        self.ctx.barrier()
+        self.trainer.step()
         for _ in range(self.CHUNK):
             self.ctx.barrier()
             self.times.append(timed(self.ctx, self.trainer.step))
