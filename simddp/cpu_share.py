@@ -10,9 +10,9 @@ The evidence (docs/results/2026-11-26-cores-and-overlap.md): the same commit, th
 machine (an H100 host's CPUs), the transformer cell of bench/workflow_grid.py, 2 ranks of
 1 thread: with 16 CPUs the per-parameter overlap row was predicted +8.7 % and +12.2 % and
 the median error was 3.6-4.3 %; pinned to 4 CPUs, overlap −40.7 %, median 8.4 %; pinned to
-2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 1 MiB all-reduce
-launched as the forward starts ends 8.3-8.6 ms later (alone 1.1 ms), as does a 0.5 MB one
-(alone 0.58 ms): two of the kernel's 4 ms scheduler ticks, whatever the size::
+2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 4 KiB to 1 MiB
+all-reduce launched as the forward starts ends 9.6-10.1 ms later (alone 0.34-0.95 ms): about
+two of the kernel's 4 ms scheduler ticks, whatever the size (bench/wake_under_compute.py)::
 
     >>> note = starved_note("gloo", ranks_on_host=2, threads_per_rank=1, cpus=2)
     >>> note.split(":")[0]
