@@ -16,6 +16,7 @@ from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.levels import level_steps, measure_levels
 from calibrate.ranks.sequence import measure_sequence
 from realrun.launch.env import ranks_on_this_cpu, usable_cpus
+from realrun.launch.host_stack import congestion_control
 from simddp.report.progress import Progress
 
 
@@ -37,7 +38,9 @@ def run_rank(payload: dict, ctx) -> dict:
                "local_world_size": ranks_on_this_cpu(ctx.world_size),
                # the CPUs it may run on (taskset, a cpuset), not the machine's count
                "cpu_count": usable_cpus(),
-               "tcp": tcp_congestion_control(),
+               # Gloo's flows run on it, and bbr paced waited-for all-reduces into 40-70 ms
+               # stalls on this project's VMs (docs/results/2026-11-26-pacing-stalls.md)
+               "tcp": congestion_control(),
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}
         if kinds:
@@ -55,14 +58,3 @@ def run_rank(payload: dict, ctx) -> dict:
     finally:
         progress.close()
 
-
-def tcp_congestion_control() -> str:
-    """The congestion control this rank's TCP sockets get (its network namespace's default:
-    cubic on realrun's emulated hosts), "" where Linux does not say. Gloo's flows run on it,
-    and bbr paced waited-for all-reduces into 40-70 ms stalls on this project's VMs
-    (docs/results/2026-11-26-pacing-stalls.md), so the link file records it."""
-    try:
-        with open("/proc/sys/net/ipv4/tcp_congestion_control") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""

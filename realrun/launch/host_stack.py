@@ -28,7 +28,7 @@ says once what it runs without and what that risks (:data:`WITHOUT`)::
 from __future__ import annotations
 
 CONGESTION_CONTROL = "cubic"  # Linux's default since 2.6.19
-_CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"   # per network namespace
+CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"   # per network namespace
 STEER, CONGESTION = "flow steering (RPS)", "their own TCP congestion control"
 # What each step's absence risks, for the warning when a kernel refuses it.
 WITHOUT = {STEER: "a flow's segments may arrive out of order and be retransmitted",
@@ -50,14 +50,25 @@ def steer_script(dev: str, cpus: set[int]) -> str:
             f"do echo {cpu_mask(cpus)} > $q || exit 1; done")
 
 
+def congestion_control() -> str:
+    """The congestion control this process's TCP sockets get (its network namespace's
+    default: :data:`CONGESTION_CONTROL` on realrun's emulated hosts), "" where Linux does
+    not say. calibrate's link file records it (calibrate/ranks/run.py)."""
+    try:
+        with open(CC_SYSCTL) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
 def congestion_script() -> str:
     """The namespace's TCP on :data:`CONGESTION_CONTROL`, written only where it differs.
 
     >>> congestion_script().split(" || ")[1]
     'echo cubic > /proc/sys/net/ipv4/tcp_congestion_control'
     """
-    return (f'[ "$(cat {_CC_SYSCTL})" = {CONGESTION_CONTROL} ] || '
-            f"echo {CONGESTION_CONTROL} > {_CC_SYSCTL}")
+    return (f'[ "$(cat {CC_SYSCTL})" = {CONGESTION_CONTROL} ] || '
+            f"echo {CONGESTION_CONTROL} > {CC_SYSCTL}")
 
 
 def host_steps(dev: str, cpus: set[int]) -> list[tuple[str, str]]:

@@ -111,6 +111,8 @@ class ValidationReport:
     profile = property(lambda self: self.before.profile)
     predicted = property(lambda self: self.before.predicted)
     comparison = property(lambda self: self.before.comparison)
+    # the profile's ranks ran the runs too: their CPUs' caution (simddp/cpu_share.py)
+    cpu_note = property(lambda self: section_note(self.profile_measured))
 
     def verdict(self) -> dict:
         """simddp's recommendation and whether the measurement proves or refutes it
@@ -121,7 +123,7 @@ class ValidationReport:
         """``summary`` and ``rows``: the prediction made before running; ``anchored``: the
         one with in-run inputs (its own rows, summary and inputs); ``validate``: the rest."""
         doc = self.comparison.to_json(self.timeline_config)
-        doc["cpu_note"] = section_note(self.profile_measured) or None   # the same ranks ran both
+        doc["cpu_note"] = self.cpu_note or None
         doc["summary"]["failures"] = list(self.failures)
         a = self.anchored
         doc["anchored"] = None if a is None else {
@@ -138,7 +140,6 @@ class ValidationReport:
         what = ("one --module micro-batch per rank" if s.module
                 else f"batch {s.batch} x seq {s.seq}")
         spread = self.profile.compute_spread
-        cpu_note = section_note(self.profile_measured)   # simddp/cpu_share.py
         lines = [f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
                  f"{s.world_size} ranks; {self.load[0]:.2f} -> {self.load[1]:.2f} load; "
                  f"{self.elapsed_s:.0f} s",
@@ -157,7 +158,7 @@ class ValidationReport:
                  f"({self.profile.grad_total_bytes / 2 ** 20:.1f} MiB)"
                  + ("" if spread is None else
                     f", compute spread x{spread[0]:.2f}–x{spread[1]:.2f}"),
-                 *([f"#   note: measured with {cpu_note}"] if cpu_note else []),
+                 *([f"#   note: measured with {self.cpu_note}"] if self.cpu_note else []),
                  format_table(self.comparison, self.timeline_config)]
         if self.anchored is not None:
             lines += ["", anchored_text(self.anchored)]
