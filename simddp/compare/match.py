@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from simddp.compare.drift import net_of_compute
 from simddp.compare.fidelity import overlap_rows, timeline_fidelity
+from simddp.compare.inputs import check_result, check_unique, find_result, one_job
 from simddp.compare.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
 from simddp.compare.text import config_label, config_list, config_sort_key
@@ -35,9 +36,6 @@ from simddp.errors import InputError
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 
-# Bucket sizes travel as MB floats: int(mb * 2**20) / 2**20 brings 0.1 MB back as 0.09999943
-# (6e-6 relative); 1e-3 is far above that and far below any step between swept sizes.
-BUCKET_REL_TOL = 1e-3
 # realrun bench always measures compute-only (no gradient sync) first. A sweep does not list
 # it, but every prediction carries it as compute_s, so it is compared too: it separates an
 # error of the compute model from an error of the communication model.
@@ -172,10 +170,10 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
             raise InputError(f"{w}: holds {wrong[0]!r} results, expected {src!r} "
                              "(are --predicted and --measured swapped?)")
         for r in results:
-            _check_result(r, w)
-        _check_unique(results, w)
-    model_p, world_p = _one_job(predicted, wp)
-    model_m, world_m = _one_job(measured, wm)
+            check_result(r, w)
+        check_unique(results, w)
+    model_p, world_p = one_job(predicted, wp)
+    model_m, world_m = one_job(measured, wm)
     # A preset's prediction is named "transformer-small@a100,b8s1024" (where its times came
     # from), realrun names the module "transformer-small": the part before "@" is the model.
     if check_model and model_p.split("@")[0] != model_m.split("@")[0]:
@@ -217,24 +215,6 @@ def _compute_only_prediction(predicted: list[Result], m: Result) -> Result | Non
                   collectives=0, accum_steps=accum_steps, compute_s=base.compute_s)
 
 
-def same_bucket(a: float | None, b: float | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return math.isclose(a, b, rel_tol=BUCKET_REL_TOL, abs_tol=1e-9)
-
-
-def find_result(results, strategy: str, bucket_mb: float | None, accum_steps: int | None = None
-                ) -> Result | None:
-    """The result of that configuration (closest bucket within tolerance), or None.
-    ``accum_steps=None`` accepts any, preferring the smallest."""
-    hits = [r for r in results if r.strategy == strategy and same_bucket(r.bucket_mb, bucket_mb)
-            and (accum_steps is None or r.accum_steps == accum_steps)]
-    if not hits:
-        return None
-    return min(hits, key=lambda r: (r.accum_steps,
-                                    0.0 if bucket_mb is None else abs(r.bucket_mb - bucket_mb)))
-
-
 def pick_timeline(comparison: Comparison, spec: str | None = None
                   ) -> tuple[Result, Result | None]:
     """The (predicted, measured-or-None) pair to draw as timelines.
@@ -266,45 +246,5 @@ def pick_timeline(comparison: Comparison, spec: str | None = None
     return predicted, find_result(c.measured, *predicted.config)
 
 
-def _check_result(r: Result, where: str) -> None:
-    """Values the arithmetic below relies on; a hand-edited or truncated file fails here."""
-    def number(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    what = f"{where}: {r.strategy!r}"
-    if not isinstance(r.strategy, str):
-        raise InputError(f"{what}: strategy must be a name like 'ddp'")
-    if r.bucket_mb is not None and not (number(r.bucket_mb) and r.bucket_mb > 0):
-        raise InputError(f"{what}: bucket_mb {r.bucket_mb!r} must be null or a number > 0")
-    if not (isinstance(r.accum_steps, int) and r.accum_steps >= 1):
-        raise InputError(f"{what}: accum_steps {r.accum_steps!r} must be an integer >= 1")
-    what = f"{where}: {config_label(*r.config)}"
-    if not (number(r.step_s) and r.step_s > 0):
-        raise InputError(f"{what} has step_s {r.step_s!r}, expected a time > 0 s")
-    for name in ("step_p5_s", "step_p95_s"):
-        v = getattr(r, name)
-        if v is not None and not (number(v) and v >= 0):
-            raise InputError(f"{what} has {name} {v!r}, expected null or a time >= 0 s")
-
-
-def _check_unique(results: list[Result], where: str) -> None:
-    seen: list[Result] = []
-    for r in results:
-        if find_result(seen, *r.config) is not None:
-            raise InputError(f"{where}: config {config_label(*r.config)} is listed twice "
-                             "(expected one result per configuration)")
-        seen.append(r)
-
-
-def _one_job(results: list[Result], where: str) -> tuple[str, int]:
-    for name, values in (("models", {r.model for r in results}),
-                         ("world sizes", {r.world_size for r in results})):
-        if len(values) > 1:
-            raise InputError(f"{where}: mixes {name} {', '.join(map(str, sorted(values)))}; "
-                             "compare one job at a time")
-    return results[0].model, results[0].world_size
-
-
 def _joined(names) -> str:
     return ", ".join(sorted(set(names)))
-
-
