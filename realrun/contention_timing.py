@@ -96,3 +96,19 @@ def median_overlap(compute, stream: list[torch.Tensor], ctx, repeats: int) -> di
             "stream_bytes": sum(t.numel() * t.element_size()
                                                            for t in stream),
             "stream_count": len(stream)}
+
+
+def compute_after_comm(per_rank: list[dict], compute_s: float) -> float | None:
+    """How much slower the forward + backward ran after the model's all-reduces (the probe's
+    compute alone, which follows the previous repeat's stream) than ``compute_s``, the
+    forward + backward the prediction's layers sum to (back-to-back compute-only steps): the
+    slowest rank's median over it, at least 1 (simddp.host.Host.compute_after_comm). None
+    without a probe or a compute time.
+
+    >>> compute_after_comm([{"compute_alone_s": 0.0245}, {"compute_alone_s": 0.0249}], 0.0214)
+    1.163551
+    """
+    alone = [r.get("compute_alone_s") for r in per_rank or ()]
+    if not alone or None in alone or not compute_s or compute_s <= 0:
+        return None
+    return round(max(1.0, max(alone) / compute_s), 6)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from realrun.configs import COMPUTE_BASES, config_of
-from realrun.contention_timing import median_overlap
+from realrun.contention_timing import compute_after_comm, median_overlap
 from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
                                     measure_hooks)
@@ -261,8 +261,12 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         c = combine_contention([r["measured"]["contention"] for r in ranks])
         measured["contention"] = {k: c[k] for k in ("compute_slowdown", "comm_slowdown",
                                                     "spread", "notes", "per_rank")}
+        # the compute in a step that communicates, on the same basis as the layers' total
+        after = compute_after_comm(c["per_rank"] if compute_basis == "slowest"
+                                   else c["per_rank"][:1], profile.forward_s + profile.backward_s)
+        measured["compute_after_comm"] = after
         host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
-                                   contention_spread=c["spread"])
+                                   contention_spread=c["spread"], compute_after_comm=after)
     if "fsdp_steps_s" in measured:
         host = _with_fsdp_costs(host, ranks, workload.build(seed, 0, torch.device("cpu"))[0],
                                 profile, world, shard_unit_mb)

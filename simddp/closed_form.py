@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from simddp.schedule import optimizer_share_s
 from simddp.contention import contention_for
-from simddp.host import Host
+from simddp.host import Host, after_comm_factor
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
@@ -35,9 +35,10 @@ from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                        host: Host | None = None) -> float:
     if (contention_for(link, host).active or link.burst_bytes is not None
-            or (host is not None and not host.costs(plan.strategy.implementation).free)):
-        raise ValueError("the closed form models neither contention, host costs nor a "
-                         "shaped link's bucket; use the engine")
+            or (host is not None and not host.costs(plan.strategy.implementation).free)
+            or after_comm_factor(host, plan) != 1.0):
+        raise ValueError("the closed form models neither contention, host costs, compute "
+                         "after communication nor a shaped link's bucket; use the engine")
     blocking = not plan.strategy.overlap
     colls = plan.collectives
     dur_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls)

@@ -23,7 +23,9 @@ while the other is busy; a collective by its own mix of the α part's and the by
 factors where the model's were split (simddp/comm_law.py). With a
 :class:`~simddp.host.Host`, the DDP implementation that runs the plan
 (``strategy.implementation``) also pays its hooks, launches and gradient copies on
-the compute lane (simddp/hostwork.py). The engine never looks at a strategy's name.
+the compute lane (simddp/hostwork.py), and a plan with collectives computes at the host's
+speed after communication (``Host.compute_after_comm``). The engine never looks at a
+strategy's name.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import simpy
 from simddp.comm_law import TokenBucket, comm_effects
 from simddp.contention import contention_for
 from simddp.errors import InputError
-from simddp.host import FREE, Host
+from simddp.host import FREE, Host, after_comm_factor
 from simddp.kinds import Lane, Phase, SpanKind
 from simddp.lanes import Lanes
 from simddp.link import Link
@@ -61,7 +63,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         raise InputError(f"world size {world_size} is not {topology.nodes} nodes × "
                          f"{topology.gpus_per_node} GPUs per node")
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
-    schedule = build_schedule(profile, link, plan, world_size, costs, topology)
+    schedule = build_schedule(profile, link, plan, world_size, costs, topology,
+                              after_comm_factor(host, plan))
     contention, slowdowns, bucket = contention_for(link, host), None, None
     if topology is None:   # split contention and a shaped link's bucket, per collective
         contention, slowdowns, bucket = comm_effects(profile, link, plan, world_size, costs,

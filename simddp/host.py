@@ -125,6 +125,16 @@ class Host:
     repeats and ranks (p10, p90), which the prediction ranges take (simddp/ranges.py).
     Both are the file's fields (a profile's ``host_costs``); the engine and the ranges read
     them as one :class:`simddp.contention.Contention` through ``contention_for(link, host)``.
+    ``compute_after_comm``: how much slower the forward + backward run in a step that
+    communicates than in back-to-back compute-only steps, which the profile's layers are
+    scaled to; the engine multiplies every layer's time and the optimizer's by it in a plan
+    with collectives (:func:`after_comm_factor`). Measured with the contention probe's
+    compute alone (a forward + backward), which follows a stream of the model's all-reduces
+    (realrun/profile_on_ranks.py). On a 2-vCPU VM: x1.12-1.25 for the grid's transformer,
+    whose forward is ~100 small ops, x1.01-1.04 for its mlp. There, after 75 all-reduces a
+    forward took 10.2 ms, a backward 12.4 and the optimizer 1.93, against 8.5, 11.7 and 1.73
+    in back-to-back steps; after 10 ms of a Python spin the forward took 9.3 ms
+    (docs/results/2026-11-27-compute-after-comm.md).
     """
 
     name: str
@@ -132,9 +142,14 @@ class Host:
     source: str = ""
     contention: tuple[float, float] | None = None
     contention_spread: tuple[tuple[float, float], tuple[float, float]] | None = None
+    compute_after_comm: float | None = None
 
     def __post_init__(self) -> None:
         owner = f"host {self.name!r}"
+        f = self.compute_after_comm
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float))
+                              or not math.isfinite(f) or f < 1.0):
+            raise InputError(f"{owner}: compute_after_comm must be a slowdown >= 1.0, got {f!r}")
         if self.contention is not None:
             object.__setattr__(self, "contention",
                                check_factors(owner, "contention", self.contention))
@@ -155,10 +170,24 @@ class Host:
 
     @property
     def free(self) -> bool:
-        return all(c.free for c in self.implementations.values()) and self.contention is None
+        return (all(c.free for c in self.implementations.values()) and self.contention is None
+                and self.compute_after_comm in (None, 1.0))
 
     def contended(self, link):
         """``link`` carrying the contention a simulation on this host runs under (this
         host's own, if measured): for readers of a link's factors, such as the closed form's
         refusal. The engine and the ranges ask :func:`simddp.contention.contention_for`."""
         return with_contention(link, None, contention_for(link, self))[0]
+
+
+def after_comm_factor(host: Host | None, plan) -> float:
+    """What the layers' compute is multiplied by in ``plan``: the host's
+    ``compute_after_comm`` where the plan has collectives, else 1 (compute-only steps run
+    back to back, as the profile timed them).
+
+    >>> after_comm_factor(Host("h", compute_after_comm=1.2), type("P", (), {"collectives": (1,)}))
+    1.2
+    """
+    if host is None or host.compute_after_comm is None or not plan.collectives:
+        return 1.0
+    return float(host.compute_after_comm)

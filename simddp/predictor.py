@@ -37,7 +37,7 @@ from operator import attrgetter
 
 from simddp.engine import compute_only_s, make_result, simulate
 from simddp.comm_law import comm_seconds
-from simddp.host import FREE, Host, HostCosts
+from simddp.host import FREE, Host, HostCosts, after_comm_factor
 from simddp.hostwork import host_copies
 from simddp.link import Link
 from simddp.plans import Collective, Plan, plan
@@ -155,11 +155,16 @@ class Predictor:
         if p.micro_steps > 1:
             if pid not in self.parts:
                 self.parts[pid] = [(self._id(part, costs), part) for part in micro_step_plans(p)]
-            profile = self.inputs[scenario_key][0]
-            step_s = sum(self.step_s(part_id, part, costs, scenario_key)
-                         - optimizer_share_s(profile, part, self.world_size)
-                         for part_id, part in self.parts[pid]) + optimizer_share_s(
-                profile, p, self.world_size)
+            profile, _, host = self.inputs[scenario_key]
+
+            def optimizer_s(q: Plan) -> float:   # as the engine charges it in q
+                return optimizer_share_s(profile, q, self.world_size) * after_comm_factor(host, q)
+
+            def part_s(part_id: int, part: Plan) -> float:
+                # a compute-only micro-step of a plan that communicates computes as its plan
+                s = self.step_s(part_id, part, costs, scenario_key) - optimizer_s(part)
+                return s if part.collectives else s * after_comm_factor(host, p)
+            step_s = sum(part_s(*part) for part in self.parts[pid]) + optimizer_s(p)
         elif scenario_key != self.point_key and self._runs_alone(pid, p, costs):
             step_s = (self.step_s(pid, p, costs, self.point_key)
                       + self._parts_moved_s(p, scenario_key, costs))
@@ -194,15 +199,14 @@ class Predictor:
         """How far a scenario moves a plan that runs its lanes one after the other: its
         compute seconds and its comm lane's seconds there minus at the point (host work is
         held at its measurement; contention never applies, nothing overlaps)."""
-        def parts_s(profile: ModelProfile, link: Link, key: tuple) -> float:
+        def parts_s(key: tuple) -> float:
+            profile, link, host = self.inputs[key]
             compute_s = compute_only_s(profile, p.micro_steps,
                                        optimizer_share_s(profile, p, self.world_size))
-            return compute_s + sum(comm_seconds(p, link, self.world_size, costs,
-                                                self._topology(key)))
+            return (compute_s * after_comm_factor(host, p)
+                    + sum(comm_seconds(p, link, self.world_size, costs, self._topology(key))))
 
-        profile, link, _ = self.inputs[scenario_key]
-        return (parts_s(profile, link, scenario_key)
-                - parts_s(self.profile, self.link, self.point_key))
+        return parts_s(scenario_key) - parts_s(self.point_key)
 
 
 def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy: Strategy,

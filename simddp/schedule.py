@@ -70,9 +70,12 @@ class Schedule:
 
 
 def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
-                   costs: HostCosts = FREE, topology: Topology | None = None) -> Schedule:
+                   costs: HostCosts = FREE, topology: Topology | None = None,
+                   compute_factor: float = 1.0) -> Schedule:
     """The tables of one step of ``plan`` on ``link`` under ``costs`` (see the module text);
-    ``topology``: a two-level cluster, ``link`` the link between its nodes."""
+    ``topology``: a two-level cluster, ``link`` the link between its nodes;
+    ``compute_factor``: every layer's forward and backward and the optimizer's seconds x it
+    (a host's compute after communication, :func:`simddp.host.after_comm_factor`)."""
     collectives, micro = plan.collectives, plan.micro_steps
     copy_in, copy_out = host_copies(profile, costs, plan, world_size)
     hold = costs.blocking_collectives
@@ -93,8 +96,9 @@ def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: in
     forward_points = {li for points in at_start[Phase.FORWARD] for li in points}
     return Schedule(
         collectives=collectives, micro_steps=micro,
-        forward=forward_segments(profile, forward_points),
-        backward=[(f"{layer.name} bwd", layer.backward_s, li)
+        forward=[(a, sec * compute_factor, label)
+                 for a, sec, label in forward_segments(profile, forward_points)],
+        backward=[(f"{layer.name} bwd", layer.backward_s * compute_factor, li)
                   for li, layer in reversed(list(enumerate(profile.layers)))],
         after_backward=after_backward, at_start=at_start,
         comm_s=comm_seconds(plan, link, world_size, costs, topology),
@@ -106,7 +110,7 @@ def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: in
                  if plan.units and not costs.free else None),
         hold=hold, waited=waited,
         last_of={c.micro_step: i for i, c in enumerate(collectives)},
-        optimizer_s=optimizer_share_s(profile, plan, world_size))
+        optimizer_s=optimizer_share_s(profile, plan, world_size) * compute_factor)
 
 
 def forward_segments(profile: ModelProfile, points: set[int]) -> list[tuple[int, float, str]]:

@@ -41,6 +41,7 @@ import time
 
 from realrun.bench import run_bench
 from realrun.configs import spec_of
+from realrun.contention_timing import compute_after_comm
 from realrun.launch import LaunchError, is_torchrun, share
 from realrun.profile_on_ranks import ProfileRun
 from realrun.step_clock import clockable
@@ -183,7 +184,8 @@ def profile_host(s: ValidateSettings, profile_run: ProfileRun) -> Host | None:
     host = profile_run.host
     if not s.model_copies:
         host = None if host.contention is None else Host(
-            host.name, {}, host.source, contention=host.contention)
+            host.name, {}, host.source, contention=host.contention,
+            compute_after_comm=host.compute_after_comm)
     return host
 
 
@@ -216,5 +218,10 @@ def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
     sim_profile, anchor, scored_out = profile, None, frozenset()
     if anchored is not None:
         (sim_profile, anchor), scored_out = anchored, frozenset({COMPUTE_ONLY})
+        per_rank = (probes or {}).get("probe:contention", {}).get("per_rank")
+        after = per_rank and compute_after_comm(per_rank,
+                                                sim_profile.forward_s + sim_profile.backward_s)
+        if host is not None and after:   # against the compute it is anchored to, same rounds
+            host = dataclasses.replace(host, compute_after_comm=after)
     return {"link": link, "host": host, "profile": sim_profile, "anchor": anchor,
             "probes": probe_info, "scored_out": scored_out}

@@ -115,6 +115,9 @@ def host_line(host) -> str:
     if parts and host.contention_spread is not None:
         (c0, m0), (c1, m1) = host.contention_spread
         parts[0] += f", p10–p90 x{c0:.2f}–x{c1:.2f} and x{m0:.2f}–x{m1:.2f}"
+    if host.compute_after_comm not in (None, 1.0):
+        parts.append(f"compute x{host.compute_after_comm:.2f} in steps that communicate "
+                     "(forward, backward, optimizer; measured after the model's all-reduces)")
     for impl, c in host.implementations.items():
         copies = "free" if c.copy_gbps is None else f"{c.copy_gbps:.2f} GB/s"
         parts.append(f"{impl}: copies {copies}, hooks {c.hook_s * 1e6:.0f} µs per gradient"

@@ -98,6 +98,10 @@ def setups():
     yield "spreads", toy((0.85, 1.3)), spread_link, None, 4, None
     yield "host", toy((0.9, 1.1)), spread_link, copies, 2, None
     yield "2x2", toy((0.9, 1.1)), spread_link, copies, 4, two_nodes
+    # compute after communication: every plan with collectives, its optimizer too
+    after = dataclasses.replace(copies, compute_after_comm=1.2)
+    yield "after comm", dataclasses.replace(toy((0.9, 1.1)), optimizer_s=0.002), spread_link, \
+        after, 2, None
 
 
 @pytest.mark.parametrize("name, profile, link, host, world, topology", list(setups()),
