@@ -30,6 +30,11 @@ def torchrun(args: list[str], *, cwd: Path | str = ROOT, timeout_s: float = 240,
             "--nproc-per-node", str(nproc), *args]
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout_s)
+    # the ranks' own one-line errors come before torchrun's long ChildFailedError report,
+    # which would push them out of the message's last 2000 characters
+    said = [line for line in done.stderr.splitlines() if "error" in line.lower()
+            and "ChildFailedError" not in line and "errors/__init__" not in line][:10]
     assert done.returncode == 0, (f"torchrun exited {done.returncode}\n"
+                                  f"the ranks said: {said}\n"
                                   f"{done.stdout[-1000:]}\n{done.stderr[-2000:]}")
     return done
