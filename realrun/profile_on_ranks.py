@@ -261,10 +261,10 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         c = combine_contention([r["measured"]["contention"] for r in ranks])
         measured["contention"] = {k: c[k] for k in ("compute_slowdown", "comm_slowdown",
                                                     "spread", "notes", "per_rank")}
-        # the compute in a step that communicates, on the same basis as the layers' total
-        after = compute_after_comm(c["per_rank"] if compute_basis == "slowest"
-                                   else c["per_rank"][:1], profile.forward_s + profile.backward_s)
-        measured["compute_after_comm"] = after
+        # a step that communicates computes as the probe's compute alone (the layers' basis)
+        ranks_of_basis = c["per_rank"][:None if compute_basis == "slowest" else 1]
+        measured["compute_after_comm"] = after = compute_after_comm(
+            ranks_of_basis, profile.forward_s + profile.backward_s)
         host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
                                    contention_spread=c["spread"], compute_after_comm=after)
     if "fsdp_steps_s" in measured:
