@@ -130,8 +130,8 @@ class Host:
     scaled to; the engine multiplies every layer's time and the optimizer's by it in a plan
     with collectives (:func:`after_comm_factor`). Measured with the contention probe's
     compute alone (a forward + backward), which follows a stream of the model's all-reduces
-    (realrun/profile_on_ranks.py). On a 2-vCPU VM: x1.12-1.25 for the grid's transformer,
-    whose forward is ~100 small ops, x1.01-1.04 for its mlp. There, after 75 all-reduces a
+    (realrun/profile_on_ranks.py). On a 2-vCPU VM: x1.12-1.41 for the grid's transformer,
+    whose forward is ~100 small ops, x1.01-1.12 for its mlp. There, after 75 all-reduces a
     forward took 10.2 ms, a backward 12.4 and the optimizer 1.93, against 8.5, 11.7 and 1.73
     in back-to-back steps; after 10 ms of a Python spin the forward took 9.3 ms
     (docs/results/2026-11-27-compute-after-comm.md).
