@@ -23,7 +23,6 @@ rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only st
 from __future__ import annotations
 
 import dataclasses
-import gc
 import statistics
 from typing import NamedTuple
 
@@ -36,9 +35,9 @@ from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, 
 from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
                                     measure_hooks)
 from realrun.launch import run_world
-from realrun.launch.allocator import release_free_memory
 from realrun.launch.env import ranks_on_this_cpu, usable_cpus
 from realrun.launch.world import WorldConfig
+from realrun.peak_memory import PeakMemory, memory_over_ranks
 from realrun.layer_timing import profile_workload
 from realrun.steps import Trainer
 from realrun.tensors import trainable_parameters
@@ -107,64 +106,6 @@ def profile_rank(payload: dict, ctx) -> dict:
     measured["allocator"] = ctx.allocator
     measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}
-
-
-class PeakMemory:
-    """This rank's peak memory per phase, in bytes over what it used when profiling began:
-    on CUDA the caching allocator's ``max_memory_allocated``; on CPU the process's resident
-    high-water mark (VmHWM, reset between phases by writing 5 to /proc/self/clear_refs).
-    Garbage is collected after each reading (on CPU the heap's free blocks handed back too),
-    so a phase's reading is its own peak, not the leftovers of the one before (issue 20 bug 2)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.device = device
-        self.base = self._now()
-        self.phases: dict[str, int] = {}
-        self._reset()
-
-    def mark(self, phase: str) -> None:
-        """Record the peak since the last mark as ``phase``'s; collect garbage; reset."""
-        self.phases[phase] = max(0, self._peak() - self.base)
-        gc.collect()
-        if self.cuda:
-            torch.cuda.empty_cache()
-        else:  # the heap keeps freed blocks (realrun/launch/allocator.py): hand them back
-            release_free_memory()
-        self._reset()
-
-    def summary(self) -> dict:
-        return {"peak_bytes": max(self.phases.values(), default=0), "phases": self.phases,
-                "how": "max_memory_allocated" if self.cuda else "VmHWM over VmRSS at start"}
-
-    def _now(self) -> int:
-        return (torch.cuda.memory_allocated(self.device) if self.cuda
-                else _status_kib("VmRSS") * 1024)
-
-    def _peak(self) -> int:
-        return (torch.cuda.max_memory_allocated(self.device) if self.cuda
-                else _status_kib("VmHWM") * 1024)
-
-    def _reset(self) -> None:
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats(self.device)
-            return
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
-        except OSError:
-            pass  # not Linux: the high-water mark then covers every phase so far
-
-
-def _status_kib(field: str) -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 class PlainSteps:
@@ -271,20 +212,6 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         host = _with_fsdp_costs(host, ranks, workload.build(seed, 0, torch.device("cpu"))[0],
                                 profile, world, shard_unit_mb)
     return ProfileRun(profile, measured, host)
-
-
-def memory_over_ranks(memories: list[dict]) -> dict:
-    """Each phase's peak, the max over ranks; ``torch_ddp_step_bytes``: the phase of plain
-    and torch DDP steps (the same weights, gradients and bucket as a torch DDP job's step).
-
-    >>> memory_over_ranks([{"phases": {"a": 5, "hooks:torch": 4}, "how": "x"},
-    ...                    {"phases": {"a": 3, "hooks:torch": 6}, "how": "x"}])["peak_bytes"]
-    6
-    """
-    phases = {k: max(m["phases"][k] for m in memories) for k in memories[0]["phases"]}
-    return {"peak_bytes": max(phases.values()), "phases": phases,
-            "peak_phase": max(phases, key=phases.get),
-            "torch_ddp_step_bytes": phases.get("hooks:torch"), "how": memories[0]["how"]}
 
 
 def _with_fsdp_costs(host: Host, ranks: list[dict], module, profile: ModelProfile,

@@ -21,7 +21,7 @@ alone where the user chose an allocator or glibc settings (``LD_PRELOAD``, ``MAL
 ``GLIBC_TUNABLES``), asked for glibc as it comes (``REALRUN_ALLOCATOR=default``), and where
 the C library is not glibc. Between measured phases
 :func:`release_free_memory` returns what the heap holds free, so a phase's resident peak is
-its own (realrun.profile_on_ranks.PeakMemory).
+its own (realrun.peak_memory.PeakMemory).
 """
 from __future__ import annotations
 

@@ -5,14 +5,14 @@
 
 Plain torch DDP (model, gradients, its buckets, SGD) on the rank's device, nothing of
 realrun's wrappers; its peak memory over what the rank used before building it, read the way
-``realrun profile`` reads its own (realrun.profile_on_ranks.PeakMemory).
+``realrun profile`` reads its own (realrun.peak_memory.PeakMemory).
 """
 from __future__ import annotations
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from realrun.profile_on_ranks import PeakMemory
+from realrun.peak_memory import PeakMemory
 from realrun.workload import Workload, forward, loss_of
 
 
