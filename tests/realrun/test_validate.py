@@ -194,31 +194,6 @@ def test_anchor_compute_scales_every_phase_by_one_factor():
     assert scale_to_compute_only(profile, []) is None
 
 
-def test_the_anchored_prediction_computes_after_comm_at_the_probes_ratio():
-    """The probe's compute alone (after its stream) over the anchored forward + backward:
-    50 ms of compute anchored to 60 (x1.2), so forward + backward 48 ms; the probe's slower
-    rank computed 54 ms alone: x1.125."""
-    from realrun.validate.pipeline import prediction_inputs
-    from realrun.validate.settings import ValidateSettings
-    from simddp.host import Host
-    from simddp.profile import Layer, ModelProfile
-    profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
-                           optimizer_s=0.010)
-    row = Result("m", "l", "compute-only", None, 2, 0.060, 0.0, 0, source="measured")
-    probe = {"compute_alone_s": 0.054, "comm_alone_s": 0.020, "compute_together_s": 0.060,
-             "comm_together_s": 0.030}
-    probes = {"probe:contention": {"median_s": 0.1, "per_rank": [probe, {**probe,
-                                                                      "compute_alone_s": 0.05}]}}
-    host = Host("h", contention=(1.5, 1.5), compute_after_comm=1.3)
-    inputs = prediction_inputs(ValidateSettings(), Link("l", 1e-3, 1.0, world_size=2), profile,
-                               host, [row], probes)
-    assert inputs["host"].compute_after_comm == pytest.approx(1.125)
-    # without the anchor, the profile phase's own factor stays
-    unanchored = prediction_inputs(ValidateSettings(anchor_compute=False),
-                                   Link("l", 1e-3, 1.0, world_size=2), profile, host, [row], probes)
-    assert unanchored["host"].compute_after_comm == 1.3
-
-
 def test_hook_fields_subtract_each_implementations_copies():
     from realrun.ddp_host_costs import hook_fields
     copy = {"copy_gbps": 1.0, "in_place_gbps": 2.0}            # 4 x 1 MB: 2 ms in place
