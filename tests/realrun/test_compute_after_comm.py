@@ -3,8 +3,17 @@ what the profile's and validate's contention probe give it. The profile CLI's ow
 tests/realrun/test_profiler.py."""
 import pytest
 
+from realrun.contention_timing import compute_after_comm
 from simddp.link import Link
 from simddp.result import Result
+
+
+def test_the_ratio_is_the_slowest_ranks_and_at_least_one():
+    assert compute_after_comm([{"compute_alone_s": 0.02}, {"compute_alone_s": 0.03}],
+                              0.025) == pytest.approx(1.2)
+    assert compute_after_comm([{"compute_alone_s": 0.02}], 0.025) == 1.0
+    assert compute_after_comm([], 0.025) is None
+    assert compute_after_comm([{"compute_alone_s": 0.02}], 0.0) is None
 
 
 def test_the_anchored_prediction_computes_after_comm_at_the_probes_ratio():
