@@ -215,9 +215,6 @@ def _main(argv: list[str] | None) -> int:
     except InputError as e:
         print(f"calibrate: error: {e}", file=sys.stderr)
         return 2
-    except ValueError as e:  # the launcher's bad-argument errors, e.g. nccl without CUDA
-        print(f"calibrate: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
     except (LaunchError, NetnsUnavailable) as e:
         if isinstance(e, NetnsUnavailable):  # no root / no `ip`: the flag can't work here
             print(f"calibrate: error: --emulate-hosts: {e}", file=sys.stderr)
