@@ -128,7 +128,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                            _source(s, world_size, fit, held, oversubscribed, seq,
                                    ranks[0].get("tcp", "")))
     if seq is not None:
-        link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"])
+        link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"],
+                                   idle_wake_s=seq.get("idle_wake_s"))
     spread = time_spread(rows, link.alpha_s)
     if seq is not None:  # how sure the overlapped α is; the blocking α's repeats
         seq["bandwidth_spread"] = spread
@@ -257,8 +258,9 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
         text += f", held-out median err {held['median_rel_err']:.1%}"
     if seq is not None:
         text += (f"; α (overlapped) from {seq['alpha_from']}, blocking α from "
-                 f"{seq['count']} back-to-back all-reduces ({seq['bytes']} B), "
-                 f"lone fit's α {seq['lone_alpha_s'] * 1e6:.0f} µs")
+                 f"{seq['count']} back-to-back all-reduces ({seq['bytes']} B)"
+                 + (", idle wake from the first of them" if "idle_wake_s" in seq else "")
+                 + f", lone fit's α {seq['lone_alpha_s'] * 1e6:.0f} µs")
     if s.kinds:
         text += (f"; kind_fits ({', '.join(s.kinds)}) by the same method on "
                  f"{s.kind_sizes_bytes[0]}..{s.kind_sizes_bytes[-1]} B")

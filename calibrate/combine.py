@@ -6,6 +6,7 @@ then the max over ranks. Pure numpy (no torch), so reading a calibration needs n
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import trim_mean
 
 from calibrate.shaped_chain import blocking_alpha_s
 from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
@@ -54,35 +55,72 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
                      world_size: int, burst_bytes: float | None = None) -> dict:
     """Parent side: the sequence totals (max over ranks of each rank's median) and both αs.
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
-    bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte.
+    bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
+    ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
+    other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
+    compute, simddp.comm_law.idle_wake_s), on average (:func:`wake_mean_s`).
 
     >>> r = combine_sequence([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
     (0.004, 0.002)
+    >>> r = combine_sequence([{"blocking_s": [0.053], "blocking_first_s": [0.008],
+    ...                        "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
+    >>> round(r["blocking_alpha_s"], 6), round(r["idle_wake_s"], 6)   # 9 calls of 5 ms each
+    (0.004, 0.003)
     """
     bytes_s = [bus_factor(world_size) * n / (busbw_gbps * GB) for n in sizes_bytes]
     burst_s = None if burst_bytes is None else burst_bytes / (busbw_gbps * GB)
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]), "bandwidth_s": sum(bytes_s)}
-    laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, bytes_s, burst_s),
+    firsts = [r.get("blocking_first_s") for r in per_rank]
+    split = len(bytes_s) > 1 and all(f and len(f) == len(r["blocking_s"])
+                                     for f, r in zip(firsts, per_rank))
+    chain = bytes_s[1:] if split else bytes_s   # the calls after the first, where timed
+    series = {"blocking": [[b - f for b, f in zip(r["blocking_s"], r["blocking_first_s"])]
+                           for r in per_rank] if split else [r["blocking_s"] for r in per_rank],
+              "async": [r["async_s"] for r in per_rank]}
+    laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
-        total_s = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
-        out[f"{pattern}_s"] = total_s
-        out[alpha] = laws[pattern](total_s)
+        out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
+        out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
         # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
         # median within one run, in stretches of seconds (docs/results/
         # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
         # into the prediction ranges (analysis.py widens the link's time_spread with it).
-        repeats = min(len(r[f"{pattern}_s"]) for r in per_rank)
-        slowest = np.max([r[f"{pattern}_s"][:repeats] for r in per_rank], axis=0)
+        repeats = min(len(t) for t in series[pattern])
+        slowest = np.max([t[:repeats] for t in series[pattern]], axis=0)
         per_repeat = np.array([laws[pattern](float(t)) for t in slowest])
         out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
         out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
+    if split:   # the first call after compute, over its law (a full bucket, if shaped)
+        first_s = wake_mean_s(firsts)
+        law_s = out["blocking_alpha_s"] + max(0.0, bytes_s[0] - (burst_s or 0.0))
+        out["blocking_first_s"] = first_s
+        out["idle_wake_s"] = max(0.0, first_s - law_s)
     # The chain's bytes that the bucket left to the link at that α (on a wire, all of them)
     out["blocking_bytes_s"] = (out["bandwidth_s"] if burst_s is None else
-                               out["blocking_s"] - len(bytes_s) * out["blocking_alpha_s"])
+                               out["blocking_s"] - len(bytes_s) * out["blocking_alpha_s"]
+                               - out.get("idle_wake_s", 0.0))
     return out
+
+
+# The share of a first call's samples trimmed at each end before averaging: a rank's first
+# repeat can take 20 ms (its connections' first use after the sweep).
+WAKE_TRIM = 0.1
+
+
+def wake_mean_s(firsts: list[list[float]]) -> float:
+    """The first call's seconds a step pays on average: per repeat its slowest rank, then the
+    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes
+    (here 0.4-0.7 ms and one 4 ms scheduler tick later, 2-4 ms, a third of them), and a step
+    whose own noise is as wide as the gap shifts by the mean, not by the commoner mode.
+
+    >>> round(wake_mean_s([[0.5e-3] * 6 + [3.5e-3] * 3 + [20e-3], [0.4e-3] * 10]) * 1e3, 3)
+    1.625
+    """
+    n = min(len(f) for f in firsts)
+    return float(trim_mean(np.max([f[:n] for f in firsts], axis=0), WAKE_TRIM))
 
 
 # Sizes whose lone time is mostly α (a 64 KiB all-reduce's bytes take ~50 µs of its ~400 µs

@@ -283,6 +283,10 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
     print(f"α of blocking all-reduces (naive, flat): {seq['blocking_alpha_s'] * 1e6:.0f} µs, "
           f"from {seq['count']} ({human_bytes(seq['bytes'])} in all) each waited for after 20 "
           f"ms of compute, median of {seq['repeats']}: {seq['blocking_s'] * 1e3:.2f} ms")
+    if seq.get("idle_wake_s") is not None:   # the first call after compute, apart
+        print(f"  the first of them took {seq['blocking_first_s'] * 1e3:.2f} ms on average: "
+              f"{seq['idle_wake_s'] * 1e3:.2f} ms over its law, what a step's first collective "
+              "after compute waits for Gloo's threads to wake (idle_wake_s)")
     bucket_s = seq["bandwidth_s"] - seq.get("blocking_bytes_s", seq["bandwidth_s"])
     if bucket_s > 0:
         print(f"  its bytes: {seq['bandwidth_s'] * 1e3:.2f} ms at busbw, of which the link's "

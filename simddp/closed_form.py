@@ -34,11 +34,12 @@ from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                        host: Host | None = None) -> float:
-    if (contention_for(link, host).active or link.burst_bytes is not None
+    if (contention_for(link, host).active or link.burst_bytes is not None or link.idle_wake_s
             or (host is not None and not host.costs(plan.strategy.implementation).free)
             or after_comm_factor(host, plan) != 1.0):
         raise ValueError("the closed form models neither contention, host costs, compute "
-                         "after communication nor a shaped link's bucket; use the engine")
+                         "after communication, a shaped link's bucket nor the wake after "
+                         "compute; use the engine")
     blocking = not plan.strategy.overlap
     colls = plan.collectives
     dur_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls)

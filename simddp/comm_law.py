@@ -163,6 +163,27 @@ class TokenBucket:
         self.at_s = now_s
 
 
+def idle_wake_s(link: Link) -> float:
+    """What the first collective a micro-step issues after compute waits before it runs
+    (``Link.idle_wake_s``; 0 where not measured). The engine charges it once per micro-step,
+    to its first collective when compute ran before it in that micro-step.
+
+    Why: Gloo's threads, and the peer's, sleep between a step's collectives. On this repo's
+    2-vCPU VM the first all-reduce after 20 ms of compute took +0.4…+2.5 ms (median) over
+    the call right after it, 64 KiB to 32 MiB, and +1.7…+3.2 ms after 50 ms; after 2 ms,
+    −0.1…+0.3 ms up to 9 MB (bench/wake_after_compute.py). In realrun bench's timelines a step's first
+    collective ran +3…+8 ms over its law on loopback, the later ones −0.1…+0.5 ms (median),
+    and the naive and flat rows were predicted 4-23 % fast. calibrate measures it after
+    20 ms: 0.6-2.0 ms, about a third of what the timelines show, so it moves the rows a part
+    of the way (docs/results/2026-11-27-idle-wake.md). An FSDP step's first all-gather,
+    issued before any compute, pays none::
+
+        >>> idle_wake_s(Link("l", 0.0, 1.0, idle_wake_s=0.002)), idle_wake_s(Link("l", 0.0, 1.0))
+        (0.002, 0.0)
+    """
+    return link.idle_wake_s or 0.0
+
+
 def comm_effects(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
                  costs: HostCosts, comm_s: list[float], contention: Contention
                  ) -> tuple[Contention, list[float] | None, TokenBucket | None]:

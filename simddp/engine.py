@@ -24,14 +24,15 @@ factors where the model's were split (simddp/comm_law.py). With a
 :class:`~simddp.host.Host`, the DDP implementation that runs the plan
 (``strategy.implementation``) also pays its hooks, launches and gradient copies on
 the compute lane (simddp/hostwork.py), and a plan with collectives computes at the host's
-speed after communication (``Host.compute_after_comm``). The engine never looks at a
-strategy's name.
+speed after communication (``Host.compute_after_comm``). A micro-step's first collective
+issued after compute waits for the link's wake (``Link.idle_wake_s``, simddp/comm_law.py)
+before it runs. The engine never looks at a strategy's name.
 """
 from __future__ import annotations
 
 import simpy
 
-from simddp.comm_law import TokenBucket, comm_effects
+from simddp.comm_law import TokenBucket, comm_effects, idle_wake_s
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host, after_comm_factor
@@ -70,7 +71,8 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         contention, slowdowns, bucket = comm_effects(profile, link, plan, world_size, costs,
                                                      schedule.comm_s, contention)
     env = simpy.Environment()
-    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket)
+    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket,
+                 idle_wake_s(link))
     step.start()
     events = 0
     advance = env.step
@@ -95,10 +97,12 @@ class _Step:
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
                  record: bool, comm_slowdowns: list[float] | None = None,
-                 bucket: TokenBucket | None = None) -> None:
+                 bucket: TokenBucket | None = None, wake_s: float = 0.0) -> None:
         self.env, self.s, self.lanes, self.record = env, schedule, lanes, record
         self.comm_slowdowns = comm_slowdowns     # per collective (split contention), or None
         self.bucket = bucket                     # a shaped link's token bucket, or None
+        self.wake_s = wake_s                     # the first collective after compute waits
+        self.computed = False                    # compute ran in this micro-step (wake)
         n = len(schedule.collectives)
         self.ready = [env.event() for _ in range(n)]          # launched by the compute lane
         self.finished = [env.event() if w else None for w in schedule.waited]
@@ -120,6 +124,7 @@ class _Step:
         gated_backward = s.gated_backward
         for k in range(s.micro_steps):
             after_k, fwd_k, bwd_k = s.after_backward[k], fwd_at[k], bwd_at[k]
+            self.computed = False
             for li, forward_s, label in s.forward:
                 if li in fwd_k:
                     yield from self.reach(fwd_k[li])
@@ -164,17 +169,22 @@ class _Step:
         """The collective stream: each collective in launch order, once released."""
         env, s, lanes, record = self.env, self.s, self.lanes, self.record
         timeout, contended, spans = env.timeout, lanes.contended, lanes.spans
-        slowdowns, bucket = self.comm_slowdowns, self.bucket
+        slowdowns, bucket, wake_s = self.comm_slowdowns, self.bucket, self.wake_s
+        woken = set()   # micro-steps whose first collective started
         for i, c in enumerate(s.collectives):
             ev = self.ready[i]
             if not ev.triggered:
                 yield ev
+            start_s = env.now
+            if wake_s and c.micro_step not in woken:
+                woken.add(c.micro_step)
+                if self.computed:   # Gloo's threads asleep since the last collective
+                    yield timeout(wake_s)
             work_s = s.comm_s[i] if bucket is None else s.comm_s[i] - bucket.unshaped_s(i, env.now)
             if contended:
                 yield from lanes.work(COMM, c.label, s.comm_kinds[i], work_s, self.comm_ref,
-                                      slowdowns[i] if slowdowns else None)
+                                      slowdowns[i] if slowdowns else None, start_s)
             else:
-                start_s = env.now
                 yield timeout(work_s)
                 if record:
                     spans.append((COMM, c.label, start_s, env.now, s.comm_kinds[i]))
@@ -222,6 +232,7 @@ class _Step:
     def layer_work(self, label: str, kind: str, seconds: float):
         """One layer's forward or backward on the compute lane: through the contention
         model when collectives can overlap, else a plain timeout (the cheap path)."""
+        self.computed = True
         if self.lanes.contended:
             yield from self.lanes.work(COMPUTE, label, kind, seconds, self.compute_ref)
             return

@@ -67,6 +67,8 @@ def link_to_json(link: Link, levels: Levels | None = None) -> dict:
         del doc["kind_fits"]
     if doc["burst_bytes"] is None:  # only a shaped link has one
         del doc["burst_bytes"]
+    if doc["idle_wake_s"] is None:  # measured only by a newer calibrate
+        del doc["idle_wake_s"]
     if levels is not None:
         doc["levels"] = {"gpus_per_node": levels.gpus_per_node,
                          **{name: link_to_json(getattr(levels, name)) for name in

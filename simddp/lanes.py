@@ -48,12 +48,12 @@ class Lanes:
             proc.interrupt()  # its rate just changed: let it re-plan its remaining work
 
     def work(self, lane: str, label: str, kind: str, work_s: float, proc_ref: list,
-             slowdown: float | None = None):
+             slowdown: float | None = None, span_from_s: float | None = None):
         """Generator: occupy ``lane`` for ``work_s`` of full-speed work (slowed under
         contention); ``proc_ref[0]`` is the process running it, to interrupt; ``slowdown``:
         this work's own factor under contention (a collective's mix of α and bytes), else
-        the lane's."""
-        start_s = self.env.now
+        the lane's; ``span_from_s``: where its span starts, if before now (a wait it had)."""
+        start_s = self.env.now if span_from_s is None else span_from_s
         if slowdown is not None:
             self.slowdown[lane] = slowdown   # a lane runs one piece of work at a time
         if not self.contended:

@@ -126,6 +126,11 @@ class Link:
     # A shaped link's token bucket (Linux tbf, as realrun's emulated hosts set it up): bytes a
     # rank may send at memory speed after an idle stretch, refilled at busbw; None: a wire.
     burst_bytes: float | None = None
+    # What the first collective a micro-step issues after compute pays on top of its law:
+    # Gloo's threads, and the peer's, asleep since the last collective, wake up (calibrate:
+    # the first of its waited-for chain after 20 ms of compute, less that call's law). The
+    # engine charges it (simddp/wake.py); None: not measured (presets, older files).
+    idle_wake_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -150,6 +155,8 @@ class Link:
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
         if self.burst_bytes is not None:
             _positive(self.name, "burst_bytes", self.burst_bytes)
+        if self.idle_wake_s is not None:
+            _positive(self.name, "idle_wake_s", self.idle_wake_s, allow_zero=True)
         fits = {}
         for kind, fit in dict(self.kind_fits or {}).items():
             if kind not in (REDUCE_SCATTER, ALL_GATHER):

@@ -5,12 +5,16 @@ overlapping DDP queues them asynchronously (``async_op=True``) as gradients beco
 naive one waits for each before issuing the next. Each repeat, on every rank::
 
     barrier; compute; clock; for t in tensors: all_reduce(t)                 -> blocking_s
+                                   (the first call's seconds alone    -> blocking_first_s)
     barrier; compute; clock; works = [all_reduce(t, async_op=True) for t in tensors]
                              for w in works: w.wait()                        -> async_s
     4 x (barrier; clock; all_reduce(4 KiB))                                  -> lone_s
 
 blocking_s gives Link.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
 all-reduces: what a small one costs alone, issue 19); async_s is reported, not used.
+The first waited-for call pays what a step's first collective after compute pays: Gloo's
+threads wake (+1.2…+3.4 ms here after 20 ms of compute, the second call nothing). Its excess
+over the other calls is Link.idle_wake_s, and the blocking α comes from the other calls.
 
 (``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
 "compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward: issued
@@ -69,7 +73,7 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                         for o, i in pairs], [full_bytes(kind, pair) for pair in pairs])
         for call in kinds[kind][0]:  # untimed, as the all-reduces above
             call(False)
-    blocking_s, async_s, lone_s = [], [], []
+    blocking_s, async_s, lone_s, first_s = [], [], [], []
     kinds_s = {kind: [] for kind in kinds}
     order = list(kinds)
     lone = zeros(LONE_BYTES, cfg["dtype"], ctx.device)
@@ -77,26 +81,29 @@ def measure_sequence(cfg: dict, ctx) -> dict:
         for blocking, times in ((True, blocking_s), (False, async_s)):
             if repeat < cfg["repeats"]:
                 ctx.barrier()
-                times.append(timed_sequence(tensors, blocking, ctx))
+                times.append(timed_sequence(tensors, blocking, ctx,
+                                            first_s=first_s if blocking else None))
         if repeat < cfg["repeats"]:
             lone_s += time_allreduce(lone, ctx, 0, LONE_PER_REPEAT)
         if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
             kind = order[repeat % len(order)]
             ctx.barrier()
             kinds_s[kind].append(timed_calls(kinds[kind][0], False, ctx))
-    out = {"blocking_s": blocking_s, "async_s": async_s, "lone_s": lone_s,
-           "lone_bytes": LONE_BYTES}
+    out = {"blocking_s": blocking_s, "blocking_first_s": first_s, "async_s": async_s,
+           "lone_s": lone_s, "lone_bytes": LONE_BYTES}
     if kinds:
         out["kinds"] = {kind: {"async_s": kinds_s[kind], "sizes_bytes": sizes}
                         for kind, (_, sizes) in kinds.items()}
     return out
 
 
-def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
+def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S,
+                   first_s: list | None = None) -> float:
     """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back: each waited
-    for (``blocking``) or all queued, then waited for. realrun's probes time the same."""
+    for (``blocking``) or all queued, then waited for. realrun's probes time the same.
+    ``first_s``: blocking, the first call's seconds are appended to it."""
     return timed_calls([lambda async_op, t=t: dist.all_reduce(t, async_op=async_op)
-                        for t in tensors], blocking, ctx, busy_s)
+                        for t in tensors], blocking, ctx, busy_s, first_s)
 
 
 def busy(busy_s: float, ctx) -> None:
@@ -108,14 +115,18 @@ def busy(busy_s: float, ctx) -> None:
         ctx.synchronize()
 
 
-def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S) -> float:
+def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S,
+                first_s: list | None = None) -> float:
     """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
     returns its work when ``async_op`` is True."""
     busy(busy_s, ctx)
     start_s = time.perf_counter()
     if blocking:
-        for call in calls:
+        for j, call in enumerate(calls):
             call(False)
+            if j == 0 and first_s is not None:
+                ctx.synchronize()
+                first_s.append(time.perf_counter() - start_s)
     else:
         for work in [call(True) for call in calls]:
             work.wait()

@@ -141,7 +141,9 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
     fields: dict = {}
     if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
-        alpha_b, busbw_gbps = chain_and_whole(m["probe:seq-blocking"], m["probe:flat"],
+        # the chain follows 20 ms of compute: its first call paid the wake, charged apart
+        chain_s = m["probe:seq-blocking"] - (link.idle_wake_s or 0.0)
+        alpha_b, busbw_gbps = chain_and_whole(chain_s, m["probe:flat"],
                                               tensor_bytes, world_size, link.burst_bytes,
                                               link.busbw_gbps)
         if busbw_gbps is not None:

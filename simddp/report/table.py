@@ -95,6 +95,8 @@ def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
                 else f"piecewise α–β fit ({len(link.pieces)} pieces)")
     if link.burst_bytes is not None:
         link_law += f", shaped with a {link.burst_bytes / 1e3:.0f} kB token bucket"
+    if link.idle_wake_s:
+        link_law += f", {fmt_sig(link.idle_wake_s * 1e3)} ms wake after compute"
     return (f"model {profile.name}: {profile.n_tensors} gradient tensors, "
             f"{profile.grad_total_bytes / MIB:.1f} MiB of gradients, forward "
             f"{fmt_ms(profile.forward_s, 1)} ms, backward {fmt_ms(profile.backward_s, 1)} ms, "

@@ -102,6 +102,11 @@ def setups():
     after = dataclasses.replace(copies, compute_after_comm=1.2)
     yield "after comm", dataclasses.replace(toy((0.9, 1.1)), optimizer_s=0.002), spread_link, \
         after, 2, None
+    # the wake of the first collective after compute: once per micro-step (sync_each,
+    # no_sync), under contention, and not for FSDP's first all-gather (before any compute)
+    woken = dataclasses.replace(spread_link, idle_wake_s=3e-4)
+    yield "wake", toy((0.9, 1.1)), woken, copies, 2, None
+    yield "wake 2x2", toy((0.9, 1.1)), woken, copies, 4, two_nodes
 
 
 @pytest.mark.parametrize("name, profile, link, host, world, topology", list(setups()),
