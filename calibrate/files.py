@@ -18,7 +18,7 @@ from pathlib import Path
 from calibrate.analysis import Calibration, WorldCalibration
 from calibrate.fit import AlphaBetaFit, PiecewiseFit
 from calibrate.plots import write_plots
-from calibrate.report import bandwidths_gbps, wire_fraction
+from calibrate.report_table import bandwidths_gbps, wire_fraction
 from simddp.io import link_to_json, save_json, write_atomic
 
 

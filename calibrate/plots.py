@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from calibrate.analysis import WorldCalibration
-from calibrate.report import bandwidths_gbps
+from calibrate.report_table import bandwidths_gbps
 from simddp.io import write_atomic
 from simddp.link import GB, bus_factor, kind_factor
 from simddp.report.plots import figure_png
