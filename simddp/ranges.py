@@ -13,10 +13,10 @@ measured it, over its repeats' p10–p90 (``Host.contention_spread``).
 Each *scenario* is a corner of that box: all fast (``low``), all slow (``high``), and the
 two mixed corners, where compute and communication err in opposite directions; then the
 measured contention at its two ends (``contention_low``, ``contention_high``). The mixed
-corners and the contention are what reorder bucket sizes: a job that is really more
-communication-bound than measured wants larger buckets, and one whose all-reduces slow the
-backward less wants smaller ones. A row's range is the min and max over the point and the
-scenarios (``Result.step_range_s``)::
+corners are what reorder bucket sizes: a job that is really more communication-bound than
+measured wants larger buckets. A row's range is the min and max over the point and the
+scenarios (``Result.step_range_s``); the recommendation's worst-case regret is over the
+corners only (:func:`worst_regrets` says why)::
 
     >>> from simddp import Layer, Link, ModelProfile
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002)
@@ -134,19 +134,32 @@ def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None
 
 
 def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list[float] | None:
-    """Each row's worst-case regret over the input scenarios, from (point step, scenario
-    steps) pairs: in each scenario its step over the best row's in the same scenario, minus
-    1; the max over the point and the scenarios. The scenarios move every row together (one
-    profile, one link), so rows are compared within a scenario, not across. None unless
-    every row has the same scenarios.
+    """Each row's worst-case regret over the input corners, from (point step, scenario
+    steps) pairs: in each corner (:data:`SCENARIOS`) its step over the best row's in the same
+    corner, minus 1; the max over the point and the corners. The scenarios move every row
+    together (one profile, one link), so rows are compared within a scenario, not across.
+    None unless every row has the same scenarios.
 
-    >>> a = (0.100, {"low": 0.09, "high": 0.13})
-    >>> b = (0.101, {"low": 0.09, "high": 0.11})
-    >>> [round(x, 3) for x in worst_regrets([a, b])]     # a: 18 % behind b in "high"
-    [0.182, 0.01]
+    The contention's two ends widen the ranges but do not enter the regret. They are the
+    p10 and p90 of single repeats' factors, and a comm factor of one repeat is a difference
+    of four times (×1.0 to ×6.0 on the transformer in one profile), while the point takes
+    the median over every repeat. Their worst case steered the pick to buckets that never
+    overlap: over 115 kept grid cells (bench/workflow_grid.py, 2026-11-25..27, each scored
+    against its own bench) the pick regretted 3.23 % on average with them, 2.43 % over the
+    corners alone and 2.83 % at the point estimate (both halves of the cells agree:
+    docs/results/2026-11-27-idle-wake.md, section 6)::
+
+        >>> a = (0.100, {"low": 0.09, "high": 0.13})
+        >>> b = (0.101, {"low": 0.09, "high": 0.11})
+        >>> [round(x, 3) for x in worst_regrets([a, b])]     # a: 18 % behind b in "high"
+        [0.182, 0.01]
+        >>> c = (0.100, {"low": 0.09, "contention_high": 0.20})
+        >>> d = (0.101, {"low": 0.09, "contention_high": 0.11})
+        >>> [round(x, 3) for x in worst_regrets([c, d])]     # the end widens c's range only
+        [0.0, 0.01]
     """
-    keys = set(rows[0][1] or ()) if rows else set()
-    if not keys or any(set(scen or ()) != keys for _, scen in rows):
+    keys = {k for k in rows[0][1] or () if k in SCENARIOS} if rows else set()
+    if not keys or any({k for k in scen or () if k in SCENARIOS} != keys for _, scen in rows):
         return None
     table = [[point, *(scen[k] for k in sorted(keys))] for point, scen in rows]
     best = [min(col) for col in zip(*table)]

@@ -141,3 +141,16 @@ def test_the_measured_contention_spread_is_two_more_scenarios():
     assert "x1.20–x2.00 compute" in range_sources(toy(), link, host)
     with pytest.raises(InputError, match="contention_spread"):
         Host("h", contention=(1.5, 1.5), contention_spread=((1.2, 0.9), (2.0, 2.0)))
+
+
+def test_the_contention_ends_widen_a_range_but_do_not_steer_the_pick():
+    # two bucket sizes, equal in every corner; at contention's high end the overlapped one
+    # (1 MB) is 30 % behind. Its range shows that; the pick stays with the point estimate.
+    def row(mb, step_s, high_s):
+        return Result("m", "l", "ddp", mb, 2, step_s, 0.0, 1, 1, 0.0,
+                      scenarios_s={"low": step_s, "high": step_s, "comm_bound": step_s,
+                                   "compute_bound": step_s, "contention_low": step_s,
+                                   "contention_high": high_s})
+    small, large = row(1.0, 0.100, 0.130), row(25.0, 0.101, 0.101)
+    assert small.step_range_s == pytest.approx((0.100, 0.130))
+    assert recommend([small, large]).bucket_mb == 1.0
