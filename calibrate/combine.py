@@ -1,7 +1,9 @@
 """The parent's side of a calibration: each rank's raw timings combined into one number.
 
 A step ends when its slowest rank ends, so every combination takes each rank's median and
-then the max over ranks. Pure numpy (no torch), so reading a calibration needs no GPU stack.
+then the max over ranks (the wake after compute: each repeat's slowest rank, then a trimmed
+mean, :func:`wake_mean_s`). numpy and scipy, no torch: reading a calibration needs no GPU
+stack.
 """
 from __future__ import annotations
 
