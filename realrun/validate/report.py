@@ -48,6 +48,8 @@ class Prediction:
             "link": {"name": l.name, "alpha_us": l.alpha_s * 1e6,
                      "blocking_alpha_us": (None if l.blocking_alpha_s is None
                                            else l.blocking_alpha_s * 1e6),
+                     "idle_wake_ms": (None if l.idle_wake_s is None
+                                      else l.idle_wake_s * 1e3),
                      "busbw_gbps": l.busbw_gbps, "compute_slowdown": l.compute_slowdown,
                      "comm_slowdown": l.comm_slowdown, "time_spread": l.time_spread},
             "host_costs": None if self.host is None else {
@@ -147,7 +149,9 @@ class ValidationReport:
                  "alone (what calibrate + realrun profile + simddp sweep give a user):",
                  f"#   link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
                  + ("" if l.blocking_alpha_s is None else
-                    f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)") + ", busbw "
+                    f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)")
+                 + ("" if not l.idle_wake_s else
+                    f", wake after compute {l.idle_wake_s * 1e3:.2f} ms") + ", busbw "
                  f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
                  f"comm x{l.comm_slowdown:.2f}",
                  *link_warnings(l),
