@@ -4,9 +4,19 @@ flow in order, and its TCP uses Linux's default congestion control, whatever thi
 **Flow steering.** A veth queues each packet on the backlog of the CPU that sent it, and a
 flow's segments leave from both vCPUs, so they could arrive out of order, which TCP takes for
 loss (spurious retransmits, a smaller window). A NIC keeps a flow in order; with receive
-packet steering (RPS) over all CPUs each flow hashes to one backlog. In a stretch with
-reordering, naive beside ddp on the transformer at 2 Gbit/s took 182-184 ms a step against
-109-110 ms steered (docs/results/2026-11-26-cpu-bound-collectives.md, section 5).
+packet steering (RPS) each flow is handled on one CPU. In a stretch with reordering, naive
+beside ddp on the transformer at 2 Gbit/s took 182-184 ms a step against 109-110 ms steered
+(docs/results/2026-11-26-cpu-bound-collectives.md, section 5).
+
+**One CPU per host** (:func:`host_cpus`). RPS over all CPUs hashes each flow, by its random
+ports, to one of them: every launch drew another placement of the flows' receive work, and
+its own speed. FSDP2's 225 waited-for collectives on the transformer at 2 Gbit/s took
+104-182 ms over 12 launches (fsdp's step 292-412 ms), a regime per launch, steady within it;
+a prediction built from one launch (calibrate, the profile) missed another by up to 30 %.
+With host i's NIC and switch port steered to CPU i (mod the CPUs), as a cluster host's NIC
+is served by its own cores, they took 138-158 ms over 8 launches (fsdp 312-339 ms; all hosts
+on one CPU: 100-117 over 11). ``python bench/steer_regimes.py``;
+docs/results/2026-11-27-steering-regimes.md.
 
 **Congestion control.** A namespace inherits the box's default, and this project's VMs set
 ``bbr``, which paces every flow by its own bandwidth estimate. Between the bursts of waited-for
@@ -24,6 +34,8 @@ says once what it runs without and what that risks (:data:`WITHOUT`)::
 
     >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
     ('3', 'ff,ffffffff', '2,00000000')
+    >>> [host_cpus(i, {4, 6}) for i in range(3)]
+    [{4}, {6}, {4}]
 """
 from __future__ import annotations
 
@@ -43,8 +55,15 @@ def cpu_mask(cpus: set[int]) -> str:
     return ",".join([digits[:head]] + [digits[i:i + 8] for i in range(head, len(digits), 8)])
 
 
+def host_cpus(index: int, cpus: set[int]) -> set[int]:
+    """The CPU host ``index``'s NIC and switch port steer flows to: one per host, round
+    the CPUs this process may use (a fixed placement, not a random one per launch)."""
+    ordered = sorted(cpus)
+    return {ordered[index % len(ordered)]}
+
+
 def steer_script(dev: str, cpus: set[int]) -> str:
-    """RPS over ``cpus`` on each of ``dev``'s receive queues. sysfs shows a namespace's
+    """RPS to ``cpus`` on each of ``dev``'s receive queues. sysfs shows a namespace's
     devices only where it is mounted for it, as `ip netns exec` does."""
     return (f"for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; "
             f"do echo {cpu_mask(cpus)} > $q || exit 1; done")

@@ -21,8 +21,8 @@ held a queued segment until the sender's next one, TCP's loss probe 40-70 ms lat
 transformer's 75 waited-for all-reduces 172 ms shaped at the NIC, 102 at the port;
 docs/REALRUN.md). In the hub a segment has left its socket, so TCP does not wait on it.
 
-Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): every NIC and
-switch port steers by flow (RPS), so a flow stays in order, and each host's TCP runs cubic,
+Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): host i's NIC and
+switch port steer to CPU i (RPS), so a flow stays in order, and each host's TCP runs cubic,
 Linux's default, not this box's choice (bbr paced waited-for all-reduces into 40-70 ms stalls).
 Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
 Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
@@ -187,7 +187,7 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
     # address on the NIC it is told to use.
     _ip("-n", hub, "link", "set", "br0", "addrgenmode", "none")
     _ip("-n", hub, "link", "set", "br0", "up")
-    cpus = os.sched_getaffinity(0)   # what each NIC and port steers flows over
+    cpus = os.sched_getaffinity(0)   # host i's NIC and port steer to one of them (host_stack)
     warned: set[str] = set()         # each refused step is said once per cluster
     for i, host in enumerate(hosts):
         _add_netns(host.netns, created)
@@ -204,8 +204,9 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.ifname)
         _ip("-n", host.netns, "link", "set", host.ifname, "addrgenmode", "none")
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
-        _best_effort(hub, host_stack.STEER, host_stack.steer_script(port, cpus), warned)
-        for what, script in host_stack.host_steps(host.ifname, cpus):
+        cpu = host_stack.host_cpus(i, cpus)
+        _best_effort(hub, host_stack.STEER, host_stack.steer_script(port, cpu), warned)
+        for what, script in host_stack.host_steps(host.ifname, cpu):
             _best_effort(host.netns, what, script, warned)
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])

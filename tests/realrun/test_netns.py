@@ -95,8 +95,10 @@ def test_cluster_layout_and_teardown(need_netns):
                                    "port2"], capture_output=True, text=True, check=True).stdout
             assert "tbf" in port and "rate 2Gbit" in port
             assert "tbf" not in _run_in(cluster, 2, ["tc", "qdisc", "show", "dev", "veth2"])
-            # every NIC and port steers by flow over the CPUs (RPS), so a flow stays in order
-            mask = sum(1 << cpu for cpu in os.sched_getaffinity(0))
+            # host i's NIC and port steer flows to CPU i (RPS), mod the CPUs: a flow stays in
+            # order, and its receive work does not move between launches
+            cpus = sorted(os.sched_getaffinity(0))
+            mask = 1 << cpus[2 % len(cpus)]
             rps = "/sys/class/net/{}/queues/rx-0/rps_cpus"
             nic = _run_in(cluster, 2, ["cat", rps.format("veth2")])
             hub = subprocess.run(["ip", "netns", "exec", cluster.hub_netns, "cat",
