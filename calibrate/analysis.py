@@ -40,7 +40,8 @@ class KindCalibration:
 
     @property
     def kind_fit(self) -> KindFit:
-        return KindFit(self.fit.alpha_s, self.fit.busbw_gbps)
+        return KindFit(self.fit.alpha_s, self.fit.busbw_gbps,
+                       (self.sequence or {}).get("blocking_alpha_s"))
 
 
 @dataclass(frozen=True)

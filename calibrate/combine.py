@@ -216,20 +216,31 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
 
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
                           world_size: int) -> dict:
-    """Parent side, for a reduce-scatter or all-gather queued back to back in the sequence
-    step (ranks/sequence.py): its total (max over ranks of each rank's median) and α.
+    """Parent side, for a reduce-scatter or all-gather in the sequence step
+    (ranks/sequence.py): queued back to back, its total (max over ranks of each rank's
+    median) and α; waited for, where the ranks timed that too, the blocking α of the calls
+    after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
+    busbw, on a shaped link too: simddp charges a kind with its own fit every byte
+    (simddp.comm_law.token_bucket), its busbw having been fitted with the bucket inside.
 
-    >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10}}}
-    >>> round(combine_kind_sequence([seq], "all_gather", 1.0, 2)["alpha_s"], 6)   # 10 x 0.5 ms
-    0.0025
+    >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10,
+    ...                                 "blocking_s": [0.04], "blocking_first_s": [0.004]}}}
+    >>> r = combine_kind_sequence([seq], "all_gather", 1.0, 2)      # bytes 0.5 ms a call
+    >>> round(r["alpha_s"], 6), round(r["blocking_alpha_s"], 6)     # 9 calls of 4 ms each
+    (0.0025, 0.0035)
     """
     runs = [r["kinds"][kind] for r in per_rank]
     sizes = runs[0]["sizes_bytes"]
+    bytes_s = [kind_factor(kind, world_size) * n / (busbw_gbps * GB) for n in sizes]
     out = {"count": len(sizes), "bytes": int(sum(sizes)), "repeats": len(runs[0]["async_s"]),
-           "bandwidth_s": sum(kind_factor(kind, world_size) * n / (busbw_gbps * GB)
-                              for n in sizes),
+           "bandwidth_s": sum(bytes_s),
            "async_s": max(float(np.median(r["async_s"])) for r in runs)}
     out["alpha_s"] = max(0.0, (out["async_s"] - out["bandwidth_s"]) / len(sizes))
+    if len(sizes) > 1 and all(r.get("blocking_s") and len(r.get("blocking_first_s") or ())
+                              == len(r["blocking_s"]) for r in runs):
+        out["blocking_s"] = max(float(np.median([b - f for b, f in zip(
+            r["blocking_s"], r["blocking_first_s"])])) for r in runs)   # calls 2..N
+        out["blocking_alpha_s"] = blocking_alpha_s(out["blocking_s"], bytes_s[1:], None)
     return out
 
 

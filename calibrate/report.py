@@ -55,6 +55,8 @@ def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float,
         alpha = (f"α {f.alpha_s * 1e6:.0f} µs (from {seq['alpha_from']}; {seq['count']} "
                  f"queued {seq['async_s'] * 1e3:.2f} ms, not used; lone fit "
                  f"{lone.alpha_s * 1e6:.0f} µs)")
+        if seq.get("blocking_alpha_s") is not None:
+            alpha += f"; waited for each: α {seq['blocking_alpha_s'] * 1e6:.0f} µs"
     else:
         alpha = f"α {f.alpha_s * 1e6:.0f} µs (lone fit)"
     if f.busbw_gbps >= MAX_BUSBW_GBPS / 2:

@@ -65,6 +65,9 @@ def link_to_json(link: Link, levels: Levels | None = None) -> dict:
     doc = {"format": LINK_FORMAT, **_plain(link)}
     if not doc["kind_fits"]:  # measured per collective kind only by a newer calibrate
         del doc["kind_fits"]
+    for fit in doc.get("kind_fits", {}).values():
+        if fit["blocking_alpha_s"] is None:  # measured only by a newer calibrate
+            del fit["blocking_alpha_s"]
     if doc["burst_bytes"] is None:  # only a shaped link has one
         del doc["burst_bytes"]
     if doc["idle_wake_s"] is None:  # measured only by a newer calibrate

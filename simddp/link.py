@@ -93,10 +93,13 @@ class LinkPiece:
 
 @dataclass(frozen=True)
 class KindFit:
-    """α and busbw calibrate measured for one collective kind (reduce_scatter, all_gather)."""
+    """α and busbw calibrate measured for one collective kind (reduce_scatter, all_gather);
+    ``blocking_alpha_s``: its α when each is waited for before the next (FSDP2 on Gloo),
+    measured on its own chain; None: not measured (the all-reduce's wait is added instead)."""
 
     alpha_s: float
     busbw_gbps: float
+    blocking_alpha_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -167,9 +170,12 @@ class Link:
                     fit = KindFit(**fit)
                 except TypeError:
                     raise InputError(f"link {self.name!r}: kind_fits.{kind} must be "
-                                     "{alpha_s, busbw_gbps}") from None
+                                     "{alpha_s, busbw_gbps[, blocking_alpha_s]}") from None
             _positive(self.name, f"kind_fits.{kind}.alpha_s", fit.alpha_s, allow_zero=True)
             _positive(self.name, f"kind_fits.{kind}.busbw_gbps", fit.busbw_gbps)
+            if fit.blocking_alpha_s is not None:
+                _positive(self.name, f"kind_fits.{kind}.blocking_alpha_s",
+                          fit.blocking_alpha_s, allow_zero=True)
             fits[kind] = fit
         object.__setattr__(self, "kind_fits", fits)
         if self.world_size is not None and (not isinstance(self.world_size, int)
@@ -204,15 +210,28 @@ class Link:
     def kind_law(self, kind: str, n_bytes: float, blocking: bool = False
                  ) -> tuple[float, float]:
         """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else
-        the all-reduce's (:meth:`law`). A fit's α is a lone collective's; ``blocking`` adds
-        what waiting for each before the next costs an all-reduce (``blocking_alpha_s`` −
-        ``alpha_s``): the main thread's hand-off and wake-up, there for every kind (2 Gloo
-        ranks here, 32 waited for after 20 ms of compute against one after a barrier, 64 KiB
-        and 512 KiB: all-reduce +0.8…+1.3 ms, reduce-scatter +0.6…+1.7, all-gather
-        +0.4…+0.6; docs/results/2026-11-25-small-collective-law.md, section 7)."""
+        the all-reduce's (:meth:`law`). A fit's α is a lone collective's; ``blocking``: the
+        kind's own waited-for α where calibrate measured it, else the lone α plus what
+        waiting for each before the next costs an all-reduce (:attr:`wait_s`).
+
+        Why its own: the all-reduce's wait does not carry over to other kinds. In three
+        validates on the emulated 2 Gbit/s link, waited-for all-reduces read 778-897 µs of α
+        against 382-466 lone, and simddp charged FSDP2's 225 waited-for all-gathers and
+        reduce-scatters on the transformer 201-251 ms against 131-154 ms measured (fsdp
+        +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
+        all-reduce's wait was 28 µs (docs/results/2026-11-27-steering-regimes.md).
+
+        >>> link = Link("l", 400e-6, 1.0, blocking_alpha_s=800e-6,
+        ...             kind_fits={"all_gather": KindFit(200e-6, 1.0, 300e-6),
+        ...                        "reduce_scatter": KindFit(200e-6, 1.0)})
+        >>> [round(link.kind_law(k, 1e6, True)[0] * 1e6) for k in ("all_gather", "reduce_scatter")]
+        [300, 600]
+        """
         fit = self.kind_fits.get(kind)
         if fit is None:
             return self.law(n_bytes, blocking)
+        if blocking and fit.blocking_alpha_s is not None:
+            return fit.blocking_alpha_s, fit.busbw_gbps
         return fit.alpha_s + (self.wait_s if blocking else 0.0), fit.busbw_gbps
 
     @property
@@ -259,7 +278,9 @@ class Link:
                        pieces=tuple(replace(p, alpha_s=p.alpha_s * factor,
                                             busbw_gbps=p.busbw_gbps / factor)
                                     for p in self.pieces),
-                       kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor)
+                       kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor,
+                                             None if f.blocking_alpha_s is None
+                                             else f.blocking_alpha_s * factor)
                                   for k, f in self.kind_fits.items()})
 
     def with_overrides(self, alpha_us: float | None = None,

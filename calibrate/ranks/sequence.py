@@ -35,8 +35,12 @@ inside Gloo, measured 2026-11-22, docs/CALIBRATE.md); a sweep's small sizes jump
 With ``kinds`` (reduce_scatter, all_gather: calibrate/ranks/kinds.py), each repeat also queues
 one collective of one kind per size, the kinds in turn (so each gets half the repeats with two:
 the default run stays within 1.5x its time without kinds), n the full bytes, async as FSDP2
-issues them, and
+issues them on NCCL, and
 ``α_kind = (async_s − Σ (p−1)/p·n/busbw_kind) / N`` is that kind's α in Link.kind_fits.
+Then the same collectives again, each waited for, as FSDP2 issues them on Gloo/CPU: the
+calls after the first give the kind's blocking α (KindFit.blocking_alpha_s): what waiting
+costs an all-reduce did not carry over to the other kinds (+20…+28 % on fsdp's step,
+docs/results/2026-11-27-steering-regimes.md).
 """
 from __future__ import annotations
 
@@ -74,7 +78,7 @@ def measure_sequence(cfg: dict, ctx) -> dict:
         for call in kinds[kind][0]:  # untimed, as the all-reduces above
             call(False)
     blocking_s, async_s, lone_s, first_s = [], [], [], []
-    kinds_s = {kind: [] for kind in kinds}
+    kinds_s = {kind: {"async_s": [], "blocking_s": [], "blocking_first_s": []} for kind in kinds}
     order = list(kinds)
     lone = zeros(LONE_BYTES, cfg["dtype"], ctx.device)
     for repeat in range(max(cfg["repeats"], len(order))):  # every kind at least once
@@ -87,12 +91,16 @@ def measure_sequence(cfg: dict, ctx) -> dict:
             lone_s += time_allreduce(lone, ctx, 0, LONE_PER_REPEAT)
         if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
             kind = order[repeat % len(order)]
-            ctx.barrier()
-            kinds_s[kind].append(timed_calls(kinds[kind][0], False, ctx))
+            for blocking in (False, True):
+                ctx.barrier()
+                times = kinds_s[kind]
+                times["blocking_s" if blocking else "async_s"].append(timed_calls(
+                    kinds[kind][0], blocking, ctx,
+                    first_s=times["blocking_first_s"] if blocking else None))
     out = {"blocking_s": blocking_s, "blocking_first_s": first_s, "async_s": async_s,
            "lone_s": lone_s, "lone_bytes": LONE_BYTES}
     if kinds:
-        out["kinds"] = {kind: {"async_s": kinds_s[kind], "sizes_bytes": sizes}
+        out["kinds"] = {kind: {**kinds_s[kind], "sizes_bytes": sizes}
                         for kind, (_, sizes) in kinds.items()}
     return out
 

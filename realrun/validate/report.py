@@ -80,9 +80,11 @@ def caveats(settings: ValidateSettings) -> list[str]:
     if settings.backend == "gloo" and any(s in SHARDED for s in settings.strategies):
         out.append("caveat: fsdp/zero2 on Gloo: FSDP2's host work and blocking collectives are "
                    "measured with the profile and charged (realrun/fsdp_host_costs.py); a "
-                   "waited-for reduce-scatter or all-gather is charged what waiting costs an "
-                   "all-reduce (blocking α − α), which is 0.4-1.7 ms a call here but not the "
-                   "same for every kind (docs/results/2026-11-25-small-collective-law.md)")
+                   "waited-for reduce-scatter or all-gather is charged its kind's waited-for α "
+                   "(calibrate's since 2026-11-27; an older link's: the all-reduce's wait "
+                   "added to the kind's α, which over-charged the transformer's 225 calls "
+                   "by 40-80 % in 3 of 6 validates here: "
+                   "docs/results/2026-11-27-steering-regimes.md)")
     if settings.backend == "gloo" and settings.comm_hooks:
         out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
                    "slower than simddp's byte counts say, and PowerSGD runs bucket by bucket "

@@ -94,13 +94,18 @@ def _ranks(world_size: int = 2, sequence: bool = True, kinds=KINDS) -> list[dict
     for rank in range(world_size):
         out = {"rank": rank, "world_size": world_size, "sweep": sweep("all_reduce"),
                "kinds": {kind: sweep(kind) for kind in kinds}}
-        if sequence:  # α in a step: 300 µs per collective, on top of the bandwidth terms
+        if sequence:  # α in a step: 300 µs per collective, on top of the bandwidth terms;
+            # each waited for, 500 µs after a first call of 2 ms (the wake)
             total = {k: float(predict_s(300e-6, BUSBW[k], seq_sizes, world_size, k).sum())
                      for k in BUSBW}
+            waited = {k: 2e-3 + float(predict_s(500e-6, BUSBW[k], seq_sizes[1:], world_size,
+                                                k).sum()) for k in BUSBW}
             out["sequence"] = {"blocking_s": [total["all_reduce"] * 1.2] * 3,
                                "async_s": [total["all_reduce"]] * 3,
-                               "kinds": {k: {"async_s": [total[k]] * 3, "sizes_bytes": seq_sizes}
-                                         for k in kinds}}
+                               "kinds": {k: {"async_s": [total[k]] * 3,
+                                             "blocking_s": [waited[k]] * 3,
+                                             "blocking_first_s": [2e-3] * 3,
+                                             "sizes_bytes": seq_sizes} for k in kinds}}
         ranks.append(out)
     return ranks
 
@@ -122,6 +127,8 @@ def test_analyse_writes_kind_fits_with_the_step_alpha():
         assert fits[kind].alpha_s == pytest.approx(ALPHA_S, rel=0.05)   # small sizes' lone α
         assert c_seq(world, kind)["queued_alpha_s"] == pytest.approx(300e-6, rel=0.01)
         assert fits[kind].busbw_gbps == pytest.approx(BUSBW[kind], rel=0.03)
+        # waited for each, the calls after the first: its own α, not the all-reduce's wait
+        assert fits[kind].blocking_alpha_s == pytest.approx(500e-6, rel=0.05)
         c = world.kinds[kind]
         assert c.lone_fit.alpha_s == pytest.approx(ALPHA_S, rel=0.2)  # the sweep's own
         assert c.sequence["count"] == 8 and c.heldout["heldout_bytes"]
@@ -139,6 +146,7 @@ def test_without_the_sequence_step_kind_fits_are_the_lone_fits():
     assert kind == "all_gather" and c.sequence is None and c.fit is c.lone_fit
     assert world.link.kind_fits[kind].alpha_s == pytest.approx(ALPHA_S, rel=0.2)
     assert world.link.kind_fits[kind].busbw_gbps == pytest.approx(0.5, rel=0.03)
+    assert world.link.kind_fits[kind].blocking_alpha_s is None   # no chain waited for
 
 
 def test_link_round_trip_with_and_without_kind_fits():
@@ -153,6 +161,21 @@ def test_link_round_trip_with_and_without_kind_fits():
     assert again == link and again.kind_fits == link.kind_fits
     # and the simulator's law uses them: α + (p−1)/p · n / busbw
     assert again.collective_s("all_gather", 1e6, 2) == pytest.approx(2e-4 + 0.5e6 / 0.5e9)
+    # a kind's own waited-for α round-trips and replaces α + the all-reduce's wait
+    link = dataclasses.replace(link, blocking_alpha_s=ALPHA_S + 4e-4, kind_fits={
+        "all_gather": KindFit(2e-4, 0.5, 2.5e-4), "reduce_scatter": KindFit(3e-4, 0.8)})
+    doc = json.loads(json.dumps(link_to_json(link)))
+    assert doc["kind_fits"]["all_gather"]["blocking_alpha_s"] == 2.5e-4
+    assert "blocking_alpha_s" not in doc["kind_fits"]["reduce_scatter"]
+    again = link_from_json(doc)
+    assert again == link
+    assert again.collective_s("all_gather", 1e6, 2, True) == pytest.approx(2.5e-4 + 1e-3)
+    assert again.collective_s("reduce_scatter", 1e6, 2, True) == pytest.approx(
+        3e-4 + 4e-4 + 0.5e6 / 0.8e9)
+    assert again.time_scaled(2.0).kind_fits["all_gather"].blocking_alpha_s == 5e-4
+    with pytest.raises(InputError, match="kind_fits.all_gather.blocking_alpha_s"):
+        link_from_json({**doc, "kind_fits": {"all_gather": {
+            "alpha_s": 2e-4, "busbw_gbps": 0.5, "blocking_alpha_s": -1e-4}}})
 
 
 def test_files_and_report_show_each_kind(tmp_path, capsys):
@@ -174,6 +197,7 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
     assert "other collectives, 1 KiB–64 MiB (n = the full" in out
     assert "reduce_scatter: α 100 µs (from 7 lone sizes up to 64 KiB; 8 queued" in out
     assert "the all-reduce's; held-out" in out and "all_gather: α" in out
+    assert "; waited for each: α 500 µs" in out
     assert "fitted on the same sizes" not in out   # the kinds ran on all the sizes here
     # when they stop below the all-reduce's largest size, the like-for-like ratio too
     from calibrate.report import describe_kind
@@ -222,7 +246,8 @@ def test_a_short_real_run_writes_kind_fits(tmp_path):
         for kind in want:
             fit = link.kind_fits[kind]
             assert fit.alpha_s >= 0 and fit.busbw_gbps > 0
-            assert f"  {kind}: α" in proc.stdout
+            assert fit.blocking_alpha_s is not None and fit.blocking_alpha_s >= 0
+            assert f"  {kind}: α" in proc.stdout and "waited for each: α" in proc.stdout
         run = json.loads((out / "allreduce.json").read_text())["runs"][0]
         # the all-reduce's sizes up to a quarter of --max-bytes (64K): 1K..16K
         assert [r["size_bytes"] for r in run["kinds"][want[0]]["rows"]] == [

@@ -255,6 +255,27 @@ def test_blocking_collectives_hold_the_compute_lane():
     assert step_ms(run_host("fsdp", HostCosts())) == 10.5
 
 
+def test_blocking_collectives_pay_their_own_kinds_waited_for_alpha():
+    # calibrate measured each kind waited for: all-gather 0.25 ms, reduce-scatter 0.5 ms of α
+    # (the all-reduce's wait, blocking α 2 ms − α 0, is not added to them). zero2, blocking:
+    # 3 all-gathers of 0.25 + 0.5 ms and 3 reduce-scatters of 0.5 + 0.5 ms on the 9 ms lane.
+    from simddp.link import KindFit
+    link = replace(unit_link(), blocking_alpha_s=2e-3, kind_fits={
+        ALL_GATHER: KindFit(0.0, MB / 1e6, 0.25e-3), REDUCE_SCATTER: KindFit(0.0, MB / 1e6, 0.5e-3)})
+    host = Host("box", {"fsdp": HostCosts(blocking_collectives=True)})
+    r = simulate(TOY, link, plan(TOY, make_strategy("zero2")), 2, host=host)
+    assert timeline(r)[-6:] == [
+        ("comm", "l0 all-gather", 0.0, 0.75), ("comm", "l1 all-gather", 0.75, 1.5),
+        ("comm", "l2 all-gather", 2.5, 3.25),   # issued on reaching l1, after l0 fwd 1.5-2.5
+        ("comm", "l2 reduce-scatter", 7.25, 8.25), ("comm", "l1 reduce-scatter", 10.25, 11.25),
+        ("comm", "l0 reduce-scatter", 13.25, 14.25)]
+    assert step_ms(r) == 9.0 + 3 * 0.75 + 3 * 1.0
+    # without their own, each pays its lone α 0 + the all-reduce's wait 2 ms
+    old = replace(link, kind_fits={k: KindFit(0.0, MB / 1e6) for k in link.kind_fits})
+    assert step_ms(simulate(TOY, old, plan(TOY, make_strategy("zero2")), 2, host=host)) == \
+        9.0 + 6 * 2.5
+
+
 def test_fsdp2_host_costs_change_no_other_implementation_and_round_trip():
     costs = HostCosts(copy_gbps=1.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
     host = Host("box", {"fsdp": costs})
