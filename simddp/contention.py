@@ -41,10 +41,14 @@ MIN_OVERLAP = 0.3
 # Where factors come from: calibrate's generic MLP (a link file), the model's own backward
 # (a profile's host_costs), or nothing measured ("").
 SOURCES = ("", "link", "model")
-# The model's stream tells its α part's factor from its bytes part's only when most of its
-# lone time is α: the solve in :func:`split_comm` multiplies the stream's noise by
-# 1/share (the transformer's 75 all-reduces: 0.69-0.87 of α; the mlp's 8 x 4 MiB: 0.06-0.17).
-MIN_ALPHA_SHARE = 0.5
+# The model's stream tells its α part's factor from its bytes part's only where α is a fair
+# share of its lone time: the solve in :func:`split_comm` multiplies the stream's noise by
+# 1/share. Over 134 kept grid cells the mlp's 8 x 4 MiB read 0.02-0.10 of α, the
+# transformer's 75 all-reduces 0.68-0.82 on loopback and 0.29-0.50 at 2 Gbit/s. At 0.5 the
+# 2 Gbit/s transformer went unsplit in 33 of 34 cells, its 1 MiB buckets slowed like its
+# tiny all-reduces (+8 … +13 % at 0.25-2 MB in three grids; at 0.2: -4 … +5 %,
+# docs/results/2026-11-27-steering-regimes.md, section 7).
+MIN_ALPHA_SHARE = 0.2
 
 
 def _is_factor(value) -> bool:
@@ -150,8 +154,8 @@ def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_
     Why: the model's own stream (one all-reduce per gradient tensor, realrun profile) measures
     one factor for a mix of fixed per-call work and bytes, and the engine used it for every
     collective of every plan. On the emulated 2 Gbit/s link the two parts contend very
-    differently: the same box's transformer stream (~70 % α) read comm ×1.95–2.44, the mlp's
-    8 × 4 MiB (~94 % bytes) ×1.04–1.16 and calibrate's 8 × 4 MiB ×1.02–1.14 (six grids): a
+    differently: the same box's transformer stream (then ~70 % α) read comm ×1.95–2.44, the
+    mlp's 8 × 4 MiB (~94 % bytes) ×1.04–1.16 and calibrate's 8 × 4 MiB ×1.02–1.14 (six grids): a
     call's fixed part is CPU work beside the backward, its bytes mostly wait on the shaped
     wire. So a bucketed plan's 1 MiB collectives were slowed like the model's tiny ones
     (docs/results/2026-11-25-small-collective-law.md, section 11).

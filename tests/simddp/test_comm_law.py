@@ -84,7 +84,10 @@ def test_split_only_where_the_models_stream_can_tell_it():
     model = Contention(1.5, 2.0, source="model")
     assert split_comm(model, 1.0, 0.004, 0.004) == Contention(1.5, 3.0, source="model",
                                                               comm_bytes=1.0)
-    assert split_comm(model, 1.0, 0.001, 0.004) is model      # α 20 % of the stream
+    assert split_comm(model, 1.0, 0.0005, 0.0045) is model    # α 10 % of the stream
+    # α 40 %, as the transformer's stream at 2 Gbit/s: (2.0 x 10 - 1.0 x 6) / 4 = 3.5
+    assert split_comm(model, 1.0, 0.004, 0.006) == Contention(1.5, 3.5, source="model",
+                                                              comm_bytes=1.0)
     assert split_comm(model, None, 0.004, 0.004) is model     # the link measured nothing
     assert split_comm(model, 4.0, 0.004, 0.004) is model      # would need α below x1
     link = Contention(1.5, 2.0, source="link")
