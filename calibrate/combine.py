@@ -1,15 +1,14 @@
 """The parent's side of a calibration: each rank's raw timings combined into one number.
 
 A step ends when its slowest rank ends, so every combination takes each rank's median and
-then the max over ranks (the wake after compute: each repeat's slowest rank, then a trimmed
-mean, :func:`wake_mean_s`). numpy and scipy, no torch: reading a calibration needs no GPU
-stack.
+then the max over ranks (the wake after compute: calibrate/chain_first.py). numpy and
+scipy, no torch: reading a calibration needs no GPU stack.
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import trim_mean
 
+from calibrate.chain_first import calls_after_first, wake_mean_s
 from calibrate.shaped_chain import blocking_alpha_s
 from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
 
@@ -74,12 +73,10 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     burst_s = None if burst_bytes is None else burst_bytes / (busbw_gbps * GB)
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]), "bandwidth_s": sum(bytes_s)}
-    firsts = [r.get("blocking_first_s") for r in per_rank]
-    split = len(bytes_s) > 1 and all(f and len(f) == len(r["blocking_s"])
-                                     for f, r in zip(firsts, per_rank))
+    after_first = calls_after_first(per_rank, len(bytes_s))
+    split = after_first is not None
     chain = bytes_s[1:] if split else bytes_s   # the calls after the first, where timed
-    series = {"blocking": [[b - f for b, f in zip(r["blocking_s"], r["blocking_first_s"])]
-                           for r in per_rank] if split else [r["blocking_s"] for r in per_rank],
+    series = {"blocking": after_first if split else [r["blocking_s"] for r in per_rank],
               "async": [r["async_s"] for r in per_rank]}
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
@@ -96,7 +93,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
         out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
     if split:   # the first call after compute, over its law (a full bucket, if shaped)
-        first_s = wake_mean_s(firsts)
+        first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
         law_s = out["blocking_alpha_s"] + max(0.0, bytes_s[0] - (burst_s or 0.0))
         out["blocking_first_s"] = first_s
         out["idle_wake_s"] = max(0.0, first_s - law_s)
@@ -105,24 +102,6 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
                                out["blocking_s"] - len(bytes_s) * out["blocking_alpha_s"]
                                - out.get("idle_wake_s", 0.0))
     return out
-
-
-# The share of a first call's samples trimmed at each end before averaging: a rank's first
-# repeat can take 20 ms (its connections' first use after the sweep).
-WAKE_TRIM = 0.1
-
-
-def wake_mean_s(firsts: list[list[float]]) -> float:
-    """The first call's seconds a step pays on average: per repeat its slowest rank, then the
-    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes
-    (here 0.4-0.7 ms and one 4 ms scheduler tick later, 2-4 ms, a third of them), and a step
-    whose own noise is as wide as the gap shifts by the mean, not by the commoner mode.
-
-    >>> round(wake_mean_s([[0.5e-3] * 6 + [3.5e-3] * 3 + [20e-3], [0.4e-3] * 10]) * 1e3, 3)
-    1.625
-    """
-    n = min(len(f) for f in firsts)
-    return float(trim_mean(np.max([f[:n] for f in firsts], axis=0), WAKE_TRIM))
 
 
 # Sizes whose lone time is mostly α (a 64 KiB all-reduce's bytes take ~50 µs of its ~400 µs
@@ -236,10 +215,9 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
            "bandwidth_s": sum(bytes_s),
            "async_s": max(float(np.median(r["async_s"])) for r in runs)}
     out["alpha_s"] = max(0.0, (out["async_s"] - out["bandwidth_s"]) / len(sizes))
-    if len(sizes) > 1 and all(r.get("blocking_s") and len(r.get("blocking_first_s") or ())
-                              == len(r["blocking_s"]) for r in runs):
-        out["blocking_s"] = max(float(np.median([b - f for b, f in zip(
-            r["blocking_s"], r["blocking_first_s"])])) for r in runs)   # calls 2..N
+    after_first = calls_after_first(runs, len(sizes))
+    if after_first is not None:
+        out["blocking_s"] = max(float(np.median(t)) for t in after_first)   # calls 2..N
         out["blocking_alpha_s"] = blocking_alpha_s(out["blocking_s"], bytes_s[1:], None)
     return out
 

@@ -91,9 +91,9 @@ def measure_sequence(cfg: dict, ctx) -> dict:
             lone_s += time_allreduce(lone, ctx, 0, LONE_PER_REPEAT)
         if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
             kind = order[repeat % len(order)]
+            times = kinds_s[kind]
             for blocking in (False, True):
                 ctx.barrier()
-                times = kinds_s[kind]
                 times["blocking_s" if blocking else "async_s"].append(timed_calls(
                     kinds[kind][0], blocking, ctx,
                     first_s=times["blocking_first_s"] if blocking else None))

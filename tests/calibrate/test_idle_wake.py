@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate.combine import combine_sequence, wake_mean_s
+from calibrate.chain_first import wake_mean_s
+from calibrate.combine import combine_sequence
 from realrun.validate.probes import inputs_from_probes
 from simddp.engine import simulate
 from simddp.link import Link

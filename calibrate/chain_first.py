@@ -1,0 +1,44 @@
+"""A waited-for chain's first call, apart from the others: the wake after compute.
+
+calibrate/ranks/sequence.py clocks the first call of each waited-for chain on its own
+(``blocking_first_s``). The calls after it give a blocking α (calibrate/combine.py); the
+first one's excess over that law is the wake (``Link.idle_wake_s``). numpy and scipy only.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import trim_mean
+
+
+def calls_after_first(per_rank: list[dict], calls: int) -> list[list[float]] | None:
+    """Per rank, each waited-for chain's seconds less its first call's (``blocking_s`` −
+    ``blocking_first_s``), where every rank timed the first call of a chain of more than
+    one; else None.
+
+    >>> calls_after_first([{"blocking_s": [0.05], "blocking_first_s": [0.01]}], 10)
+    [[0.04]]
+    >>> calls_after_first([{"blocking_s": [0.05]}], 10) is None
+    True
+    """
+    if calls < 2 or not all(r.get("blocking_first_s") and len(r["blocking_first_s"])
+                            == len(r["blocking_s"]) for r in per_rank):
+        return None
+    return [[b - f for b, f in zip(r["blocking_s"], r["blocking_first_s"])] for r in per_rank]
+
+
+# The share of a first call's samples trimmed at each end before averaging: a rank's first
+# repeat can take 20 ms (its connections' first use after the sweep).
+WAKE_TRIM = 0.1
+
+
+def wake_mean_s(firsts: list[list[float]]) -> float:
+    """The first call's seconds a step pays on average: per repeat its slowest rank, then the
+    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes
+    (here 0.4-0.7 ms and one 4 ms scheduler tick later, 2-4 ms, a third of them), and a step
+    whose own noise is as wide as the gap shifts by the mean, not by the commoner mode.
+
+    >>> round(wake_mean_s([[0.5e-3] * 6 + [3.5e-3] * 3 + [20e-3], [0.4e-3] * 10]) * 1e3, 3)
+    1.625
+    """
+    n = min(len(f) for f in firsts)
+    return float(trim_mean(np.max([f[:n] for f in firsts], axis=0), WAKE_TRIM))
