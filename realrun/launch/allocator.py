@@ -18,10 +18,26 @@ longer stood out (−9 … +2 ms in 3 profiles).
 So every Gloo rank realrun starts (``make_context``) sets them: blocks up to 32 MiB (glibc's
 largest mmap threshold on 64-bit) come from the heap, and the heap is never trimmed. Left
 alone where the user chose an allocator or glibc settings (``LD_PRELOAD``, ``MALLOC_*``,
-``GLIBC_TUNABLES``), asked for glibc as it comes (``REALRUN_ALLOCATOR=default``), and where
-the C library is not glibc. Between measured phases
-:func:`release_free_memory` returns what the heap holds free, so a phase's resident peak is
+malloc ``GLIBC_TUNABLES`` other than huge pages), asked for glibc as it comes
+(``REALRUN_ALLOCATOR=default``), and where the C library is not glibc. Between measured
+phases :func:`release_free_memory` returns what the heap holds free, so a phase's resident peak is
 its own (realrun.peak_memory.PeakMemory).
+
+The ranks realrun starts itself also get their heap on transparent huge pages (glibc's
+``glibc.malloc.hugetlb=1`` tunable, read at process start, so the launcher sets it in the
+rank's environment: :func:`rank_environ`). Why: ``realrun bench`` keeps every configuration's
+model alive in one rank, and compute-only steps ran slower the more models the rank held,
+though each step touches only its own: 14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28
+(the transformer of bench/workflow_grid.py, 2 ranks, the mean of three fresh worlds each).
+With 13 more models held idle, one model's steps ran +5 … +17 % slower in 8 of 8 worlds
+(median +9.9 %) on 4 KiB pages, and −1 … +6 % in 7 of 8 (median +2.2 %) with the heap on
+2 MiB pages, while one model alone ran as fast on either (15.5 against 15.4 ms, the mean of 8
+worlds each). It needs both ranks running: one process alone read −3 … +10 % (4 runs). In
+the bench itself, 14 models against 1 went from +14 … +16 % (3 worlds) to +1 … +14 % (4).
+Measured where the kernel gives huge pages on request (``/sys/kernel/mm/
+transparent_hugepage/enabled``: madvise); docs/results/2026-11-27-resident-models.md and
+bench/resident_models.py. Under torchrun the ranks are not realrun's to start: export
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` before it for the same.
 """
 from __future__ import annotations
 
@@ -33,6 +49,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # <malloc.h>
 MMAP_THRESHOLD_BYTES = 32 * 2**20               # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, in practice
 OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes (bench/step_faults.py)
+HUGE_PAGES = "glibc.malloc.hugetlb=1"           # glibc >= 2.35: madvise the heap for THP
+THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
 def user_choice(environ: dict[str, str]) -> str | None:
@@ -52,7 +70,10 @@ def user_choice(environ: dict[str, str]) -> str | None:
     for name in sorted(environ):
         if name.startswith("MALLOC_"):   # glibc's MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_, ...
             return f"{name} is set"
-    if "malloc" in environ.get("GLIBC_TUNABLES", ""):
+    # realrun's own tunable (rank_environ), or a user's asking for it alone, leaves the
+    # thresholds to realrun: huge pages do not change which blocks are unmapped
+    tunables = [t for t in environ.get("GLIBC_TUNABLES", "").split(":") if "malloc" in t]
+    if any(t.partition("=")[0] != HUGE_PAGES.partition("=")[0] for t in tunables):
         return "GLIBC_TUNABLES sets malloc"
     return None
 
@@ -73,8 +94,40 @@ def pin_thresholds(environ: dict[str, str] | None = None) -> str:
         return "left: not glibc"
     ok = (libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
           and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1)
-    return ("glibc: mmap threshold 32 MiB, no trim" if ok
-            else "left: glibc refused the thresholds")
+    if not ok:
+        return "left: glibc refused the thresholds"
+    return "glibc: mmap threshold 32 MiB, no trim, " + huge_pages(
+        os.environ if environ is None else environ)
+
+
+def rank_environ(environ) -> dict[str, str]:
+    """The environment of a rank realrun starts: ``environ`` with :data:`HUGE_PAGES` added
+    to ``GLIBC_TUNABLES``, unless the allocator is the user's (:func:`user_choice`) or the C
+    library is not glibc.
+
+    >>> rank_environ({"GLIBC_TUNABLES": "glibc.cpu.x86_ibt=off"})["GLIBC_TUNABLES"]
+    'glibc.cpu.x86_ibt=off:glibc.malloc.hugetlb=1'
+    >>> rank_environ({"LD_PRELOAD": "libjemalloc.so"}).get("GLIBC_TUNABLES") is None
+    True
+    """
+    env = dict(environ)
+    asked = HUGE_PAGES.partition("=")[0] in env.get("GLIBC_TUNABLES", "")  # either way
+    if user_choice(env) or _glibc() is None or asked:
+        return env
+    env["GLIBC_TUNABLES"] = ":".join(t for t in (env.get("GLIBC_TUNABLES"), HUGE_PAGES) if t)
+    return env
+
+
+def huge_pages(environ) -> str:
+    """Whether this process's heap is on transparent huge pages, in words."""
+    if HUGE_PAGES not in environ.get("GLIBC_TUNABLES", ""):
+        return f"4 KiB pages (GLIBC_TUNABLES lacks {HUGE_PAGES})"
+    try:
+        with open(THP_MODE) as f:
+            mode = f.read()
+    except OSError:
+        return "4 KiB pages (this kernel has no transparent huge pages)"
+    return f"4 KiB pages ({THP_MODE}: never)" if "[never]" in mode else "heap on huge pages"
 
 
 def release_free_memory() -> None:
