@@ -2,7 +2,7 @@
 
     python bench/resident_models.py                               # 1, 4, 14 models; 3 rounds
     python bench/resident_models.py --models 1,14 --rounds 5 --chunk 30
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=0 python bench/resident_models.py   # 4 KiB pages
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python bench/resident_models.py   # heap on 2 MiB pages
 
 ``realrun bench`` keeps one model per configuration alive in each rank and times them
 round-robin (the workflow grid's transformer cell: 14 configurations and the twin). Here
@@ -41,8 +41,7 @@ def main() -> None:
                "steps": a.steps, "warmup": 3, "chunk": a.chunk, "seed": 0, "optimizer": "sgd",
                "trace_dir": None, "trace_steps": 0, "timeline_steps": 0, "progress": False,
                "extras": []}
-    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r} (realrun adds "
-          "glibc.malloc.hugetlb=1 unless the allocator is yours)")
+    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r} (the ranks inherit it)")
     ms: dict[int, list[float]] = {n: [] for n in counts}
     for r in range(a.rounds):
         for n in counts:  # model 0's steps: the first configuration's median

@@ -20,24 +20,24 @@ largest mmap threshold on 64-bit) come from the heap, and the heap is never trim
 alone where the user chose an allocator or glibc settings (``LD_PRELOAD``, ``MALLOC_*``,
 malloc ``GLIBC_TUNABLES`` other than huge pages), asked for glibc as it comes
 (``REALRUN_ALLOCATOR=default``), and where the C library is not glibc. Between measured
-phases :func:`release_free_memory` returns what the heap holds free, so a phase's resident peak is
-its own (realrun.peak_memory.PeakMemory).
+phases :func:`release_free_memory` returns what the heap holds free, so a phase's resident
+peak is its own (realrun.peak_memory.PeakMemory).
 
-The ranks realrun starts itself also get their heap on transparent huge pages (glibc's
-``glibc.malloc.hugetlb=1`` tunable, read at process start, so the launcher sets it in the
-rank's environment: :func:`rank_environ`). Why: ``realrun bench`` keeps every configuration's
-model alive in one rank, and compute-only steps ran slower the more models the rank held,
-though each step touches only its own: 14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28
-(the transformer of bench/workflow_grid.py, 2 ranks, the mean of three fresh worlds each).
-With 13 more models held idle, one model's steps ran +5 … +17 % slower in 8 of 8 worlds
-(median +9.9 %) on 4 KiB pages, and −1 … +6 % in 7 of 8 (median +2.2 %) with the heap on
-2 MiB pages, while one model alone ran as fast on either (15.5 against 15.4 ms, the mean of 8
-worlds each). It needs both ranks running: one process alone read −3 … +10 % (4 runs). In
-the bench itself, 14 models against 1 went from +14 … +16 % (3 worlds) to +1 … +14 % (4).
-Measured where the kernel gives huge pages on request (``/sys/kernel/mm/
-transparent_hugepage/enabled``: madvise); docs/results/2026-11-27-resident-models.md and
-bench/resident_models.py. Under torchrun the ranks are not realrun's to start: export
-``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` before it for the same.
+Which pages the heap is on is left to the user, and reported (``measured.allocator``). On
+this kernel (transparent huge pages on request, ``/sys/kernel/mm/transparent_hugepage/
+enabled``: madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
+``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
+thresholds beside. What it changes (docs/results/2026-11-27-resident-models.md,
+bench/resident_models.py): ``realrun bench`` keeps every configuration's model alive in a
+rank, and on 4 KiB pages the models a rank holds slow the one it steps: compute-only read
+14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28 held (the transformer of
+bench/workflow_grid.py, 2 ranks, the mean of three worlds each). 13 idle models cost +5 …
++17 % on 4 KiB pages (8 of 8 worlds, median +9.9 %) and −1 … +6 % on 2 MiB pages (7 of 8,
+median +2.2 %), one model alone as fast on either. It is not the default because huge pages
+change more than that: under them torch.profiler's traced steps ran 28-41 ms against the
+job's own 20-30 ms, and trace import's median APE read 36-53 % in 4 runs against 9-17 % in
+2 on 4 KiB pages (two of each interleaved); a user's job runs on the pages its machine
+gives it.
 """
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def user_choice(environ: dict[str, str]) -> str | None:
     for name in sorted(environ):
         if name.startswith("MALLOC_"):   # glibc's MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_, ...
             return f"{name} is set"
-    # realrun's own tunable (rank_environ), or a user's asking for it alone, leaves the
-    # thresholds to realrun: huge pages do not change which blocks are unmapped
+    # asking for huge pages alone leaves the thresholds to realrun: pages do not change
+    # which freed blocks glibc unmaps
     tunables = [t for t in environ.get("GLIBC_TUNABLES", "").split(":") if "malloc" in t]
     if any(t.partition("=")[0] != HUGE_PAGES.partition("=")[0] for t in tunables):
         return "GLIBC_TUNABLES sets malloc"
@@ -100,28 +100,10 @@ def pin_thresholds(environ: dict[str, str] | None = None) -> str:
         os.environ if environ is None else environ)
 
 
-def rank_environ(environ) -> dict[str, str]:
-    """The environment of a rank realrun starts: ``environ`` with :data:`HUGE_PAGES` added
-    to ``GLIBC_TUNABLES``, unless the allocator is the user's (:func:`user_choice`) or the C
-    library is not glibc.
-
-    >>> rank_environ({"GLIBC_TUNABLES": "glibc.cpu.x86_ibt=off"})["GLIBC_TUNABLES"]
-    'glibc.cpu.x86_ibt=off:glibc.malloc.hugetlb=1'
-    >>> rank_environ({"LD_PRELOAD": "libjemalloc.so"}).get("GLIBC_TUNABLES") is None
-    True
-    """
-    env = dict(environ)
-    asked = HUGE_PAGES.partition("=")[0] in env.get("GLIBC_TUNABLES", "")  # either way
-    if user_choice(env) or _glibc() is None or asked:
-        return env
-    env["GLIBC_TUNABLES"] = ":".join(t for t in (env.get("GLIBC_TUNABLES"), HUGE_PAGES) if t)
-    return env
-
-
 def huge_pages(environ) -> str:
     """Whether this process's heap is on transparent huge pages, in words."""
     if HUGE_PAGES not in environ.get("GLIBC_TUNABLES", ""):
-        return f"4 KiB pages (GLIBC_TUNABLES lacks {HUGE_PAGES})"
+        return "4 KiB pages"
     try:
         with open(THP_MODE) as f:
             mode = f.read()

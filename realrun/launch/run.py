@@ -40,8 +40,8 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
-from realrun.launch.allocator import rank_environ
-from realrun.launch.context import RankContext, init_group, make_context, require_gpus
+from realrun.launch.context import (RankContext, init_group, make_context,
+                                    require_gpus)
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
 from realrun.launch.netns import Cluster, emulated_cluster
@@ -244,7 +244,7 @@ def _read_result(workdir: Path, rank: int) -> Any:
 def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, job: dict,
               cluster: Cluster | None) -> dict[str, str]:
     threads = str(job["threads_per_rank"])
-    env = rank_environ(os.environ)   # the heap on huge pages (realrun/launch/allocator.py)
+    env = dict(os.environ)
     # Children import what the parent can import (pytest's rootdir, notebooks' sys.path edits).
     paths = [os.path.abspath(p or ".") for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
