@@ -115,7 +115,8 @@ def run_rank(payload: dict, ctx) -> dict:
         return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner, "timelines": timelines,
                 "collectives": [t.collectives() for t in trainers],
                 "threads": torch.get_num_threads(), "cpus": usable_cpus(),
-                "ranks_on_host": ranks_on_this_cpu(ctx.world_size)}
+                "ranks_on_host": ranks_on_this_cpu(ctx.world_size),
+                "models_held": len(trainers), "allocator": ctx.allocator}
     finally:
         progress.close()
 
@@ -137,7 +138,8 @@ class BenchRun:
     results: list[Result]
     stats: list[dict]
     extras: dict[str, dict]
-    # rank 0's CPUs (affinity) and the ranks sharing them: compare's caution (cpu_share.py)
+    # rank 0's CPUs (affinity) and the ranks sharing them: compare's caution (cpu_share.py);
+    # the models it held and its allocator (the bench's caution, realrun/launch/allocator.py)
     host: dict = field(default_factory=dict)
 
 
@@ -176,7 +178,8 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
         steps_s=tuple(s["steps_s"]), spec=spec,
         **timeline)
         for s, spec, timeline in zip(stats, specs, timelines)]
-    host = {k: ranks[0][k] for k in ("cpus", "ranks_on_host") if k in ranks[0]}
+    host = {k: ranks[0][k] for k in ("cpus", "ranks_on_host", "models_held", "allocator")
+            if k in ranks[0]}
     return BenchRun(results, stats, extras, host)
 
 

@@ -40,6 +40,7 @@ from realrun.commands.common import add_model_args, require_int, resolve_workloa
 from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import (BENCH_STRATEGIES, DEFAULT_STRATEGIES, GPUS_PER_NODE_ENV,
                              bench_configs, runs_torch_ddp, two_level)
+from realrun.launch.allocator import held_models_note
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
 from realrun.twin import FACTORY as TWIN_FACTORY
@@ -250,6 +251,9 @@ def format_table(args, results, stats, scaling) -> str:
         note = starved_note(args.backend, host["ranks_on_host"], args.threads, host["cpus"])
         if note:
             lines.append(f"# note: {note}")
+    held = held_models_note(args.backend, host.get("models_held"), host.get("allocator"))
+    if held:
+        lines.append(f"# note: {held}")
     lines.append(f"# wrote {os.path.join(args.out, 'bench.json')} and bench.csv"
                  + (f"; traces in {args.trace}" if args.trace else "")
                  + ("; each config's clocked spans in bench.json (simddp compare reads them)"

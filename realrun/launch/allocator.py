@@ -112,6 +112,24 @@ def huge_pages(environ) -> str:
     return f"4 KiB pages ({THP_MODE}: never)" if "[never]" in mode else "heap on huge pages"
 
 
+def held_models_note(backend: str, models: int | None, allocator: str | None) -> str:
+    """A one-line caution for ``realrun bench``'s table where each Gloo rank held more than
+    one model on 4 KiB pages (see the module docstring), else ''::
+
+        >>> held_models_note("gloo", 15, "glibc: mmap threshold 32 MiB, no trim, 4 KiB pages")[:40]
+        'each rank held 15 models (its configurat'
+        >>> held_models_note("gloo", 15, "... heap on huge pages"), held_models_note("nccl", 15, "")
+        ('', '')
+    """
+    if backend != "gloo" or not isinstance(models, int) or models < 2:
+        return ""
+    if not isinstance(allocator, str) or "4 KiB pages" not in allocator:
+        return ""
+    return (f"each rank held {models} models (its configurations and the twin) on 4 KiB "
+            "pages: their compute reads slower than a one-model job's (on a 2-vCPU VM, 14 held "
+            "against 1: +15 % at the median; docs/REALRUN.md, 'The models a bench rank holds')")
+
+
 def release_free_memory() -> None:
     """Hand the heap's free memory back to the kernel (``malloc_trim(0)``); glibc only."""
     libc = _glibc()

@@ -119,7 +119,7 @@ def test_each_chunk_starts_with_an_untimed_step_of_its_configuration(monkeypatch
         return 0.001
     monkeypatch.setattr(bench, "Trainer", Counting)
     monkeypatch.setattr(bench, "timed", timed)
-    ctx = Namespace(barrier=lambda: None, rank=0, world_size=2)
+    ctx = Namespace(barrier=lambda: None, rank=0, world_size=2, allocator="")
     workload = Workload.preset(parse_model("mlp-2x64"), 1, 2).to_json()
     payload = {"workload": workload, "configs": [{"strategy": "a", "bucket_mb": None},
                                                  {"strategy": "b", "bucket_mb": None}],
@@ -167,6 +167,15 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
                                    timelines=False),
                          results, stats, None)
     assert "bucketed" in table and table.count("\n") == 5
+    # a Gloo rank that held several models on 4 KiB pages: one caution line (allocator.py)
+    held = Namespace(**vars(Namespace(what="w", optimizer="sgd", precision="fp32",
+                                      backend="gloo", threads=1, steps=3, warmup=1, chunk=2,
+                                      out="o", trace=None, timelines=False)),
+                     host={"models_held": 3, "allocator": "glibc: ..., no trim, 4 KiB pages"})
+    note = format_table(held, results, stats, None).splitlines()[-2]
+    assert note.startswith("# note: each rank held 3 models (its configurations and the twin)")
+    held.host["allocator"] = "glibc: ..., heap on huge pages"
+    assert "held" not in format_table(held, results, stats, None)
 
 
 @pytest.mark.slow
@@ -192,6 +201,9 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     # rank 0's CPUs and the ranks sharing them, for compare's caution (simddp/cpu_share.py)
     assert written["bench"]["cpus"] == len(os.sched_getaffinity(0))
     assert written["bench"]["ranks_on_host"] == 2
+    # the models each rank held (the configurations and the twin) and its allocator
+    assert written["bench"]["models_held"] == len(rows) + 1
+    assert written["bench"]["allocator"].startswith(("glibc:", "left"))
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
         ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("bucketed+fp16", 0.01),
         ("ddp", 0.01), ("ddp+fp16", 0.01)]
