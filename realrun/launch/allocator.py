@@ -101,15 +101,19 @@ def pin_thresholds(environ: dict[str, str] | None = None) -> str:
 
 
 def huge_pages(environ) -> str:
-    """Whether this process's heap is on transparent huge pages, in words."""
-    if HUGE_PAGES not in environ.get("GLIBC_TUNABLES", ""):
-        return "4 KiB pages"
+    """Whether this process's heap is on transparent huge pages, in words: with THP
+    ``always`` it is, with ``madvise`` only if glibc was asked (:data:`HUGE_PAGES`)."""
     try:
         with open(THP_MODE) as f:
             mode = f.read()
     except OSError:
         return "4 KiB pages (this kernel has no transparent huge pages)"
-    return f"4 KiB pages ({THP_MODE}: never)" if "[never]" in mode else "heap on huge pages"
+    if "[always]" in mode:
+        return f"heap on huge pages ({THP_MODE}: always)"
+    if "[never]" in mode:
+        return f"4 KiB pages ({THP_MODE}: never)"
+    return "heap on huge pages" if HUGE_PAGES in environ.get("GLIBC_TUNABLES", "") \
+        else "4 KiB pages"
 
 
 def held_models_note(backend: str, models: int | None, allocator: str | None) -> str:
