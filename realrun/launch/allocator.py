@@ -51,6 +51,7 @@ TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, i
 OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes (bench/step_faults.py)
 HUGE_PAGES = "glibc.malloc.hugetlb=1"           # glibc >= 2.35: madvise the heap for THP
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+SMALL_PAGES = "4 KiB pages"   # huge_pages' words for them, which held_models_note looks for
 
 
 def user_choice(environ: dict[str, str]) -> str | None:
@@ -107,13 +108,13 @@ def huge_pages(environ) -> str:
         with open(THP_MODE) as f:
             mode = f.read()
     except OSError:
-        return "4 KiB pages (this kernel has no transparent huge pages)"
+        return f"{SMALL_PAGES} (this kernel has no transparent huge pages)"
     if "[always]" in mode:
         return f"heap on huge pages ({THP_MODE}: always)"
     if "[never]" in mode:
-        return f"4 KiB pages ({THP_MODE}: never)"
+        return f"{SMALL_PAGES} ({THP_MODE}: never)"
     return "heap on huge pages" if HUGE_PAGES in environ.get("GLIBC_TUNABLES", "") \
-        else "4 KiB pages"
+        else SMALL_PAGES
 
 
 def held_models_note(backend: str, models: int | None, allocator: str | None) -> str:
@@ -127,7 +128,7 @@ def held_models_note(backend: str, models: int | None, allocator: str | None) ->
     """
     if backend != "gloo" or not isinstance(models, int) or models < 2:
         return ""
-    if not isinstance(allocator, str) or "4 KiB pages" not in allocator:
+    if not isinstance(allocator, str) or SMALL_PAGES not in allocator:
         return ""
     return (f"each rank held {models} models (its configurations and the twin) on 4 KiB "
             "pages: their compute reads slower than a one-model job's (on a 2-vCPU VM, 14 held "
