@@ -2,6 +2,7 @@
 
     python bench/resident_models.py                               # 1, 4, 14 models; 3 rounds
     python bench/resident_models.py --models 1,14 --rounds 5 --chunk 30
+    python bench/resident_models.py --models 1,14 --hold both     # the bench's one model a turn
     GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python bench/resident_models.py   # heap on 2 MiB pages
 
 ``realrun bench`` keeps one model per configuration alive in each rank and times them
@@ -33,6 +34,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--chunk", type=int, default=5, help="timed steps per turn (bench's 5)")
+    p.add_argument("--hold", default="all", help="all (each rank keeps every model), one (a "
+                   "turn builds its model afresh: the bench's default), or both (each count "
+                   "twice, as N-all and N-one)")
     a = p.parse_args()
     counts = [int(n) for n in a.models.split(",")]
     spec = parse_model("transformer-small").shrunk(layers=8, d_model=128, d_ff=512, heads=4,
@@ -42,19 +46,21 @@ def main() -> None:
                "trace_dir": None, "trace_steps": 0, "timeline_steps": 0, "progress": False,
                "extras": []}
     print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r} (the ranks inherit it)")
-    ms: dict[int, list[float]] = {n: [] for n in counts}
+    holds = ("all", "one") if a.hold == "both" else (a.hold,)
+    worlds = [(n, h) for n in counts for h in holds]
+    ms: dict[tuple, list[float]] = {w: [] for w in worlds}
     for r in range(a.rounds):
-        for n in counts:  # model 0's steps: the first configuration's median
-            run = run_bench({**payload, "configs": [config_of(None)] * n})
-            ms[n].append(run.stats[0]["median_s"] * 1e3)
-        print(f"round {r}: " + " | ".join(f"{n} models {ms[n][-1]:.2f} ms" for n in counts),
+        for n, hold in worlds:  # model 0's steps: the first configuration's median
+            run = run_bench({**payload, "hold": hold, "configs": [config_of(None)] * n})
+            ms[n, hold].append(run.stats[0]["median_s"] * 1e3)
+        print(f"round {r}: " + " | ".join(f"{n}-{h} {ms[n, h][-1]:.2f} ms" for n, h in worlds),
               flush=True)
-    base = np.array(ms[counts[0]])
-    for n in counts:
-        rel = (np.array(ms[n]) / base - 1) * 100
-        print(f"{n:3d} models: median {np.median(ms[n]):.2f} ms, vs {counts[0]} in the same "
-              f"round {rel.min():+.1f} … {rel.max():+.1f} % (median {np.median(rel):+.1f} %)")
-
+    base = np.array(ms[worlds[0]])
+    for n, hold in worlds:
+        rel = (np.array(ms[n, hold]) / base - 1) * 100
+        print(f"{n:3d} models, hold {hold}: median {np.median(ms[n, hold]):.2f} ms, vs "
+              f"{worlds[0][0]}-{worlds[0][1]} in the same round {rel.min():+.1f} … "
+              f"{rel.max():+.1f} % (median {np.median(rel):+.1f} %)")
 
 if __name__ == "__main__":
     main()

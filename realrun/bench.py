@@ -19,18 +19,19 @@ realrun validate's probes (realrun/validate/probes.py).
 How the comparison is kept fair on a noisy box:
 
 - every configuration builds its model from the same seed and trains on the same per-rank
-  batch, and all of them stay alive for the whole run;
-- each one first runs ``warmup`` untimed steps (torch DDP records the gradient order in its
-  first step and rebuilds its buckets in the forward of its second; allocators and gloo's
-  buffers settle), then the timed steps run round-robin in chunks
-  of ``chunk`` steps, the starting configuration rotating each round, so slow drift (thermal,
-  other tenants) hits all configurations alike;
-- each chunk starts with one untimed step: the first step after switching to another
-  configuration finds the caches holding the previous one's model, which a training job (one
-  model) never does. It ran 12-20 % slower than the chunk's other steps on a 2-vCPU VM (the
-  median over configurations of the first step's median over the others', 30 steps in chunks
-  of 5; the transformer and the mlp of bench/workflow_grid.py) and 1-12 % on a 16-CPU host,
-  and moved the medians by 1-3 % (docs/results/2026-11-26-cores-and-overlap.md, section 5);
+  batch;
+- the timed steps run round-robin in chunks of ``chunk`` steps, the starting configuration
+  rotating each round, so slow drift (thermal, other tenants) hits all configurations alike;
+- a rank holds one model at a time (``hold: "one"``, the default), as a training job does: a
+  turn builds its configuration's model afresh and runs ``warmup`` untimed steps first (torch
+  DDP records the gradient order in its first step and rebuilds its buckets in the forward of
+  its second; allocators and gloo's buffers settle). On 4 KiB pages every further model a
+  Gloo rank holds slows the stepped one: with 14 held, compute-only read +12.8 % (median of
+  10 worlds) over a one-model world on a 2-vCPU VM, and +7.2 % with one held at a time
+  (docs/results/2026-11-27-resident-models.md, section 9). ``hold: "all"`` builds and warms
+  each model once and keeps them all; then each chunk starts with one untimed step, as the
+  first step after switching models finds the caches holding the previous one (12-20 % slower
+  on that VM, docs/results/2026-11-26-cores-and-overlap.md, section 5);
 - every timed step starts after a barrier (outside the clock), so the ranks start together;
   a step's time is the max over ranks, as a step ends when its slowest rank ends.
 
@@ -43,6 +44,7 @@ the others under :class:`realrun.ddp.DDP`. Each measured Result carries its Stra
 """
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -64,9 +66,13 @@ from simddp.report.progress import Progress
 from simddp.result import COMPUTE_ONLY, Result
 
 def run_rank(payload: dict, ctx) -> dict:
-    """Rank function for run_world: warm up every config and extra, then time them all
-    round-robin. Extras (``payload["extras"]``, names handed to the ``extras_factory``
-    target, e.g. realrun.validate's probes) are timed alongside but are not configurations."""
+    """Rank function for run_world: time every config and extra round-robin, in turns of
+    ``chunk`` steps. Extras (``payload["extras"]``, names handed to the ``extras_factory``
+    target, e.g. realrun.validate's probes) are timed alongside but are not configurations.
+
+    ``payload["hold"]``: ``"one"`` (the default) builds a turn's model afresh and warms it up
+    (``warmup`` untimed steps), dropping the last turn's, so the rank holds one model, as a
+    training job does; ``"all"`` builds and warms every model once and keeps them all alive."""
     torch.set_flush_denormal(True)  # tiny activations must not hit the slow denormal path
     set_precision(payload.get("precision", "fp32"))
     workload = Workload(**payload["workload"])
@@ -74,51 +80,78 @@ def run_rank(payload: dict, ctx) -> dict:
     configs = payload["configs"] + [{"strategy": name, "bucket_mb": None} for name in extras]
     steps, warmup = payload["steps"], payload["warmup"]
     progress = Progress(f"{ctx.world_size} rank(s), {len(configs)} configs",
-                        len(configs) * (warmup + steps),
-                        show=payload.get("progress", False) and ctx.rank == 0)
+                        len(configs) * steps, show=payload.get("progress", False) and ctx.rank == 0)
     make_extra = resolve_target(payload["extras_factory"]) if extras else None
     shared: dict = {}  # what the extras share on this rank (e.g. a 1-rank process group)
+    held = Held(lambda i: Trainer(configs[i], workload, ctx, payload)
+                if i < len(payload["configs"])
+                else make_extra(configs[i]["strategy"], workload, ctx, payload, shared),
+                warmup, one=payload.get("hold", "one") == "one")
     try:
-        trainers = []
-        for config in configs:
-            trainers.append(Trainer(config, workload, ctx, payload)
-                            if len(trainers) < len(payload["configs"])
-                            else make_extra(config["strategy"], workload, ctx, payload, shared))
-            for _ in range(warmup):
-                trainers[-1].step()
-                progress.advance(label(config))
+        if not held.one:
+            for i in range(len(configs)):
+                held.take(i)
         steps_s: list[list[float]] = [[] for _ in configs]
         inner: list[dict[str, list[float]]] = [{} for _ in configs]
+        collectives = [0] * len(configs)
         for round_index, start in enumerate(range(0, steps, payload["chunk"])):
             n = min(payload["chunk"], steps - start)
             for k in range(len(configs)):
                 i = (k + round_index) % len(configs)
-                if len(configs) > 1:   # back to this model: its caches warm again, untimed
+                trainer = None           # let go of the last turn's before the next is built
+                trainer = held.take(i)   # built and warmed up if it was not held
+                if len(configs) > 1 and not held.one:  # its caches warm again, untimed
                     ctx.barrier()
-                    trainers[i].step()
+                    trainer.step()
                 for _ in range(n):
                     ctx.barrier()
-                    step_s = timed(ctx, trainers[i].step)
+                    step_s = timed(ctx, trainer.step)
                     # an extra may time only part of its step (realrun/validate/probes.py),
                     # or report several numbers of it (``inner``, a dict)
-                    steps_s[i].append(getattr(trainers[i], "inner_s", None) or step_s)
-                    for key, value in (getattr(trainers[i], "inner", None) or {}).items():
+                    steps_s[i].append(getattr(trainer, "inner_s", None) or step_s)
+                    for key, value in (getattr(trainer, "inner", None) or {}).items():
                         inner[i].setdefault(key, []).append(value)
                     progress.advance(label(configs[i]))
+                collectives[i] = trainer.collectives()
+        trainer = None
         if payload.get("trace_dir"):
-            for config, trainer in zip(payload["configs"], trainers):   # not the extras
+            for i, config in enumerate(payload["configs"]):   # not the extras
                 path = os.path.join(payload["trace_dir"], f"{label(config)}.rank{ctx.rank}.json")
-                write_trace(ctx, lambda t=trainer: t.step(ranges=True), payload["trace_steps"], path)
-        timelines = [clocked_steps(t, ctx, payload["timeline_steps"])
-                     for t in trainers[:len(payload["configs"])]] \
+                held.take(i)    # built and warmed up before the profiler starts
+                write_trace(ctx, lambda i=i: held.take(i).step(ranges=True),
+                            payload["trace_steps"], path)
+        timelines = [clocked_steps(held.take(i), ctx, payload["timeline_steps"])
+                     for i in range(len(payload["configs"]))] \
             if payload.get("timeline_steps") else None
         return {"rank": ctx.rank, "steps_s": steps_s, "inner": inner, "timelines": timelines,
-                "collectives": [t.collectives() for t in trainers],
+                "collectives": collectives,
                 "threads": torch.get_num_threads(), "cpus": usable_cpus(),
                 "ranks_on_host": ranks_on_this_cpu(ctx.world_size),
-                "models_held": len(trainers), "allocator": ctx.allocator}
+                "models_held": held.most, "allocator": ctx.allocator}
     finally:
         progress.close()
+
+
+class Held:
+    """The models a rank holds: built by ``build(i)`` and warmed up (``warmup`` untimed steps)
+    when first taken. With ``one``, taking another drops the one held first (why: the module
+    docstring)."""
+
+    def __init__(self, build, warmup: int, one: bool) -> None:
+        self.build, self.warmup, self.one = build, warmup, one
+        self.live: dict = {}
+        self.most = 0   # the most models held at once
+
+    def take(self, i: int):
+        if i not in self.live:
+            if self.one and self.live:
+                self.live.clear()
+                gc.collect()   # torch DDP's reducer and hooks hold the model in cycles
+            self.live[i] = self.build(i)
+            for _ in range(self.warmup):
+                self.live[i].step()
+            self.most = max(self.most, len(self.live))
+        return self.live[i]
 
 
 def step_stats(rank_steps_s: list[list[float]]) -> dict:

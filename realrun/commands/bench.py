@@ -20,9 +20,11 @@ bucket_cap_mb_list=[1, X]); a hooked strategy is torch DDP with register_comm_ho
 others are realrun.ddp.DDP (hierarchical: its buckets all-reduced in two levels, G ranks
 a node from --gpus-per-node or the launcher's local world size). bf16 on Gloo is refused
 (one line, exit 2): torch's hook needs NCCL. Every
-configuration trains the same model (same seed) on the same batch; after --warmup untimed
-steps each, the timed steps run round-robin in chunks of --chunk steps so drift on a shared
-box hits all alike. A step's time is the max over ranks; median, p5 and p95 are over steps.
+configuration trains the same model (same seed) on the same batch; the timed steps run
+round-robin in chunks of --chunk steps so drift on a shared box hits all alike, and each turn
+builds its configuration's model afresh and runs --warmup untimed steps first, so a rank
+holds one model, as a training job does (--hold all: every model built once and kept). A
+step's time is the max over ranks; median, p5 and p95 are over steps.
 
 Writes OUT/bench.json (simddp results, source "measured") and OUT/bench.csv, only if every
 rank succeeded. Bad arguments: one line, exit 2. A rank failure: one line naming it, exit 1.
@@ -76,6 +78,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s)")
     g.add_argument("--chunk", type=int, default=5,
                    help="timed steps per config per round-robin turn (default %(default)s)")
+    g.add_argument("--hold", default="one", choices=("one", "all"),
+                   help="models a rank holds: one (each turn builds its configuration's model "
+                        "and runs --warmup untimed steps, as a one-model job) or all (built "
+                        "once and kept: faster, but on 4 KiB pages held models slow the "
+                        "stepped one) (default %(default)s)")
     g.add_argument("--scaling", action="store_true",
                    help="also time compute-only in ONE process and report samples/s and "
                         "efficiency = (N-rank samples/s) / (N x single samples/s)")
@@ -150,8 +157,8 @@ def run(args: argparse.Namespace) -> int:
 
     payload = {"workload": workload.to_json(), "configs": configs, "precision": args.precision,
                "steps": args.steps, "warmup": args.warmup,
-               "chunk": args.chunk, "seed": args.seed, "optimizer": args.optimizer,
-               "trace_dir": None, "trace_steps": args.trace_steps,
+               "chunk": args.chunk, "hold": args.hold, "seed": args.seed,
+               "optimizer": args.optimizer, "trace_dir": None, "trace_steps": args.trace_steps,
                "timeline_steps": TIMELINE_STEPS if args.timelines else 0,
                "progress": sys.stderr.isatty(),
                "extras": [TWIN], "extras_factory": TWIN_FACTORY}   # realrun/twin.py
@@ -202,7 +209,7 @@ def _write_files(args, results, stats, scaling) -> None:
             "seq": None if args.module else args.seq, "precision": args.precision,
             "optimizer": args.optimizer, "world_size": args.world_size, "backend": args.backend,
             "threads": args.threads, "link": results[0].link, "steps": args.steps,
-            "warmup": args.warmup, "chunk": args.chunk, "seed": args.seed,
+            "warmup": args.warmup, "chunk": args.chunk, "hold": args.hold, "seed": args.seed,
             "comm_hooks": [h.name for h in parse_hooks(args.comm_hook)],
             "shard_unit_mb": args.shard_unit_mb, **getattr(args, "host", {})}
     data = results_to_json(results, bench=meta,
@@ -222,6 +229,9 @@ def _write_files(args, results, stats, scaling) -> None:
     write_atomic(os.path.join(args.out, "bench.csv"), text.getvalue())
 
 
+WARMUP_PER = {"one": "model built (one held at a time)", "all": "config (all held)"}
+
+
 def format_table(args, results, stats, scaling) -> str:
     """nccl-tests style: '#' header lines, then one aligned row per configuration."""
     r0 = results[0]
@@ -231,8 +241,9 @@ def format_table(args, results, stats, scaling) -> str:
     lines = [f"# realrun bench: {r0.model}, {args.what}, {args.optimizer}, "
              f"{args.precision}; {r0.world_size} ranks, {args.backend}, {r0.link}, "
              f"{args.threads} thread(s)/rank",
-             f"# {args.steps} timed steps per config after {args.warmup} warm-up, round-robin "
-             f"in chunks of {args.chunk}; step = max over ranks; exposed = median - compute-only",
+             f"# {args.steps} timed steps per config, round-robin in chunks of {args.chunk}, "
+             f"{args.warmup} warm-up steps per {WARMUP_PER[args.hold]}; step = max over ranks; "
+             "exposed = median - compute-only",
              f"# {'strategy':<20}{'bucket_MB':>10}{'colls':>7}{'median_ms':>11}{'p5_ms':>9}"
              f"{'p95_ms':>9}{'exposed_ms':>12}{'vs_ddp':>8}"]
     for r in results:

@@ -28,8 +28,8 @@ this kernel (transparent huge pages on request, ``/sys/kernel/mm/transparent_hug
 enabled``: madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
 ``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
 thresholds beside. What it changes (docs/results/2026-11-27-resident-models.md,
-bench/resident_models.py): ``realrun bench`` keeps every configuration's model alive in a
-rank, and on 4 KiB pages the models a rank holds slow the one it steps: compute-only read
+bench/resident_models.py): ``realrun bench --hold all`` keeps every configuration's model
+alive in a rank, and on 4 KiB pages the models a rank holds slow the one it steps: compute-only read
 14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28 held (the transformer of
 bench/workflow_grid.py, 2 ranks, the mean of three worlds each). 13 idle models cost +5 …
 +17 % on 4 KiB pages (8 of 8 worlds, median +9.9 %) and −1 … +6 % on 2 MiB pages (7 of 8,
@@ -132,7 +132,8 @@ def held_models_note(backend: str, models: int | None, allocator: str | None) ->
         return ""
     return (f"each rank held {models} models (its configurations and the twin) on 4 KiB "
             "pages: their compute reads slower than a one-model job's (on a 2-vCPU VM, 14 held "
-            "against 1: +15 % at the median; docs/REALRUN.md, 'The models a bench rank holds')")
+            "against 1: +13 % at the median; --hold one, the default, builds one per turn; "
+            "docs/REALRUN.md, 'The models a bench rank holds')")
 
 
 def release_free_memory() -> None:

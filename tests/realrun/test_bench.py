@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 from argparse import Namespace
 
 import pytest
@@ -96,18 +97,26 @@ def test_configs_compute_only_first_and_one_per_bucket_for_bucketed_strategies()
     assert label({"strategy": "ddp", "bucket_mb": 2.5}) == "ddp-2.5MB"
 
 
-def test_each_chunk_starts_with_an_untimed_step_of_its_configuration(monkeypatch):
-    """Round-robin in chunks, the starting configuration rotating; each chunk first runs one
-    untimed step, as the caches still hold the previous configuration's model."""
+def _counting_run(monkeypatch, hold: str | None):
+    """run_rank over configurations "a" and "b" (3 steps, chunks of 2, warmup 1) with a
+    stand-in Trainer: the steps it ran as (config, timed?) in order, the models it built,
+    and run_rank's output."""
     ran: list[tuple[str, bool]] = []       # (config, timed?) in order
+    built: list[str] = []
     clock = {"timing": False}
+    alive: set[int] = set()
+    most = [0]    # the most models alive while one stepped
 
     class Counting:
         def __init__(self, config, workload, ctx, payload):
             self.name = config["strategy"]
+            built.append(self.name)
+            alive.add(id(self))
+            weakref.finalize(self, alive.discard, id(self))
 
         def step(self):
             ran.append((self.name, clock["timing"]))
+            most[0] = max(most[0], len(alive))
 
         def collectives(self):
             return 0
@@ -123,12 +132,33 @@ def test_each_chunk_starts_with_an_untimed_step_of_its_configuration(monkeypatch
     workload = Workload.preset(parse_model("mlp-2x64"), 1, 2).to_json()
     payload = {"workload": workload, "configs": [{"strategy": "a", "bucket_mb": None},
                                                  {"strategy": "b", "bucket_mb": None}],
-               "steps": 3, "warmup": 1, "chunk": 2}
+               "steps": 3, "warmup": 1, "chunk": 2, **({"hold": hold} if hold else {})}
     out = bench.run_rank(payload, ctx)
     assert out["steps_s"] == [[0.001] * 3, [0.001] * 3]
+    assert out["models_held"] == most[0]     # what it reports is what was alive
+    return ran, built, out
+
+
+def test_by_default_each_turn_builds_its_model_afresh_and_warms_it_up(monkeypatch):
+    """One model held at a time, as in a training job: a turn whose configuration is not held
+    builds it and runs ``warmup`` untimed steps first; a turn that continues the held one
+    (b, across the round's end) does not. The starting configuration rotates each round."""
+    ran, built, out = _counting_run(monkeypatch, None)
+    assert ran == [("a", False), ("a", True), ("a", True),   # round 0: a built, warmed, timed
+                   ("b", False), ("b", True), ("b", True),   # b replaces a
+                   ("b", True),                              # round 1 starts with b, still held
+                   ("a", False), ("a", True)]                # a built again
+    assert built == ["a", "b", "a"] and out["models_held"] == 1
+
+
+def test_holding_all_warms_each_once_then_starts_each_chunk_with_an_untimed_step(monkeypatch):
+    """``hold: all``: every model built and warmed up once and kept; each chunk first runs one
+    untimed step, as the caches still hold the previous configuration's model."""
+    ran, built, out = _counting_run(monkeypatch, "all")
     assert ran == [("a", False), ("b", False),                           # warm-up
                    ("a", False), ("a", True), ("a", True), ("b", False), ("b", True), ("b", True),
                    ("b", False), ("b", True), ("a", False), ("a", True)]  # rotated
+    assert built == ["a", "b"] and out["models_held"] == 2
 
 
 def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
@@ -163,19 +193,20 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
     assert [[sp.end_s for sp in spans] for spans in bucketed_t.rank_spans] == [[0.02], [0.05]]
     table = format_table(Namespace(what="batch 1 x seq 2 per rank", optimizer="sgd",
                                    precision="fp32", backend="gloo", threads=1,
-                                   steps=3, warmup=1, chunk=2, out="o", trace=None,
-                                   timelines=False),
+                                   steps=3, warmup=1, chunk=2, hold="one", out="o",
+                                   trace=None, timelines=False),
                          results, stats, None)
     assert "bucketed" in table and table.count("\n") == 5
-    # a Gloo rank that held several models on 4 KiB pages: one caution line (allocator.py)
+    assert "1 warm-up steps per model built (one held at a time)" in table
+    # --hold all: a Gloo rank that held several models on 4 KiB pages, one caution line
     held = Namespace(**vars(Namespace(what="w", optimizer="sgd", precision="fp32",
                                       backend="gloo", threads=1, steps=3, warmup=1, chunk=2,
-                                      out="o", trace=None, timelines=False)),
+                                      hold="all", out="o", trace=None, timelines=False)),
                      host={"models_held": 3, "allocator": "glibc: ..., no trim, 4 KiB pages"})
     note = format_table(held, results, stats, None).splitlines()[-2]
     assert note.startswith("# note: each rank held 3 models (its configurations and the twin)")
     held.host["allocator"] = "glibc: ..., heap on huge pages"
-    assert "held" not in format_table(held, results, stats, None)
+    assert "# note" not in format_table(held, results, stats, None)
 
 
 @pytest.mark.slow
@@ -201,8 +232,8 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     # rank 0's CPUs and the ranks sharing them, for compare's caution (simddp/cpu_share.py)
     assert written["bench"]["cpus"] == len(os.sched_getaffinity(0))
     assert written["bench"]["ranks_on_host"] == 2
-    # the models each rank held (the configurations and the twin) and its allocator
-    assert written["bench"]["models_held"] == len(rows) + 1
+    # one model held at a time (a turn builds its own), and the allocator
+    assert written["bench"]["models_held"] == 1
     assert written["bench"]["allocator"].startswith(("glibc:", "left"))
     assert [(r["strategy"], r["bucket_mb"]) for r in rows] == [
         ("compute-only", None), ("naive", None), ("bucketed", 0.01), ("bucketed+fp16", 0.01),
