@@ -5,11 +5,12 @@
     python bench/resident_models.py --models 1,14 --hold both     # the bench's one model a turn
     GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python bench/resident_models.py   # heap on 2 MiB pages
 
-``realrun bench`` keeps one model per configuration alive in each rank and times them
-round-robin (the workflow grid's transformer cell: 14 configurations and the twin). Here
+``realrun bench --hold all`` keeps one model per configuration alive in each rank and
+times them round-robin (the workflow grid's transformer cell: 14 configurations and the
+twin); ``--hold one``, the default, builds a turn's model afresh and drops the last. Here
 every configuration is compute-only, so the only difference between the worlds is how many
-models each rank holds. Each round launches one fresh 2-rank world per count, in the order
-given; a step's time is the max over ranks, as in the bench. The transformer is
+models each rank holds, and how. Each round launches one fresh 2-rank world per count (and
+hold), in the order given; a step's time is the max over ranks, as in the bench. The transformer is
 bench/workflow_grid.py's. Results: docs/results/2026-11-27-resident-models.md.
 """
 from __future__ import annotations
@@ -34,9 +35,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--chunk", type=int, default=5, help="timed steps per turn (bench's 5)")
-    p.add_argument("--hold", default="all", help="all (each rank keeps every model), one (a "
-                   "turn builds its model afresh: the bench's default), or both (each count "
-                   "twice, as N-all and N-one)")
+    p.add_argument("--hold", default="all", choices=("all", "one", "both"),
+                   help="all (each rank keeps every model), one (a turn builds its model "
+                        "afresh: the bench's default), or both (each count twice)")
     a = p.parse_args()
     counts = [int(n) for n in a.models.split(",")]
     spec = parse_model("transformer-small").shrunk(layers=8, d_model=128, d_ff=512, heads=4,
@@ -61,6 +62,7 @@ def main() -> None:
         print(f"{n:3d} models, hold {hold}: median {np.median(ms[n, hold]):.2f} ms, vs "
               f"{worlds[0][0]}-{worlds[0][1]} in the same round {rel.min():+.1f} … "
               f"{rel.max():+.1f} % (median {np.median(rel):+.1f} %)")
+
 
 if __name__ == "__main__":
     main()

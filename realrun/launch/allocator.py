@@ -29,8 +29,8 @@ enabled``: madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` car
 ``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
 thresholds beside. What it changes (docs/results/2026-11-27-resident-models.md,
 bench/resident_models.py): ``realrun bench --hold all`` keeps every configuration's model
-alive in a rank, and on 4 KiB pages the models a rank holds slow the one it steps: compute-only read
-14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28 held (the transformer of
+alive in a rank, and on 4 KiB pages the models a rank holds slow the one it steps:
+compute-only read 14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28 held (the transformer of
 bench/workflow_grid.py, 2 ranks, the mean of three worlds each). 13 idle models cost +5 …
 +17 % on 4 KiB pages (8 of 8 worlds, median +9.9 %) and −1 … +6 % on 2 MiB pages (7 of 8,
 median +2.2 %), one model alone as fast on either. It is not the default because huge pages
