@@ -27,17 +27,11 @@ Which pages the heap is on is left to the user, and reported (``measured.allocat
 this kernel (transparent huge pages on request, ``/sys/kernel/mm/transparent_hugepage/
 enabled``: madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
 ``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
-thresholds beside. What it changes (docs/results/2026-11-27-resident-models.md,
-bench/resident_models.py): ``realrun bench --hold all`` keeps every configuration's model
-alive in a rank, and on 4 KiB pages the models a rank holds slow the one it steps:
-compute-only read 14.6, 15.8, 16.7 and 18.1 ms with 1, 4, 14 and 28 held (the transformer of
-bench/workflow_grid.py, 2 ranks, the mean of three worlds each). 13 idle models cost +5 …
-+17 % on 4 KiB pages (8 of 8 worlds, median +9.9 %) and −1 … +6 % on 2 MiB pages (7 of 8,
-median +2.2 %), one model alone as fast on either. It is not the default because huge pages
-change more than that: under them torch.profiler's traced steps ran 28-41 ms against the
-job's own 20-30 ms, and trace import's median APE read 36-53 % in 4 runs against 9-17 % in
-2 on 4 KiB pages (two of each interleaved); a user's job runs on the pages its machine
-gives it.
+thresholds beside. Why realrun does not ask for huge pages itself: they took out most of
+what extra models held by ``realrun bench --hold all`` cost on 4 KiB pages, but slowed the
+steps torch.profiler records, so trace import missed by 36-53 % instead of 9-17 %; a user's
+job runs on the pages its machine gives it (docs/REALRUN.md, "The models a bench rank
+holds"; docs/results/2026-11-27-resident-models.md).
 """
 from __future__ import annotations
 
