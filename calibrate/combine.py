@@ -1,7 +1,9 @@
 """The parent's side of a calibration: each rank's raw timings combined into one number.
 
 A step ends when its slowest rank ends, so every combination takes each rank's median and
-then the max over ranks (the wake after compute: calibrate/chain_first.py). numpy and
+then the max over ranks, except what a step adds up call by call: the waited-for chain's α
+(:func:`combine_sequence`) and the wake after compute (calibrate/chain_first.py) are means
+over repeats of the slowest rank. numpy and
 scipy, no torch: reading a calibration needs no GPU stack.
 """
 from __future__ import annotations
@@ -54,7 +56,15 @@ def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
 
 def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
                      world_size: int, burst_bytes: float | None = None) -> dict:
-    """Parent side: the sequence totals (max over ranks of each rank's median) and both αs.
+    """Parent side: the sequence totals and both αs. The queued chain: max over ranks of
+    each rank's median. The waited-for chain: per repeat its slowest rank, then the **mean**
+    over repeats, because a step's N waited-for calls add up to N times the mean call, which
+    a heavy tail lifts well above the median call. On this repo's 2-vCPU VM, one call in
+    10-16 % waits one 4 ms scheduler tick (2.4-5.1 ms, p10-p90). The transformer's 75 naive
+    calls then took 0.42 ms a call at the median and 0.95 on average. Over 18 cells, the
+    repeats' mean α was 5-50 % above their median. With the median, every transformer naive
+    row of 10 grid cells was predicted fast (mean −21 %); the mean leaves −9 %
+    (docs/results/2026-11-27-waited-for-tail.md).
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
@@ -81,8 +91,6 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
-        out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
-        out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
         # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
         # median within one run, in stretches of seconds (docs/results/
         # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
@@ -91,6 +99,14 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         slowest = np.max([t[:repeats] for t in series[pattern]], axis=0)
         per_repeat = np.array([laws[pattern](float(t)) for t in slowest])
         out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
+        if pattern == "blocking":   # the mean, which a step's N waited-for calls add up to
+            totals = [r["blocking_s"][:repeats] for r in per_rank]
+            out["blocking_s"] = float(np.mean(np.max(totals, axis=0)))
+            out[alpha] = laws[pattern](float(np.mean(slowest)))
+            out[f"{alpha[:-2]}_spread"] = spread(per_repeat, center=out[alpha])
+            continue
+        out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
+        out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
         out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
     if split:   # the first call after compute, over its law (a full bucket, if shaped)
         first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
@@ -141,18 +157,20 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
             "spread": (round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6))}
 
 
-def spread(values) -> tuple[float, float] | None:
-    """(p5, p95) of ``values`` over their median, the low end ≤ 1 ≤ the high end (a floor of
-    0.01 keeps it a valid ``Link.time_spread``); None for fewer than 3 values or a median 0.
+def spread(values, center: float | None = None) -> tuple[float, float] | None:
+    """(p5, p95) of ``values`` over their median (or ``center``, the value the link keeps),
+    the low end ≤ 1 ≤ the high end (a floor of 0.01 keeps it a valid ``Link.time_spread``);
+    None for fewer than 3 values or a center of 0.
 
-    >>> spread([1.0, 1.0, 2.0, 0.5, 1.0])
-    (0.6, 1.8)
+    >>> spread([1.0, 1.0, 2.0, 0.5, 1.0]), spread([1.0, 1.0, 2.0, 0.5, 1.0], center=1.1)
+    ((0.6, 1.8), (0.545455, 1.636364))
     """
     v = np.asarray(values, dtype=float)
     median = float(np.median(v)) if v.size else 0.0
-    if v.size < 3 or median <= 0:
+    center = median if center is None else center
+    if v.size < 3 or center <= 0:
         return None
-    low, high = (float(np.percentile(v, q)) / median for q in (5, 95))
+    low, high = (float(np.percentile(v, q)) / center for q in (5, 95))
     return round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6)
 
 

@@ -223,7 +223,8 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
               "all-reduces alone: " + _spread(seq.get("bandwidth_spread")) + ")")
     print(f"α of blocking all-reduces (naive, flat): {seq['blocking_alpha_s'] * 1e6:.0f} µs, "
           f"from {seq['count']} ({human_bytes(seq['bytes'])} in all) each waited for after 20 "
-          f"ms of compute, median of {seq['repeats']}: {seq['blocking_s'] * 1e3:.2f} ms")
+          f"ms of compute, mean of {seq['repeats']} (each its slowest rank): "
+          f"{seq['blocking_s'] * 1e3:.2f} ms")
     if seq.get("idle_wake_s") is not None:   # the first call after compute, apart
         print(f"  the first of them took {seq['blocking_first_s'] * 1e3:.2f} ms on average: "
               f"{seq['idle_wake_s'] * 1e3:.2f} ms over its law, what a step's first collective "
@@ -235,7 +236,7 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
               f"charges a chain): {seq['blocking_bytes_s'] * 1e3:.2f} ms taken out")
     if seq.get("blocking_alpha_spread"):
         low, high = seq["blocking_alpha_spread"]
-        print(f"  per repeat (slowest rank): p5–p95 x{low:.2f}–x{high:.2f} of the median over "
+        print(f"  per repeat (slowest rank): p5–p95 x{low:.2f}–x{high:.2f} of the mean over "
               f"{seq['repeats']} repeats; the link's time_spread covers it too")
     if seq.get("queued_alpha_s") is not None and seq["queued_alpha_s"] != seq["alpha_s"]:
         print(f"  not used: the same {seq['count']} queued at once {seq['async_s'] * 1e3:.2f} "

@@ -158,7 +158,7 @@ def test_alpha_spread_per_repeat_widens_the_time_spread(capsys):
     assert world.link.time_spread[1] >= blocking[1]
     print_report(Calibration(_settings(), [world]), [])
     out = capsys.readouterr().out
-    assert "per repeat (slowest rank): p5–p95 x0.17–x1.22 of the median over 7" in out
+    assert "per repeat (slowest rank): p5–p95 x0.21–x1.48 of the mean over 7" in out
     assert "WARNING" not in out     # a line through the step's α misses lone sizes by design
 
 

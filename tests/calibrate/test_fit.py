@@ -192,14 +192,29 @@ def test_fixed_alpha_fits_busbw_alone_and_the_large_sizes_decide_it():
 
 def test_sequence_alphas_are_totals_minus_bandwidth_over_count():
     from calibrate.combine import combine_sequence as combine
-    # 10 x 1 MB at 1 GB/s (p=2) = 10 ms of bandwidth; the slower rank's median counts.
+    # 10 x 1 MB at 1 GB/s (p=2) = 10 ms of bandwidth. Queued: the slower rank's median.
+    # Waited for: each repeat's slower rank (50, 45, 60 ms), then their mean, 51.67 ms.
     ranks = [{"blocking_s": [0.05, 0.04, 0.06], "async_s": [0.03, 0.03, 0.02]},
              {"blocking_s": [0.045] * 3, "async_s": [0.035] * 3}]
     r = combine(ranks, [10 ** 6] * 10, 1.0, 2)
     assert (r["count"], r["bytes"], r["repeats"]) == (10, 10 ** 7, 3)
-    assert r["blocking_s"] == pytest.approx(0.05) and r["async_s"] == pytest.approx(0.035)
-    assert r["blocking_alpha_s"] == pytest.approx(0.004)
+    assert r["blocking_s"] == pytest.approx(0.155 / 3) and r["async_s"] == pytest.approx(0.035)
+    assert r["blocking_alpha_s"] == pytest.approx((0.155 / 3 - 0.010) / 10)
     assert r["alpha_s"] == pytest.approx(0.0025)
     # faster than the bandwidth terms allow (noise): α is clamped at 0, never negative
     assert combine([{"blocking_s": [0.001], "async_s": [0.001]}], [10 ** 6] * 10, 1.0, 2)[
         "alpha_s"] == 0.0
+
+
+def test_blocking_alpha_is_the_mean_call_a_step_adds_up():
+    from calibrate.combine import combine_sequence as combine
+    # 10 x 1 MB at 1 GB/s = 10 ms of bytes; α 0.4 ms a call (14 ms a chain), but in one
+    # repeat of four two calls waited a 4 ms scheduler tick (22 ms): a step of waited-for
+    # calls pays that tail on average, so the blocking α is the mean's, 0.6 ms, not the
+    # median's 0.4. The queued chain keeps its median.
+    totals = [0.014, 0.014, 0.022, 0.014]
+    r = combine([{"blocking_s": totals, "async_s": totals}] * 2, [10 ** 6] * 10, 1.0, 2)
+    assert r["blocking_alpha_s"] == pytest.approx(6e-4)
+    assert r["alpha_s"] == pytest.approx(4e-4)
+    # the repeats' p5 and p95 (0.4 and 1.08 ms, numpy's linear percentiles) over that mean
+    assert r["blocking_alpha_spread"] == pytest.approx((0.4 / 0.6, 1.08 / 0.6), rel=1e-4)
