@@ -204,11 +204,19 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
     (0.8, 1.2)
     >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_spread": (0.9, 1.3)})
     (0.9, 1.3)
+
+    The interval's low end is clamped at 0 where the samples' median is no more than their
+    bytes term (a short sweep's busbw can be that low); the ratio keeps the floor of
+    :func:`spread`, 0.01, so the link's ``time_spread`` stays valid (0 < low):
+
+    >>> alpha_uncertainty({"alpha_s": 5e-5, "alpha_interval_s": [0.0, 1.35e-3]})
+    (0.01, 27.0)
     """
     interval, alpha_s = seq.get("alpha_interval_s"), seq.get("alpha_s") or 0.0
     if interval is None or alpha_s <= 0:
         return seq.get("alpha_spread")
-    return (round(min(1.0, interval[0] / alpha_s), 6), round(max(1.0, interval[1] / alpha_s), 6))
+    return (round(max(0.01, min(1.0, interval[0] / alpha_s)), 6),
+            round(max(1.0, interval[1] / alpha_s), 6))
 
 
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
