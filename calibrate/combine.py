@@ -3,8 +3,8 @@
 A step ends when its slowest rank ends, so every combination takes each rank's median and
 then the max over ranks, except what a step adds up call by call: the waited-for chain's α
 (:func:`combine_sequence`) and the wake after compute (calibrate/chain_first.py) are means
-over repeats of the slowest rank. numpy and
-scipy, no torch: reading a calibration needs no GPU stack.
+over repeats of the slowest rank. numpy and scipy, no torch: reading a calibration needs no
+GPU stack.
 """
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     over repeats, because a step's N waited-for calls add up to N times the mean call, which
     a heavy tail lifts well above the median call. On this repo's 2-vCPU VM, one call in
     10-16 % waits one 4 ms scheduler tick (2.4-5.1 ms, p10-p90). The transformer's 75 naive
-    calls then took 0.42 ms a call at the median and 0.95 on average. Over 18 cells, the
-    repeats' mean α was 5-50 % above their median. With the median, every transformer naive
-    row of 10 grid cells was predicted fast (mean −21 %); the mean leaves −9 %
+    calls at 2 Gbit/s then took 0.42 ms a call at the median and 0.95 on average. Over 18
+    kept cells the repeats' mean α was 5-50 % above their median; re-predicted with it, the
+    transformer's naive rows of 10 cells went from −21 % (all fast) to −9 % on average
     (docs/results/2026-11-27-waited-for-tail.md).
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
