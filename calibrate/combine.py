@@ -154,13 +154,12 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
         return {"alpha_s": 0.0, "sizes": len(per_size), "spread": None}
     low, high = min(per_size) / alpha_s, max(per_size) / alpha_s
     return {"alpha_s": alpha_s, "sizes": len(per_size),
-            "spread": (round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6))}
+            "spread": factors(low, high)}
 
 
 def spread(values, center: float | None = None) -> tuple[float, float] | None:
     """(p5, p95) of ``values`` over their median (or ``center``, the value the link keeps),
-    the low end ≤ 1 ≤ the high end (a floor of 0.01 keeps it a valid ``Link.time_spread``);
-    None for fewer than 3 values or a center of 0.
+    as :func:`factors`; None for fewer than 3 values or a center of 0.
 
     >>> spread([1.0, 1.0, 2.0, 0.5, 1.0]), spread([1.0, 1.0, 2.0, 0.5, 1.0], center=1.1)
     ((0.6, 1.8), (0.545455, 1.636364))
@@ -171,6 +170,11 @@ def spread(values, center: float | None = None) -> tuple[float, float] | None:
     if v.size < 3 or center <= 0:
         return None
     low, high = (float(np.percentile(v, q)) / center for q in (5, 95))
+    return factors(low, high)
+
+
+def factors(low: float, high: float) -> tuple[float, float]:
+    """(low, high) as a valid ``Link.time_spread``: 0.01 ≤ low ≤ 1 ≤ high, 6 places."""
     return round(max(0.01, min(1.0, low)), 6), round(max(1.0, high), 6)
 
 
@@ -205,9 +209,8 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
     >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_spread": (0.9, 1.3)})
     (0.9, 1.3)
 
-    The interval's low end is clamped at 0 where the samples' median is no more than their
-    bytes term (a short sweep's busbw can be that low); the ratio keeps the floor of
-    :func:`spread`, 0.01, so the link's ``time_spread`` stays valid (0 < low):
+    A low end clamped at 0 (samples under their bytes term, in a short run) keeps the 0.01
+    floor of :func:`factors`:
 
     >>> alpha_uncertainty({"alpha_s": 5e-5, "alpha_interval_s": [0.0, 1.35e-3]})
     (0.01, 27.0)
@@ -215,8 +218,7 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
     interval, alpha_s = seq.get("alpha_interval_s"), seq.get("alpha_s") or 0.0
     if interval is None or alpha_s <= 0:
         return seq.get("alpha_spread")
-    return (round(max(0.01, min(1.0, interval[0] / alpha_s)), 6),
-            round(max(1.0, interval[1] / alpha_s), 6))
+    return factors(interval[0] / alpha_s, interval[1] / alpha_s)
 
 
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
