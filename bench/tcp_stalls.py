@@ -65,8 +65,8 @@ def _write(name: str, value: str) -> None:
         handle.write(value)
 
 
-def traced(fn):
-    """``fn()``'s value and the trace's lines, the events of :data:`EVENTS` on."""
+def traced(fn, events=EVENTS, prog="tcp_stalls"):
+    """``fn()``'s value and the trace's lines, ``events`` on (tracefs names, "group/event")."""
     if not os.path.isdir(os.path.join(TRACEFS, "events")):
         os.system(f"mount -t tracefs nodev {TRACEFS} 2>/dev/null")
     try:
@@ -74,17 +74,17 @@ def traced(fn):
         _write("trace", "")
         _write("trace_clock", "mono")
         _write("buffer_size_kb", "131072")   # per CPU; ~500k events for 40 repeats
-        for event in EVENTS:
+        for event in events:
             _write(f"events/{event}/enable", "1")
     except OSError as e:
-        print(f"tcp_stalls: cannot trace ({e}); it needs root and tracefs", file=sys.stderr)
+        print(f"{prog}: cannot trace ({e}); it needs root and tracefs", file=sys.stderr)
         raise SystemExit(2) from None
     try:
         _write("tracing_on", "1")
         value = fn()
     finally:
         _write("tracing_on", "0")
-        for event in EVENTS:
+        for event in events:
             _write(f"events/{event}/enable", "0")
     with open(os.path.join(TRACEFS, "trace")) as handle:
         return value, handle.readlines()
