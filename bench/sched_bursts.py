@@ -191,7 +191,7 @@ def main() -> None:
     for name in WINDOWS:
         rows = defaultdict(list)
         for w in (w for w in ranks[0]["windows"] if w["name"] == name):
-            last = max(w["ends"], default=w["compute_end"])
+            last = max(w["ends"] + [w["compute_end"]])   # all may end inside the compute
             for label, (a, b) in (("compute", (w["start"], w["compute_end"])),
                                   ("drain", (w["compute_end"], last))):
                 rows[label + " ms"].append((b - a) * 1e3)
