@@ -161,7 +161,8 @@ def part(a: float, b: float, ends: list[float], trace, train: set) -> dict:
     out["softirq"] = sum(overlap_s(a, b, t0, t1) for t0, t1 in irqs) * 1e3
     out["done"] = sum(a <= t < b for t in ends)
     gloo = sorted((max(a, t0), min(b, t1)) for _, pid, t0, t1 in ran
-                  if overlap_s(a, b, t0, t1) > 0 and kind_of(pid, names, train) in ("worker", "tcp"))
+                  if overlap_s(a, b, t0, t1) > 0
+                  and kind_of(pid, names, train) in ("worker", "tcp"))
     gaps, edge = [], a   # stretches in which no Gloo thread ran on any CPU
     for t0, t1 in gloo:
         if t0 - edge >= 1e-3:
