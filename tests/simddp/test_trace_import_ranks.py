@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from simddp.cli import main
-from tests.simddp.test_trace_import import job, write
+from tests.simddp.hand_traces import job, write
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
