@@ -15,7 +15,7 @@ import gzip
 import json
 from pathlib import Path
 
-from simddp.cli import main
+from tests.simddp.test_cli import cli  # noqa: F401  (re-exported for the trace tests)
 
 ROWS = (8, 64, 16, 256, 32, 128)          # a layer's weight: ROWS x 256 floats, + 256 bias
 ALPHA_US, BUSBW_GBPS = 150.0, 0.5
@@ -150,13 +150,3 @@ def write(tmp_path: Path, traces: list[dict], gz: bool = False) -> list[str]:
         path.write_bytes(gzip.compress(data) if gz else data)
         paths.append(str(path))
     return paths
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """``python -m simddp ARGV``'s exit code, stdout and stderr."""
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err

@@ -5,23 +5,14 @@ import json
 from pathlib import Path
 
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
-from simddp.cli import main
 from simddp.link import Link
 from simddp.presets.models import parse_model
 from simddp import build_profile
 from simddp.report.recommendation import torch_call_text
 from simddp.report.table import fmt_mb, setup_line
+from tests.simddp.test_cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_a_tenth_of_a_mb_reads_as_typed(capsys):

@@ -1,17 +1,7 @@
 """simddp trace-import of fewer traces than the job had ranks warns in one line (issue 23)."""
 from __future__ import annotations
 
-from simddp.cli import main
-from tests.simddp.hand_traces import job, write
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.simddp.hand_traces import cli, job, write
 
 
 def test_one_rank_of_two_gets_a_one_line_warning(tmp_path, capsys):
