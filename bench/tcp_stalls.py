@@ -70,6 +70,8 @@ def traced(fn, events=EVENTS, prog="tcp_stalls"):
     if not os.path.isdir(os.path.join(TRACEFS, "events")):
         os.system(f"mount -t tracefs nodev {TRACEFS} 2>/dev/null")
     try:
+        with open(os.path.join(TRACEFS, "buffer_size_kb")) as handle:
+            before_kb = handle.read().split()[0]   # "7 (expanded: 1408)" before first use
         _write("tracing_on", "0")
         _write("trace", "")
         _write("trace_clock", "mono")
@@ -87,7 +89,10 @@ def traced(fn, events=EVENTS, prog="tcp_stalls"):
         for event in events:
             _write(f"events/{event}/enable", "0")
     with open(os.path.join(TRACEFS, "trace")) as handle:
-        return value, handle.readlines()
+        lines = handle.readlines()
+    _write("trace", "")                      # the kernel's 2 x 128 MB back to what it was
+    _write("buffer_size_kb", before_kb)
+    return value, lines
 
 
 def events(lines: list[str]) -> list[tuple[float, str]]:
