@@ -186,7 +186,7 @@ def main() -> None:
                                   EVENTS, "sched_bursts")
     trace = parse(lines)
     train = {r["tid"] for r in ranks}
-    print(f"# {args.repeats} repeats, 2 ranks, CPUs {len(os.sched_getaffinity(0))}, load "
+    print(f"# {args.repeats} repeats, {len(ranks)} ranks, CPUs {len(os.sched_getaffinity(0))}, load "
           f"{load:.2f} -> {os.getloadavg()[0]:.2f}; rank 0's windows, medians over repeats; "
           "CPU ms summed over all CPUs")
     for name in WINDOWS:
