@@ -186,7 +186,8 @@ def main() -> None:
                                   EVENTS, "sched_bursts")
     trace = parse(lines)
     train = {r["tid"] for r in ranks}
-    print(f"# {args.repeats} repeats, {len(ranks)} ranks, CPUs {len(os.sched_getaffinity(0))}, load "
+    cpus = len(os.sched_getaffinity(0))
+    print(f"# {args.repeats} repeats, {len(ranks)} ranks, CPUs {cpus}, load "
           f"{load:.2f} -> {os.getloadavg()[0]:.2f}; rank 0's windows, medians over repeats; "
           "CPU ms summed over all CPUs")
     for name in WINDOWS:
