@@ -102,12 +102,12 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         if pattern == "blocking":   # the mean, which a step's N waited-for calls add up to
             totals = [r["blocking_s"][:repeats] for r in per_rank]
             out["blocking_s"] = float(np.mean(np.max(totals, axis=0)))
-            out[alpha] = laws[pattern](float(np.mean(slowest)))
-            out[f"{alpha[:-2]}_spread"] = spread(per_repeat, center=out[alpha])
-            continue
-        out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
-        out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
-        out[f"{alpha[:-2]}_spread"] = spread(per_repeat)
+            out[alpha] = center = laws[pattern](float(np.mean(slowest)))
+        else:
+            out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
+            out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
+            center = None   # the per-repeat median
+        out[f"{alpha[:-2]}_spread"] = spread(per_repeat, center=center)
     if split:   # the first call after compute, over its law (a full bucket, if shaped)
         first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
         law_s = out["blocking_alpha_s"] + max(0.0, bytes_s[0] - (burst_s or 0.0))
