@@ -84,14 +84,15 @@ def traced(fn, events=EVENTS, prog="tcp_stalls"):
     try:
         _write("tracing_on", "1")
         value = fn()
-    finally:
+        _write("tracing_on", "0")
+        with open(os.path.join(TRACEFS, "trace")) as handle:
+            lines = handle.readlines()
+    finally:   # also when fn fails: tracing off, and the kernel's 2 x 128 MB given back
         _write("tracing_on", "0")
         for event in events:
             _write(f"events/{event}/enable", "0")
-    with open(os.path.join(TRACEFS, "trace")) as handle:
-        lines = handle.readlines()
-    _write("trace", "")                      # the kernel's 2 x 128 MB back to what it was
-    _write("buffer_size_kb", before_kb)
+        _write("trace", "")
+        _write("buffer_size_kb", before_kb)
     return value, lines
 
 
