@@ -156,15 +156,16 @@ def part(a: float, b: float, ends: list[float], trace, train: set) -> dict:
     """One stretch [a, b): CPU ms by kind, softirq ms, completions, Gloo's wake-ups."""
     ran, wakes, irqs, names = trace
     out = dict.fromkeys(KINDS, 0.0)
+    gloo = []   # the stretches Gloo's threads ran, clipped to [a, b)
     for _, pid, t0, t1 in ran:
-        out[kind_of(pid, names, train)] += overlap_s(a, b, t0, t1) * 1e3
+        inside_s, kind = overlap_s(a, b, t0, t1), kind_of(pid, names, train)
+        out[kind] += inside_s * 1e3
+        if inside_s > 0 and kind in ("worker", "tcp"):
+            gloo.append((max(a, t0), min(b, t1)))
     out["softirq"] = sum(overlap_s(a, b, t0, t1) for t0, t1 in irqs) * 1e3
     out["done"] = sum(a <= t < b for t in ends)
-    gloo = sorted((max(a, t0), min(b, t1)) for _, pid, t0, t1 in ran
-                  if overlap_s(a, b, t0, t1) > 0
-                  and kind_of(pid, names, train) in ("worker", "tcp"))
     gaps, edge = [], a   # stretches in which no Gloo thread ran on any CPU
-    for t0, t1 in gloo:
+    for t0, t1 in sorted(gloo):
         if t0 - edge >= 1e-3:
             gaps.append(t0 - edge)
         edge = max(edge, t1)
