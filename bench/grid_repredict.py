@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.lone_alpha_resweep import compare  # noqa: E402
-from calibrate.combine import alpha_uncertainty, widen  # noqa: E402
+from calibrate.spreads import alpha_uncertainty, widen  # noqa: E402
 
 KEYS = ("median_ape", "max_ape", "regret", "in_range", "with_range")
 

@@ -14,9 +14,10 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
-from calibrate.combine import (alpha_uncertainty, combine_kind_sequence, combine_sequence,
-                               overlapped_alpha, summarize, time_spread, widen)
+from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
+                               summarize, time_spread)
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
+from calibrate.spreads import alpha_uncertainty, widen
 from simddp.contention import combine_contention
 from calibrate.settings import CalibrateSettings
 from simddp.link import KindFit, Link

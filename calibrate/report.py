@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from calibrate.analysis import Calibration, KindCalibration
-from calibrate.combine import alpha_uncertainty
+from calibrate.spreads import alpha_uncertainty
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from calibrate.lone_alpha import alpha_unresolved
 from calibrate.report_table import human_bytes, table, wire_fraction

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from calibrate.analysis import Calibration, analyse
-from calibrate.combine import combine_sequence, spread, widen
+from calibrate.combine import combine_sequence
+from calibrate.spreads import spread, widen
 from calibrate.fit import (MAX_BUSBW_GBPS, fit_alpha_beta, fit_problems, heldout_error,
                            predict_s)
 from calibrate.report import print_report
