@@ -131,7 +131,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                                    ranks[0].get("tcp", "")))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"],
-                                   idle_wake_s=seq.get("idle_wake_s"))
+                                   idle_wake_s=seq.get("idle_wake_s"),
+                                   blocking_refill_s=seq.get("blocking_refill_s"))
     spread = time_spread(rows, link.alpha_s)
     if seq is not None:  # how sure the overlapped α is; the blocking α's repeats
         seq["bandwidth_spread"] = spread

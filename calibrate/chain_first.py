@@ -2,7 +2,9 @@
 
 calibrate/ranks/sequence.py clocks the first call of each waited-for chain on its own
 (``blocking_first_s``). The calls after it give a blocking α (calibrate/combine.py); the
-first one's excess over that law is the wake (``Link.idle_wake_s``). numpy and scipy only.
+first one's excess over that law is the wake (``Link.idle_wake_s``). On the CPU it clocks
+each of the others too (``blocking_calls_s``): their tail (:func:`slowest_calls`). numpy and
+scipy only.
 """
 from __future__ import annotations
 
@@ -42,3 +44,17 @@ def wake_mean_s(firsts: list[list[float]]) -> float:
     """
     n = min(len(f) for f in firsts)
     return float(trim_mean(np.max([f[:n] for f in firsts], axis=0), WAKE_TRIM))
+
+
+def slowest_calls(per_rank: list[dict]) -> np.ndarray | None:
+    """Every repeat's calls after the first, each's seconds on its slowest rank, pooled;
+    None where a rank did not clock them (CUDA, an older rank).
+
+    >>> slowest_calls([{"blocking_calls_s": [[1.0, 3.0]]}, {"blocking_calls_s": [[2.0, 1.0]]}])
+    array([2., 3.])
+    """
+    if not all(r.get("blocking_calls_s") for r in per_rank):
+        return None
+    n = min(len(r["blocking_calls_s"]) for r in per_rank)
+    return np.max([np.asarray(r["blocking_calls_s"][:n], dtype=float) for r in per_rank],
+                  axis=0).ravel()

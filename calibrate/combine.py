@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.chain_first import calls_after_first, wake_mean_s
-from calibrate.shaped_chain import blocking_alpha_s
+from calibrate.chain_first import calls_after_first, slowest_calls, wake_mean_s
+from calibrate.shaped_chain import blocking_alpha_s, refill_share
 from calibrate.spreads import factors, spread
 from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
 
@@ -70,7 +70,10 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
     other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, simddp.comm_law.idle_wake_s), on average (:func:`wake_mean_s`).
+    compute, simddp.comm_law.idle_wake_s), on average (:func:`wake_mean_s`). Where they
+    clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
+    shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
+    (calibrate/shaped_chain.py, :func:`hand_off_refill_s`).
 
     >>> r = combine_sequence([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
@@ -89,26 +92,35 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     chain = bytes_s[1:] if split else bytes_s   # the calls after the first, where timed
     series = {"blocking": after_first if split else [r["blocking_s"] for r in per_rank],
               "async": [r["async_s"] for r in per_rank]}
-    laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s),
+    # each repeat's total on its slowest rank
+    slowest = {pattern: np.max([t[:min(len(t) for t in ts)] for t in ts], axis=0)
+               for pattern, ts in series.items()}
+    calls, share = slowest_calls(per_rank), 1.0   # the share of α that refills the bucket
+    if calls is not None:   # each call after the first, clocked (on the CPU)
+        out["blocking_call_median_s"] = float(np.median(calls))
+        out["blocking_call_mean_s"] = float(np.mean(calls))
+        if burst_s is not None:
+            share = refill_share(float(np.mean(slowest["blocking"])), chain, burst_s, calls)
+    laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
         # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
         # median within one run, in stretches of seconds (docs/results/
         # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
         # into the prediction ranges (analysis.py widens the link's time_spread with it).
-        repeats = min(len(t) for t in series[pattern])
-        slowest = np.max([t[:repeats] for t in series[pattern]], axis=0)
-        per_repeat = np.array([laws[pattern](float(t)) for t in slowest])
+        per_repeat = np.array([laws[pattern](float(t)) for t in slowest[pattern]])
         out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
         if pattern == "blocking":   # the mean, which a step's N waited-for calls add up to
-            totals = [r["blocking_s"][:repeats] for r in per_rank]
+            totals = [r["blocking_s"][:len(per_repeat)] for r in per_rank]
             out["blocking_s"] = float(np.mean(np.max(totals, axis=0)))
-            out[alpha] = center = laws[pattern](float(np.mean(slowest)))
+            out[alpha] = center = laws[pattern](float(np.mean(slowest[pattern])))
         else:
             out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
             out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
             center = None   # the per-repeat median
         out[f"{alpha[:-2]}_spread"] = spread(per_repeat, center=center)
+    if calls is not None and burst_s is not None:
+        out["blocking_refill_s"] = share * out["blocking_alpha_s"]
     if split:   # the first call after compute, over its law (a full bucket, if shaped)
         first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
         law_s = out["blocking_alpha_s"] + max(0.0, bytes_s[0] - (burst_s or 0.0))

@@ -229,10 +229,17 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
         print(f"  the first of them took {seq['blocking_first_s'] * 1e3:.2f} ms on average: "
               f"{seq['idle_wake_s'] * 1e3:.2f} ms over its law, what a step's first collective "
               "after compute waits for Gloo's threads to wake (idle_wake_s)")
+    if seq.get("blocking_call_median_s") is not None:   # each call after the first, clocked
+        print(f"  one by one: median {seq['blocking_call_median_s'] * 1e6:.0f} µs, mean "
+              f"{seq['blocking_call_mean_s'] * 1e6:.0f} µs a call (a few wait a scheduler "
+              "tick; a step adds up the mean)" + (
+                  f"; each hand-off refills the link's bucket by "
+                  f"{seq['blocking_refill_s'] * 1e6:.0f} µs on average (a call's α, capped "
+                  "at the burst: blocking_refill_s)" if "blocking_refill_s" in seq else ""))
     bucket_s = seq["bandwidth_s"] - seq.get("blocking_bytes_s", seq["bandwidth_s"])
     if bucket_s > 0:
         print(f"  its bytes: {seq['bandwidth_s'] * 1e3:.2f} ms at busbw, of which the link's "
-              f"bucket served {bucket_s * 1e3:.2f} (refilled during each call's α, as simddp "
+              f"bucket served {bucket_s * 1e3:.2f} (refilled during each call's hand-off, as simddp "
               f"charges a chain): {seq['blocking_bytes_s'] * 1e3:.2f} ms taken out")
     if seq.get("blocking_alpha_spread"):
         low, high = seq["blocking_alpha_spread"]

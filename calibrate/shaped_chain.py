@@ -26,17 +26,20 @@ Here α is solved so that the chain, as simddp charges it, takes the measured to
 """
 from __future__ import annotations
 
+import numpy as np
 from scipy.optimize import brentq
 
 from simddp.comm_law import TokenBucket
 from simddp.link import GB, bus_factor
 
 
-def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float) -> float:
+def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float,
+            refill_s: float | None = None) -> float:
     """Seconds of a waited-for chain as simddp charges it: each call α, then what of its
     bytes (seconds at busbw) the bucket does not serve; full at the start (compute before
-    it sends nothing), refilled during each call's α."""
-    bucket = TokenBucket(burst_s, [alpha_s] * len(bytes_s), list(bytes_s))
+    it sends nothing), refilled during each call's hand-off by ``refill_s`` (None: α)."""
+    refill_s = alpha_s if refill_s is None else refill_s
+    bucket = TokenBucket(burst_s, [refill_s] * len(bytes_s), list(bytes_s))
     now_s = 0.0
     for i, b in enumerate(bytes_s):
         now_s += alpha_s + b - bucket.unshaped_s(i, now_s)
@@ -44,22 +47,46 @@ def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float) -> float:
     return now_s
 
 
-def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None) -> float:
+def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None,
+                     refill_share: float = 1.0) -> float:
     """The α per call that makes the chain take ``total_s`` (0.0 if even α = 0 takes longer);
-    ``burst_s``: the bucket in seconds of busbw, None for a wire (every byte at busbw)."""
+    ``burst_s``: the bucket in seconds of busbw, None for a wire (every byte at busbw);
+    ``refill_share``: the share of α the bucket refills by (:func:`hand_off_refill_s`)."""
     n = len(bytes_s)
     if burst_s is None:
         return max(0.0, (total_s - sum(bytes_s)) / n)
-    if chain_s(0.0, bytes_s, burst_s) >= total_s:
+
+    def over_s(a: float) -> float:
+        return chain_s(a, bytes_s, burst_s, a * refill_share) - total_s
+
+    if over_s(0.0) >= 0:
         return 0.0
     # chain_s grows with α (one more second of α saves at most one of bytes), and at
     # α = total/n the α alone takes the total: the root lies in between, or there, where
     # the bucket serves every byte.
     high_s = total_s / n
-    if chain_s(high_s, bytes_s, burst_s) <= total_s:
+    if over_s(high_s) <= 0:
         return high_s
-    return float(brentq(lambda a: chain_s(a, bytes_s, burst_s) - total_s, 0.0, high_s,
-                        xtol=1e-9))
+    return float(brentq(over_s, 0.0, high_s, xtol=1e-9))
+
+
+def hand_off_refill_s(calls_s: np.ndarray, alpha_s: float, burst_s: float) -> float:
+    """What a waited-for call's hand-off refills the bucket by, on average: each call's α,
+    capped at the burst. ``calls_s``: the chain's calls, each's seconds; a call's α is its
+    share of ``alpha_s`` (the chain's mean α), by its seconds over the calls' mean.
+
+    Why: α is the mean call, which a step adds up; but one call in 10-16 % waits a 4 ms
+    scheduler tick here, and the bucket holds 1.04 ms of the 2 Gbit/s link, so most of a
+    tick's refill is lost. The transformer's 75 naive calls at 2 Gbit/s measured 70.1 ms;
+    the law with the mean α (690 µs) said 59.1 ms refilled by it, 64.0 ms refilled by the
+    median call's α (370 µs) (docs/results/2026-11-27-waited-for-tail.md, section 3)::
+
+        >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])      # one call waits a tick
+        >>> round(hand_off_refill_s(calls, 0.8e-3, 1e-3) * 1e6)   # 9 × 400 + 1 × 1000 µs
+        460
+    """
+    shares = calls_s / float(np.mean(calls_s))
+    return float(np.mean(np.minimum(burst_s, alpha_s * shares)))
 
 
 def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int],
@@ -92,3 +119,23 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
         if abs(busbw_gbps - previous) < 1e-9 * previous:
             break
     return alpha_s, busbw_gbps
+
+
+def refill_share(total_s: float, bytes_s: list[float], burst_s: float,
+                 calls_s: np.ndarray) -> float:
+    """The share of the chain's α that its hand-offs refill the bucket by
+    (:func:`hand_off_refill_s`), with that α solved under the same share: α and the share
+    move each other only where the refill falls under a call's bytes, so a few rounds settle.
+
+    >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])
+    >>> round(refill_share(0.01, [0.1e-3] * 10, 1e-3, calls), 4)   # α 1 ms: 9 × 0.5 + 1
+    0.55
+    """
+    share = 1.0
+    for _ in range(4):
+        alpha_s = blocking_alpha_s(total_s, bytes_s, burst_s, share)
+        if alpha_s <= 0:
+            return 1.0
+        share = hand_off_refill_s(calls_s, alpha_s, burst_s) / alpha_s
+    return share
+

@@ -131,7 +131,8 @@ class TokenBucket:
     (docs/results/2026-11-25-small-collective-law.md, section 12).
 
     Tokens refill while the link idles: between collectives, and during the α of one that was
-    waited for (the hand-off sends nothing). A queued collective's α is not counted as idle:
+    waited for (the hand-off sends nothing; by the part of α the bucket keeps,
+    :func:`refill_share`). A queued collective's α is not counted as idle:
     the next one is already waiting: Gloo's two workers run one's α while the previous one's
     bytes are on the wire (a queue of 512 KiB all-reduces at 2 Gbit/s completes every 2.23 ms,
     the wire's 2.19, with one worker 2.8-3.6; docs/results/2026-11-25-queues-and-drift.md).
@@ -204,7 +205,8 @@ def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
     ``alpha_s``: their α parts, :func:`alpha_part_s`); None for a wire (no ``burst_bytes``)."""
     if link.burst_bytes is None:
         return None
-    refill_s = alpha_s if issued_blocking(plan, costs) else [0.0] * len(alpha_s)
+    refill_s = ([a * refill_share(link) for a in alpha_s] if issued_blocking(plan, costs)
+                else [0.0] * len(alpha_s))
     # A kind with its own fit (reduce-scatter, all-gather) has α and busbw fitted on a sweep
     # the bucket already shaped (its mid sizes cost about α), so its law holds the bucket:
     # on the 2 Gbit/s transformer, FSDP's 225 waited-for collectives were charged it twice
@@ -212,6 +214,19 @@ def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
     in_fit = [c.kind in link.kind_fits for c in plan.collectives]
     return TokenBucket(link.burst_bytes / (link.busbw_gbps * 1e9), refill_s,
                        [max(0.0, t - a) for t, a in zip(comm_s, alpha_s)], in_fit)
+
+
+def refill_share(link: Link) -> float:
+    """The share of a waited-for call's α that refills ``link``'s bucket
+    (``Link.blocking_refill_s`` over ``blocking_alpha_s``; 1 where not measured): α is the
+    mean call, a tick's stall included, and the bucket keeps only a burst of it::
+
+        >>> refill_share(Link("l", 0.0, 1.0, blocking_alpha_s=8e-4, blocking_refill_s=4.6e-4))
+        0.575
+    """
+    if link.blocking_refill_s is None or not link.blocking_alpha_s:
+        return 1.0
+    return min(1.0, link.blocking_refill_s / link.blocking_alpha_s)
 
 
 def span_kinds(plan: Plan) -> list[SpanKind]:

@@ -70,8 +70,9 @@ def link_to_json(link: Link, levels: Levels | None = None) -> dict:
             del fit["blocking_alpha_s"]
     if doc["burst_bytes"] is None:  # only a shaped link has one
         del doc["burst_bytes"]
-    if doc["idle_wake_s"] is None:  # measured only by a newer calibrate
-        del doc["idle_wake_s"]
+    for name in ("idle_wake_s", "blocking_refill_s"):
+        if doc[name] is None:  # measured only by a newer calibrate
+            del doc[name]
     if levels is not None:
         doc["levels"] = {"gpus_per_node": levels.gpus_per_node,
                          **{name: link_to_json(getattr(levels, name)) for name in

@@ -132,8 +132,12 @@ class Link:
     # What the first collective a micro-step issues after compute pays on top of its law:
     # Gloo's threads, and the peer's, asleep since the last collective, wake up (calibrate:
     # the first of its waited-for chain after 20 ms of compute, less that call's law). The
-    # engine charges it (simddp/wake.py); None: not measured (presets, older files).
+    # engine charges it (simddp.comm_law.idle_wake_s); None: not measured (presets, older files).
     idle_wake_s: float | None = None
+    # What a waited-for all-reduce's hand-off refills the token bucket by, on average: each
+    # call's α capped at the burst, which a call waiting a scheduler tick overflows
+    # (calibrate/shaped_chain.py). None: blocking_alpha_s (not measured, or a wire).
+    blocking_refill_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -158,8 +162,9 @@ class Link:
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
         if self.burst_bytes is not None:
             _positive(self.name, "burst_bytes", self.burst_bytes)
-        if self.idle_wake_s is not None:
-            _positive(self.name, "idle_wake_s", self.idle_wake_s, allow_zero=True)
+        for name in ("idle_wake_s", "blocking_refill_s"):
+            if getattr(self, name) is not None:
+                _positive(self.name, name, getattr(self, name), allow_zero=True)
         fits = {}
         for kind, fit in dict(self.kind_fits or {}).items():
             if kind not in (REDUCE_SCATTER, ALL_GATHER):
@@ -275,6 +280,8 @@ class Link:
         return replace(self, alpha_s=self.alpha_s * factor, busbw_gbps=self.busbw_gbps / factor,
                        blocking_alpha_s=None if self.blocking_alpha_s is None
                        else self.blocking_alpha_s * factor,
+                       blocking_refill_s=None if self.blocking_refill_s is None
+                       else self.blocking_refill_s * factor,
                        pieces=tuple(replace(p, alpha_s=p.alpha_s * factor,
                                             busbw_gbps=p.busbw_gbps / factor)
                                     for p in self.pieces),

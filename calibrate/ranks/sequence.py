@@ -6,12 +6,14 @@ naive one waits for each before issuing the next. Each repeat, on every rank::
 
     barrier; compute; clock; for t in tensors: all_reduce(t)                 -> blocking_s
                                    (the first call's seconds alone    -> blocking_first_s)
+                                   (each other's, on the CPU          -> blocking_calls_s)
     barrier; compute; clock; works = [all_reduce(t, async_op=True) for t in tensors]
                              for w in works: w.wait()                        -> async_s
     4 x (barrier; clock; all_reduce(4 KiB))                                  -> lone_s
 
 blocking_s gives Link.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
-all-reduces: what a small one costs alone, issue 19); async_s is reported, not used.
+all-reduces: what a small one costs alone, issue 19); async_s is reported, not used;
+blocking_calls_s, on a shaped link, Link.blocking_refill_s (calibrate/shaped_chain.py).
 The first waited-for call pays what a step's first collective after compute pays: Gloo's
 threads wake (+1.2…+3.4 ms here after 20 ms of compute, the second call nothing). Its excess
 over the other calls is Link.idle_wake_s, and the blocking α comes from the other calls.
@@ -77,7 +79,7 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                         for o, i in pairs], [full_bytes(kind, pair) for pair in pairs])
         for call in kinds[kind][0]:  # untimed, as the all-reduces above
             call(False)
-    blocking_s, async_s, lone_s, first_s = [], [], [], []
+    blocking_s, async_s, lone_s, first_s, each_s = [], [], [], [], []
     kinds_s = {kind: {"async_s": [], "blocking_s": [], "blocking_first_s": []} for kind in kinds}
     order = list(kinds)
     lone = zeros(LONE_BYTES, cfg["dtype"], ctx.device)
@@ -86,7 +88,8 @@ def measure_sequence(cfg: dict, ctx) -> dict:
             if repeat < cfg["repeats"]:
                 ctx.barrier()
                 times.append(timed_sequence(tensors, blocking, ctx,
-                                            first_s=first_s if blocking else None))
+                                            first_s=first_s if blocking else None,
+                                            each_s=each_s if blocking else None))
         if repeat < cfg["repeats"]:
             lone_s += time_allreduce(lone, ctx, 0, LONE_PER_REPEAT)
         if order:  # one kind per repeat, in turn: each gets repeats/len(kinds), to save time
@@ -99,6 +102,8 @@ def measure_sequence(cfg: dict, ctx) -> dict:
                     first_s=times["blocking_first_s"] if blocking else None))
     out = {"blocking_s": blocking_s, "blocking_first_s": first_s, "async_s": async_s,
            "lone_s": lone_s, "lone_bytes": LONE_BYTES}
+    if each_s:
+        out["blocking_calls_s"] = each_s
     if kinds:
         out["kinds"] = {kind: {**kinds_s[kind], "sizes_bytes": sizes}
                         for kind, (_, sizes) in kinds.items()}
@@ -106,12 +111,13 @@ def measure_sequence(cfg: dict, ctx) -> dict:
 
 
 def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S,
-                   first_s: list | None = None) -> float:
+                   first_s: list | None = None, each_s: list | None = None) -> float:
     """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back: each waited
     for (``blocking``) or all queued, then waited for. realrun's probes time the same.
-    ``first_s``: blocking, the first call's seconds are appended to it."""
+    ``first_s``, ``each_s``: blocking, the first call's seconds and the others' (as
+    :func:`timed_calls`) are appended to them."""
     return timed_calls([lambda async_op, t=t: dist.all_reduce(t, async_op=async_op)
-                        for t in tensors], blocking, ctx, busy_s, first_s)
+                        for t in tensors], blocking, ctx, busy_s, first_s, each_s)
 
 
 def busy(busy_s: float, ctx) -> None:
@@ -124,17 +130,23 @@ def busy(busy_s: float, ctx) -> None:
 
 
 def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S,
-                first_s: list | None = None) -> float:
+                first_s: list | None = None, each_s: list | None = None) -> float:
     """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
-    returns its work when ``async_op`` is True."""
+    returns its work when ``async_op`` is True. ``each_s``: blocking, on the CPU, the list of
+    the calls after the first, each's seconds, is appended to it (on CUDA a call returns once
+    enqueued, so its clock would say nothing)."""
     busy(busy_s, ctx)
     start_s = time.perf_counter()
     if blocking:
+        ends_s = [start_s]
         for j, call in enumerate(calls):
             call(False)
             if j == 0 and first_s is not None:
                 ctx.synchronize()
                 first_s.append(time.perf_counter() - start_s)
+            ends_s.append(time.perf_counter())
+        if each_s is not None and ctx.device.type == "cpu":
+            each_s.append([b - a for a, b in zip(ends_s[1:], ends_s[2:])])
     else:
         for work in [call(True) for call in calls]:
             work.wait()

@@ -48,6 +48,9 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
         # the shaper's token bucket travels with the link: simddp charges it (comm_law)
         assert link.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
+        # each waited-for call clocked: what its hand-off refills the bucket by, at most its α
+        assert 0 < link.blocking_refill_s <= link.blocking_alpha_s
+        assert "one by one: median" in stdout and "refills the link's bucket by" in stdout
     return busbw_gbps
 
 

@@ -73,3 +73,44 @@ def test_inputs_from_probes_on_a_shaped_link_take_out_what_its_bucket_serves():
     wire, _, _ = inputs_from_probes(dataclasses.replace(link, burst_bytes=None), None, medians,
                                     [10 ** 6] * 4, 2)
     assert wire.blocking_alpha_s == pytest.approx(5e-4)
+
+
+# 10 calls of 64 KiB after the first, each waited for: 9 of 0.4 ms and one that waited a
+# scheduler tick, 4.4 ms; 0.8 ms a call on average. At 0.25 GB/s a call's bytes take 262 µs,
+# and the 250 kB bucket holds 1 ms of them.
+CLOCKED = {"blocking_s": [9e-3] * 3, "blocking_first_s": [1e-3] * 3, "async_s": [6e-3] * 3,
+           "blocking_calls_s": [[0.4e-3] * 9 + [4.4e-3]] * 3}
+
+
+def test_clocked_calls_say_what_each_hand_off_refills_the_bucket_by():
+    # α: the 8 ms after the first call over 10 calls, every byte from the bucket (0.8 ms
+    # refills more than 262 µs); the calls' α in proportion to their time: 9 of 0.4 ms and
+    # one of 4.4, which the 1 ms bucket caps: (9 × 0.4 + 1.0) / 10 = 0.46 ms
+    seq = combine_sequence([CLOCKED] * 2, [65536] * 11, 0.25, 2, burst_bytes=250_000)
+    assert seq["blocking_alpha_s"] == pytest.approx(0.8e-3)
+    assert seq["blocking_refill_s"] == pytest.approx(0.46e-3)
+    assert (seq["blocking_call_median_s"], seq["blocking_call_mean_s"]) == pytest.approx(
+        (0.4e-3, 0.8e-3))
+
+
+def test_a_wire_or_unclocked_calls_have_no_refill():
+    wire = combine_sequence([CLOCKED] * 2, [65536] * 11, 0.25, 2)
+    assert "blocking_refill_s" not in wire and wire["blocking_call_mean_s"] == pytest.approx(8e-4)
+    old = {k: v for k, v in CLOCKED.items() if k != "blocking_calls_s"}   # CUDA, older ranks
+    shaped = combine_sequence([CLOCKED, old], [65536] * 11, 0.25, 2, burst_bytes=250_000)
+    assert "blocking_refill_s" not in shaped and "blocking_call_median_s" not in shaped
+    assert shaped["blocking_alpha_s"] == pytest.approx(0.8e-3)
+
+
+def test_the_refill_the_calls_give_is_the_one_simddp_refills_by():
+    # a naive chain of two 1 MB all-reduces on the shaped link, as the engine charges it,
+    # taken apart with the same refill: α back
+    toy = ModelProfile("toy", (Layer("l0", (1_000_000,), 0.001, 0.001),
+                               Layer("l1", (1_000_000,), 0.001, 0.001)))
+    link = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6,
+                burst_bytes=500_000, blocking_refill_s=100e-6)
+    r = simulate(toy, link, plan(toy, make_strategy("naive")), world_size=2)
+    spans = [s for s in r.spans if s.lane == "comm"]
+    total_s = spans[-1].end_s - spans[0].start_s
+    assert blocking_alpha_s(total_s, [1e-3] * 2, 0.5e-3, refill_share=1 / 3) == pytest.approx(
+        300e-6)

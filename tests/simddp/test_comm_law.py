@@ -6,6 +6,7 @@ after another at that cost, whatever sits in front of them. Blocking plans pay
 ``blocking_alpha_s`` instead. docs/results/2026-11-25-small-collective-law.md has the
 measurements behind it.
 """
+import dataclasses
 import json
 
 import pytest
@@ -15,7 +16,8 @@ from simddp.comm_law import comm_seconds
 from simddp.contention import Contention, split_comm
 from simddp.cli import main
 from simddp.host import Host
-from simddp.io import link_to_json, profile_to_json
+from simddp.errors import InputError
+from simddp.io import link_from_json, link_to_json, profile_to_json
 
 # l1: one 1 MB gradient; l0: four of 1 kB. Forward and backward 1 ms per layer.
 TOY = ModelProfile("toy", (Layer("l0", (1000,) * 4, 0.001, 0.001),
@@ -120,6 +122,25 @@ def test_waited_for_collectives_send_what_the_bucket_holds_unshaped():
     assert comm_spans(r) == [(4.0, 4.8), (4.8, 5.1), (5.1, 5.4), (5.4, 5.7), (5.7, 6.0)]
     wire = simulate(TOY, LINK, plan(TOY, make_strategy("naive")), world_size=2)
     assert round(wire.step_ms, 6) == 4 + 1.3 + 4 * 0.301
+
+
+def test_a_hand_off_refills_the_bucket_by_the_links_measured_refill():
+    # two 1 MB all-reduces after the 4 ms backward: the first 0.3 ms α + 1.0 of bytes less
+    # the full bucket's 0.5, 4.0 -> 4.8, empties it; the second refills during its hand-off:
+    # by its whole α (0.3 ms) without a measured refill, 4.8 -> 5.8; by the link's 0.1 ms
+    # (a call's α capped at the burst, on average), 4.8 -> 6.0
+    toy = ModelProfile("toy", (Layer("l0", (1_000_000,), 0.001, 0.001),
+                               Layer("l1", (1_000_000,), 0.001, 0.001)))
+    naive = plan(toy, make_strategy("naive"))
+    assert comm_spans(simulate(toy, SHAPED, naive, 2)) == [(4.0, 4.8), (4.8, 5.8)]
+    measured = dataclasses.replace(SHAPED, blocking_refill_s=100e-6)
+    assert comm_spans(simulate(toy, measured, naive, 2)) == [(4.0, 4.8), (4.8, 6.0)]
+    # a prediction range's slower end scales it with the α: the same share of a longer α
+    assert measured.time_scaled(2.0).blocking_refill_s == pytest.approx(200e-6)
+    assert link_from_json(link_to_json(measured)) == measured
+    assert "blocking_refill_s" not in link_to_json(SHAPED)
+    with pytest.raises(InputError, match="blocking_refill_s"):
+        dataclasses.replace(SHAPED, blocking_refill_s=-1e-6)
 
 
 def test_queued_collectives_refill_the_bucket_only_while_the_link_idles():
