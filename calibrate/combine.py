@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.chain_first import calls_after_first, slowest_calls, wake_mean_s
-from calibrate.shaped_chain import blocking_alpha_s, refill_share
+from calibrate.shaped_chain import blocking_alpha_s, chain_refill_share
 from calibrate.spreads import factors, spread
 from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
 
@@ -100,7 +100,8 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
         out["blocking_call_median_s"] = float(np.median(calls))
         out["blocking_call_mean_s"] = float(np.mean(calls))
         if burst_s is not None:
-            share = refill_share(float(np.mean(slowest["blocking"])), chain, burst_s, calls)
+            share = chain_refill_share(float(np.mean(slowest["blocking"])), chain, burst_s,
+                                       calls)
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):

@@ -51,7 +51,7 @@ def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None
                      refill_share: float = 1.0) -> float:
     """The α per call that makes the chain take ``total_s`` (0.0 if even α = 0 takes longer);
     ``burst_s``: the bucket in seconds of busbw, None for a wire (every byte at busbw);
-    ``refill_share``: the share of α the bucket refills by (:func:`hand_off_refill_s`)."""
+    ``refill_share``: the share of α the bucket refills by (:func:`chain_refill_share`)."""
     n = len(bytes_s)
     if burst_s is None:
         return max(0.0, (total_s - sum(bytes_s)) / n)
@@ -90,14 +90,15 @@ def hand_off_refill_s(calls_s: np.ndarray, alpha_s: float, burst_s: float) -> fl
 
 
 def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int],
-                    world_size: int, burst_bytes: float | None, busbw_gbps: float
-                    ) -> tuple[float, float | None]:
+                    world_size: int, burst_bytes: float | None, busbw_gbps: float,
+                    refill_share: float = 1.0) -> tuple[float, float | None]:
     """(blocking α, busbw GB/s or None) from a waited-for chain of ``sizes_bytes`` and one
     all-reduce of them all, both after compute (``realrun validate``'s probes). On a wire
     (``burst_bytes`` None) whole = α + b and chain = N·α + b, b every byte at busbw; through
     a bucket, each pays what the bucket leaves: α from the chain at a busbw, busbw from the
     whole at that α, in turn from ``busbw_gbps`` until they settle (each round shrinks the
-    error by about the bucket's share of the whole's bytes)::
+    error by about the bucket's share of the whole's bytes); each hand-off refills the bucket
+    by ``refill_share`` of α (the link's: simddp.comm_law.refill_share)::
 
         >>> alpha, busbw = chain_and_whole(6e-3, 4.5e-3, [10 ** 6] * 4, 2, 500_000, 0.8)
         >>> round(alpha * 1e3, 4), round(busbw, 4)     # a wire's formulas: 0.5 ms, 1.0 GB/s
@@ -112,7 +113,8 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
     for _ in range(50):
         s_per_byte = 1 / (busbw_gbps * GB)
         alpha_s = blocking_alpha_s(chain_total_s, [bus_factor(world_size) * b * s_per_byte
-                                                   for b in sizes_bytes], burst_bytes * s_per_byte)
+                                                   for b in sizes_bytes], burst_bytes * s_per_byte,
+                                   refill_share)
         if shaped_bytes <= 0 or whole_s <= alpha_s:
             return alpha_s, None
         previous, busbw_gbps = busbw_gbps, shaped_bytes / (whole_s - alpha_s) / GB
@@ -121,14 +123,14 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
     return alpha_s, busbw_gbps
 
 
-def refill_share(total_s: float, bytes_s: list[float], burst_s: float,
+def chain_refill_share(total_s: float, bytes_s: list[float], burst_s: float,
                  calls_s: np.ndarray) -> float:
     """The share of the chain's α that its hand-offs refill the bucket by
     (:func:`hand_off_refill_s`), with that α solved under the same share: α and the share
     move each other only where the refill falls under a call's bytes, so a few rounds settle.
 
     >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])
-    >>> round(refill_share(0.01, [0.1e-3] * 10, 1e-3, calls), 4)   # α 1 ms: 9 × 0.5 + 1
+    >>> round(chain_refill_share(0.01, [0.1e-3] * 10, 1e-3, calls), 4)   # α 1 ms: 9 × 0.5 + 1
     0.55
     """
     share = 1.0

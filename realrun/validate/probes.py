@@ -43,6 +43,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
+from simddp.comm_law import refill_share
 from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
 from realrun.contention_timing import overlap_times
@@ -143,13 +144,17 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
         # the chain follows 20 ms of compute: its first call paid the wake, charged apart
         chain_s = m["probe:seq-blocking"] - (link.idle_wake_s or 0.0)
+        # the calibration's share of α that refills the bucket (its tail) holds for the probe
+        share = refill_share(link)
         alpha_b, busbw_gbps = chain_and_whole(chain_s, m["probe:flat"],
                                               tensor_bytes, world_size, link.burst_bytes,
-                                              link.busbw_gbps)
+                                              link.busbw_gbps, share)
         if busbw_gbps is not None:
             fields["busbw_gbps"] = busbw_gbps
         if alpha_b >= 0:
             fields["blocking_alpha_s"] = alpha_b
+            if link.blocking_refill_s is not None:
+                fields["blocking_refill_s"] = share * alpha_b
     if contention is not None:
         c = combine_contention(contention)
         fields.update(compute_slowdown=c["compute_slowdown"], comm_slowdown=c["comm_slowdown"])

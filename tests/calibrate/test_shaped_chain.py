@@ -114,3 +114,16 @@ def test_the_refill_the_calls_give_is_the_one_simddp_refills_by():
     total_s = spans[-1].end_s - spans[0].start_s
     assert blocking_alpha_s(total_s, [1e-3] * 2, 0.5e-3, refill_share=1 / 3) == pytest.approx(
         300e-6)
+
+
+def test_validate_s_probes_keep_the_calibrated_share_of_alpha_that_refills_the_bucket():
+    # calibrate's calls said a hand-off refills half its α; the probes' chain is taken apart
+    # under that share, and the link keeps it with the probes' α
+    link = Link("cal", 5e-4, 0.8, world_size=2, burst_bytes=500_000, blocking_alpha_s=1e-3,
+                blocking_refill_s=5e-4)
+    medians = {"probe:flat": 0.0045, "probe:seq-blocking": 0.006}
+    new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
+    assert new.blocking_refill_s == pytest.approx(0.5 * new.blocking_alpha_s)
+    bytes_s = [1e6 / (new.busbw_gbps * 1e9)] * 4
+    assert chain_s(new.blocking_alpha_s, bytes_s, 500_000 / (new.busbw_gbps * 1e9),
+                   new.blocking_refill_s) == pytest.approx(0.006)
