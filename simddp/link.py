@@ -17,11 +17,9 @@ busbw unless calibrate measured them per kind (``kind_fits``)::
     >>> Link("eth", 0.0, 1.0).collective_s(REDUCE_SCATTER, 1_000_000, world_size=4)
     0.00075
 
-``alpha_s`` is the per-collective latency of all-reduces issued asynchronously, back to back,
-as an overlapping DDP issues them; ``blocking_alpha_s`` (optional) is the latency when each
-all-reduce is waited for before the next is issued (naive, flat). ``python -m calibrate``
-measures both on sequences of all-reduces: on Gloo here they differ by ~1.5x, and both are
-2-4x a lone all-reduce's α (docs/CALIBRATE.md).
+``alpha_s`` is the per-collective latency of all-reduces a step overlaps (calibrate: a small
+one's lone α); ``blocking_alpha_s`` (optional) the mean latency when each is waited for
+before the next (naive, flat), scheduler stalls included (docs/CALIBRATE.md).
 
 Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
 collective is in flight and how much the collective slows under compute; 1.0 means none. They

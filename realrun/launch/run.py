@@ -40,8 +40,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
-from realrun.launch.context import (RankContext, init_group, make_context,
-                                    require_gpus)
+from realrun.launch.context import RankContext, init_group, make_context, require_gpus
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
 from realrun.launch.netns import Cluster, emulated_cluster

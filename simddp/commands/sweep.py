@@ -26,21 +26,10 @@ import sys
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
 from simddp.account.states import FP32_ADAM, PerParam, state_bytes
-from simddp.commands.common import (
-    add_beyond_ddp_args,
-    add_host_args,
-    add_link_args,
-    add_model_args,
-    parse_hooks,
-    parse_names,
-    parse_positive_floats,
-    resolve_cpu_note,
-    resolve_host,
-    resolve_link,
-    resolve_world,
-    topology_text,
-    resolve_model,
-)
+from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
+                                    add_model_args, parse_hooks, parse_names,
+                                    parse_positive_floats, resolve_cpu_note, resolve_host,
+                                    resolve_link, resolve_model, resolve_world, topology_text)
 from simddp.comm_law import split_contention
 from simddp.contention import contention_for
 from simddp.host import Host
@@ -51,14 +40,8 @@ from simddp.report.progress import Progress
 from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.report.recommendation import fastest_row, recommendation_text, strategy_text
-from simddp.report.table import (
-    fmt_mb,
-    fmt_ms,
-    fmt_speedup,
-    host_line,
-    render_table,
-    setup_line,
-)
+from simddp.report.table import (fmt_mb, fmt_ms, fmt_speedup, host_line, render_table,
+                                 setup_line)
 from simddp.result import Result
 from simddp.report.levels import levels_line, topology_json
 from simddp.strategy import HIERARCHICAL, SHARDED, STRATEGIES
