@@ -239,8 +239,8 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
     bucket_s = seq["bandwidth_s"] - seq.get("blocking_bytes_s", seq["bandwidth_s"])
     if bucket_s > 0:
         print(f"  its bytes: {seq['bandwidth_s'] * 1e3:.2f} ms at busbw, of which the link's "
-              f"bucket served {bucket_s * 1e3:.2f} (refilled during each call's hand-off, as simddp "
-              f"charges a chain): {seq['blocking_bytes_s'] * 1e3:.2f} ms taken out")
+              f"bucket served {bucket_s * 1e3:.2f} (refilled during each call's hand-off, as "
+              f"simddp charges a chain): {seq['blocking_bytes_s'] * 1e3:.2f} ms taken out")
     if seq.get("blocking_alpha_spread"):
         low, high = seq["blocking_alpha_spread"]
         print(f"  per repeat (slowest rank): p5–p95 x{low:.2f}–x{high:.2f} of the mean over "

@@ -124,7 +124,7 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
 
 
 def chain_refill_share(total_s: float, bytes_s: list[float], burst_s: float,
-                 calls_s: np.ndarray) -> float:
+                       calls_s: np.ndarray) -> float:
     """The share of the chain's α that its hand-offs refill the bucket by
     (:func:`hand_off_refill_s`), with that α solved under the same share: α and the share
     move each other only where the refill falls under a call's bytes, so a few rounds settle.
