@@ -92,9 +92,10 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     chain = bytes_s[1:] if split else bytes_s   # the calls after the first, where timed
     series = {"blocking": after_first if split else [r["blocking_s"] for r in per_rank],
               "async": [r["async_s"] for r in per_rank]}
-    # each repeat's total on its slowest rank
-    slowest = {pattern: np.max([t[:min(len(t) for t in ts)] for t in ts], axis=0)
-               for pattern, ts in series.items()}
+    slowest = {}   # each repeat's total on its slowest rank
+    for pattern, totals in series.items():
+        repeats = min(len(t) for t in totals)
+        slowest[pattern] = np.max([t[:repeats] for t in totals], axis=0)
     calls, share = slowest_calls(per_rank), 1.0   # the share of α that refills the bucket
     if calls is not None:   # each call after the first, clocked (on the CPU)
         out["blocking_call_median_s"] = float(np.median(calls))
