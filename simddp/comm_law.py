@@ -205,8 +205,8 @@ def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
     ``alpha_s``: their α parts, :func:`alpha_part_s`); None for a wire (no ``burst_bytes``)."""
     if link.burst_bytes is None:
         return None
-    refill_s = ([a * refill_share(link) for a in alpha_s] if issued_blocking(plan, costs)
-                else [0.0] * len(alpha_s))
+    share = refill_share(link) if issued_blocking(plan, costs) else 0.0
+    refill_s = [a * share for a in alpha_s]
     # A kind with its own fit (reduce-scatter, all-gather) has α and busbw fitted on a sweep
     # the bucket already shaped (its mid sizes cost about α), so its law holds the bucket:
     # on the 2 Gbit/s transformer, FSDP's 225 waited-for collectives were charged it twice
