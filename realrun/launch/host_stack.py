@@ -25,7 +25,14 @@ for the pacing timer (``tcp_pace_kick``) up to 43 ms with the link idle, and a 2
 all-reduce took 40-70 ms instead of ~1 ms (90 of 5661 pacing wake-ups after a silent gap over
 2 ms; kernel trace, docs/results/2026-11-26-pacing-stalls.md). With ``cubic``, Linux's
 default and what a cluster's hosts run unless tuned, nothing paces and no call took over
-20 ms. So each host namespace runs :data:`CONGESTION_CONTROL`.
+20 ms. So each host's routes carry :data:`CONGESTION_CONTROL` (``congctl``): its subnet's,
+for the flows to other hosts, and its own address's, for those between its ranks. Not the
+namespace's default: a namespace may only pick one of the box's
+``tcp_allowed_congestion_control``, which on a VM booted 2026-11-27 read "reno bbr", so the
+write answered `I/O error` and the hosts ran bbr (the transformer's naive step at 2 Gbit/s
+2.35-2.47 ms a call, against 1.11-1.20 a day earlier; docs/results/
+2026-11-27-high-tail-day.md). A route's ``congctl`` is not limited so. The ranks learn what
+their flows run from :data:`TCP_ENV` (:func:`congestion_control`).
 
 The functions build the shell lines; realrun/launch/netns.py runs them in each namespace,
 each on its own: where a kernel refuses one (an H100 host's Firecracker kernel answered one
@@ -39,8 +46,12 @@ says once what it runs without and what that risks (:data:`WITHOUT`)::
 """
 from __future__ import annotations
 
+import ipaddress
+import os
+
 CONGESTION_CONTROL = "cubic"  # Linux's default since 2.6.19
 CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"   # per network namespace
+TCP_ENV = "REALRUN_TCP_CONGESTION"  # set by an emulated cluster whose hosts' routes carry one
 STEER, CONGESTION = "flow steering (RPS)", "their own TCP congestion control"
 # What each step's absence risks, for the warning when a kernel refuses it.
 WITHOUT = {STEER: "a flow's segments may arrive out of order and be retransmitted",
@@ -70,9 +81,12 @@ def steer_script(dev: str, cpus: set[int]) -> str:
 
 
 def congestion_control() -> str:
-    """The congestion control this process's TCP sockets get (its network namespace's
-    default: :data:`CONGESTION_CONTROL` on realrun's emulated hosts), "" where Linux does
-    not say. calibrate's link file records it (calibrate/ranks/run.py)."""
+    """The congestion control this process's TCP sockets get: on realrun's emulated hosts
+    :data:`TCP_ENV` (their routes', :data:`CONGESTION_CONTROL`), else its network
+    namespace's default; "" where Linux does not say. calibrate's link file records it
+    (calibrate/ranks/run.py)."""
+    if os.environ.get(TCP_ENV):
+        return os.environ[TCP_ENV]
     try:
         with open(CC_SYSCTL) as handle:
             return handle.read().strip()
@@ -80,17 +94,25 @@ def congestion_control() -> str:
         return ""
 
 
-def congestion_script() -> str:
-    """The namespace's TCP on :data:`CONGESTION_CONTROL`, written only where it differs.
+def congestion_script(dev: str, interface: str) -> str:
+    """The routes of a host with ``interface`` (address/prefix) on ``dev`` carrying
+    :data:`CONGESTION_CONTROL`: the subnet's, and the address's own in the local table.
 
-    >>> congestion_script().split(" || ")[1]
-    'echo cubic > /proc/sys/net/ipv4/tcp_congestion_control'
+    >>> subnet, own = congestion_script("veth0", "10.64.0.1/24").split(" && ")
+    >>> subnet
+    'ip route replace 10.64.0.0/24 dev veth0 proto kernel scope link src 10.64.0.1 congctl cubic'
+    >>> own.split(" dev ")[0], own.split(" src ")[1]
+    ('ip route replace table local local 10.64.0.1', '10.64.0.1 congctl cubic')
     """
-    return (f'[ "$(cat {CC_SYSCTL})" = {CONGESTION_CONTROL} ] || '
-            f"echo {CONGESTION_CONTROL} > {CC_SYSCTL}")
+    iface = ipaddress.ip_interface(interface)
+    ip, cc = iface.ip, CONGESTION_CONTROL
+    return (f"ip route replace {iface.network} dev {dev} proto kernel scope link src {ip} "
+            f"congctl {cc} && ip route replace table local local {ip} dev {dev} proto kernel "
+            f"scope host src {ip} congctl {cc}")
 
 
-def host_steps(dev: str, cpus: set[int]) -> list[tuple[str, str]]:
-    """(what, shell line) for a host: its NIC ``dev`` steered by flow, its TCP on
-    :data:`CONGESTION_CONTROL`. The switch's ports get the :data:`STEER` step alone."""
-    return [(STEER, steer_script(dev, cpus)), (CONGESTION, congestion_script())]
+def host_steps(dev: str, interface: str, cpus: set[int]) -> list[tuple[str, str]]:
+    """(what, shell line) for a host: its NIC ``dev`` (``interface``: address/prefix)
+    steered by flow, its TCP on :data:`CONGESTION_CONTROL`. The switch's ports get the
+    :data:`STEER` step alone."""
+    return [(STEER, steer_script(dev, cpus)), (CONGESTION, congestion_script(dev, interface))]

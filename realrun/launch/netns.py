@@ -22,7 +22,7 @@ transformer's 75 waited-for all-reduces 172 ms shaped at the NIC, 102 at the por
 docs/REALRUN.md). In the hub a segment has left its socket, so TCP does not wait on it.
 
 Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): host i's NIC and
-switch port steer to CPU i (RPS), so a flow stays in order, and each host's TCP runs cubic,
+switch port steer to CPU i (RPS), so a flow stays in order, and each host's routes run cubic,
 Linux's default, not this box's choice (bbr paced waited-for all-reduces into 40-70 ms stalls).
 Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
 Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
@@ -87,6 +87,7 @@ class Cluster:
     hosts: tuple[Host, ...]
     hub_netns: str
     link_gbit: float | None
+    tcp: str = ""   # the hosts' routes' congestion control; "" where a kernel refused it
 
     def exec_argv(self, host_index: int, argv: list[str]) -> list[str]:
         """The command line that runs `argv` inside host `host_index` (ip netns exec execs it,
@@ -97,6 +98,7 @@ class Cluster:
         """Environment that makes gloo / NCCL talk over this host's NIC and only over it."""
         ifname = self.hosts[host_index].ifname
         return {
+            **({host_stack.TCP_ENV: self.tcp} if self.tcp else {}),  # what its flows run
             "GLOO_SOCKET_IFNAME": ifname,
             "NCCL_SOCKET_IFNAME": ifname,
             # Without these NCCL would move data through shared memory, NVLink or InfiniBand
@@ -156,8 +158,8 @@ def emulated_cluster(n_hosts: int, link_gbit: float | None = None) -> Iterator[C
     created: list[str] = []
     with sigterm_as_interrupt():
         try:
-            _build(hub, hosts, qdisc, created)
-            yield Cluster(hosts, hub, link_gbit)
+            tcp = _build(hub, hosts, qdisc, created)
+            yield Cluster(hosts, hub, link_gbit, tcp)
         finally:
             for name in reversed(created):
                 _delete_netns(name)
@@ -176,7 +178,7 @@ def remove_stale_namespaces() -> list[str]:
     return removed
 
 
-def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: list[str]) -> None:
+def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: list[str]) -> str:
     _add_netns(hub, created)
     # The TCP store listens dual-stack, so it sees peers as ::ffff:10.x.y.z; list that form too.
     hosts_file = "127.0.0.1 localhost\n" + "".join(
@@ -206,10 +208,11 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         _ip("-n", host.netns, "link", "set", host.ifname, "up")
         cpu = host_stack.host_cpus(i, cpus)
         _best_effort(hub, host_stack.STEER, host_stack.steer_script(port, cpu), warned)
-        for what, script in host_stack.host_steps(host.ifname, cpu):
+        for what, script in host_stack.host_steps(host.ifname, f"{host.ip}/24", cpu):
             _best_effort(host.netns, what, script, warned)
         if qdisc is not None:   # on the switch's port: what host i receives (docstring)
             _run(["tc", "-n", hub, "qdisc", "add", "dev", port, "root", *qdisc])
+    return "" if host_stack.CONGESTION in warned else host_stack.CONGESTION_CONTROL
 
 
 def _best_effort(netns: str, what: str, script: str, warned: set[str]) -> bool:

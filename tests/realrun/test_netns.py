@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 import pytest
@@ -58,11 +59,25 @@ def test_a_refused_host_step_warns_once_and_the_cluster_goes_on(monkeypatch, cap
     warned: set[str] = set()
     for name in ("h0", "h1"):
         assert not netns._best_effort(name, host_stack.CONGESTION,
-                                      host_stack.congestion_script(), warned)
+                                      host_stack.congestion_script("veth0", "10.64.0.1/24"),
+                                      warned)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["realrun: warning: emulated hosts run without their own TCP congestion "
                    "control (sh: 1: echo: echo: I/O error): the box's own congestion control "
                    "runs, and bbr's pacing stalled waited-for all-reduces for 40-70 ms"]
+
+
+def test_ranks_report_the_congestion_control_their_hosts_routes_run(monkeypatch):
+    """An emulated host's flows run its routes' congestion control, not the namespace's
+    default, so its ranks read it from the cluster's environment (calibrate records it)."""
+    cluster = netns.Cluster((netns.Host("h0", "10.64.0.1", "veth0"),), "hub", 2.0, "cubic")
+    assert cluster.env(0)[host_stack.TCP_ENV] == "cubic"
+    assert host_stack.TCP_ENV not in netns.Cluster(cluster.hosts, "hub", 2.0).env(0)
+    monkeypatch.setenv(host_stack.TCP_ENV, "cubic")
+    assert host_stack.congestion_control() == "cubic"
+    monkeypatch.delenv(host_stack.TCP_ENV)
+    monkeypatch.setattr(host_stack, "CC_SYSCTL", "/nonexistent/tcp_congestion_control")
+    assert host_stack.congestion_control() == ""
 
 
 def test_bad_host_count():
@@ -72,6 +87,20 @@ def test_bad_host_count():
 
 
 # --- namespaces (root) -----------------------------------------------------------------------
+
+# The congestion control of a connection from this host to its own address (a listener on
+# port 0) and to another host's (a non-blocking connect: its route is chosen at the SYN).
+SOCKETS_CC = """
+import socket, sys
+cc = lambda s: s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0")
+own = socket.create_server((sys.argv[1], 0))
+print(cc(socket.create_connection(own.getsockname())).decode())
+other = socket.socket()
+other.setblocking(False)
+other.connect_ex((sys.argv[2], 9))
+print(cc(other).decode())
+"""
+
 
 def _run_in(cluster: netns.Cluster, host: int, argv: list[str]) -> str:
     done = subprocess.run(cluster.exec_argv(host, argv), capture_output=True, text=True,
@@ -105,9 +134,12 @@ def test_cluster_layout_and_teardown(need_netns):
                                   rps.format("port2")], capture_output=True, text=True,
                                  check=True).stdout
             assert [int(m.strip().replace(",", ""), 16) for m in (nic, hub)] == [mask, mask]
-            # each host's TCP runs Linux's default congestion control, not the box's (bbr here)
-            assert _run_in(cluster, 0, ["cat", "/proc/sys/net/ipv4/tcp_congestion_control"]
-                           ).strip() == "cubic"
+            # each host's TCP runs Linux's default congestion control, not the box's (bbr
+            # here), by its routes, even where the box allows a namespace only "reno bbr":
+            # a flow to another host and one to its own address both get cubic
+            assert cluster.tcp == "cubic" and cluster.env(0)[host_stack.TCP_ENV] == "cubic"
+            assert _run_in(cluster, 0, [sys.executable, "-c", SOCKETS_CC, ips[0], ips[1]]
+                           ).split() == ["cubic", "cubic"]
             assert 0 < cluster.free_port(0) < 65536
             assert cluster.env(1)["GLOO_SOCKET_IFNAME"] == "veth1"
             raise KeyError("leave the block with an error")
