@@ -30,7 +30,7 @@ for the flows to other hosts, and its own address's, for those between its ranks
 namespace's default: a namespace may only pick one of the box's
 ``tcp_allowed_congestion_control``, which on a VM booted 2026-11-27 read "reno bbr", so the
 write answered `I/O error` and the hosts ran bbr (the transformer's naive step at 2 Gbit/s
-2.35-2.47 ms a call, against 1.11-1.20 a day earlier; docs/results/
+2.35-2.47 ms a call, against 1.11-1.20 the session before; docs/results/
 2026-11-27-high-tail-day.md). A route's ``congctl`` is not limited so. The ranks learn what
 their flows run from :data:`TCP_ENV` (:func:`congestion_control`).
 
