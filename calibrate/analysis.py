@@ -70,6 +70,7 @@ class WorldCalibration:
     # Why a fit the link uses is degenerate ("link: busbw at its bound ..."), for the report,
     # the link's source and realrun validate; () when every fit is usable (fit.fit_problems).
     problems: tuple[str, ...] = ()
+    tcp: str = ""   # the ranks' TCP congestion control (realrun/launch/host_stack.py)
     # Per level on a two-level world (calibrate.levels.LevelsCalibration): the link file's
     # levels section; None where the per-level step did not run.
     levels: object = None
@@ -159,7 +160,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                      for p in fitting.fit_problems(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
-                            tuple(problems))
+                            tuple(problems), tcp=ranks[0].get("tcp", ""))
 
 
 def scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:

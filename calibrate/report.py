@@ -16,6 +16,13 @@ from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from calibrate.lone_alpha import alpha_unresolved
 from calibrate.report_table import human_bytes, table, wire_fraction
 
+# Gloo's flows on bbr: what this project's VMs showed (the ranks report their TCP, ranks/run.py)
+BBR_NOTE = ("the ranks' TCP ran bbr, which paces each flow by its own bandwidth estimate: "
+            "on this project's VMs it stalled small waited-for all-reduces for 40-70 ms, and "
+            "an emulated 2 Gbit/s transformer's naive step took 205 ms against 96.5 under "
+            "cubic (docs/results/2026-11-26-pacing-stalls.md, 2026-11-27-high-tail-day.md): "
+            "the naive and small-bucket rows swing with it. A cluster's hosts usually run cubic")
+
 
 def describe_fit(fit: AlphaBetaFit | PiecewiseFit) -> list[str]:
     """Lines for the summary: α, busbw with 95% CIs, R² on log time, residuals, size range."""
@@ -137,6 +144,8 @@ def print_report(cal: Calibration, paths: list[Path]) -> None:
                 print(f"  note: {note}")
         if run.oversubscribed:
             print(f"note: {run.oversubscribed}")
+        if a.backend == "gloo" and run.tcp == "bbr":
+            print(f"note: {BBR_NOTE}")
         for problem in run.problems:  # the link file's source says so too
             print(f"WARNING: degenerate fit, {problem}")
         if any(not p.startswith("lone fit") for p in run.problems):

@@ -230,14 +230,20 @@ def test_an_alpha_between_two_modes_comes_from_the_fast_one(slow_share, unresolv
     assert ("WARNING: degenerate fit, link: α unresolved" in out) == unresolved
 
 
-def test_the_link_file_names_the_ranks_tcp_congestion_control():
+def test_the_link_file_names_the_ranks_tcp_congestion_control(capsys):
     # bbr paced waited-for all-reduces into 40-70 ms stalls on this project's VMs
     # (docs/results/2026-11-26-pacing-stalls.md): whoever reads the link file sees which ran
     ranks = _ranks(list(predict_s(3e-4, 1.0, SMALL, 2)), [1e-3] * 5)
     ranks[0]["tcp"] = "bbr"
-    assert "gloo over TCP bbr, 2 ranks" in analyse(_settings(), 2, ranks).link.source
+    world = analyse(_settings(), 2, ranks)
+    assert "gloo over TCP bbr, 2 ranks" in world.link.source
+    print_report(Calibration(_settings(), [world]), [])   # and the report says what it risks
+    assert "note: the ranks' TCP ran bbr, which paces" in capsys.readouterr().out
     del ranks[0]["tcp"]   # an older rank, or no Linux: nothing said
-    assert "gloo, 2 ranks" in analyse(_settings(), 2, ranks).link.source
+    world = analyse(_settings(), 2, ranks)
+    assert "gloo, 2 ranks" in world.link.source
+    print_report(Calibration(_settings(), [world]), [])
+    assert "TCP ran bbr" not in capsys.readouterr().out
 
 
 def test_lone_samples_at_their_bytes_term_still_give_a_valid_link():
