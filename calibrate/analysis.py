@@ -125,11 +125,11 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     cont = combine_contention([r["contention"] for r in ranks]) if "contention" in ranks[0] \
         else None
     oversubscribed = _oversubscribed(s, world_size, ranks[0])
+    tcp = ranks[0].get("tcp", "")   # the ranks' congestion control; "" from older ranks
     link = fitting.to_link(fit, _link_name(s, world_size), world_size, s.backend,
                            cont["compute_slowdown"] if cont else 1.0,
                            cont["comm_slowdown"] if cont else 1.0,
-                           _source(s, world_size, fit, held, oversubscribed, seq,
-                                   ranks[0].get("tcp", "")))
+                           _source(s, world_size, fit, held, oversubscribed, seq, tcp))
     if seq is not None:
         link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"],
                                    idle_wake_s=seq.get("idle_wake_s"),
@@ -160,7 +160,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                      for p in fitting.fit_problems(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
-                            tuple(problems), tcp=ranks[0].get("tcp", ""))
+                            tuple(problems), tcp=tcp)
 
 
 def scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:

@@ -45,7 +45,7 @@ from typing import Iterator
 
 from realrun.launch import host_stack
 from realrun.launch.errors import NetnsUnavailable, one_line
-from realrun.launch.supervise import sigterm_as_interrupt
+from realrun.launch.supervise import pid_alive, sigterm_as_interrupt
 
 PREFIX = "simddp"
 _NETNS_DIR = "/run/netns"  # where `ip netns add` bind-mounts named namespaces
@@ -172,7 +172,7 @@ def remove_stale_namespaces() -> list[str]:
         parts = name.split("-")
         if len(parts) < 3 or parts[0] != PREFIX or not parts[1].isdigit():
             continue
-        if not _pid_alive(int(parts[1])):
+        if not pid_alive(int(parts[1])):
             _delete_netns(name)
             removed.append(name)
     return removed
@@ -261,16 +261,6 @@ def _list_namespaces() -> list[str]:
         except FileNotFoundError:
             pass
     return sorted(names)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _bind_free_port(ip: str) -> int:

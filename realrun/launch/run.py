@@ -44,7 +44,7 @@ from realrun.launch.context import RankContext, init_group, make_context, requir
 from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
 from realrun.launch.netns import Cluster, emulated_cluster
-from realrun.launch.supervise import (clear_rank_files, kill_all, result_path,
+from realrun.launch.supervise import (clear_rank_files, kill_all, pid_alive, result_path,
                                       sigterm_as_interrupt, watch)
 from realrun.launch.world import BACKENDS
 
@@ -188,21 +188,11 @@ def remove_stale_workdirs(tmp: str | None = None) -> list[Path]:
     removed = []
     for path in Path(tmp or tempfile.gettempdir()).glob("realrun-*-*"):
         pid = path.name.split("-")[1]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | None) -> list:

@@ -137,6 +137,18 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
             pass
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (anyone's): what a run's leftovers, named by the pid
+    that made them, are checked against before they are removed."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def clear_rank_files(workdir: Path) -> None:
     for path in list(workdir.glob("error-*.json")) + list(workdir.glob("result-*.json")):
         path.unlink(missing_ok=True)
