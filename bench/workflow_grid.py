@@ -101,6 +101,7 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "net_of_compute": doc.get("net_of_compute"),  # simddp/compare/drift.py
               "instance_gap_pct": doc.get("instance_gap_pct"),   # realrun/twin.py
               "cpu_note": doc.get("cpu_note"),   # simddp/cpu_share.py
+              "halves": doc.get("halves"),   # the bench against itself: simddp/compare/noise.py
               **link_alpha(d / "cal")}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")
     (d / "compare.txt").write_text(text)
@@ -122,8 +123,9 @@ def link_alpha(cal: Path) -> dict:
 
 def markdown(results: list[dict]) -> str:
     head = ("| cell | median APE | max APE | Spearman ρ | regret | in range | compute-only | "
-            "net of it: median / max APE | twins apart | α µs | predict s | measure s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "net of it: median / max APE | twins apart | halves apart: max | misses beyond "
+            "their halves | α µs | predict s | measure s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         rho = "n/a" if r["spearman"] is None else f"{r['spearman']:.2f}"
@@ -135,9 +137,13 @@ def markdown(results: list[dict]) -> str:
                     f"{net['max_ape']:.1f} % ({net['max_config']})")
         gap = r.get("instance_gap_pct")
         twins = "n/a" if gap is None else f"{gap:.1f} %"
+        h = r.get("halves")
+        halves = ("n/a | n/a" if h is None else f"{h['max_pct']:.1f} % ({h['max_config']}) | "
+                  f"{len(h['beyond'])}/{h['rows']}")
         lines.append(f"| {r['cell']} | {r['median_ape']:.1f} % | {r['max_ape']:.1f} % | {rho} | "
                      f"{r['regret']:.1f} % | {r['in_range']}/{r['with_range']} | {net_text} | "
-                     f"{twins} | {alpha} | {r['predict_s']:.0f} | {r['bench_s']:.0f} |")
+                     f"{twins} | {halves} | {alpha} | {r['predict_s']:.0f} | "
+                     f"{r['bench_s']:.0f} |")
     n = len(results)
     inside = sum(r["in_range"] for r in results)
     ranged = sum(r["with_range"] for r in results)

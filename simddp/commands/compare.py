@@ -23,7 +23,7 @@ import json
 import sys
 
 from simddp.compare import compare_results, format_table, pick_timeline
-from simddp.compare.noise import instance_gap_pct
+from simddp.compare.noise import instance_gap_pct, turn_steps
 from simddp.cpu_share import section_note
 from simddp.io import check_out_dir, load_results, read_json, results_from_json
 
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     settings = measured_doc.get("bench") if isinstance(measured_doc, dict) else None
     comparison = dataclasses.replace(comparison, instance_gap_pct=gap_pct,
                                      cpu_note=section_note(settings))
+    comparison = comparison.split_halves(turn_steps(measured_doc, args.measured))
     if args.timeline_config is not None:
         pick_timeline(comparison, args.timeline_config)  # a bad spec is an error either way
     # After the inputs: an earlier comparison in --out is moved aside only for a good run.

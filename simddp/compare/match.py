@@ -24,13 +24,14 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.compare.drift import net_of_compute
 from simddp.compare.fidelity import overlap_rows, timeline_fidelity
 from simddp.compare.inputs import check_result, check_unique, find_result, one_job
 from simddp.compare.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
+from simddp.compare.noise import halves_apart_pct, halves_summary
 from simddp.compare.text import config_label, config_list, config_sort_key
 from simddp.errors import InputError
 from simddp.profile import ModelProfile
@@ -60,6 +61,8 @@ class Row:
     # what makes two bucket sizes one configuration (simddp/compare/layouts.py): rows with
     # the same layout are scored as one
     layout: tuple = ()
+    # how far the medians of its odd and even turns read apart (simddp/compare/noise.py)
+    halves_apart_pct: float | None = None
 
     @property
     def predicted_range_s(self) -> tuple[float, float] | None:
@@ -96,7 +99,7 @@ class Row:
                 "measured_p95_ms": ms(self.measured_p95_s), "error_pct": self.error_pct,
                 "samples": self.samples, "input": self.is_input,
                 "predicted_range_ms": None if r is None else [ms(v) for v in r],
-                "in_range": self.in_range}
+                "in_range": self.in_range, "halves_apart_pct": self.halves_apart_pct}
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Comparison:
     measured: tuple[Result, ...]
     instance_gap_pct: float | None = None   # the bench's twin models' distance (noise.py)
     cpu_note: str = ""   # the bench's ranks left Gloo's threads no cores (simddp/cpu_share.py)
+    turn_steps: int | None = None   # the bench's turn, when its rows were split (noise.py)
 
     def fidelity(self, timeline: str | None = None) -> dict | None:
         """Timeline fidelity of the configuration drawn as the timeline (simddp/compare/
@@ -123,12 +127,24 @@ class Comparison:
     def to_json(self, timeline: str | None = None) -> dict:
         """The ``--format json`` document: ``{"rows": [...], "summary": {...},
         "timeline_fidelity": {...} or null, "overlap": [...], "net_of_compute": {...} or
-        null, "instance_gap_pct": % or null, "cpu_note": text or null}``."""
+        null, "instance_gap_pct": % or null, "cpu_note": text or null, "halves": {...} or
+        null}``."""
         net = net_of_compute(self.rows)   # drift.py
+        halves = halves_summary(self.rows)   # noise.py
         return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
                 "timeline_fidelity": self.fidelity(timeline), "overlap": self.overlap(),
                 "net_of_compute": None if net is None else net.to_json(),
-                "instance_gap_pct": self.instance_gap_pct, "cpu_note": self.cpu_note or None}
+                "instance_gap_pct": self.instance_gap_pct, "cpu_note": self.cpu_note or None,
+                "halves": None if halves is None else {"turn_steps": self.turn_steps, **halves}}
+
+    def split_halves(self, turn_steps: int | None) -> "Comparison":
+        """This comparison with each row's odd and even turns of ``turn_steps`` steps
+        compared (noise.py); unchanged without a turn length."""
+        if turn_steps is None:
+            return self
+        rows = tuple(replace(r, halves_apart_pct=halves_apart_pct(r.steps_s, turn_steps))
+                     for r in self.rows)
+        return replace(self, rows=rows, turn_steps=turn_steps)
 
     def to_csv(self) -> str:
         out = io.StringIO()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from simddp.compare.drift import net_of_compute, net_text
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
 from simddp.compare.layouts import sizes_text
-from simddp.compare.noise import noise_text
+from simddp.compare.noise import halves_summary, halves_text, noise_text
 from simddp.report.overlap import overlap_table
 from simddp.result import COMPUTE_ONLY
 from simddp.strategy import ACCUM_BASELINE, STRATEGIES
@@ -40,6 +40,7 @@ def format_table(comparison, timeline: str | None = None) -> str:
     if s.with_range:
         lines.append(f"measured medians inside their predicted range: {s.in_range} of "
                      f"{s.with_range} ({100 * s.in_range / s.with_range:.0f} %)")
+    lines += halves_text(halves_summary(c.rows), c.turn_steps)
     lines += net_text(net_of_compute(c.rows))
     if c.cpu_note:
         lines.append(f"note: measured with {c.cpu_note}")

@@ -149,8 +149,9 @@ def test_text_table_and_csv():
     assert "regret 25.0 %" in text and "1 predicted configs were not measured" in text
     lines = c.to_csv().splitlines()
     assert lines[0].startswith("strategy,bucket_mb,accum_steps,predicted_ms,measured_ms")
-    assert lines[0].endswith(",input,predicted_low_ms,predicted_high_ms,in_range")
-    assert lines[1] == "naive,,1,90,100,90,120,-10,20,false,,," and len(lines) == 6
+    assert lines[0].endswith(",input,halves_apart_pct,predicted_low_ms,predicted_high_ms,"
+                             "in_range")
+    assert lines[1] == "naive,,1,90,100,90,120,-10,20,false,,,," and len(lines) == 6
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -161,14 +162,15 @@ def test_json_output_is_one_document(tmp_path, capsys):
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert set(doc) == {"rows", "summary", "timeline_fidelity", "overlap",
-                        "net_of_compute", "instance_gap_pct", "cpu_note"} and out.err == ""
+                        "net_of_compute", "instance_gap_pct", "cpu_note", "halves"} \
+        and out.err == ""
     assert doc["instance_gap_pct"] is None      # a bench file without its twin's distance
     assert {"median_ape", "max_ape", "spearman", "predicted_best_bucket_mb",
             "measured_best_bucket_mb", "regret"} <= set(doc["summary"])
     assert set(doc["rows"][0]) == {"strategy", "bucket_mb", "accum_steps", "predicted_ms",
                                    "measured_ms", "measured_p5_ms", "measured_p95_ms",
                                    "error_pct", "samples", "input", "predicted_range_ms",
-                                   "in_range"}
+                                   "in_range", "halves_apart_pct"}
     assert doc["rows"][2]["predicted_ms"] == pytest.approx(100.0)
     assert doc["summary"]["regret"] == pytest.approx(25.0)
 

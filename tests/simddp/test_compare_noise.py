@@ -1,9 +1,12 @@
 """python -m simddp compare and the bench's own noise floor: how far apart realrun bench's two
 identical compute-only models read (instance_gap, realrun/twin.py; simddp/compare/noise.py),
-and whether its ranks left Gloo's threads cores of their own (simddp/cpu_share.py)."""
+how far each row's odd and even turns read apart (noise.py), and whether its ranks left
+Gloo's threads cores of their own (simddp/cpu_share.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 from simddp.cli import main
 from tests.simddp.test_compare import grid, write_pair
@@ -45,3 +48,52 @@ def test_a_bench_whose_ranks_filled_the_cpus_gets_a_caution(tmp_path, capsys):
         assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
         note = json.loads(capsys.readouterr().out)["cpu_note"]
         assert (note is not None) == noted
+
+
+def with_steps(measured):
+    """Each measured row's steps: naive's turns alternate 90 and 110 ms (its median 100 ms);
+    every other row's steps all read its median."""
+    out = []
+    for r in measured:
+        ms = [90.0, 90.0, 110.0, 110.0] * 2 if r.strategy == "naive" else [r.step_s * 1e3] * 8
+        out.append(dataclasses.replace(r, steps_s=tuple(t / 1e3 for t in ms), samples=len(ms)))
+    return out
+
+
+def test_the_bench_split_into_odd_and_even_turns_is_each_rows_own_noise(tmp_path, capsys):
+    """realrun bench runs a row's steps in turns of ``chunk`` (its bench section); compare
+    splits them into odd and even turns and names the rows that miss by more than their own
+    halves read apart: naive's 90 and 110 ms are 20 % of its 100 ms apart, so its −10 % is
+    inside it; the other rows read 0 % apart and only ddp:10 (0 %) is not beyond."""
+    predicted, measured = grid()
+    p, m = write_pair(tmp_path, predicted, with_steps(measured))
+    doc = json.loads(open(m).read())
+    json.dump({**doc, "bench": {"chunk": 2}}, open(m, "w"))
+    assert main(["compare", "--predicted", p, "--measured", m]) == 0
+    assert ("the bench against itself: each row's odd and even turns (2 steps each) read apart "
+            "by median 0.0 %, max 20.0 % (naive); 3 of 5 rows miss by more than their own "
+            "split: bucketed:1, bucketed:10, bucketed:100") in capsys.readouterr().out
+    assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    halves = out["halves"]
+    assert math.isclose(halves.pop("max_pct"), 20.0)
+    assert halves == {"turn_steps": 2, "median_pct": 0.0, "max_config": "naive", "rows": 5,
+                      "beyond": ["bucketed:1", "bucketed:10", "bucketed:100"]}
+    assert [round(r["halves_apart_pct"], 9) for r in out["rows"]] == [20.0, 0, 0, 0, 0]
+
+
+def test_no_turns_no_split_and_a_bad_turn_is_refused(tmp_path, capsys):
+    """Without the bench's turn length (validate's files, older benches) or with one turn
+    only, compare splits nothing; a malformed one is one line and exit 2."""
+    predicted, measured = grid()
+    p, m = write_pair(tmp_path, predicted, with_steps(measured))
+    doc = json.loads(open(m).read())
+    for bench in ({}, {"chunk": 8}):     # no turn length; one turn of all 8 steps
+        json.dump({**doc, "bench": bench}, open(m, "w"))
+        assert main(["compare", "--predicted", p, "--measured", m, "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["halves"] is None
+    for bad in (0, "5", True):
+        json.dump({**doc, "bench": {"chunk": bad}}, open(m, "w"))
+        assert main(["compare", "--predicted", p, "--measured", m]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "bench.chunk must be a whole number of steps >= 1" in err[0]
