@@ -140,7 +140,7 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
         host = profile_host(s, profile_run)
         predicted = predict(profile_run.profile, link, host, s)
         before = Prediction("before running", link, host, profile_run.profile, predicted,
-                            compare_results(predicted, measured))
+                            compare_results(predicted, measured).split_halves(s.chunk))
         anchored = anchored_prediction(s, before, measured, probes)
         m = pick_timeline(before.comparison, None)[1]
     # Which configuration to clock: rank 0 decides, every rank runs it.
@@ -198,7 +198,8 @@ def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[
     inputs = prediction_inputs(s, before.link, before.profile, before.host, measured, probes)
     predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
     return Prediction("anchored", inputs["link"], inputs["host"], inputs["profile"], predicted,
-                      compare_results(predicted, measured, inputs=inputs["scored_out"]),
+                      compare_results(predicted, measured, inputs=inputs["scored_out"])
+                      .split_halves(s.chunk),
                       inputs["scored_out"], inputs["anchor"], inputs["probes"])
 
 

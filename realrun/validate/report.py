@@ -38,9 +38,9 @@ class Prediction:
 
     def rescored(self, measured: list[Result]) -> "Prediction":
         """The same prediction compared with ``measured`` (after spans were added)."""
-        return replace(self, comparison=compare_results(self.predicted, measured,
-                                                        inputs=self.scored_out,
-                                                        profile=self.profile))
+        return replace(self, comparison=compare_results(
+            self.predicted, measured, inputs=self.scored_out, profile=self.profile)
+            .split_halves(self.comparison.turn_steps))
 
     def inputs_json(self) -> dict:
         l = self.link

@@ -165,6 +165,11 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     assert len(saved["compute_spread"]) == 2
     assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
     assert (out / "anchored_predicted.json").stat().st_size > 0
+    # 4 steps in turns of 2: each row's two turns compared (simddp/compare/noise.py), before
+    # and after the anchor
+    for comparison in (doc, anchored):
+        assert comparison["halves"]["turn_steps"] == 2
+        assert all(r["halves_apart_pct"] >= 0 for r in comparison["rows"])
 
 
 def test_free_copies_runs_no_host_cost_probes():
