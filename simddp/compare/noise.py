@@ -15,10 +15,10 @@ docs/results/2026-11-26-slower-rank.md, section 6)::
 round-robin with the others (realrun/bench.py), so its odd and even turns are two
 measurements of the same row taken minutes apart in the same run. How far their medians read
 apart, over the whole row's median, is the row's own measurement noise: an error smaller
-than that cannot be told from it.
-On this project's 2-vCPU VM the transformer's per-parameter overlap row read up to 47 % apart
-this way and its naive row 33 %, where the mlp's rows stayed within 12 % (bench/workflow_grid.py,
-six grids, docs/results/2026-11-27-split-halves.md)::
+than that cannot be told from it. On this project's 2-vCPU VM the transformer's
+per-parameter overlap row read up to 46 % apart this way and its naive row 33 %, where the
+mlp's rows stayed within 17 % (29 cells of bench/workflow_grid.py,
+docs/results/2026-11-27-split-halves.md)::
 
     >>> round(halves_apart_pct([1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0], turn_steps=2), 1)
     66.7
