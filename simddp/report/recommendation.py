@@ -12,6 +12,13 @@ plain DDP, and what it does to memory.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
+from simddp.compare.layouts import sizes_text
+from simddp.plans import plan
+from simddp.profile import ModelProfile
+from simddp.report.frameworks import framework_text
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
 from simddp.strategy import DDP_FIRST_BUCKET_MB, Strategy
@@ -28,8 +35,16 @@ def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | Non
             "bucket_mb": None if best.bucket_mb is None else round(best.bucket_mb, 6)}
 
 
-def recommendation_text(rec: Recommendation | None, naive: Result | None = None) -> str:
-    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest."""
+def recommendation_text(rec: Recommendation | None, naive: Result | None = None, *,
+                        results: Sequence[Result] | None = None,
+                        profile: ModelProfile | None = None) -> str:
+    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest.
+
+    ``naive``: the speedup baseline (a swept row, or simulated aside and printed as such);
+    ``results``: the rows the summary is about (without them, ``rec.fastest`` stands for
+    them); ``profile``: whether a larger (smaller) cap would change the recommended plan at
+    all, so "extend --bucket-mb" is said only where it can change the answer.
+    """
     if rec is None:
         return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
                "to recommend."
@@ -61,7 +76,8 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
                      "of the best size.")
         elif rec.worst_regret is not None:
             text += " It stays the best size over the prediction ranges."
-    if rec.edge is not None:
+    if rec.edge is not None and (profile is None or rec.spec is None
+                                 or cap_changes_plan(profile, rec.spec, rec.edge)):
         what = "size" if not rec.same_layout_mb else (
             f"bucket layout ({', '.join(fmt_mb(mb) for mb in rec.same_layout_mb)} and "
             f"{fmt_mb(rec.bucket_mb)} MB make the same buckets)")
@@ -69,22 +85,88 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None)
                  f"— extend --bucket-mb.")
     if rec.spec is not None and rec.spec.implementation == "torch" and not per_optimizer_step:
         text += "\n" + torch_call_text(rec.bucket_mb)   # ddp's rows
-    f = rec.fastest
-    if f is None or per_optimizer_step:  # per optimizer step: not comparable to a step
+        text += "\n" + framework_text(rec.bucket_mb, _bucketed_step_s(results, rec.bucket_mb))
+    if per_optimizer_step:  # per optimizer step: not comparable to a step
         return text
-    if f.strategy == rec.strategy and f.bucket_mb == rec.bucket_mb:
-        text += (f"\nThe recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
-                 "fastest configuration overall")
-    else:
-        where = f.strategy + (f" at {fmt_mb(f.bucket_mb)} MB" if f.bucket_mb is not None else "")
-        text += f"\nFastest configuration overall: {where}, {fmt_ms(f.step_s)} ms per step"
-    if naive is not None and f.step_s > 0 and not (f.spec and f.spec.is_baseline):
-        text += f" ({naive.step_s / f.step_s:.2f}× faster than naive)."
-    else:
-        text += "."
-    return text
+    fastest = fastest_text(rec, naive, results)
+    return text + ("\n" + fastest if fastest else "")
 
 
+def cap_changes_plan(profile: ModelProfile, spec: Strategy, edge: str) -> bool:
+    """Whether a cap beyond ``spec``'s, on the ``edge`` ("largest" or "smallest") side,
+    makes other buckets: not once every gradient after the first bucket is in one bucket
+    already (largest), nor once every bucket holds one tensor (smallest). A bucketed plan's
+    first bucket moves with its cap; ddp's stays torch's 1 MiB."""
+    total = profile.grad_total_bytes + 1
+    cap = total if edge == "largest" else 1
+    first = cap if spec.first_bucket_bytes == spec.bucket_bytes else spec.first_bucket_bytes
+    other = dataclasses.replace(spec, bucket_bytes=cap, first_bucket_bytes=first)
+    return plan(profile, spec).buckets != plan(profile, other).buckets
+
+
+def _bucketed_step_s(results: Sequence[Result] | None, bucket_mb: float) -> float | None:
+    """The plain bucketed row at ``bucket_mb``: what bucket_cap_mb alone runs on torch 2.13."""
+    return next((r.step_s for r in results or () if r.strategy == "bucketed"
+                 and r.bucket_mb == bucket_mb and not accumulates(r)), None)
+
+
+def fastest_text(rec: Recommendation, naive: Result | None,
+                 results: Sequence[Result] | None = None) -> str:
+    """The fastest per-step configuration of ``results`` (else ``rec.fastest``) and of the
+    ``naive`` baseline, which counts where it was simulated aside and is faster: one line.
+    Configurations tied to the fastest are all named, so no other summary line contradicts
+    it (a strategy pick breaks the tie another way)."""
+    rows = [r for r in results if not accumulates(r)] if results is not None else \
+        [r for r in (rec.fastest,) if r is not None]
+    if not rows:
+        return ""
+    best_s = min(r.step_s for r in rows)
+    tied = [r for r in rows if r.step_s == best_s]
+    if naive is not None and naive.step_s < best_s:   # the baseline row, printed aside
+        return (f"naive is fastest: {fmt_ms(naive.step_s)} ms per step (the speedup "
+                f"baseline); no swept configuration beats it — the fastest, {_configs(tied)}, "
+                f"takes {fmt_ms(best_s)} ms ({_more(best_s, naive.step_s)}).")
+    recommended = [r for r in tied if r.strategy == rec.strategy and r.bucket_mb == rec.bucket_mb]
+    f = recommended[0] if recommended else (
+        rec.fastest if rec.fastest in tied else tied[0])
+    if f.spec is not None and f.spec.is_baseline:
+        others = [r for r in rows if not (r.spec is not None and r.spec.is_baseline)]
+        text = f"naive is fastest: {fmt_ms(f.step_s)} ms per step"
+        if others:
+            nxt = min(others, key=lambda r: r.step_s)
+            text += (f"; the next, {_config(nxt)}, takes {fmt_ms(nxt.step_s)} ms "
+                     f"({_more(nxt.step_s, f.step_s)})")
+        return text + "."
+    if recommended:
+        text = (f"The recommended {rec.strategy} at {fmt_mb(rec.bucket_mb)} MB is also the "
+                "fastest configuration overall")
+    else:
+        text = f"Fastest configuration overall: {_configs(tied)}, {fmt_ms(f.step_s)} ms per step"
+    if naive is None or f.step_s <= 0:
+        return text + "."
+    speedup = naive.step_s / f.step_s
+    if f"{speedup:.2f}" != "1.00":
+        return text + f" ({speedup:.2f}× faster than naive)."
+    less = 100 * (1 - f.step_s / naive.step_s)
+    return text + (f" ({less:.1f}% less time than naive)." if round(less, 1) > 0
+                   else " (the same as naive to 0.1%).")
+
+
+def _more(slower_s: float, faster_s: float) -> str:
+    """'23.17 ms, 16.0% more'; 'under 0.1% more' where one decimal would read 0.0%."""
+    pct = 100 * (slower_s / faster_s - 1)
+    share = f"{pct:.1f}%" if round(pct, 1) > 0 else "under 0.1%"
+    return f"{fmt_ms(slower_s - faster_s)} ms, {share} more"
+
+
+def _configs(rows: Sequence[Result]) -> str:
+    """Tied configurations by name: 'hierarchical at 1 and 2 MB', 'overlap and ddp at 1 MB'."""
+    by_name: dict[str, list[float]] = {}
+    for r in rows:
+        by_name.setdefault(r.strategy, []).extend([] if r.bucket_mb is None else [r.bucket_mb])
+    parts = [name + ("" if not mbs else f" at {sizes_text([float(fmt_mb(mb)) for mb in mbs])}")
+             for name, mbs in by_name.items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def torch_call_text(bucket_mb: float) -> str:
@@ -144,12 +226,16 @@ def _caveat(spec: Strategy) -> str:
 
 
 def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
-                  hook_compute_charged: bool = True) -> str:
-    """Whether sharding or a comm hook beats plain data parallelism, and the memory it moves.
+                  hook_compute_charged: bool = True,
+                  results: Sequence[Result] | None = None) -> str:
+    """Whether sharding, a comm hook or the hierarchical all-reduce beats plain data
+    parallelism, and the memory it moves.
 
     ``states``: each configuration's model states per rank (simddp.account.states), keyed by
     strategy name; a missing one is left out of the sentence. ``hook_compute_charged``: False
-    when the host has no copy rate, so a hook's casts and products were free.
+    when the host has no copy rate, so a hook's casts and products were free. ``results``:
+    the sweep's rows, so a "not faster" sentence names the kinds that were swept (without
+    them, the pick's own kind).
     """
     if pick is None:
         return ""
@@ -166,9 +252,13 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
     else:
         slower = -100 * pick.gain
         than = (f"{slower:.1f}% more than" if round(slower, 1) > 0 else "the same as")
-        text = (f"Sharding and comm hooks are not faster here: the best of them, "
-                f"{_config(best)}, takes {fmt_ms(best.step_s)} ms per step, "
-                f"{than} {_config(versus)} ({fmt_ms(versus.step_s)} ms).")
+        kinds = beyond_kinds(results if results is not None else [best])
+        plural = len(kinds) > 1 or "comm hooks" in kinds[0]
+        what = _and(kinds)
+        text = (f"{what[:1].upper()}{what[1:]} {'are' if plural else 'is'} not faster here: "
+                f"{'the best of them' if plural else 'its best row'}, {_config(best)}, takes "
+                f"{fmt_ms(best.step_s)} ms per step, {than} {_config(versus)} "
+                f"({fmt_ms(versus.step_s)} ms).")
     if mem is not None:
         text += f"\nModel states per rank: {_states(mem)}"
         if versus is not None and versus.strategy in states:
@@ -182,3 +272,22 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
             text += (f" Its {work} are not charged: no host copy rate was measured "
                      "(--host, or a profile from realrun profile).")
     return text
+
+
+def beyond_kinds(results: Sequence[Result]) -> list[str]:
+    """What the rows beyond plain DDP are, in words: 'sharding', 'comm hooks', 'the
+    hierarchical all-reduce' (an all-reduce algorithm, neither sharding nor a hook)."""
+    kinds = []
+    for r in results:
+        spec = r.spec
+        kind = None if spec is None or not spec.beyond_ddp else (
+            "sharding" if spec.reshard_after_forward is not None else
+            "comm hooks" if spec.comm_hook is not None else "the hierarchical all-reduce")
+        if kind is not None and kind not in kinds:
+            kinds.append(kind)
+    return sorted(kinds, key=("sharding", "comm hooks", "the hierarchical all-reduce").index) \
+        or ["sharding and comm hooks"]
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
