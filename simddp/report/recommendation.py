@@ -7,8 +7,10 @@
     Recommended bucket_cap_mb: 10 — ddp predicts 73.40 ms per step; the runner-up, 1 MB, is 2.40 ms (3.3%) slower (75.80 ms).
 
 Used by ``simddp sweep`` and by ``realrun validate`` (which then says whether the measurement
-proves it). :func:`strategy_text` adds whether sharding (fsdp, zero2) or a comm hook beats
-plain DDP, and what it does to memory.
+proves it). :func:`strategy_text` adds whether sharding (fsdp, zero2), a comm hook or the
+hierarchical all-reduce beats plain DDP, and what it does to memory. Each line is computed
+from the rows it summarises: :func:`fastest_text` counts the naive baseline printed under the
+table, and "extend --bucket-mb" is said only where :func:`cap_changes_plan`.
 """
 from __future__ import annotations
 
