@@ -70,7 +70,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
     other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, simddp.comm_law.idle_wake_s), on average (:func:`wake_mean_s`). Where they
+    compute, simddp.law.effects.idle_wake_s), on average (:func:`wake_mean_s`). Where they
     clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
     shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
     (calibrate/shaped_chain.py, :func:`hand_off_refill_s`).
@@ -92,47 +92,79 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     chain = bytes_s[1:] if split else bytes_s   # the calls after the first, where timed
     series = {"blocking": after_first if split else [r["blocking_s"] for r in per_rank],
               "async": [r["async_s"] for r in per_rank]}
-    slowest = {}   # each repeat's total on its slowest rank
-    for pattern, totals in series.items():
-        repeats = min(len(t) for t in totals)
-        slowest[pattern] = np.max([t[:repeats] for t in totals], axis=0)
-    calls, share = slowest_calls(per_rank), 1.0   # the share of α that refills the bucket
-    if calls is not None:   # each call after the first, clocked (on the CPU)
-        out["blocking_call_median_s"] = float(np.median(calls))
-        out["blocking_call_mean_s"] = float(np.mean(calls))
-        if burst_s is not None:
-            share = chain_refill_share(float(np.mean(slowest["blocking"])), chain, burst_s,
-                                       calls)
+    slowest = _slowest_totals(series)
+    share = _clocked_calls(per_rank, slowest["blocking"], chain, burst_s, out)
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
-    for pattern, alpha in (("blocking", "blocking_alpha_s"), ("async", "alpha_s")):
-        # Each repeat's α (its slowest rank): on this box they spread x0.2-x2 around the
-        # median within one run, in stretches of seconds (docs/results/
-        # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried
-        # into the prediction ranges (analysis.py widens the link's time_spread with it).
-        per_repeat = np.array([laws[pattern](float(t)) for t in slowest[pattern]])
-        out[f"{alpha[:-2]}_per_repeat_s"] = per_repeat.tolist()
-        if pattern == "blocking":   # the mean, which a step's N waited-for calls add up to
-            totals = [r["blocking_s"][:len(per_repeat)] for r in per_rank]
-            out["blocking_s"] = float(np.mean(np.max(totals, axis=0)))
-            out[alpha] = center = laws[pattern](float(np.mean(slowest[pattern])))
-        else:
-            out[f"{pattern}_s"] = max(float(np.median(r[f"{pattern}_s"])) for r in per_rank)
-            out[alpha] = laws[pattern](max(float(np.median(t)) for t in series[pattern]))
-            center = None   # the per-repeat median
-        out[f"{alpha[:-2]}_spread"] = spread(per_repeat, center=center)
-    if calls is not None and burst_s is not None:
+    # Each repeat's α (its slowest rank) is kept: on this box they spread x0.2-x2 around
+    # the median within one run, in stretches of seconds (docs/results/
+    # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried into the
+    # prediction ranges (analysis.py widens the link's time_spread with it).
+    _blocking_alpha(per_rank, slowest["blocking"], laws["blocking"], out)
+    _queued_alpha(series["async"], slowest["async"], laws["async"], out)
+    if "blocking_call_median_s" in out and burst_s is not None:   # calls clocked, shaped
         out["blocking_refill_s"] = share * out["blocking_alpha_s"]
-    if split:   # the first call after compute, over its law (a full bucket, if shaped)
-        first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
-        law_s = out["blocking_alpha_s"] + max(0.0, bytes_s[0] - (burst_s or 0.0))
-        out["blocking_first_s"] = first_s
-        out["idle_wake_s"] = max(0.0, first_s - law_s)
+    if split:
+        _first_call(per_rank, bytes_s[0], burst_s, out)
     # The chain's bytes that the bucket left to the link at that α (on a wire, all of them)
     out["blocking_bytes_s"] = (out["bandwidth_s"] if burst_s is None else
                                out["blocking_s"] - len(bytes_s) * out["blocking_alpha_s"]
                                - out.get("idle_wake_s", 0.0))
     return out
+
+
+def _slowest_totals(series: dict[str, list]) -> dict[str, np.ndarray]:
+    """Per pattern, each repeat's total on its slowest rank (over the repeats every rank ran)."""
+    slowest = {}
+    for pattern, totals in series.items():
+        repeats = min(len(t) for t in totals)
+        slowest[pattern] = np.max([t[:repeats] for t in totals], axis=0)
+    return slowest
+
+
+def _clocked_calls(per_rank: list[dict], slowest_blocking: np.ndarray, chain: list[float],
+                   burst_s: float | None, out: dict) -> float:
+    """Where the ranks clocked each call after the first (on the CPU): the calls' median and
+    mean into ``out``; returns the share of α that refills a shaped link's bucket (1.0
+    unless measured)."""
+    calls = slowest_calls(per_rank)
+    if calls is None:
+        return 1.0
+    out["blocking_call_median_s"] = float(np.median(calls))
+    out["blocking_call_mean_s"] = float(np.mean(calls))
+    if burst_s is None:
+        return 1.0
+    return chain_refill_share(float(np.mean(slowest_blocking)), chain, burst_s, calls)
+
+
+def _blocking_alpha(per_rank: list[dict], slowest: np.ndarray, law, out: dict) -> None:
+    """The waited-for chain's α: the **mean** over repeats of the slowest rank's total, which
+    a step's N waited-for calls add up to; its per-repeat values and their spread over it."""
+    per_repeat = np.array([law(float(t)) for t in slowest])
+    out["blocking_alpha_per_repeat_s"] = per_repeat.tolist()
+    totals = [r["blocking_s"][:len(per_repeat)] for r in per_rank]
+    out["blocking_s"] = float(np.mean(np.max(totals, axis=0)))
+    out["blocking_alpha_s"] = center = law(float(np.mean(slowest)))
+    out["blocking_alpha_spread"] = spread(per_repeat, center=center)
+
+
+def _queued_alpha(totals: list[list[float]], slowest: np.ndarray, law, out: dict) -> None:
+    """The queued chain's α: max over ranks of each rank's median total; its per-repeat
+    values (slowest rank) and their spread over their median."""
+    per_repeat = np.array([law(float(t)) for t in slowest])
+    out["alpha_per_repeat_s"] = per_repeat.tolist()
+    out["async_s"] = max(float(np.median(t)) for t in totals)
+    out["alpha_s"] = law(out["async_s"])
+    out["alpha_spread"] = spread(per_repeat, center=None)
+
+
+def _first_call(per_rank: list[dict], first_bytes_s: float, burst_s: float | None,
+                out: dict) -> None:
+    """The first call after compute, over its law (a full bucket, if shaped): the wake."""
+    first_s = wake_mean_s([r["blocking_first_s"] for r in per_rank])
+    law_s = out["blocking_alpha_s"] + max(0.0, first_bytes_s - (burst_s or 0.0))
+    out["blocking_first_s"] = first_s
+    out["idle_wake_s"] = max(0.0, first_s - law_s)
 
 
 # Sizes whose lone time is mostly α (a 64 KiB all-reduce's bytes take ~50 µs of its ~400 µs
@@ -179,7 +211,7 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
     median) and α; waited for, where the ranks timed that too, the blocking α of the calls
     after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
     busbw, on a shaped link too: simddp charges a kind with its own fit every byte
-    (simddp.comm_law.token_bucket), its busbw having been fitted with the bucket inside.
+    (simddp.law.effects.token_bucket), its busbw having been fitted with the bucket inside.
 
     >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10,
     ...                                 "blocking_s": [0.04], "blocking_first_s": [0.004]}}}

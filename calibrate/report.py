@@ -88,86 +88,125 @@ def _spread(spread: tuple[float, float] | None) -> str:
 
 def print_report(cal: Calibration, paths: list[Path]) -> None:
     """The tables, fits, α, contention and notes of every world size, then what was written."""
-    a, runs = cal.settings, cal.worlds
-    where = (f" on {a.emulate_hosts} emulated hosts at {a.link_gbit:g} Gbit/s"
-             if a.link_gbit else f" on {a.emulate_hosts} emulated hosts" if a.emulate_hosts
-             else "")
-    load = cal.load_before
-    if load is not None and load > (os.cpu_count() or 1):
-        print(f"note: 1-min load average was {load:.1f} on {os.cpu_count()} cores before the "
-              "run (other processes, or a run that just ended): times may be inflated")
-    for run in runs:
-        p, fit, held = run.world_size, run.fit, run.heldout
-        print(f"# all_reduce {a.backend}, {p} ranks{where}, {a.warmup} warm-up + {a.iters} "
-              "timed iters per size; time = max over ranks of each rank's median (p95 likewise)")
-        lone = run.lone_fit or fit
-        print(table(run.rows, a.dtype, p, lone, run.heldout_mask))
-        lone_held = run.lone_heldout or held
-        print("lone all-reduces, each after a barrier (the table; 'fit' is this line):")
-        print("\n".join("  " + line for line in describe_fit(lone)))
-        if lone_held["heldout_bytes"]:
-            print(f"  held-out {len(lone_held['heldout_bytes'])} sizes: median error "
-                  f"{lone_held['median_rel_err']:.1%}, max {lone_held['max_rel_err']:.1%}")
-        seq = run.sequence
-        if seq is None:
-            print(f"link file: that fit (α {run.link.alpha_s * 1e6:.0f} µs, busbw "
-                  f"{run.link.busbw_gbps:.3f} GB/s)")
-        else:
-            _print_alphas(run, seq, fit, held)
-        if run.kinds:
-            k_sizes = [r["size_bytes"] for r in next(iter(run.kinds.values())).rows]
-            print(f"other collectives, {human_bytes(k_sizes[0])}–{human_bytes(k_sizes[-1])} "
-                  "(n = the full, unsharded bytes, (p−1)/p·n per rank; kinds.csv has the "
-                  "rows; the link file's kind_fits):")
-            for c in run.kinds.values():
-                print("  " + describe_kind(c, run.link.busbw_gbps, run.rows[-1]["size_bytes"]))
-        frac = wire_fraction(run.link.busbw_gbps, a.link_gbit)
-        if frac is not None:
-            print(f"  busbw {run.link.busbw_gbps:.4f} GB/s = {frac:.0%} of the "
-                  f"{a.link_gbit:g} Gbit/s wire ({a.link_gbit / 8:g} GB/s)")
-        alt = run.alternative
-        if alt is not None:
-            print(f"  note: one line misses by {fit.rms_rel_err:.0%} rms (> 15%), a protocol "
-                  f"switch? --piecewise would break at {human_bytes(alt.breakpoint_bytes)} "
-                  f"with {alt.rms_rel_err:.0%} rms")
-        cont = run.contention
-        if cont is not None:
-            c0 = cont["per_rank"][0]
-            print(f"contention (a forward + backward of {len(a.contention_widths)} Linear "
-                  f"layers, {c0['compute_alone_s'] * 1e3:.1f} ms alone, against "
-                  f"{c0['stream_count']} all-reduces of {human_bytes(c0['stream_bytes'])} in "
-                  f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median over {c0['repeats']} "
-                  f"repeats x {len(cont['per_rank'])} ranks): compute "
-                  f"x{cont['compute_slowdown']:.2f} slower while all-reduces run, all-reduces "
-                  f"x{cont['comm_slowdown']:.2f} slower under compute")
-            for note in cont["notes"]:
-                print(f"  note: {note}")
-        if run.oversubscribed:
-            print(f"note: {run.oversubscribed}")
-        if a.backend == "gloo" and run.tcp == "bbr":
-            print(f"note: {BBR_NOTE}")
-        for problem in run.problems:  # the link file's source says so too
-            print(f"WARNING: degenerate fit, {problem}")
-        if any(not p.startswith("lone fit") for p in run.problems):
-            print("  the link file was written but is suspect: rerun on a quieter machine, "
-                  "or with a larger --max-bytes when busbw is at its bound")
-        if run.levels is not None:
-            print_levels(run, a.dtype, a.link_gbit)
+    _print_load_note(cal.load_before)
+    for run in cal.worlds:
+        print_world(run, cal.settings)
         print()
-    if len(runs) > 1:
-        base = runs[0].link
-        print("# world size   alpha (us)   busbw (GB/s)   R² (log t)   held-out err   "
-              f"vs p={runs[0].world_size}")
-        for run in runs:
-            link, fit = run.link, run.fit
-            print(f"  {run.world_size:>10} {link.alpha_s * 1e6:>12.1f} "
-                  f"{link.busbw_gbps:>14.4f} {fit.r2:>12.4f} "
-                  f"{run.heldout['median_rel_err']:>14.1%}   α x"
-                  f"{link.alpha_s / base.alpha_s if base.alpha_s else float('nan'):.2f}, "
-                  f"busbw x{link.busbw_gbps / base.busbw_gbps:.2f}")
+    if len(cal.worlds) > 1:
+        _print_world_sizes(cal.worlds)
         print()
     print("wrote " + ", ".join(str(p) for p in paths))
     print(f"took {cal.elapsed_s:.1f} s")
+
+
+def print_world(run, a) -> None:
+    """One world size: its table and lone fit, the link's α and busbw, the other kinds, the
+    notes on the fit, contention, the warnings, and its levels (``a``: the settings)."""
+    _print_lone(run, a)
+    if run.sequence is None:
+        print(f"link file: that fit (α {run.link.alpha_s * 1e6:.0f} µs, busbw "
+              f"{run.link.busbw_gbps:.3f} GB/s)")
+    else:
+        _print_alphas(run, run.sequence, run.fit, run.heldout)
+    _print_kinds(run)
+    _print_fit_notes(run, a.link_gbit)
+    _print_contention(run.contention, len(a.contention_widths))
+    _print_warnings(run, a.backend)
+    if run.levels is not None:
+        print_levels(run, a.dtype, a.link_gbit)
+
+
+def _print_load_note(load: float | None) -> None:
+    if load is not None and load > (os.cpu_count() or 1):
+        print(f"note: 1-min load average was {load:.1f} on {os.cpu_count()} cores before the "
+              "run (other processes, or a run that just ended): times may be inflated")
+
+
+def _print_lone(run, a) -> None:
+    """The nccl-tests table of lone all-reduces and the fit through them (its held-out)."""
+    where = (f" on {a.emulate_hosts} emulated hosts at {a.link_gbit:g} Gbit/s"
+             if a.link_gbit else f" on {a.emulate_hosts} emulated hosts" if a.emulate_hosts
+             else "")
+    print(f"# all_reduce {a.backend}, {run.world_size} ranks{where}, {a.warmup} warm-up + "
+          f"{a.iters} timed iters per size; time = max over ranks of each rank's median (p95 "
+          "likewise)")
+    lone = run.lone_fit or run.fit
+    print(table(run.rows, a.dtype, run.world_size, lone, run.heldout_mask))
+    lone_held = run.lone_heldout or run.heldout
+    print("lone all-reduces, each after a barrier (the table; 'fit' is this line):")
+    print("\n".join("  " + line for line in describe_fit(lone)))
+    if lone_held["heldout_bytes"]:
+        print(f"  held-out {len(lone_held['heldout_bytes'])} sizes: median error "
+              f"{lone_held['median_rel_err']:.1%}, max {lone_held['max_rel_err']:.1%}")
+
+
+def _print_kinds(run) -> None:
+    """A line per other collective kind (its kind_fits)."""
+    if not run.kinds:
+        return
+    k_sizes = [r["size_bytes"] for r in next(iter(run.kinds.values())).rows]
+    print(f"other collectives, {human_bytes(k_sizes[0])}–{human_bytes(k_sizes[-1])} "
+          "(n = the full, unsharded bytes, (p−1)/p·n per rank; kinds.csv has the "
+          "rows; the link file's kind_fits):")
+    for c in run.kinds.values():
+        print("  " + describe_kind(c, run.link.busbw_gbps, run.rows[-1]["size_bytes"]))
+
+
+def _print_fit_notes(run, link_gbit: float | None) -> None:
+    """busbw against the wire (emulated), and what --piecewise would give where one line
+    fits badly."""
+    frac = wire_fraction(run.link.busbw_gbps, link_gbit)
+    if frac is not None:
+        print(f"  busbw {run.link.busbw_gbps:.4f} GB/s = {frac:.0%} of the "
+              f"{link_gbit:g} Gbit/s wire ({link_gbit / 8:g} GB/s)")
+    alt = run.alternative
+    if alt is not None:
+        print(f"  note: one line misses by {run.fit.rms_rel_err:.0%} rms (> 15%), a protocol "
+              f"switch? --piecewise would break at {human_bytes(alt.breakpoint_bytes)} "
+              f"with {alt.rms_rel_err:.0%} rms")
+
+
+def _print_contention(cont: dict | None, layers: int) -> None:
+    """How much compute and all-reduces slowed each other (simddp.contention)."""
+    if cont is None:
+        return
+    c0 = cont["per_rank"][0]
+    print(f"contention (a forward + backward of {layers} Linear "
+          f"layers, {c0['compute_alone_s'] * 1e3:.1f} ms alone, against "
+          f"{c0['stream_count']} all-reduces of {human_bytes(c0['stream_bytes'])} in "
+          f"all, {c0['comm_alone_s'] * 1e3:.1f} ms alone; median over {c0['repeats']} "
+          f"repeats x {len(cont['per_rank'])} ranks): compute "
+          f"x{cont['compute_slowdown']:.2f} slower while all-reduces run, all-reduces "
+          f"x{cont['comm_slowdown']:.2f} slower under compute")
+    for note in cont["notes"]:
+        print(f"  note: {note}")
+
+
+def _print_warnings(run, backend: str) -> None:
+    """What may make the link wrong: an oversubscribed CPU, bbr, degenerate fits."""
+    if run.oversubscribed:
+        print(f"note: {run.oversubscribed}")
+    if backend == "gloo" and run.tcp == "bbr":
+        print(f"note: {BBR_NOTE}")
+    for problem in run.problems:  # the link file's source says so too
+        print(f"WARNING: degenerate fit, {problem}")
+    if any(not p.startswith("lone fit") for p in run.problems):
+        print("  the link file was written but is suspect: rerun on a quieter machine, "
+              "or with a larger --max-bytes when busbw is at its bound")
+
+
+def _print_world_sizes(runs: list) -> None:
+    """One line per world size, against the first."""
+    base = runs[0].link
+    print("# world size   alpha (us)   busbw (GB/s)   R² (log t)   held-out err   "
+          f"vs p={runs[0].world_size}")
+    for run in runs:
+        link, fit = run.link, run.fit
+        print(f"  {run.world_size:>10} {link.alpha_s * 1e6:>12.1f} "
+              f"{link.busbw_gbps:>14.4f} {fit.r2:>12.4f} "
+              f"{run.heldout['median_rel_err']:>14.1%}   α x"
+              f"{link.alpha_s / base.alpha_s if base.alpha_s else float('nan'):.2f}, "
+              f"busbw x{link.busbw_gbps / base.busbw_gbps:.2f}")
 
 
 def print_levels(run, dtype: str, link_gbit: float | None) -> None:
