@@ -24,6 +24,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from calibrate.settings import MIN_POINTS, heldout_mask
+from simddp.law import alpha_beta_s
 from simddp.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
@@ -86,8 +87,8 @@ def predict_s(alpha_s: float, busbw_gbps: float, sizes_bytes, world_size: int,
     >>> predict_s(0.0, 1.0, [1e6], 4).tolist(), predict_s(0.0, 1.0, [1e6], 4, "all_gather").tolist()
     ([0.0015], [0.00075])
     """
-    sizes = np.asarray(sizes_bytes, dtype=float)
-    return alpha_s + kind_factor(kind, world_size) * sizes / (busbw_gbps * GB)
+    return alpha_beta_s(alpha_s, busbw_gbps, kind, np.asarray(sizes_bytes, dtype=float),
+                        world_size)
 
 
 def fit_alpha_beta(sizes_bytes, times_s, world_size: int,

@@ -8,7 +8,8 @@ ends when both the backward and the last collective are done, plus the optimizer
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
 α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one. A
-collective of another kind takes its own law (``Link.collective_s``), a hook's calls add up.
+collective of another kind takes its own law, a curve where the link has one (simddp/law/), a
+hook's calls add up.
 
 Sharded plans (simddp/sharding.py) also gate compute: a collective released at the start of
 a layer's forward or backward has that time as its ready time, and a layer whose compute it
@@ -26,6 +27,7 @@ from __future__ import annotations
 from simddp.schedule import optimizer_share_s
 from simddp.contention import contention_for
 from simddp.host import Host, after_comm_factor
+from simddp.law import collective_s
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
@@ -42,7 +44,7 @@ def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size
                          "compute; use the engine")
     blocking = not plan.strategy.overlap
     colls = plan.collectives
-    dur_s = [sum(link.collective_s(c.kind, n, world_size, blocking) for n in c.calls)
+    dur_s = [sum(collective_s(link, c.kind, n, world_size, blocking) for n in c.calls)
              for c in colls]
     ready_s: list[float | None] = [None] * len(colls)
     end_s = [0.0] * len(colls)

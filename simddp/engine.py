@@ -4,7 +4,7 @@ Picture one GPU and one NCCL stream (or one Gloo process group). The compute lan
 forward, then each layer's backward in reverse order, then the optimizer. When a layer's
 backward ends, the collectives the plan marked ready after that layer may launch. The comm
 lane runs collectives one at a time, in launch order, each for its cost law
-(simddp/comm_law.py). The optimizer (and the next micro-step) waits until every collective of
+(simddp/law/). The optimizer (and the next micro-step) waits until every collective of
 the step is done::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
@@ -20,23 +20,24 @@ only walks it. :class:`_Step`'s methods are the processes, as SimPy's examples w
 collective stream) and the two helpers the compute lane calls where the schedule says so,
 ``release`` and ``reach``. Contention (simddp/contention.py, simddp/lanes.py) slows a lane
 while the other is busy; a collective by its own mix of the α part's and the bytes part's
-factors where the model's were split (simddp/comm_law.py). With a
+factors where the model's were split (simddp/law/effects.py). With a
 :class:`~simddp.host.Host`, the DDP implementation that runs the plan
 (``strategy.implementation``) also pays its hooks, launches and gradient copies on
 the compute lane (simddp/hostwork.py), and a plan with collectives computes at the host's
 speed after communication (``Host.compute_after_comm``). A micro-step's first collective
-issued after compute waits for the link's wake (``Link.idle_wake_s``, simddp/comm_law.py)
-before it runs. The engine never looks at a strategy's name.
+issued after compute waits for the link's wake (``Link.idle_wake_s``). The box effects (split
+contention, a shaped link's token bucket, the wake) are applied at one hook,
+:func:`simddp.law.effects.box_effects`, before it runs. The engine never looks at a strategy's name.
 """
 from __future__ import annotations
 
 import simpy
 
-from simddp.comm_law import TokenBucket, comm_effects, idle_wake_s
 from simddp.contention import contention_for
 from simddp.errors import InputError
 from simddp.host import FREE, Host, after_comm_factor
 from simddp.kinds import Lane, Phase, SpanKind
+from simddp.law.effects import TokenBucket, box_effects
 from simddp.lanes import Lanes
 from simddp.link import Link
 from simddp.plans import Plan
@@ -66,13 +67,12 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
     costs = host.costs(plan.strategy.implementation) if host is not None else FREE
     schedule = build_schedule(profile, link, plan, world_size, costs, topology,
                               after_comm_factor(host, plan))
-    contention, slowdowns, bucket = contention_for(link, host), None, None
-    if topology is None:   # split contention and a shaped link's bucket, per collective
-        contention, slowdowns, bucket = comm_effects(profile, link, plan, world_size, costs,
-                                                     schedule.comm_s, contention)
+    # the one hook where a box's link fields act (none for presets): simddp/law/effects.py
+    fx = box_effects(profile, link, plan, world_size, costs, schedule.comm_s,
+                     contention_for(link, host), two_level=topology is not None)
     env = simpy.Environment()
-    step = _Step(env, schedule, Lanes(env, contention), record, slowdowns, bucket,
-                 idle_wake_s(link))
+    step = _Step(env, schedule, Lanes(env, fx.contention), record, fx.slowdowns, fx.bucket,
+                 fx.wake_s)
     step.start()
     events = 0
     advance = env.step

@@ -73,6 +73,10 @@ def link_to_json(link: Link, levels: Levels | None = None) -> dict:
     for name in ("idle_wake_s", "blocking_refill_s"):
         if doc[name] is None:  # measured only by a newer calibrate
             del doc[name]
+    if link.curves:  # measured curves (docs/FORMATS.md), in the format's key order
+        doc["curves"] = [c.to_json() for c in link.curves]
+    else:            # a file without them reads as before
+        del doc["curves"]
     if levels is not None:
         doc["levels"] = {"gpus_per_node": levels.gpus_per_node,
                          **{name: link_to_json(getattr(levels, name)) for name in
@@ -148,6 +152,12 @@ def _link_fields(body: dict, where: str) -> Link:
     extra = sorted(set(body) - known)
     if extra:
         raise InputError(f"{where}: unknown link field(s) {', '.join(extra)}")
+    missing = [f.name for f in dataclasses.fields(Link)
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               and f.name not in body]
+    if missing:
+        raise InputError(f"{where}: missing link field(s) {', '.join(missing)} (a link needs "
+                         "at least name, alpha_s and busbw_gbps; docs/FORMATS.md)")
     return _build(where, lambda: Link(**{**body, "pieces": tuple(
         LinkPiece(**p) for p in body.get("pieces", ()))}))
 

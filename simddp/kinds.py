@@ -56,7 +56,7 @@ class SpanKind(_Name):
 
 
 class CollectiveKind(_Name):
-    """What a plan's collective does (its α–β law: simddp/comm_law.py)."""
+    """What a plan's collective does (its law: simddp/law/)."""
 
     ALL_REDUCE = "all_reduce"
     REDUCE_SCATTER = "reduce_scatter"

@@ -1,6 +1,7 @@
-"""How long one collective takes: the α–β law of a ring, with room for a piecewise fit.
+"""A link: what the network and the collective library measured or cite, as a link file holds it.
 
-For n bytes over p ranks a ring all-reduce moves 2(p−1)/p·n bytes per rank, so::
+The law that turns these fields into seconds is :mod:`simddp.law` (the methods here call it).
+Its base is the α–β law of a ring; for n bytes over p ranks a ring all-reduce moves 2(p−1)/p·n bytes per rank, so::
 
     t(n) = α + 2(p−1)/p · n / busbw
 
@@ -16,6 +17,11 @@ busbw unless calibrate measured them per kind (``kind_fits``)::
 
     >>> Link("eth", 0.0, 1.0).collective_s(REDUCE_SCATTER, 1_000_000, world_size=4)
     0.00075
+
+A link may also carry measured ``curves`` (size → time per kind and rank count, from calibrate
+or nccl-tests); a kind with one is charged by it (simddp/law/curve.py, docs/FORMATS.md).
+The fields ``burst_bytes``, ``idle_wake_s`` and ``blocking_refill_s`` are what this project's
+CPU boxes add on top, applied as effects at one hook (simddp/law/effects.py); presets have none.
 
 ``alpha_s`` is the per-collective latency of all-reduces a step overlaps (calibrate: a small
 one's lone α); ``blocking_alpha_s`` (optional) the mean latency when each is waited for
@@ -36,40 +42,19 @@ from dataclasses import dataclass, field, replace
 
 from simddp.contention import check_factor, link_contention
 from simddp.errors import InputError
-from simddp.kinds import CollectiveKind
+from simddp.law import single
+from simddp.law.curve import Curve, make_curve
+from simddp.law.factors import (ALL_GATHER, ALL_REDUCE, GB, REDUCE_SCATTER,  # noqa: F401
+                                bus_factor, kind_factor)
 from simddp.profile import _check_spread
 
-GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 # Collective kinds a plan issues (simddp/plans.py); a span's kind spells them with a hyphen.
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = CollectiveKind    # simddp/kinds.py
+# GB, the bus factors and the kinds live with the law (simddp/law/factors.py); imported from
+# here by older code.
 COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 # Host-cost fields links held before 2026-11-23 (now simddp.host.Host's): simddp/io.py
 # refuses a link file holding any, saying how to get current files.
 LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
-
-
-def bus_factor(world_size: int) -> float:
-    """Bytes each rank sends per byte all-reduced by a ring, 2(p−1)/p: nccl-tests' busbw
-    factor, so ``busbw = algbw · bus_factor(p)``.
-
-    >>> bus_factor(2), bus_factor(8)
-    (1.0, 1.75)
-    """
-    return 2 * (world_size - 1) / world_size
-
-
-def kind_factor(kind: str, world_size: int) -> float:
-    """Bytes each rank sends per byte of a ``kind`` collective: 2(p−1)/p for an all-reduce,
-    (p−1)/p for a reduce-scatter or an all-gather (half of it: an all-reduce is the two).
-
-    >>> kind_factor(ALL_REDUCE, 4), kind_factor(ALL_GATHER, 4)
-    (1.5, 0.75)
-    """
-    if kind == ALL_REDUCE:
-        return bus_factor(world_size)
-    if kind in (REDUCE_SCATTER, ALL_GATHER):
-        return (world_size - 1) / world_size
-    raise ValueError(f"unknown collective kind {kind!r}; expected {', '.join(COLLECTIVE_KINDS)}")
 
 
 def _positive(owner: str, name: str, value: float, allow_zero: bool = False) -> None:
@@ -130,12 +115,15 @@ class Link:
     # What the first collective a micro-step issues after compute pays on top of its law:
     # Gloo's threads, and the peer's, asleep since the last collective, wake up (calibrate:
     # the first of its waited-for chain after 20 ms of compute, less that call's law). The
-    # engine charges it (simddp.comm_law.idle_wake_s); None: not measured (presets, older files).
+    # engine charges it (simddp.law.effects.idle_wake_s); None: not measured (presets, older files).
     idle_wake_s: float | None = None
     # What a waited-for all-reduce's hand-off refills the token bucket by, on average: each
     # call's α capped at the burst, which a call waiting a scheduler tick overflows
     # (calibrate/shaped_chain.py). None: blocking_alpha_s (not measured, or a wire).
     blocking_refill_s: float | None = None
+    # Measured size → time curves per kind (calibrate's sweep, nccl-tests logs, presets from
+    # published tables; simddp/law/curve.py): a kind with one is charged by it, not by α–β.
+    curves: tuple[Curve, ...] = ()
 
     def __post_init__(self) -> None:
         _positive(self.name, "alpha_s", self.alpha_s, allow_zero=True)
@@ -181,6 +169,11 @@ class Link:
                           fit.blocking_alpha_s, allow_zero=True)
             fits[kind] = fit
         object.__setattr__(self, "kind_fits", fits)
+        if not isinstance(self.curves, (list, tuple)):
+            raise InputError(f"link {self.name!r}: curves must be a list of curves, "
+                             f"got {self.curves!r}")
+        object.__setattr__(self, "curves", tuple(
+            make_curve(c, f"link {self.name!r}: curves[{i}]") for i, c in enumerate(self.curves)))
         if self.world_size is not None and (not isinstance(self.world_size, int)
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
@@ -192,51 +185,6 @@ class Link:
         host's own measurement replaces it."""
         return link_contention(self)
 
-    def law(self, n_bytes: float, blocking: bool = False) -> tuple[float, float]:
-        """(α seconds, busbw GB/s) of the fit segment ``n_bytes`` falls in; ``blocking``:
-        issued only after the previous collective was waited for (``blocking_alpha_s``)."""
-        alpha_s, busbw_gbps = self.alpha_s, self.busbw_gbps
-        for piece in self.pieces:
-            if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
-                alpha_s, busbw_gbps = piece.alpha_s, piece.busbw_gbps
-                break
-        if blocking and self.blocking_alpha_s is not None:
-            alpha_s = self.blocking_alpha_s
-        return alpha_s, busbw_gbps
-
-    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
-        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
-        issued only after the previous one was waited for (``blocking_alpha_s``, if set)."""
-        alpha_s, busbw_gbps = self.law(n_bytes, blocking)
-        return alpha_s + bus_factor(world_size) * n_bytes / (busbw_gbps * GB)
-
-    def kind_law(self, kind: str, n_bytes: float, blocking: bool = False
-                 ) -> tuple[float, float]:
-        """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else
-        the all-reduce's (:meth:`law`). A fit's α is a lone collective's; ``blocking``: the
-        kind's own waited-for α where calibrate measured it, else the lone α plus what
-        waiting for each before the next costs an all-reduce (:attr:`wait_s`).
-
-        Why its own: the all-reduce's wait does not carry over to other kinds. In three
-        validates on the emulated 2 Gbit/s link, waited-for all-reduces read 778-897 µs of α
-        against 382-466 lone, and simddp charged FSDP2's 225 waited-for all-gathers and
-        reduce-scatters on the transformer 201-251 ms against 131-154 ms measured (fsdp
-        +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
-        all-reduce's wait was 28 µs (docs/results/2026-11-27-steering-regimes.md).
-
-        >>> link = Link("l", 400e-6, 1.0, blocking_alpha_s=800e-6,
-        ...             kind_fits={"all_gather": KindFit(200e-6, 1.0, 300e-6),
-        ...                        "reduce_scatter": KindFit(200e-6, 1.0)})
-        >>> [round(link.kind_law(k, 1e6, True)[0] * 1e6) for k in ("all_gather", "reduce_scatter")]
-        [300, 600]
-        """
-        fit = self.kind_fits.get(kind)
-        if fit is None:
-            return self.law(n_bytes, blocking)
-        if blocking and fit.blocking_alpha_s is not None:
-            return fit.blocking_alpha_s, fit.busbw_gbps
-        return fit.alpha_s + (self.wait_s if blocking else 0.0), fit.busbw_gbps
-
     @property
     def wait_s(self) -> float:
         """What waiting for a collective before issuing the next costs on top of its lone α:
@@ -245,14 +193,16 @@ class Link:
             return 0.0
         return max(0.0, self.blocking_alpha_s - self.alpha_s)
 
+    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
+        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
+        issued only after the previous one was waited for (the law: simddp/law/single.py)."""
+        return single.collective_s(self, ALL_REDUCE, n_bytes, world_size, blocking)
+
     def collective_s(self, kind: str, n_bytes: float, world_size: int,
                      blocking: bool = False) -> float:
         """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather:
-        the full, unsharded bytes) among ``world_size`` ranks."""
-        if kind == ALL_REDUCE:
-            return self.allreduce_s(n_bytes, world_size, blocking)
-        alpha_s, busbw_gbps = self.kind_law(kind, n_bytes, blocking)
-        return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+        the full, unsharded bytes) among ``world_size`` ranks (simddp/law/single.py)."""
+        return single.collective_s(self, kind, n_bytes, world_size, blocking)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":
         """Check that this link applies to ``world_size`` ranks.
@@ -286,15 +236,16 @@ class Link:
                        kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor,
                                              None if f.blocking_alpha_s is None
                                              else f.blocking_alpha_s * factor)
-                                  for k, f in self.kind_fits.items()})
+                                  for k, f in self.kind_fits.items()},
+                       curves=tuple(c.time_scaled(factor) for c in self.curves))
 
     def with_overrides(self, alpha_us: float | None = None,
                        busbw_gbps: float | None = None) -> "Link":
-        """The same link with α and/or busbw replaced (a piecewise fit and per-kind fits
-        collapse to one line)."""
+        """The same link with α and/or busbw replaced (a piecewise fit, per-kind fits and
+        measured curves collapse to one line)."""
         if alpha_us is None and busbw_gbps is None:
             return self
         return replace(self, name=f"{self.name}*",
                        alpha_s=self.alpha_s if alpha_us is None else alpha_us / 1e6,
                        busbw_gbps=self.busbw_gbps if busbw_gbps is None else busbw_gbps,
-                       pieces=(), kind_fits={})
+                       pieces=(), kind_fits={}, curves=())

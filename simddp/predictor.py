@@ -36,7 +36,7 @@ from dataclasses import fields, replace
 from operator import attrgetter
 
 from simddp.engine import compute_only_s, make_result, simulate
-from simddp.comm_law import comm_seconds
+from simddp.law.lane import comm_seconds
 from simddp.host import FREE, Host, HostCosts, after_comm_factor
 from simddp.hostwork import host_copies
 from simddp.link import Link

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simddp.comm_law import comm_seconds, span_kinds
+from simddp.law.lane import comm_seconds, span_kinds
 from simddp.host import FREE, HostCosts
 from simddp.hostwork import host_copies, shard_host_s
 from simddp.kinds import Phase, SpanKind

@@ -26,7 +26,7 @@ The issue's case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPU
     8.556
 
 One node (N = 1) is the intra link alone and one GPU per node (G = 1) the inter link alone,
-for every algorithm: both reduce exactly to the single-link law (:meth:`Link.collective_s`).
+for every algorithm: both reduce exactly to the single-link law (simddp/law/single.py).
 NCCL also runs trees across nodes for small messages and NVLS/CollNet where the hardware
 has them; neither is modelled here (docs/TOPOLOGY.md).
 
@@ -49,11 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
-from simddp.kinds import CollectiveKind
-from simddp.link import Link, kind_factor
-
-ALGORITHMS = ("ring", "hierarchical")
-AR, RS, AG = CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_GATHER
+from simddp.law.factors import kind_factor
+# The two-level law itself lives with the others (simddp/law/hierarchical.py); its names are
+# imported from here by older code.
+from simddp.law.hierarchical import ALGORITHMS, across_s, collective_s  # noqa: F401
+from simddp.link import Link
 
 
 @dataclass(frozen=True)
@@ -152,44 +152,8 @@ def level_load(topo: Topology, inter: Link, plan) -> dict:
             elif algorithm == "ring" or topo.gpus_per_node == 1:
                 inter_s += total
             else:
-                across = _across_s(topo, inter, c.kind, n)
+                across = across_s(topo, inter, c.kind, n)
                 inter_s += across
                 intra_s += total - across
     return {"inter_node_bytes": inter_bytes, "inter_node_s": inter_s, "intra_node_s": intra_s,
             "bound_by": "inter" if inter_s >= intra_s else "intra"}
-
-
-def _across_s(topo: Topology, inter: Link, kind: str, n_bytes: float) -> float:
-    """The inter-node phase of a hierarchical ``kind`` collective."""
-    across = topo.inter or inter
-    return across.collective_s(kind, n_bytes / topo.gpus_per_node, topo.nodes)
-
-
-def collective_s(topo: Topology, inter: Link, kind: str, n_bytes: float, algorithm: str,
-                 blocking: bool = False) -> float:
-    """Seconds for one ``kind`` collective of ``n_bytes`` on ``topo`` by ``algorithm``."""
-    if algorithm not in ALGORITHMS:
-        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    nodes, gpus = topo.nodes, topo.gpus_per_node
-    if nodes == 1:
-        return topo.intra.collective_s(kind, n_bytes, gpus, blocking)
-    if gpus == 1 or algorithm == "ring":
-        return inter.collective_s(kind, n_bytes, topo.world_size, blocking)
-    inside = topo.intra.collective_s
-    across = (topo.inter or inter).collective_s   # the levels' inter fit, if the file had one
-    share = n_bytes / gpus   # what each GPU's slice of the node sends across nodes
-    # realrun runs the three phases one after another on one worker thread, each waited for:
-    # each pays what waiting costs (Link.wait_s; 2 Gloo ranks: +0.4…+1.7 ms a call,
-    # docs/results/2026-11-25-small-collective-law.md section 7; 0 for presets and NCCL).
-    # A plan that waits anyway already pays its links' blocking α.
-    wait_s = 0.0 if blocking else inter.wait_s
-    if kind == AR:
-        return (inside(RS, n_bytes, gpus, blocking) + across(AR, share, nodes, blocking)
-                + inside(AG, n_bytes, gpus, blocking) + 3 * wait_s)
-    if kind == RS:
-        return (inside(RS, n_bytes, gpus, blocking) + across(RS, share, nodes, blocking)
-                + 2 * wait_s)
-    if kind == AG:
-        return (across(AG, share, nodes, blocking) + inside(AG, n_bytes, gpus, blocking)
-                + 2 * wait_s)
-    raise InputError(f"unknown collective kind {kind!r}")

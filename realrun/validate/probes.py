@@ -43,7 +43,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from simddp.comm_law import refill_share
+from simddp.law.effects import refill_share
 from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
 from realrun.contention_timing import overlap_times

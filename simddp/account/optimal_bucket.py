@@ -3,7 +3,9 @@
 Picture backward as a conveyor that fills buckets at a steady rate: s gradient bytes appear
 evenly over the B seconds of backward, so a bucket of b bytes fills every b·B/s seconds. One
 comm lane drains full buckets in order, each all-reduce taking c(b) = α + β·b, where
-β = 2(p−1)/p / busbw is the ring's seconds per byte. Bucket k (k = 1…n, n = s/b) is ready at
+β = 2(p−1)/p / busbw is the ring's seconds per byte (the link's own α–β; a link whose
+all-reduce is a measured curve: the line fitted to it over 1–100 MB, simddp/law/fitted.py,
+which the optimum then names). Bucket k (k = 1…n, n = s/b) is ready at
 k·b·B/s and the lane ends at ``max_k(ready_k + (n−k+1)·c)``; that is linear in k, so only the
 first and the last bucket matter and what sticks out past the end of backward is::
 
@@ -29,7 +31,8 @@ import math
 
 from simddp.contention import link_contention
 from simddp.errors import InputError
-from simddp.link import GB, Link, bus_factor
+from simddp.law.fitted import closed_form_law
+from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.strategy import MB
 
@@ -75,18 +78,6 @@ def optimum(grad_bytes: float, backward_s: float, alpha_s: float, beta_s_per_byt
     return b, exposed_s(b, s, B, a, beta), regime
 
 
-def _pieces(link: Link) -> list[tuple[float, float, float, float]]:
-    """(lowest bytes, highest bytes, α, busbw) of each segment of the link's fit."""
-    if not link.pieces:
-        return [(0.0, math.inf, link.alpha_s, link.busbw_gbps)]
-    out, lo = [], 0.0
-    for p in link.pieces:
-        hi = math.inf if p.up_to_bytes is None else p.up_to_bytes
-        out.append((lo, hi, p.alpha_s, p.busbw_gbps))
-        lo = hi
-    return out
-
-
 def _check(profile: ModelProfile, world_size: int) -> None:
     if not isinstance(world_size, int) or world_size < 2:
         raise InputError(f"--world-size must be an integer >= 2 for a bucket optimum, "
@@ -95,17 +86,13 @@ def _check(profile: ModelProfile, world_size: int) -> None:
         raise InputError(f"model {profile.name!r} has no gradients to bucket")
 
 
-def _beta(busbw_gbps: float, world_size: int) -> float:
-    return bus_factor(world_size) / (busbw_gbps * GB)
-
-
 def overhead_s(profile: ModelProfile, link: Link, world_size: int, bucket_bytes: float) -> float:
     """The closed form T(b) for ``profile`` (s = gradient bytes, B = backward seconds)."""
     _check(profile, world_size)
     b = min(bucket_bytes, profile.grad_total_bytes)
-    _, _, alpha_s, busbw = next(p for p in _pieces(link) if b <= p[1])
-    return exposed_s(b, profile.grad_total_bytes, profile.backward_s, alpha_s,
-                     _beta(busbw, world_size))
+    _, _, alpha_s, beta = next(p for p in closed_form_law(link, world_size).segments
+                               if b <= p[1])
+    return exposed_s(b, profile.grad_total_bytes, profile.backward_s, alpha_s, beta)
 
 
 def optimal_bucket_bytes(profile: ModelProfile, link: Link, world_size: int) -> tuple[int, float]:
@@ -119,10 +106,10 @@ def _optimum_for(profile: ModelProfile, link: Link, world_size: int) -> tuple[in
     s, B = profile.grad_total_bytes, profile.backward_s
     best = None
     # T is convex within each segment of a piecewise link: optimise each, keep the best.
-    for lo, hi, alpha_s, busbw in _pieces(link):
+    for lo, hi, alpha_s, beta in closed_form_law(link, world_size).segments:
         if lo >= s:
             break
-        b, t_s, regime = optimum(s, B, alpha_s, _beta(busbw, world_size),
+        b, t_s, regime = optimum(s, B, alpha_s, beta,
                                  min_bucket_bytes=max(1.0, math.floor(lo) + 1),
                                  max_bucket_bytes=hi)
         if regime == SMALLEST and lo > 0:
@@ -143,20 +130,26 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> d
     'compute-bound'
     """
     b, t_s, regime = _optimum_for(profile, link, world_size)
-    if all(alpha_s == 0 for _, _, alpha_s, _ in _pieces(link)):
+    line = closed_form_law(link, world_size)
+    if all(alpha_s == 0 for _, _, alpha_s, _ in line.segments):
         regime = NO_LATENCY  # b* would be the 1-byte floor: a floor, not an answer
     note = "α–β closed form, gradients ready evenly over backward, no tensor granularity"
     if link_contention(link).active:
         note += "; ignores the link's contention factors"
-    return {"bucket_mb": b / MB, "bucket_bytes": b, "overhead_ms": t_s * 1e3,
-            "regime": regime, "buckets": profile.grad_total_bytes / b, "note": note}
+    out = {"bucket_mb": b / MB, "bucket_bytes": b, "overhead_ms": t_s * 1e3,
+           "regime": regime, "buckets": profile.grad_total_bytes / b, "note": note}
+    if line.note:   # a curve link: which line it used (an α–β link's own needs no word)
+        out.update(alpha_beta=line.note, alpha_us=line.alpha_s * 1e6,
+                   busbw_gbps=line.busbw_gbps)
+    return out
 
 
 def format_optimum(opt: dict) -> str:
     """One line for a sweep table's footer."""
+    law = f"α–β; {opt['alpha_beta']}" if opt.get("alpha_beta") else "α–β"
     if opt["regime"] == NO_LATENCY:
-        return ("closed-form optimum (bucketed, α–β): none — the link's α is 0, so per-call "
+        return (f"closed-form optimum (bucketed, {law}): none — the link's α is 0, so per-call "
                 "cost is nil and smaller buckets are never slower; the simulated rows decide")
-    return (f"closed-form optimum (bucketed, α–β): {opt['bucket_mb']:.3g} MB buckets "
+    return (f"closed-form optimum (bucketed, {law}): {opt['bucket_mb']:.3g} MB buckets "
             f"(≈{opt['buckets']:.3g} of them), {opt['overhead_ms']:.3f} ms exposed, "
             f"{opt['regime']}")

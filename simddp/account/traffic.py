@@ -1,4 +1,4 @@
-"""Bytes on the wire per strategy: every collective of the plan, timed by its kind's α–β law.
+"""Bytes on the wire per strategy: every collective of the plan, timed by the collective law.
 
 Picture the link's log for one optimizer step of each strategy, with no overlap: how many
 calls, how many bytes, how much of the time is α and how much bandwidth. Every row comes from
@@ -31,7 +31,9 @@ from simddp.account.memory import PROFILE_GRAD_BYTES, Precision
 from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.kinds import CollectiveKind
-from simddp.link import ALL_GATHER, ALL_REDUCE, GB, REDUCE_SCATTER, Link, kind_factor
+from simddp.law import parts
+from simddp.law.factors import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, kind_factor
+from simddp.link import Link
 from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.strategy import HOOKABLE, SHARDED, STRATEGIES, Strategy, make_strategy
@@ -46,12 +48,14 @@ def at_dtype(profile: ModelProfile, elem_bytes: int) -> ModelProfile:
 
 def traffic_row(name: str, calls: Sequence[tuple[str, float]], link: Link, world: int) -> dict:
     """Totals for (kind, bytes) calls: a ring all-reduce sends 2(p−1)/p·n per rank, an
-    all-gather or a reduce-scatter (p−1)/p·n, i.e. half an all-reduce's bandwidth term."""
+    all-gather or a reduce-scatter (p−1)/p·n, i.e. half an all-reduce's bandwidth term.
+    Each call's time is the law's (simddp/law/single.py), split into its fixed part (α; a
+    curve's low-end α) and the rest."""
     alpha_s = bandwidth_s = sent = 0.0
     for kind, n in calls:
-        alpha, busbw_gbps = link.kind_law(kind, n)
-        alpha_s += alpha
-        bandwidth_s += kind_factor(kind, world) * n / (busbw_gbps * GB)
+        fixed_s, bytes_s = parts(link, kind, n, world)
+        alpha_s += fixed_s
+        bandwidth_s += bytes_s
         sent += kind_factor(kind, world) * n
     # spelt as on a timeline: "all-reduce + all-gather"
     kinds = [CollectiveKind(k).span_kind for k in dict.fromkeys(k for k, _ in calls)]

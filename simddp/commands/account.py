@@ -26,6 +26,7 @@ import math
 from simddp.account.memory import (ATTENTION, DTYPE_BYTES, GB, OPTIM_STATES, WEIGHT_COPIES, GiB,
                                    Precision, memory_report)
 from simddp.account.optimal_bucket import NO_LATENCY, closed_form_optimum
+from simddp.law import COLLECTIVE_KINDS, pick_curves
 from simddp.account.states import PerParam, state_bytes
 from simddp.account.traffic import account_strategies, at_dtype, comm_rows
 from simddp.commands.common import (DEFAULT_MODEL, _is_file_arg, add_beyond_ddp_args,
@@ -119,6 +120,9 @@ def account(args: argparse.Namespace) -> dict:
     if args.world_size >= 2:
         link = resolve_link(args)
         out["link"] = {"name": link.name, "alpha_s": link.alpha_s, "busbw_gbps": link.busbw_gbps}
+        curves = curve_kinds(link, args.world_size)
+        if curves:   # the times below come from them, not from that α and busbw
+            out["link"]["curves"] = curves
         out["communication"] = {
             "world_size": args.world_size, "bucket_mb": args.bucket_mb,
             "accum_steps": args.accum_steps, "comm_hooks": [h.name for h in hooks],
@@ -213,6 +217,11 @@ def _memory_lines(out: dict) -> list[str]:
     return lines
 
 
+def curve_kinds(link, world_size: int) -> list[str]:
+    """The kinds ``link`` charges by a measured curve at ``world_size`` ranks (empty: α–β)."""
+    return [k for k in COLLECTIVE_KINDS if link.curves and pick_curves(link, k, world_size)]
+
+
 def _comm_lines(out: dict) -> list[str]:
     comm, prec = out["communication"], out["precision"]
     if comm is None:
@@ -221,7 +230,11 @@ def _comm_lines(out: dict) -> list[str]:
     lines = ["", f"communication per optimizer step per rank: {comm['world_size']} ranks, "
               f"link {link['name']} (α {fmt_sig(link['alpha_s'] * 1e6)} µs, busbw "
               f"{fmt_sig(link['busbw_gbps'])} GB/s), {prec['comm']}, bucket {comm['bucket_mb']:g} MB, "
-              f"{comm['accum_steps']} micro-step(s)",
+              f"{comm['accum_steps']} micro-step(s)"]
+    if link.get("curves"):
+        lines.append(f"  times by the link's measured curves for {', '.join(link['curves'])} "
+                     "(the α and busbw above: its line for the rest; α ms: each curve's low-end α)")
+    lines += [
               f"  {'strategy':19} {'calls':>7} {'payload GB':>11} {'sent/rank GB':>13} "
               f"{'α ms':>9} {'bw ms':>11} {'total ms':>11}"]
     for r in comm["rows"]:
@@ -246,7 +259,8 @@ def _comm_lines(out: dict) -> list[str]:
         lines.append(f"  {row['strategy']:20} {fmt_bytes(total):>11}   " + ", ".join(
             f"{k.replace('_', ' ')} {fmt_bytes(v, total)}" for k, v in parts.items()))
     opt = out["bucket_optimum"]
-    head = f"closed-form optimal bucket (bucketed, α–β, backward {opt['backward_ms']:.1f} ms): "
+    law = f"α–β; {opt['alpha_beta']}" if opt.get("alpha_beta") else "α–β"
+    head = f"closed-form optimal bucket (bucketed, {law}, backward {opt['backward_ms']:.1f} ms): "
     if opt["regime"] == NO_LATENCY:
         lines.append(head + "none: the link's α is 0, so smaller buckets are never slower")
     else:

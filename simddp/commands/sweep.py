@@ -30,7 +30,7 @@ from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link
                                     add_model_args, parse_hooks, parse_names,
                                     parse_positive_floats, resolve_cpu_note, resolve_host,
                                     resolve_link, resolve_model, resolve_world, topology_text)
-from simddp.comm_law import split_contention
+from simddp.law.effects import split_contention
 from simddp.contention import contention_for
 from simddp.host import Host
 from simddp.io import check_out_dir, results_to_json, write_atomic
@@ -195,7 +195,7 @@ def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.
 def _split(profile: ModelProfile, link: Link, host: Host | None, world_size: int,
            topology) -> dict | None:
     """The comm factors of a collective's α part and bytes part, where the model's own was
-    split (simddp/comm_law.py ``split_contention``); None where one factor slows it all (as
+    split (simddp/law/effects.py ``split_contention``); None where one factor slows it all (as
     on a topology: each level's collectives at the one factor)."""
     if topology is not None:
         return None

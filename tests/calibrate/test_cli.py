@@ -148,7 +148,7 @@ def test_small_real_run(tmp_path):
     assert "α of blocking all-reduces (naive, flat)" in proc.stdout
     assert "from 4 (256 KiB in all)" in proc.stdout
     assert link.blocking_alpha_s is not None and "back-to-back" in link.source
-    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.comm_law)
+    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.law.effects)
     assert "the first of them took" in proc.stdout and link.idle_wake_s >= 0.0
     assert "1024..1048576 B x2 (11 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from simddp import Layer, Link, ModelProfile, closed_form_step_s, make_strategy, plan, simulate
-from simddp.comm_law import comm_seconds
+from simddp.law.lane import comm_seconds
 from simddp.contention import Contention, split_comm
 from simddp.cli import main
 from simddp.host import Host
@@ -109,7 +109,7 @@ def test_sweep_says_and_records_the_split(tmp_path, capsys):
     assert setup["contention_split"] == {"alpha": 3.0, "bytes": 1.0}
 
 
-# A shaped link's token bucket (simddp.comm_law.TokenBucket): TOY and LINK with a 500 kB
+# A shaped link's token bucket (simddp.law.effects.TokenBucket): TOY and LINK with a 500 kB
 # bucket, 0.5 ms at 1 GB/s.
 SHAPED = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6, burst_bytes=500_000)
 

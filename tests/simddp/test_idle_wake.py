@@ -1,5 +1,5 @@
 """The wake after compute: a micro-step's first collective issued after compute waits
-``Link.idle_wake_s`` before it runs (simddp.comm_law.idle_wake_s).
+``Link.idle_wake_s`` before it runs (simddp.law.effects.idle_wake_s).
 
 Toy of tests/simddp/test_compute_after_comm.py: two layers, one 1 MB gradient each, forward
 1 ms and backward 2 ms per layer; α = 0, busbw 1 GB/s, 2 ranks (a 1 MB all-reduce takes

@@ -1,94 +1,53 @@
-"""How long each collective of a plan occupies the communication lane: the cost law.
+"""What one kind of host does to a collective beyond the law: optional effects, one hook.
 
-The engine asks one question of the network: for collective i of this plan, how many seconds
-on the comm lane? Today's answer is the link's α–β law per call (:mod:`simddp.link`:
-all-reduce, reduce-scatter, all-gather), with the α of collectives issued back to back when
-the plan overlaps them and ``blocking_alpha_s`` when each is waited for before the next,
-plus a comm hook's work between its calls (PowerSGD's Q = Mᵀ·P)::
+The law (:mod:`simddp.law.single`) is the network and the collective library. A link file
+written by ``python -m calibrate`` on this project's CPU boxes may also carry what those hosts
+do on top, each field optional and absent from every preset:
 
-    >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
-    >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
-    >>> link = Link("l", 50e-6, 1.0, blocking_alpha_s=80e-6)
-    >>> [round(s * 1e3, 3) for s in comm_seconds(plan(toy, make_strategy("overlap")), link, 2)]
-    [1.05, 1.05]
-    >>> [round(s * 1e3, 3) for s in comm_seconds(plan(toy, make_strategy("naive")), link, 2)]
-    [1.08, 1.08]
+- ``burst_bytes`` (+ ``blocking_refill_s``): Linux tbf's token bucket on an emulated link
+  (:class:`TokenBucket`);
+- ``idle_wake_s``: Gloo's threads waking after compute (:func:`idle_wake_s`);
+- a model's contention split into α and bytes parts (:func:`split_contention`).
 
-This module is the one place that law lives, so a better one changes here and nowhere else
-(Gloo's two collectives in flight on a network link are measured; a lane that pipelines
-them was tried and predicted the transformer's small-collective steps 20-35 points too fast:
-docs/results/2026-11-25-queues-and-drift.md, section 2).
-
-Under contention a collective's fixed part and its bytes slow by different factors where the
-model's contention was split (:func:`simddp.contention.split_comm`): :func:`comm_slowdowns`
-gives each collective the mix of the two, weighted by its own α and bytes seconds.
+The engine applies them at one place, :func:`box_effects`, for a plan on one link; with none
+of those fields (presets, nccl-tests curves) the collectives run at the law's seconds.
 """
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import dataclass
 
 from simddp.contention import Contention, split_comm
-from simddp.host import FREE, HostCosts
-from simddp.hostwork import comm_gaps_s
-from simddp.kinds import CollectiveKind, SpanKind
+from simddp.host import HostCosts
+from simddp.law.lane import alpha_part_s, issued_blocking, stream_parts_s
+from simddp.law.single import pick_curves
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
-from simddp.topology import Topology
-from simddp.topology import collective_s as topology_collective_s
 
 
-def issued_blocking(plan: Plan, costs: HostCosts = FREE) -> bool:
-    """Whether each collective is waited for before the next is issued: plans that do not
-    overlap (naive, flat), or an implementation whose collectives hold the training thread
-    (``blocking_collectives``: FSDP2 on Gloo/CPU). Such collectives pay ``blocking_alpha_s``."""
-    return not plan.strategy.overlap or costs.blocking_collectives
+@dataclass(frozen=True)
+class BoxEffects:
+    """What the engine applies on top of the law's seconds: the contention it runs under,
+    each collective's slowdown under it (None: one factor for all), the link's token bucket
+    (None: a wire) and the wake a micro-step's first collective after compute pays."""
+
+    contention: Contention
+    slowdowns: list[float] | None = None
+    bucket: "TokenBucket | None" = None
+    wake_s: float = 0.0
 
 
-def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE,
-                 topology: Topology | None = None) -> list[float]:
-    """Seconds each collective of ``plan`` occupies the comm lane, in launch order.
-
-    ``topology``: nodes × GPUs with an intra-node link (``link`` is then the one between
-    nodes); each collective crosses it by ``plan.strategy.algorithm`` (simddp/topology.py)."""
-    blocking = issued_blocking(plan, costs)
-    if topology is not None:
-        law = partial(topology_collective_s, topology, link,
-                      algorithm=plan.strategy.algorithm, blocking=blocking)
-    else:
-        law = partial(_single_link_s, link, world_size=world_size, blocking=blocking)
-    if not plan.units and plan.strategy.comm_hook is None and topology is None:
-        # plain all-reduces on one link: the common case, kept lean (bench/bench_sim.py)
-        return [link.allreduce_s(c.nbytes, world_size, blocking) for c in plan.collectives]
-    gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
-    return [sum(law(c.kind, n) for n in c.calls) + gap_s
-            for c, gap_s in zip(plan.collectives, gaps_s)]
-
-
-def _single_link_s(link: Link, kind: str, n_bytes: float, *, world_size: int,
-                   blocking: bool) -> float:
-    return link.collective_s(kind, n_bytes, world_size, blocking)
-
-
-def alpha_part_s(plan: Plan, link: Link, costs: HostCosts = FREE) -> list[float]:
-    """Each collective's fixed part on one link, in launch order: its calls' α (the kind's,
-    blocking or not, as :func:`comm_seconds` charges it) and a comm hook's work between them
-    (CPU work, like α)."""
-    blocking = issued_blocking(plan, costs)
-    gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
-    return [sum(link.kind_law(c.kind, n, blocking)[0] for n in c.calls) + gap_s
-            for c, gap_s in zip(plan.collectives, gaps_s)]
-
-
-def stream_parts_s(profile: ModelProfile, link: Link, world_size: int) -> tuple[float, float]:
-    """(α seconds, bytes seconds) of the stream realrun profile measures the model's
-    contention with: one all-reduce per gradient tensor, queued at once, on ``link``."""
-    alpha_s = bytes_s = 0.0
-    for n in profile.tensor_bytes:
-        a_s = link.law(n)[0]
-        alpha_s += a_s
-        bytes_s += link.allreduce_s(n, world_size) - a_s
-    return alpha_s, bytes_s
+def box_effects(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
+                costs: HostCosts, comm_s: list[float], contention: Contention,
+                two_level: bool = False) -> BoxEffects:
+    """The one hook: what ``link``'s host fields do to this plan's collectives (``comm_s``:
+    their seconds by the law). Two levels take the wake only (the split and the bucket
+    were measured on one link)."""
+    if two_level:
+        return BoxEffects(contention, wake_s=idle_wake_s(link))
+    contention, slowdowns, bucket = comm_effects(profile, link, plan, world_size, costs,
+                                                 comm_s, contention)
+    return BoxEffects(contention, slowdowns, bucket, idle_wake_s(link))
 
 
 def split_contention(contention: Contention, profile: ModelProfile, link: Link,
@@ -194,13 +153,13 @@ def comm_effects(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
     worked out once, for both."""
     contention = split_contention(contention, profile, link, world_size)
     split, shaped = contention.comm_bytes is not None, link.burst_bytes is not None
-    alpha_s = alpha_part_s(plan, link, costs) if split or shaped else []
+    alpha_s = alpha_part_s(plan, link, world_size, costs) if split or shaped else []
     return (contention, comm_slowdowns(contention, comm_s, alpha_s) if split else None,
-            token_bucket(plan, link, costs, comm_s, alpha_s) if shaped else None)
+            token_bucket(plan, link, costs, comm_s, alpha_s, world_size) if shaped else None)
 
 
 def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
-                 alpha_s: list[float]) -> TokenBucket | None:
+                 alpha_s: list[float], world_size: int = 2) -> TokenBucket | None:
     """The bucket of ``link`` for this plan's collectives (``comm_s``: their seconds,
     ``alpha_s``: their α parts, :func:`alpha_part_s`); None for a wire (no ``burst_bytes``)."""
     if link.burst_bytes is None:
@@ -211,7 +170,9 @@ def token_bucket(plan: Plan, link: Link, costs: HostCosts, comm_s: list[float],
     # the bucket already shaped (its mid sizes cost about α), so its law holds the bucket:
     # on the 2 Gbit/s transformer, FSDP's 225 waited-for collectives were charged it twice
     # (fsdp -10.1 -> -20.8 %). The all-reduce's α is a lone 4 KiB one's, outside its reach.
-    in_fit = [c.kind in link.kind_fits for c in plan.collectives]
+    # A curve calibrate measured through the bucket holds it the same way.
+    in_fit = [c.kind in link.kind_fits or bool(link.curves and pick_curves(link, c.kind, world_size))
+              for c in plan.collectives]
     return TokenBucket(link.burst_bytes / (link.busbw_gbps * 1e9), refill_s,
                        [max(0.0, t - a) for t, a in zip(comm_s, alpha_s)], in_fit)
 
@@ -229,6 +190,3 @@ def refill_share(link: Link) -> float:
     return min(1.0, link.blocking_refill_s / link.blocking_alpha_s)
 
 
-def span_kinds(plan: Plan) -> list[SpanKind]:
-    """Each collective's kind on the timeline."""
-    return [CollectiveKind(c.kind).span_kind for c in plan.collectives]
