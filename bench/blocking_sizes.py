@@ -33,7 +33,7 @@ import torch.distributed as dist  # noqa: E402
 from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from calibrate.ranks.sequence import BUSY_S, busy  # noqa: E402
 from calibrate.settings import SEQUENCE_BYTES, SEQUENCE_COUNT  # noqa: E402
-from simddp.link import bus_factor  # noqa: E402
+from simddp.law import ALL_REDUCE, bytes_s as law_bytes_s  # noqa: E402
 
 
 def clocked(tensors, gap_s: float = 0.0) -> list[float]:
@@ -121,7 +121,8 @@ def main() -> None:
             charged = ""
             if link:
                 a = link.get("blocking_alpha_s") or link["alpha_s"]
-                bytes_s = bus_factor(args.world.world_size) * mean_n / (link["busbw_gbps"] * 1e9)
+                bytes_s = law_bytes_s(ALL_REDUCE, mean_n, args.world.world_size,
+                                      link["busbw_gbps"])
                 charged = f", charged {(a + bytes_s) * 1e6:.0f}"
             p90 = sorted(ts)[int(len(ts) * 0.9)]
             print(f"  {cls:>10}: {count:3d} calls of {mean_n / 1024:7.1f} KiB mean: median "

@@ -13,7 +13,8 @@ import numpy as np
 from calibrate.chain_first import calls_after_first, slowest_calls, wake_mean_s
 from calibrate.shaped_chain import blocking_alpha_s, chain_refill_share
 from calibrate.spreads import factors, spread
-from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
+from simddp.law import bytes_s as law_bytes_s
+from simddp.link import ALL_REDUCE, GB
 
 
 def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:
@@ -83,7 +84,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     >>> round(r["blocking_alpha_s"], 6), round(r["idle_wake_s"], 6)   # 9 calls of 5 ms each
     (0.004, 0.003)
     """
-    bytes_s = [bus_factor(world_size) * n / (busbw_gbps * GB) for n in sizes_bytes]
+    bytes_s = [law_bytes_s(ALL_REDUCE, n, world_size, busbw_gbps) for n in sizes_bytes]
     burst_s = None if burst_bytes is None else burst_bytes / (busbw_gbps * GB)
     out = {"count": len(sizes_bytes), "bytes": int(sum(sizes_bytes)),
            "repeats": len(per_rank[0]["async_s"]), "bandwidth_s": sum(bytes_s)}
@@ -192,7 +193,7 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     >>> round(a["alpha_s"] * 1e6), a["sizes"], a["spread"]
     (399, 3, (0.942172, 1.038819))
     """
-    per_size = [r["time_s"] - kind_factor(kind, world_size) * r["size_bytes"] / (busbw_gbps * GB)
+    per_size = [r["time_s"] - law_bytes_s(kind, r["size_bytes"], world_size, busbw_gbps)
                 for r in rows if r["size_bytes"] <= SMALL_BYTES]
     if not per_size:
         return None
@@ -221,7 +222,7 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
     """
     runs = [r["kinds"][kind] for r in per_rank]
     sizes = runs[0]["sizes_bytes"]
-    bytes_s = [kind_factor(kind, world_size) * n / (busbw_gbps * GB) for n in sizes]
+    bytes_s = [law_bytes_s(kind, n, world_size, busbw_gbps) for n in sizes]
     out = {"count": len(sizes), "bytes": int(sum(sizes)), "repeats": len(runs[0]["async_s"]),
            "bandwidth_s": sum(bytes_s),
            "async_s": max(float(np.median(r["async_s"])) for r in runs)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.spreads import spread
-from simddp.link import GB, bus_factor
+from simddp.law import ALL_REDUCE, bytes_s as law_bytes_s
 
 # Resamples for the median's interval: at 5000 its p95/p5 moved by at most 0.11 over 8 seeds
 # (1.81-1.92 on the widest of the 23 calibrations; 1.29-1.51 at 1000).
@@ -51,7 +51,7 @@ def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
         return None
     n = min(len(r["lone_s"]) for r in per_rank)
     slowest = np.max([r["lone_s"][:n] for r in per_rank], axis=0)
-    bytes_s = bus_factor(world_size) * per_rank[0]["lone_bytes"] / (busbw_gbps * GB)
+    bytes_s = law_bytes_s(ALL_REDUCE, per_rank[0]["lone_bytes"], world_size, busbw_gbps)
     alpha_s = max(0.0, float(np.median(slowest)) - bytes_s)
     repeats = [float(np.median(slowest[i:i + 4])) - bytes_s for i in range(0, n - 3, 4)]
     low, high = (max(0.0, t - bytes_s) for t in median_interval(slowest))
