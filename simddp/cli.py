@@ -17,7 +17,8 @@ import sys
 
 from simddp.errors import InputError
 
-COMMANDS = ("sweep", "simulate", "models", "links", "account", "compare", "trace-import")
+COMMANDS = ("sweep", "simulate", "models", "links", "collectives", "account", "compare",
+            "trace-import")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")  # "-5", "-5,10", "-.5": a value, not a flag
