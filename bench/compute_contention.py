@@ -10,7 +10,7 @@ backward at 1-4 MB buckets (bench/step_phases.py) was predicted 4-14 ms longer t
 measured, while on loopback it was within 1-3 ms. Is a collective's fixed part harder on
 the backward than its bytes, which mostly wait on a shaped wire?
 
-One world of 2 Gloo ranks (realrun/contention_timing.py's protocol: alone, alone, both
+One world of 2 Gloo ranks (realrun/launch/contention_timing.py's protocol: alone, alone, both
 started together, ``--repeats`` times each, every rank): two computes, the model's forward +
 backward and calibrate's MLP (mlp-8x1024 at 16 rows, calibrate/settings.py), each against
 the streams: ``model`` (its gradients' sizes, one each), ``1MiB`` and ``4MiB`` (its
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from bench._model_run import model_run_args, run_ranks  # noqa: E402
 from realrun.configs import config_of  # noqa: E402
-from realrun.contention_timing import median_overlap, mlp_step  # noqa: E402
+from realrun.launch.contention_timing import median_overlap, mlp_step  # noqa: E402
 from realrun.steps import Trainer  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
 from simddp.contention import combine_contention  # noqa: E402

@@ -3,7 +3,7 @@
     python bench/contention_patterns.py                     # mlp-8x1024, batch 2 x seq 8
     python bench/contention_patterns.py --model mlp-8x1024 --batch 4 --seq 16 --repeats 15
 
-Each repeat, on 2 Gloo ranks, after a barrier each (realrun/contention_timing.py's protocol):
+Each repeat, on 2 Gloo ranks, after a barrier each (realrun/launch/contention_timing.py's protocol):
 
 - compute alone: forward + backward of the model (``W``);
 - comm alone: all-reduces of its gradients' sizes, queued at once, waited for (``T``);
@@ -32,7 +32,7 @@ def rank(payload: dict, ctx) -> dict:
     import torch
     import torch.distributed as dist
 
-    from realrun.contention_timing import median_overlap
+    from realrun.launch.contention_timing import median_overlap
     from realrun.layer_timing import profile_workload
     from realrun.configs import config_of
     from realrun.steps import Trainer

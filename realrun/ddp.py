@@ -14,7 +14,7 @@ simddp Strategy, or a name with bucket sizes (built by ``make_strategy``)::
         opt.step(); opt.zero_grad(set_to_none=True)
 
 ``strategy="hierarchical"`` (or a Strategy whose ``algorithm`` is "hierarchical") runs each
-bucket's all-reduce in two levels, ranks node-major (realrun/flat_bucket.py, TwoLevel):
+bucket's all-reduce in two levels, ranks node-major (realrun/launch/two_level.py, TwoLevel):
 reduce-scatter inside the node, all-reduce of the 1/G shard across nodes, all-gather inside.
 G is ``gpus_per_node``, by default the launcher's ``LOCAL_WORLD_SIZE`` (torchrun and
 realrun's launcher set it), else 1. Every rank must build it at the same point: it makes the
@@ -54,7 +54,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from realrun.flat_bucket import FlatBucket, TwoLevel
+from realrun.flat_bucket import FlatBucket
+from realrun.launch.two_level import TwoLevel
 from realrun.tensors import module_profile, trainable_parameters
 from simddp.errors import InputError
 from simddp.plans import Collective, Plan, plan as make_plan

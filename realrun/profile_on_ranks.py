@@ -10,8 +10,8 @@ Each rank profiles its model (realrun/layer_timing.py) while the others do the s
 the DDP implementations' host costs (realrun/ddp_host_costs.py: gradient copies; the hook path on
 its own 1-rank group), hook-free compute-only steps after a barrier, as realrun bench times
 them, and the contention between this model's backward and its own all-reduces
-(realrun/contention_timing.py), which goes with the host costs (``Host.contention``). When fsdp or
-zero2 will be predicted, torch FSDP2's host work around its collectives too
+(realrun/launch/contention_timing.py), which goes with the host costs (``Host.contention``).
+When fsdp or zero2 will be predicted, torch FSDP2's host work around its collectives too
 (realrun/fsdp_host_costs.py: the "fsdp" implementation's costs).
 
 Rank 0's per-layer split is kept, rescaled so that a step's compute is the median plain
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from realrun.configs import COMPUTE_BASES, config_of
-from realrun.contention_timing import compute_after_comm, median_overlap
+from realrun.launch.contention_timing import compute_after_comm, median_overlap
 from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
                                     measure_hooks)

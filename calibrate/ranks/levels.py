@@ -1,5 +1,5 @@
 """The per-level sweeps on one rank of a two-level world: each level the way the hierarchical
-all-reduce uses it (realrun/flat_bucket.py, ``TwoLevel``), every subgroup of a level at once.
+all-reduce uses it (realrun/launch/two_level.py, ``TwoLevel``), every subgroup of a level at once.
 
 Picture 2 nodes × 2 ranks, ranks node-major (0, 1 on node 0; 2, 3 on node 1)::
 
@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.kinds import measure_kind_sweep
-from realrun.flat_bucket import TwoLevel
+from realrun.launch.two_level import TwoLevel
 
 
 def level_steps(cfg: dict) -> int:

@@ -1,6 +1,6 @@
 """calibrate's contention step: a backward-like workload (an MLP forward + backward, as
 calibrate has no model) against a stream of its gradients' all-reduces; the method is
-realrun/contention_timing.py, the arithmetic simddp/contention.py.
+realrun/launch/contention_timing.py, the arithmetic simddp/contention.py.
 
 The default workload is eight 1024-wide bias-free Linear layers with ReLU on 16 rows (the
 mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a stream of
@@ -9,7 +9,7 @@ its eight 4 MiB gradients takes about as long on loopback, so the two overlap.
 from __future__ import annotations
 
 from calibrate.ranks.allreduce import zeros
-from realrun.contention_timing import median_overlap, mlp_step
+from realrun.launch.contention_timing import median_overlap, mlp_step
 
 
 def measure_contention(cfg: dict, ctx) -> dict:

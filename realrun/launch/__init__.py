@@ -10,7 +10,13 @@ device, ``barrier()``), :mod:`~realrun.launch.env` (``is_torchrun()``, no torch)
 failure, blame, no orphans), :mod:`~realrun.launch.errors` (one-line errors) and
 :mod:`~realrun.launch.netns` (an emulated multi-host cluster in network namespaces) and
 :mod:`~realrun.launch.world` (``WorldConfig``: ranks, backend, emulated hosts, link shaping,
-timeout, and their flags; no torch).
+timeout, and their flags; no torch). And the collective-timing primitives calibrate shares
+with realrun's core: :mod:`~realrun.launch.two_level` (``TwoLevel``: the hierarchical
+all-reduce's process groups) and :mod:`~realrun.launch.contention_timing` (a backward against
+its all-reduces, alone and together).
+
+The bottom of realrun: it imports simddp only, never realrun's core, its workflows or calibrate
+(tests/test_layers.py).
 Names are imported on first use, so ``realrun.launch.env`` and the errors need no torch.
 """
 from __future__ import annotations

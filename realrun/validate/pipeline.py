@@ -41,7 +41,7 @@ import time
 
 from realrun.bench import run_bench
 from realrun.configs import spec_of
-from realrun.contention_timing import compute_after_comm
+from realrun.launch.contention_timing import compute_after_comm
 from realrun.launch import LaunchError, is_torchrun, share
 from realrun.profile_on_ranks import ProfileRun
 from realrun.step_clock import clockable

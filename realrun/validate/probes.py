@@ -46,7 +46,7 @@ import torch.distributed as dist
 from simddp.law.effects import refill_share
 from simddp.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
-from realrun.contention_timing import overlap_times
+from realrun.launch.contention_timing import overlap_times
 from calibrate.ranks.sequence import timed_sequence
 from calibrate.shaped_chain import chain_and_whole
 from realrun.configs import config_of

@@ -3,7 +3,7 @@ what the profile's and validate's contention probe give it. The profile CLI's ow
 tests/realrun/test_profiler.py."""
 import pytest
 
-from realrun.contention_timing import compute_after_comm
+from realrun.launch.contention_timing import compute_after_comm
 from simddp.link import Link
 from simddp.result import Result
 

@@ -131,7 +131,7 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
     assert (measured["backend"], measured["ranks_on_host"]) == ("gloo", 2)
     assert measured["cpus"] == len(os.sched_getaffinity(0))
     # the compute of a step that communicates: the probe's compute alone over the layers'
-    from realrun.contention_timing import compute_after_comm
+    from realrun.launch.contention_timing import compute_after_comm
     after = doc["host_costs"]["compute_after_comm"]
     assert after == measured["compute_after_comm"] >= 1.0
     assert after == compute_after_comm(measured["contention"]["per_rank"],

@@ -4,7 +4,7 @@ from concurrent.futures import Future
 
 import torch
 
-from realrun.flat_bucket import _Pending
+from realrun.launch.two_level import _Pending
 from realrun.step_clock import _clock_bucket
 
 
