@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an earlier calibration's "
                    "files in --out (default: move them into --out/earlier-<time>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--from-nccl-tests", nargs="+", default=None, metavar="LOG",
+                   help="write --out/link.json from nccl-tests logs (all_reduce_perf, "
+                        "reduce_scatter_perf, all_gather_perf) instead of measuring: no GPU, "
+                        "no torch (calibrate/from_nccl_tests.py)")
     add_world_args(p, timeout_s=SWEEP_TIMEOUT_S, world_sizes=True)
     return p
 
@@ -111,6 +115,8 @@ def parse_args(argv: list[str] | None) -> tuple[CalibrateSettings, argparse.Name
     """The settings from the flags, and the flags themselves (--out, --no-plots); InputError
     (one line) on the first bad one."""
     a = build_parser().parse_args(argv)
+    if a.from_nccl_tests:  # reads logs, measures nothing: no settings
+        return None, a
     try:
         world_sizes = (None if a.world_sizes is None
                        else tuple(int(x) for x in a.world_sizes.split(",")))
@@ -204,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         settings, a = parse_args(argv)
+        if a.from_nccl_tests:
+            from calibrate.from_nccl_tests import run_from_args
+            return run_from_args(a)
         # torch, scipy and matplotlib only now: --help and bad flags need none of them
         run, print_report, write_outputs = _measuring_modules()
         cal = run(settings)

@@ -1,0 +1,115 @@
+"""A link file from nccl-tests logs, without a GPU: ``python -m calibrate --from-nccl-tests``.
+
+    python -m calibrate --from-nccl-tests all_reduce.log --out cal
+    python -m calibrate --from-nccl-tests all_reduce.log reduce_scatter.log all_gather.log \\
+        --out cal --name h100-node7
+    python -m simddp collectives --link cal/link.json --measured all_reduce.log
+
+Each log (simddp/nccl_tests.py reads it: all_reduce_perf, reduce_scatter_perf,
+all_gather_perf) becomes one measured curve of link.json (docs/FORMATS.md): its sizes and
+out-of-place times, its ranks and nodes, and NCCL's algorithm where the log pins one
+(``NCCL_ALGO=Ring`` in it). simddp charges a kind by its curve wherever one exists.
+
+The link's own α and busbw — what the closed form and a kind without a curve read — are the
+least-squares line (on relative error) through the all-reduce curve over DDP's bucket range,
+1–100 MB (simddp.law.fitted); without an all-reduce log, through the first log's kind. Its
+``source`` says which range that line is good for: outside it, read the curves. Nothing here
+imports torch.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from simddp.errors import InputError
+from simddp.io import link_to_json, save_json
+from simddp.law import GB, Curve, collective_s, kind_factor
+from simddp.law.fitted import BUCKET_RANGE_BYTES
+from simddp.link import Link
+from simddp.nccl_tests import NcclTestsLog, read_nccl_tests
+from simddp.outdir import check_out_dir
+
+_ALGO = re.compile(r"NCCL_ALGO\s*=\s*([A-Za-z]+)")
+_POINTS = 41   # 20 a decade over 1–100 MB, as simddp.law.fitted samples a curve
+
+
+def log_curve(log: NcclTestsLog, algorithm: str | None = None) -> Curve:
+    """The log's rows as a :class:`simddp.law.Curve` (out-of-place unless the log says)."""
+    if len(log.rows) < 2:
+        raise InputError(f"{log.source}: one size only; a curve needs at least 2")
+    return Curve(log.kind, log.ranks, tuple(r.bytes for r in log.rows),
+                 tuple(float(f"{r.time_us!r}e-6") for r in log.rows), log.nodes, algorithm,
+                 f"nccl-tests {log.kind}_perf, {log.ranks} ranks on {log.nodes} node(s), "
+                 f"{log.placement} time: {log.source}")
+
+
+def fit_alpha_busbw(link: Link, kind: str, world_size: int,
+                    lo_bytes: float = BUCKET_RANGE_BYTES[0],
+                    hi_bytes: float = BUCKET_RANGE_BYTES[1]) -> tuple[float, float]:
+    """(α s, busbw GB/s) of the line through ``link``'s ``kind`` law over [lo, hi] bytes:
+    least squares on relative error at log-spaced sizes, α ≥ 0 (as simddp.law.fitted)."""
+    step = math.log(hi_bytes / lo_bytes) / (_POINTS - 1)
+    sizes = [lo_bytes * math.exp(i * step) for i in range(_POINTS)]
+    times = [collective_s(link, kind, n, world_size) for n in sizes]
+    a11 = sum(1 / t ** 2 for t in times)
+    a12 = sum(n / t ** 2 for n, t in zip(sizes, times))
+    a22 = sum((n / t) ** 2 for n, t in zip(sizes, times))
+    b1 = sum(1 / t for t in times)
+    b2 = sum(n / t for n, t in zip(sizes, times))
+    det = a11 * a22 - a12 * a12
+    alpha_s, beta = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+    if alpha_s < 0 or beta <= 0:
+        alpha_s, beta = 0.0, b2 / a22
+    return alpha_s, kind_factor(kind, world_size) / (beta * GB)
+
+
+def link_from_logs(paths, name: str | None = None) -> Link:
+    """One link from the logs at ``paths``: a curve each, α/busbw fitted (module text)."""
+    if not paths:
+        raise InputError("--from-nccl-tests: give at least one log")
+    curves, seen = [], {}
+    for path in paths:
+        log = read_nccl_tests(path)
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        algos = {m.group(1).lower() for m in _ALGO.finditer(text)}
+        algorithm = algos.pop() if len(algos) == 1 else None
+        key = (log.kind, log.ranks, log.nodes, algorithm)
+        if key in seen:
+            raise InputError(f"{path}: a second {log.kind} log at {log.ranks} ranks on "
+                             f"{log.nodes} node(s) (the first: {seen[key]}); give one per kind")
+        seen[key] = path
+        curves.append(log_curve(log, algorithm))
+    ranks = {c.ranks for c in curves}
+    first = next((c for c in curves if c.kind == "all_reduce"), curves[0])
+    # a placeholder line so the curves can be asked (a Link needs α and busbw); replaced below
+    draft = Link(name or f"nccl-tests-{Path(paths[0]).stem}", 0.0, 1.0, backend="nccl",
+                 curves=tuple(curves))
+    alpha_s, busbw_gbps = fit_alpha_busbw(draft, first.kind, first.ranks)
+    lo, hi = BUCKET_RANGE_BYTES
+    kinds = ", ".join(f"{c.kind} ({c.ranks} ranks, {c.nodes} node(s), {c.bytes[0]}–"
+                      f"{c.bytes[-1]} B)" for c in curves)
+    source = (f"nccl-tests logs ({', '.join(str(p) for p in paths)}): curves of {kinds}. "
+              f"alpha_s/busbw_gbps: least-squares fit (relative error) of the {first.kind} "
+              f"curve over {lo / 1e6:g}–{hi / 1e6:g} MB (fit_range_bytes "
+              f"[{lo:.0f}, {hi:.0f}]), good for that range only; outside it the curves answer")
+    return replace(draft, alpha_s=alpha_s, busbw_gbps=busbw_gbps, source=source,
+                   world_size=ranks.pop() if len(ranks) == 1 else None)
+
+
+def run_from_args(args) -> int:
+    """The calibrate CLI's ``--from-nccl-tests`` branch: write ``--out``/link.json, print it."""
+    link = link_from_logs(args.from_nccl_tests, args.name)
+    out = check_out_dir(args.out, files=("link.json",), force=args.force)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "link.json"
+    save_json(path, link_to_json(link))
+    for c in link.curves:
+        print(f"{c.kind}: {len(c.bytes)} sizes {c.bytes[0]}–{c.bytes[-1]} B, {c.ranks} ranks "
+              f"on {c.nodes} node(s), algorithm {c.algorithm or 'NCCL default'}")
+    lo, hi = BUCKET_RANGE_BYTES
+    print(f"α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_gbps:.1f} GB/s (fitted over "
+          f"{lo / 1e6:g}–{hi / 1e6:g} MB; the curves answer everywhere)")
+    print(f"wrote {path}")
+    return 0
