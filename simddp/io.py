@@ -156,8 +156,9 @@ def _link_fields(body: dict, where: str) -> Link:
                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                and f.name not in body]
     if missing:
-        raise InputError(f"{where}: missing link field(s) {', '.join(missing)} (a link needs "
-                         "at least name, alpha_s and busbw_gbps; docs/FORMATS.md)")
+        raise InputError(f"{where}: not a valid file (missing link field(s) "
+                         f"{', '.join(missing)}; a link needs at least name, alpha_s and "
+                         "busbw_gbps: docs/FORMATS.md)")
     return _build(where, lambda: Link(**{**body, "pieces": tuple(
         LinkPiece(**p) for p in body.get("pieces", ()))}))
 
