@@ -26,19 +26,20 @@ from dataclasses import dataclass, field
 from simddp.contention import (check_factors, check_spread, contention_for,
                                 with_contention)
 from simddp.errors import InputError
+from simddp.strategies import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 
-# "fsdp": torch FSDP2 (fully_shard) runs fsdp and zero2. Its host work around each all-gather
+# IMPLEMENTATIONS (the registry's) key a host file's costs; "fsdp": torch FSDP2 (fully_shard)
+# runs fsdp and zero2. Its host work around each all-gather
 # and reduce-scatter (gather_s, scatter_s and the copies at copy_gbps) was 20-35 % of the step
 # on Gloo/CPU (docs/results/2026-11-23-sharded-and-hooks.md); blocking_collectives says its
 # collectives hold the training thread (Gloo on CPU) instead of overlapping (NCCL).
-IMPLEMENTATIONS = ("realrun", "torch", "fsdp")
 # Whether each implementation all-reduces a one-gradient bucket in the gradient itself
 # (HostCosts.lone_in_place, where the costs do not say). realrun.DDP does (flat_bucket.py);
 # torch's reducer keeps a flat buffer per bucket and copies every one in and out, one
 # gradient or many: torch.profiler shows reducer::mul_out and copy_bucket_to_grad on each of
 # 4 one-tensor buckets of 4 MiB (0.61 and 0.65 ms, medians, 1 thread), which the engine did not
 # charge before 2026-11-26 (docs/results/2026-11-26-torch-lone-buckets.md).
-LONE_IN_PLACE = {"realrun": True, "torch": False, "fsdp": True}
+LONE_IN_PLACE = {REALRUN_DDP: True, TORCH_DDP: False, TORCH_FSDP: True}
 
 
 def _check(owner: str, name: str, value, allow_none: bool, allow_zero: bool) -> None:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, fields, replace
 
 from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
-from simddp.host import IMPLEMENTATIONS
+from simddp.law.hierarchical import ALGORITHMS
+from simddp.strategies import (ALWAYS, BASELINE, DDP_FIRST_BUCKET_MB, IMPLEMENTATIONS, ON_REQUEST,
+                               ROW, TORCH_DDP, TWO_LEVEL, Name, names)
 
 
 class UnknownStrategy(InputError):
@@ -30,17 +32,21 @@ class UnknownStrategy(InputError):
 
 
 MB = 2**20                 # torch's bucket_cap_mb counts MiB
-DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: "1MB is a reasonable value"
 DDP_DEFAULT_BUCKET_MB = 25.0
 
-STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "no_sync")
-# bucketed with a two-level all-reduce (simddp/topology.py); swept on a multi-node topology
-HIERARCHICAL = "hierarchical"
-BUCKETED = ("bucketed", "ddp", "no_sync", HIERARCHICAL)   # rows that carry a bucket size
-SHARDED = ("fsdp", "zero2")                 # FSDP2 fully_shard, reshard_after_forward True/False
-HOOKABLE = ("bucketed", "ddp")              # torch DDP with register_comm_hook
-# The baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
-ACCUM_BASELINE = "sync_each"
+# The lists every caller reads, from the registry (simddp/strategies.py), in its order:
+# the replicated strategies --strategies all sweeps (naive, flat, overlap, bucketed, ddp,
+# no_sync); bucketed with a two-level all-reduce, swept on a multi-node topology;
+STRATEGIES = names(offered=ALWAYS)
+HIERARCHICAL = Name.HIERARCHICAL
+# the ones a sweep asks a bucket size of; FSDP2 fully_shard (fsdp, zero2); torch DDP with
+# register_comm_hook (bucketed, ddp); every name a sweep or make_strategy takes;
+BUCKETED = names(granularity="bucket", offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
+SHARDED = names(sharded=True)
+HOOKABLE = names(hookable=True)
+SWEEPABLE = names(offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
+# and the baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
+ACCUM_BASELINE = names(offered=BASELINE)[0]
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class Strategy:
             raise InputError(f"strategy {self.name!r}: a bucketed strategy needs bucket sizes > 0")
         if not isinstance(self.accum_steps, int) or self.accum_steps < 1:
             raise InputError(f"--accum-steps must be an integer >= 1, got {self.accum_steps!r}")
-        if self.algorithm not in ("ring", "hierarchical"):
+        if self.algorithm not in ALGORITHMS:
             raise InputError(f"strategy {self.name!r}: algorithm must be ring or hierarchical, "
                              f"got {self.algorithm!r}")
         if self.implementation not in IMPLEMENTATIONS:
@@ -130,7 +136,13 @@ class Strategy:
         """Whether it shards (fsdp, zero2), compresses (a comm hook) or all-reduces in two
         levels (hierarchical): what a sweep recommends as a strategy, beside the bucket size."""
         return (self.reshard_after_forward is not None or self.comm_hook is not None
-                or self.algorithm != "ring")
+                or self.two_level)
+
+    @property
+    def two_level(self) -> bool:
+        """Whether each all-reduce runs in two levels (the hierarchical algorithm), not
+        one ring over every rank."""
+        return self.algorithm != "ring"
 
     def to_dict(self) -> dict:
         """Plain JSON-able fields (a rank's payload); :meth:`from_dict` reads them back.
@@ -177,8 +189,7 @@ def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
     >>> strategy_of("ddp+fp16", 4.0).comm_hook.kind, strategy_of("compute-only")
     ('fp16', None)
     """
-    base = split_name(name)[0]
-    if base not in STRATEGIES + SHARDED + (ACCUM_BASELINE, HIERARCHICAL):
+    if split_name(name)[0] not in ROW:
         return None
     mb = () if bucket_mb is None else (bucket_mb,)
     try:
@@ -219,23 +230,23 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
                              f"(torch DDP buckets), not {base}")
         plain = make_strategy(base, bucket_mb, accum_steps, first_bucket_mb)
         # torch DDP runs every hook; its bucket_cap_mb makes bucketed's equal first bucket
-        return replace(plain, name=f"{base}+{hook.name}", comm_hook=hook, implementation="torch")
-    if base in SHARDED:
+        return replace(plain, name=f"{base}+{hook.name}", comm_hook=hook,
+                       implementation=TORCH_DDP)
+    row = ROW.get(name)
+    if row is None:
+        raise UnknownStrategy(f"unknown strategy {name!r}; choose from {', '.join(SWEEPABLE)}")
+    if row.sharded:
         unit = None if shard_unit_mb is None else mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
-        return Strategy(base, "unit", True, accum_steps=accum_steps, implementation="fsdp",
-                        reshard_after_forward=(base == "fsdp"), shard_unit_bytes=unit)
-    if name in ("naive", "flat", "overlap"):
-        gran = {"naive": "tensor", "flat": "all", "overlap": "tensor"}[name]
-        return Strategy(name, gran, overlap=(name == "overlap"), accum_steps=accum_steps)
-    if name in ("bucketed", HIERARCHICAL):
-        cap = mb_to_bytes(bucket_mb)
-        first = cap if first_bucket_mb is None else mb_to_bytes(first_bucket_mb, "--first-bucket-mb")
-        return Strategy(name, "bucket", True, cap, first, accum_steps,
-                        algorithm="hierarchical" if name == HIERARCHICAL else "ring")
-    if name in ("ddp", "no_sync", ACCUM_BASELINE):
-        first_mb = DDP_FIRST_BUCKET_MB if first_bucket_mb is None else first_bucket_mb
-        return Strategy(name, "bucket", True, mb_to_bytes(bucket_mb),
-                        mb_to_bytes(first_mb, "--first-bucket-mb"), accum_steps,
-                        sync_last_only=(name == "no_sync"), implementation="torch")
-    raise UnknownStrategy(f"unknown strategy {name!r}; choose from "
-                          f"{', '.join(STRATEGIES + SHARDED + (HIERARCHICAL,))}")
+        return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
+                        implementation=row.implementation,
+                        reshard_after_forward=row.reshard_after_forward, shard_unit_bytes=unit)
+    if row.granularity != "bucket":
+        return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
+                        implementation=row.implementation)
+    cap = mb_to_bytes(bucket_mb)
+    if first_bucket_mb is None:
+        first_bucket_mb = row.first_bucket_mb   # None: the first bucket is the cap
+    first = cap if first_bucket_mb is None else mb_to_bytes(first_bucket_mb, "--first-bucket-mb")
+    return Strategy(name, "bucket", row.overlap, cap, first, accum_steps,
+                    sync_last_only=row.sync_last_only, implementation=row.implementation,
+                    algorithm=row.algorithm)

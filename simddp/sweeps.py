@@ -27,16 +27,16 @@ from dataclasses import dataclass
 
 from simddp.errors import InputError
 from simddp.host import Host
+from simddp.layouts import group_by_layout
 from simddp.link import Link
 from simddp.predictor import Predictor
 from simddp.profile import ModelProfile
 from simddp.ranges import robust_pick
 from simddp.result import Result
 from simddp.hooks import CommHook, parse_comm_hook
-from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HIERARCHICAL,
-                             HOOKABLE, MB,
-                             SHARDED, STRATEGIES, Strategy, make_strategy,
-                             mb_to_bytes)
+from simddp.strategies import ROW, Name
+from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
+                             SHARDED, SWEEPABLE, Strategy, make_strategy, mb_to_bytes)
 from simddp.topology import Topology
 
 # 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
@@ -46,7 +46,7 @@ DEFAULT_ACCUM_STEPS = 4
 # Which strategy's bucket size is "the" recommendation: ddp's, since bucket_cap_mb is the knob
 # users set on torch DDP; bucketed (no small first bucket), then no_sync, stand in when ddp was
 # not swept.
-RECOMMEND_FROM = ("ddp", "bucketed", "no_sync")
+RECOMMEND_FROM = (Name.DDP, Name.BUCKETED, Name.NO_SYNC)
 
 
 def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
@@ -60,10 +60,9 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
     """
     if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or accum_steps < 1:
         raise InputError(f"--accum-steps must be an integer >= 1, got {accum_steps!r}")
-    known = STRATEGIES + SHARDED + (HIERARCHICAL,)
     for name in strategies:
-        if name not in known:
-            raise InputError(f"unknown strategy {name!r}; choose from {', '.join(known)}")
+        if name not in SWEEPABLE:
+            raise InputError(f"unknown strategy {name!r}; choose from {', '.join(SWEEPABLE)}")
     mbs = sorted({float(mb) for mb in bucket_mbs}) if bucket_mbs else []
     for mb in mbs:
         if not (math.isfinite(mb) and mb > 0 and math.isfinite(mb * MB)):
@@ -80,15 +79,15 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
             raise InputError(f"--shard-unit-mb: no sharded strategy ({', '.join(SHARDED)}) "
                              "in --strategies")
     out: list[Strategy] = []
-    for name in (s for s in known if s in strategies):  # canonical order, no duplicates
+    for name in (s for s in SWEEPABLE if s in strategies):  # the registry's order, once each
         if name in SHARDED:
             out.append(make_strategy(name, accum_steps=1, shard_unit_mb=shard_unit_mb))
         elif name not in BUCKETED:
             out.append(make_strategy(name))
-        elif name == "no_sync":
+        elif ROW[name].sync_last_only:   # no_sync, each size after its baseline
             for mb in mbs:
                 out.append(make_strategy(ACCUM_BASELINE, mb, accum_steps))
-                out.append(make_strategy("no_sync", mb, accum_steps))
+                out.append(make_strategy(name, mb, accum_steps))
         else:
             out.extend(make_strategy(name, mb) for mb in mbs)
             for hook in (hooks if name in HOOKABLE else ()):
@@ -130,7 +129,7 @@ def accumulates(result: Result) -> bool:
 
 def baseline_name(result: Result) -> str:
     """What a row's speedup is measured against: naive per step; sync_each per optimizer step."""
-    return ACCUM_BASELINE if accumulates(result) else "naive"
+    return ACCUM_BASELINE if accumulates(result) else Name.NAIVE
 
 
 def naive_of(results: Sequence[Result]) -> Result | None:
@@ -167,8 +166,8 @@ class Recommendation:
     worst_regret: float | None = None
     point_best_mb: float | None = None
     point_best_worst_regret: float | None = None
-    # The other swept sizes that make the same buckets as bucket_mb (simddp/compare/
-    # layouts.py): one configuration, so none of them is the runner-up.
+    # The other swept sizes that make the same buckets as bucket_mb (simddp/layouts.py):
+    # one configuration, so none of them is the runner-up.
     same_layout_mb: tuple[float, ...] = ()
     spec: Strategy | None = None  # the recommended row's configuration (its Result's spec)
 
@@ -188,7 +187,6 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
     (``profile``: by the plan's buckets; without, by identical predictions): the runner-up
     is another layout, and ``same_layout_mb`` names the recommended one's other sizes.
     """
-    from simddp.compare.layouts import group_by_layout  # here: simddp.compare reads this module
     per_step = [r for r in results if not accumulates(r)]
     for name in RECOMMEND_FROM:
         rows = [r for r in results if r.strategy == name and r.bucket_mb is not None]
@@ -216,7 +214,8 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
     # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
     # whenever the first bucket is no smaller than the cap would make it).
     fastest = min(per_step, key=lambda r: (r.step_s, r is not best,
-                                           r.spec is None or r.spec.base != "ddp"), default=None)
+                                           r.spec is None or r.spec.base != Name.DDP),
+                  default=None)
     return Recommendation(name, best.bucket_mb, best.step_s,
                           runner.bucket_mb if runner else None,
                           runner.step_s if runner else None, edge, fastest,
@@ -256,7 +255,7 @@ def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
 
     def key(r: Result) -> tuple:
         near_25 = 0.0 if r.bucket_mb is None else abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))
-        return r.step_s, r.spec is None or r.spec.base != "ddp", near_25
+        return r.step_s, r.spec is None or r.spec.base != Name.DDP, near_25
 
     return StrategyPick(min(beyond, key=key), min(plain, key=key, default=None))
 

@@ -39,17 +39,19 @@ from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.plans import Plan
 from simddp.result import COMM, Result
-from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, SHARDED, STRATEGIES,
-                             Strategy, UnknownStrategy, make_strategy)
+from simddp.strategies import ALWAYS, BASELINE, ON_REQUEST, Name, help_lines, names
+from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, MB, SHARDED, Strategy, UnknownStrategy,
+                             make_strategy)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
-CHOICES = STRATEGIES + (ACCUM_BASELINE,) + SHARDED
+# every strategy but the two-level ones (a sweep with --nodes shows those beside ddp)
+CHOICES = names(offered=(ALWAYS, ON_REQUEST, BASELINE))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("simulate")
-    g.add_argument("--strategy", default="ddp", metavar="S",
+    g.add_argument("--strategy", default=Name.DDP, metavar="S",
                    help=f"{', '.join(CHOICES)} (default %(default)s)")
     g.add_argument("--bucket-mb", default=f"{DDP_DEFAULT_BUCKET_MB:g}", metavar="MB",
                    help="bucket cap in MB (2^20 bytes), as torch's bucket_cap_mb "
@@ -66,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
+    p.epilog = help_lines(CHOICES)
 
 
 # What --plot can write, by the name's suffix: matplotlib needs no extra package for these

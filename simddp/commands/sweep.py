@@ -44,7 +44,8 @@ from simddp.report.table import (fmt_mb, fmt_ms, fmt_speedup, host_line, render_
                                  setup_line)
 from simddp.result import Result
 from simddp.report.levels import levels_line, topology_json
-from simddp.strategy import HIERARCHICAL, SHARDED, STRATEGIES
+from simddp.strategies import ALWAYS, ON_REQUEST, TWO_LEVEL, Name, help_lines, names
+from simddp.strategy import STRATEGIES, SWEEPABLE
 from simddp.sweeps import (
     DEFAULT_ACCUM_STEPS,
     DEFAULT_BUCKET_MB,
@@ -60,6 +61,9 @@ from simddp.sweeps import (
 )
 
 HELP = "predict every strategy at every bucket size; recommend bucket_cap_mb"
+# what --strategies lists: the strategies all sweeps, then those only asked for by name (the
+# two-level ones are named where --nodes makes them one of all's)
+LISTED = names(offered=(ALWAYS, ON_REQUEST))
 CSV_FIELDS = ("strategy", "bucket_mb", "accum_steps", "collectives", "step_ms", "step_ms_low",
               "step_ms_high",
               "exposed_comm_ms", "compute_ms", "speedup", "speedup_vs", "source")
@@ -71,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="LIST", help="bucket sizes in MB (2^20 bytes, like torch's "
                                         "bucket_cap_mb), comma-separated (default %(default)s)")
     g.add_argument("--strategies", default="all", metavar="LIST",
-                   help=f"comma-separated from {', '.join(STRATEGIES + SHARDED)}, or all "
+                   help=f"comma-separated from {', '.join(LISTED)}, or all "
                         f"(= {', '.join(STRATEGIES)}; default all)")
     g.add_argument("--accum-steps", type=int, default=DEFAULT_ACCUM_STEPS, metavar="K",
                    help="micro-steps per optimizer step for no_sync and its sync_each baseline "
@@ -86,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
+    p.epilog = help_lines(SWEEPABLE)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                         shard_unit_mb=args.shard_unit_mb, topology=topology)
     naive = naive_of(results)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
-        naive = sweep(profile, link, args.world_size, ["naive"], host=host,
+        naive = sweep(profile, link, args.world_size, [Name.NAIVE], host=host,
                       topology=topology)[0]
     rows = sweep_rows(results, naive)
     rec = recommend(results)
@@ -173,9 +178,9 @@ def _print_verdicts(strategy_line: str, optimum: dict, gap: str | None) -> None:
 def _strategies(text: str, topology) -> list[str]:
     """--strategies; "all" is every DDP strategy, and hierarchical on a two-level cluster."""
     if text.strip() != "all":
-        return parse_names(text, STRATEGIES + SHARDED + (HIERARCHICAL,), "--strategies")
+        return parse_names(text, SWEEPABLE, "--strategies")
     two_level = topology is not None and topology.two_level
-    return list(STRATEGIES) + ([HIERARCHICAL] if two_level else [])
+    return list(names(offered=(ALWAYS, TWO_LEVEL) if two_level else ALWAYS))
 
 
 def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.Namespace,

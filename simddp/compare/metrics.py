@@ -48,7 +48,7 @@ class Summary:
     with_range: int = 0
     in_range: int = 0
     # bucket sizes of bucket_strategy that make the same buckets, one group each, e.g.
-    # ((1.0, 4.0),): scored as one configuration (simddp/compare/layouts.py)
+    # ((1.0, 4.0),): scored as one configuration (simddp/layouts.py)
     same_layout: tuple[tuple[float, ...], ...] = ()
 
     def to_json(self) -> dict:

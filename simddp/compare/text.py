@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from simddp.compare.drift import net_of_compute, net_text
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
-from simddp.compare.layouts import sizes_text
+from simddp.layouts import sizes_text
 from simddp.compare.noise import halves_summary, halves_text, noise_text
 from simddp.report.overlap import overlap_table
 from simddp.result import COMPUTE_ONLY

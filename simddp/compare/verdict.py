@@ -14,7 +14,7 @@ alone:
 - ``REFUTED``: it costs more than the margin for sure;
 - ``WITHIN NOISE``: the interval straddles the margin.
 
-Sizes that make the same buckets are one configuration (simddp/compare/layouts.py): their
+Sizes that make the same buckets are one configuration (simddp/layouts.py): their
 steps are pooled, and neither is the other's "next size".
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simddp.compare.layouts import group_by_layout, sizes_text
+from simddp.layouts import group_by_layout, sizes_text
 from simddp.compare.metrics import ratio_interval
 from simddp.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text

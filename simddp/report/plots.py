@@ -30,6 +30,7 @@ from simddp.report.gantt import draw_gantt
 from simddp.report.style import strategy_colour
 from simddp.report.trace import describe
 from simddp.result import Result
+from simddp.strategies import ROWS
 from simddp.sweeps import accumulates
 
 
@@ -63,10 +64,8 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
     """
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
-    # bucketed and ddp coincide wherever the first bucket makes no difference: draw them
-    # differently enough that neither hides the other (marker, line, width, size, hollow)
-    style = {"bucketed": ("s", "--", 1.6, 5, True), "ddp": ("o", "-", 1.4, 4, False),
-             "hierarchical": ("^", "-.", 1.4, 5, False)}
+    # (marker, line, width, size, hollow) per strategy: its registry row's curve
+    style = {row.name: row.curve for row in ROWS if row.curve is not None}
     flat_bands = [r for r in results if r.bucket_mb is None and _band(r) is not None]
     if bucketed:
         ax.set_xscale("log")

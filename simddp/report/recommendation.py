@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from simddp.compare.layouts import sizes_text
+from simddp.layouts import sizes_text
 from simddp.plans import plan
 from simddp.profile import ModelProfile
 from simddp.report.frameworks import framework_text

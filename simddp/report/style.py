@@ -12,6 +12,7 @@ from __future__ import annotations
 from simddp.kinds import SpanKind
 from simddp.result import (ALL_GATHER, BACKWARD, COMPUTE_ONLY, COPY, FORWARD, OPTIMIZER, OTHER,
                            REDUCE_SCATTER)
+from simddp.strategies import ROWS
 from simddp.strategy import Strategy
 
 KIND_COLOURS = {FORWARD: "#4C72B0", BACKWARD: "#55A868", OPTIMIZER: "#8172B2",
@@ -22,10 +23,8 @@ COMM_SHADES = {SpanKind.ALL_REDUCE: ("#DD8452", "#F0B27A"), REDUCE_SCATTER: ("#C
 # hatch over the time compute sits waiting for communication: a red no span kind uses
 EXPOSED_COLOUR = "#E8000B"
 KIND_LABELS = {COPY: "DDP host work (hooks, copies)", OTHER: "other compute"}
-STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", "naive": "#C44E52", "flat": "#8172B2",
-                    "overlap": "#937860", "bucketed": "#4C72B0", "ddp": "#55A868",
-                    "no_sync": "#DA8BC3", "sync_each": "#64B5CD", "fsdp": "#8C564B",
-                    "zero2": "#E377C2", "hierarchical": "#1F3A93"}
+# each strategy's own colour is its registry row's (simddp/strategies.py)
+STRATEGY_COLOURS = {COMPUTE_ONLY: "#7F7F7F", **{row.name: row.colour for row in ROWS}}
 # A comm hook's rows take the hook's colour (the line style tells ddp from bucketed).
 HOOK_COLOURS = {"fp16": "#17BECF", "bf16": "#BCBD22", "powersgd": "#9467BD"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan
 from simddp.compare import compare_results, format_table
-from simddp.compare.layouts import group_by_layout, layout_key
+from simddp.layouts import group_by_layout, layout_key
 from simddp.compare.verdict import verdict
 from simddp.result import Result
 from simddp.sweeps import recommend, sweep
