@@ -8,31 +8,55 @@ These are starting points for "what if" questions; a link calibrated on your own
 """
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 from simddp.errors import InputError
+from simddp.law import GB, Curve, bus_factor, bytes_s
+from simddp.law.fitted import BUCKET_RANGE_BYTES, fit_line
 from simddp.link import Link
 
+CURVES_FORMAT = "simddp.preset-curves/1"
+
+
+def _curve_preset(name: str) -> Link:
+    """The preset ``name`` from simddp/presets/curves/NAME.json: each table (a published
+    nccl-tests busbw column, cited row by row in the file) becomes a measured curve, the time
+    at each size being what nccl-tests' busbw means, f(p)·n/busbw (simddp.law.bytes_s). α and
+    busbw are the line fitted to the all_reduce curve over DDP's bucket range, 1–100 MB
+    (simddp.law.fitted): what the closed form reads, good for that range only; the curve
+    answers at every size."""
+    data = json.loads(resources.files("simddp.presets").joinpath(
+        "curves", f"{name}.json").read_text(encoding="utf-8"))
+    assert data["format"] == CURVES_FORMAT and data["name"] == name, name
+    curves = tuple(Curve(t["kind"], t["ranks"], tuple(t["bytes"]),
+                         tuple(bytes_s(t["kind"], n, t["ranks"], bw)
+                               for n, bw in zip(t["bytes"], t["busbw_gbps"])),
+                         t["nodes"], t["algorithm"], t["source"]) for t in data["tables"])
+    ranks = next(c.ranks for c in curves if c.kind == "all_reduce")
+    draft = Link(name, 0.0, 1.0, backend=data["backend"], curves=curves)
+    alpha_s, beta = fit_line(draft, ranks)
+    busbw_gbps = round(bus_factor(ranks) / (beta * GB), 1)
+    lo, hi = BUCKET_RANGE_BYTES
+    return Link(name, alpha_s=round(alpha_s, 7), busbw_gbps=busbw_gbps, backend=data["backend"],
+                curves=curves, source=(
+                    f"{data['summary']}; from {'; '.join(data['citations'])}. α and busbw: "
+                    f"fitted to that curve over {lo / 1e6:g}–{hi / 1e6:g} MB at {ranks} ranks "
+                    "(the closed form's line, good for that range only); the curve answers "
+                    "at every size (simddp/presets/curves/" + name + ".json)"))
+
 LINKS = {link.name: link for link in (
-    Link("nvlink-a100", alpha_s=15e-6, busbw_gbps=200.0, backend="nccl",
-         source="nccl-tests all_reduce_perf on 8×A100-SXM4-80GB over NVLink3 reports "
-                "busbw ≈ 200–210 GB/s at ≥ 256 MB (NVIDIA/nccl-tests#149, #178); α is the "
-                "~15 µs small-message time of the same runs"),
+    _curve_preset("nvlink-a100"),
     Link("nvlink-h100", alpha_s=30e-6, busbw_gbps=370.0, backend="nccl",
          source="8×H100 SXM over NVLink4/NVSwitch, ring: 450 GB/s line rate less ~20% "
                 "protocol overhead gives busbw ≈ 370 GB/s with NCCL_ALGO=RING "
                 "(NVIDIA/nccl-tests#212); 368.8 GB/s reported with NVLS disabled "
                 "(nccl-tests#309). α: a ring's latency grows with the ranks; 8×A100 ring "
                 "measured 33.7 µs (2 GPUs: 10 µs, nccl-tests#123); no H100 figure found"),
-    Link("nvlink-h100-nvls", alpha_s=30e-6, busbw_gbps=480.0, backend="nccl",
-         source="8×H100 with NVLink SHARP (NCCL's default all-reduce there): peak busbw "
-                "≈ 480 GB/s, algbw ≈ 275 GB/s, reached above 256 MB only "
-                "(NVIDIA/nccl-tests#212); 476 GB/s measured on one H100 node (nccl-tests#290), "
-                "475 GB/s on 8×H200, same NVLink4 (nccl-tests#272). An upper bound for "
-                "DDP's 25 MB buckets; busbw holds for 8 ranks only. α as nvlink-h100"),
-    Link("nvlink-h200", alpha_s=30e-6, busbw_gbps=370.0, backend="nccl",
-         source="8×H200 SXM: the same NVLink4/NVSwitch as H100 (450 GB/s each way), so "
-                "nvlink-h100's ring figure, 370 GB/s (NVIDIA/nccl-tests#212); no H200 ring "
-                "run found. Measured on 8×H200 with NCCL's default all-reduce (NVLS): "
-                "475 GB/s peak busbw (nccl-tests#272), as nvlink-h100-nvls. α as nvlink-h100"),
+    _curve_preset("nvlink-h100-nvls"),
+    _curve_preset("nvlink-h200"),
+    _curve_preset("nvlink-gb200"),
+    _curve_preset("a3mega-2x8xh100"),
     Link("ib-8xndr", alpha_s=45e-6, busbw_gbps=380.0, backend="nccl",
          source="H100 nodes with 8× NDR 400 Gb/s (ConnectX-7) each: 48–49 GB/s per NIC "
                 "(NVIDIA/nccl-tests#267), 46–48 (nccl-tests#290), so 368–392 GB/s per node; "

@@ -20,11 +20,11 @@ def run_cli(capsys, *argv) -> str:
 
 
 def test_rows_are_the_law_with_nccl_tests_bandwidths(capsys):
-    out = json.loads(run_cli(capsys, "--link", "nvlink-h100-nvls", "--world-size", "8",
+    out = json.loads(run_cli(capsys, "--link", "nvlink-h100", "--world-size", "8",
                              "--sizes", "1M,1G", "--format", "json"))
     small, big = out["rows"]
-    # α 30 µs, busbw 480 GB/s, 8 ranks: t = 30e-6 + 1.75·n/480e9
-    assert small["time_us"] == pytest.approx(30 + 1.75 * 2**20 / 480e9 * 1e6)
+    # α 30 µs, busbw 370 GB/s, 8 ranks: t = 30e-6 + 1.75·n/370e9
+    assert small["time_us"] == pytest.approx(30 + 1.75 * 2**20 / 370e9 * 1e6)
     assert big["bytes"] == 2**30 and big["count"] == 2**28
     assert big["algbw_gbps"] == pytest.approx(2**30 / (big["time_us"] * 1e-6) / 1e9)
     assert big["busbw_gbps"] == pytest.approx(big["algbw_gbps"] * 1.75)
