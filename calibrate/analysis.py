@@ -14,6 +14,7 @@ from datetime import datetime
 import numpy as np
 
 import calibrate.fit as fitting
+from calibrate.intervals import rerun_intervals
 from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
                                summarize, time_spread)
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
@@ -116,6 +117,11 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
+    # Each line's intervals and judged figures, once: the report, the link's source and the
+    # warnings all read these
+    lone_held = finished(lone_held, rows, None)
+    held = lone_held if seq is None else finished(held, rows, seq["alpha_s"])
+    fit, lone = held["fit"], lone_held["fit"]
     alternative = None  # what --piecewise would give, shown when one line fits badly
     if (not s.piecewise and seq is None and fitting.suggest_piecewise(fit)
             and fit.n_points >= 2 * fitting.MIN_POINTS):
@@ -144,9 +150,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
              for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
-    problems = [f"link: {p}" for p in fitting.fit_problems(fit, *scored(fit, held, rows, seq))]
-    problems += [f"{k}: {p}" for k, c in kinds.items() for p in
-                 fitting.fit_problems(c.fit, *scored(c.fit, c.heldout, c.rows, c.sequence))]
+    problems = [f"link: {p}" for p in problems_of(fit, held)]
+    problems += [f"{k}: {p}" for k, c in kinds.items() for p in problems_of(c.fit, c.heldout)]
     unresolved = alpha_unresolved(seq) if seq is not None else None
     if unresolved:  # the median was between two modes: the link file says where α came from
         problems.append(f"link: {unresolved}")
@@ -157,31 +162,71 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                                                 + "; ".join(problems))
     if seq is not None:  # the table's line: its α is not the link's, its busbw may be
         problems += [f"lone fit (the table's line, not the link's α): {p}"
-                     for p in fitting.fit_problems(lone, lone_held)]
+                     for p in problems_of(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
                             tuple(problems), tcp=tcp)
 
 
-def scored(fit, held: dict, rows: list[dict], seq: dict | None) -> tuple[dict, float]:
-    """The held-out errors and the R² (log t) a line is judged by. A line through the step's
-    α misses lone small all-reduces by design (x3 their time here: R² below 0 on a small
-    model's sweep), so with the sequence step only the sizes that take at least 2α
-    (bandwidth-bound, where that line makes its claim) count; R² needs 3 of them."""
-    if seq is None:
-        return held, fit.r2
-    big = [r for r in rows if r["time_s"] >= 2 * seq["alpha_s"]]
+# What a line is judged on, in words (the report, the link's source, fit_problems' warnings)
+ALL_SIZES = "every size"
+BANDWIDTH_BOUND = "the sizes taking at least 2α"   # bandwidth-bound: where the line claims
+
+
+def judged(fit, held: dict, rows: list[dict], alpha_s: float | None) -> dict:
+    """``held`` as the line is judged, once: its held-out errors (``heldout_bytes``,
+    ``rel_err``, ``median_rel_err``, ``max_rel_err``) and ``r2_log``, the R² on log time,
+    over the sizes it makes its claim on (``judged_on``). The report prints these, the link's
+    source and allreduce.json carry them, and fit_problems' warnings are taken from them.
+
+    A line through the step's α (``alpha_s``) misses lone small all-reduces by design (x3
+    their time here: R² below 0 on a small model's sweep), so it is judged only on the sizes
+    that take at least 2α (bandwidth-bound, where that line makes its claim); R² needs 3 of
+    them. Without (``alpha_s`` None) every size counts and R² is the fit's own. ``mask``,
+    ``fit`` and ``busbw_from`` stay as they were: the sizes held out of the fit are the same.
+
+    >>> from calibrate.fit import heldout_error, predict_s
+    >>> sizes = [2 ** k for k in range(10, 27, 2)]
+    >>> held = heldout_error(sizes, predict_s(1e-3, 1.0, sizes, 2), 2, every=2)
+    >>> j = judged(held["fit"], held, [{"size_bytes": n, "time_s": t} for n, t in zip(
+    ...     sizes, predict_s(1e-3, 1.0, sizes, 2))], alpha_s=1e-3)
+    >>> held["heldout_bytes"], j["heldout_bytes"], round(j["r2_log"], 6)
+    ([4096, 65536, 1048576, 16777216], [1048576, 16777216], 1.0)
+    """
+    if alpha_s is None:
+        return {**held, "r2_log": fit.r2, "judged_on": ALL_SIZES}
+    big = [r for r in rows if r["time_s"] >= 2 * alpha_s]
     sizes = {r["size_bytes"] for r in big}
-    errs = [e for n, e in zip(held["heldout_bytes"], held["rel_err"]) if n in sizes]
-    scored = {"heldout_bytes": [n for n in held["heldout_bytes"] if n in sizes],
-              "median_rel_err": float(np.median(errs)) if errs else float("nan")}
-    if len(big) < fitting.MIN_POINTS:
-        return scored, float("nan")
-    log_t = np.log10([r["time_s"] for r in big])
-    log_m = np.log10(fit.predict_s([r["size_bytes"] for r in big]))
-    ss_tot = float(np.sum((log_t - log_t.mean()) ** 2))
-    return scored, (1.0 - float(np.sum((log_t - log_m) ** 2)) / ss_tot if ss_tot > 0
-                    else float("nan"))
+    kept = [(n, e) for n, e in zip(held["heldout_bytes"], held["rel_err"]) if n in sizes]
+    errs = [e for _, e in kept]
+    out = {**held, "heldout_bytes": [n for n, _ in kept], "rel_err": errs,
+           "median_rel_err": float(np.median(errs)) if errs else float("nan"),
+           "max_rel_err": float(np.max(errs)) if errs else float("nan"),
+           "r2_log": float("nan"), "judged_on": BANDWIDTH_BOUND}
+    if len(big) >= fitting.MIN_POINTS:
+        log_t = np.log10([r["time_s"] for r in big])
+        log_m = np.log10(fit.predict_s([r["size_bytes"] for r in big]))
+        ss_tot = float(np.sum((log_t - log_t.mean()) ** 2))
+        if ss_tot > 0:
+            out["r2_log"] = 1.0 - float(np.sum((log_t - log_m) ** 2)) / ss_tot
+    return out
+
+
+def problems_of(fit, held: dict) -> list[str]:
+    """fit_problems on the judged figures (:func:`judged`), each naming the sizes it is
+    judged on where that is not every size."""
+    where = "" if held["judged_on"] == ALL_SIZES else f" on {held['judged_on']}"
+    return [p + where if not p.startswith("busbw") else p
+            for p in fitting.fit_problems(fit, held, held["r2_log"])]
+
+
+def finished(held: dict, rows: list[dict], alpha_s: float | None) -> dict:
+    """A fitted line's held-out dict, final: its fit's intervals over what a rerun reads
+    (calibrate/intervals.py; α held where ``alpha_s`` is given, busbw held where it came from
+    the lone fit), then judged (:func:`judged`)."""
+    fit = rerun_intervals(held["fit"], rows, held["mask"], alpha_held=alpha_s is not None,
+                          busbw_held=bool(held.get("busbw_from")))
+    return judged(fit, {**held, "fit": fit}, rows, alpha_s)
 
 
 def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,
@@ -224,6 +269,9 @@ def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind:
             held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone, kind)
             fit = held["fit"]
         seq["lone_alpha_s"] = lone.alpha_s
+    lone_held = finished(lone_held, rows, None)
+    held = lone_held if seq is None else finished(held, rows, seq["alpha_s"])
+    fit, lone = held["fit"], lone_held["fit"]
     same = [r for r in allreduce_rows or () if r["size_bytes"] <= max(sizes)]
     ar_busbw = None
     if len(same) >= fitting.MIN_POINTS:
@@ -257,7 +305,7 @@ def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscrib
             f"{datetime.now().isoformat(timespec='seconds')}: {where}, {s.dtype} "
             f"{s.min_bytes}..{s.max_bytes} B x{s.factor:g} ({len(held['mask'])} sizes), "
             f"{s.warmup}+{s.iters} iters; {'piecewise' if s.piecewise else 'α-β'} fit on "
-            f"{n_fit} sizes, R²(log t)={fit.r2:.4f}")
+            f"{n_fit} sizes; on {held['judged_on']}: R²(log t)={held['r2_log']:.4f}")
     if held["heldout_bytes"]:
         text += f", held-out median err {held['median_rel_err']:.1%}"
     if seq is not None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import calibrate.fit as fitting
-from calibrate.analysis import KindCalibration, WorldCalibration, held_alpha_fit, scored
+from calibrate.analysis import (KindCalibration, WorldCalibration, finished, held_alpha_fit,
+                               problems_of)
 from calibrate.combine import small_message_alpha, summarize, time_spread
 from calibrate.settings import CalibrateSettings
 from simddp.link import ALL_REDUCE, Link
@@ -107,12 +108,9 @@ def analyse_level(s: CalibrateSettings, world_name: str, level: str, ranks: list
         kinds[kind] = KindCalibration(kind, k_rows, k["fit"], k["held"], k["lone"],
                                       k["lone_held"])
     fit, held = main["fit"], main["held"]
-    # judged as the world's line: with α held, on the sizes that take >= 2α (analysis.scored)
-    held_at = (lambda f: {"alpha_s": f.alpha_s}) if s.sequence else (lambda f: None)
-    problems = [f"{level}: {x}" for x in fitting.fit_problems(
-        fit, *scored(fit, held, rows, held_at(fit)))]
-    problems += [f"{level} {kind}: {x}" for kind, c in kinds.items() for x in
-                 fitting.fit_problems(c.fit, *scored(c.fit, c.heldout, c.rows, held_at(c.fit)))]
+    problems = [f"{level}: {x}" for x in problems_of(fit, held)]
+    problems += [f"{level} {kind}: {x}" for kind, c in kinds.items()
+                 for x in problems_of(c.fit, c.heldout)]
     source = _source(s, level, p, groups, main)
     if held.get("busbw_from"):
         source += f"; busbw from {held['busbw_from']}"
@@ -135,17 +133,21 @@ def fit_level(s: CalibrateSettings, rows: list[dict], p: int, kind: str = ALL_RE
     times = [r["time_s"] for r in rows]
     held = lone_held = fitting.heldout_error(sizes, times, p, s.holdout_every, kind=kind)
     fit = lone = held["fit"]
-    alpha_from = "the lone fit (relative residuals)"
+    alpha_from, alpha_s = "the lone fit (relative residuals)", None
     if s.sequence:  # as the world's link: α a small one's lone time, busbw under it
         for _ in range(3):  # α needs busbw for its bytes term and busbw α: they settle
             small = small_message_alpha(rows, fit.busbw_gbps, p, kind)
             if small is None:   # no size up to 64 KiB: the lone fit's intercept stays
                 break
             held = held_alpha_fit(s, sizes, times, p, small["alpha_s"], lone, kind)
-            fit = held["fit"]
+            fit, alpha_s = held["fit"], small["alpha_s"]
             alpha_from = f"{small['sizes']} lone sizes up to 64 KiB"
-    return {"fit": fit, "held": held, "lone": lone, "lone_held": lone_held,
-            "alpha_from": alpha_from}
+    # intervals over what a rerun reads, judged as the world's line: with α held, on the
+    # sizes that take >= 2α (calibrate.analysis.judged)
+    lone_held = finished(lone_held, rows, None)
+    held = lone_held if alpha_s is None else finished(held, rows, alpha_s)
+    return {"fit": held["fit"], "held": held, "lone": lone_held["fit"],
+            "lone_held": lone_held, "alpha_from": alpha_from}
 
 
 def _source(s: CalibrateSettings, level: str, p: int, groups: int, main: dict) -> str:
@@ -159,7 +161,7 @@ def _source(s: CalibrateSettings, level: str, p: int, groups: int, main: dict) -
     text = (f"python -m calibrate per level on {socket.gethostname()}, "
             f"{datetime.now().isoformat(timespec='seconds')}: {level}, {where}, {s.dtype} "
             f"{s.min_bytes}..{s.max_bytes} B x{s.factor:g}, {s.warmup}+{s.iters} iters; α from "
-            f"{main['alpha_from']}, R²(log t)={fit.r2:.4f}")
+            f"{main['alpha_from']}; on {held['judged_on']}: R²(log t)={held['r2_log']:.4f}")
     if held["heldout_bytes"]:
         text += f", held-out median err {held['median_rel_err']:.1%}"
     return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from calibrate.analysis import Calibration, KindCalibration
+from calibrate.analysis import ALL_SIZES, Calibration, KindCalibration
 from calibrate.spreads import alpha_uncertainty
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
 from calibrate.lone_alpha import alpha_unresolved
@@ -23,9 +23,15 @@ BBR_NOTE = ("the ranks' TCP ran bbr, which paces each flow by its own bandwidth 
             "cubic (docs/results/2026-11-26-pacing-stalls.md, 2026-11-27-high-tail-day.md): "
             "the naive and small-bucket rows swing with it. A cluster's hosts usually run cubic")
 
+# What every [low, high] of the report is (calibrate/intervals.py), said once per world
+INTERVALS_NOTE = ("# [low, high]: where 95 % of reruns would read, from this run's sizes and "
+                  "their iterations (a bootstrap); a whole run on a busier box can fall "
+                  "outside")
+
 
 def describe_fit(fit: AlphaBetaFit | PiecewiseFit) -> list[str]:
-    """Lines for the summary: α, busbw with 95% CIs, R² on log time, residuals, size range."""
+    """Lines for the summary: α, busbw with their rerun intervals, R² on log time, residuals,
+    size range."""
     if isinstance(fit, PiecewiseFit):
         out = [f"piecewise fit, breakpoint at {human_bytes(fit.breakpoint_bytes)}: "
                f"R² (log t) {fit.r2:.4f}, rms rel. residual {fit.rms_rel_err:.1%}, "
@@ -47,7 +53,7 @@ def _line(f: AlphaBetaFit) -> str:
              "busbw unresolved (time flat in size: latency-bound)")
     if f.alpha_ci_s[0] == f.alpha_ci_s[1]:  # held at the sequence step's α, not fitted
         return f"α = {f.alpha_s * 1e6:.1f} µs (held: the sequence step's), {busbw}"
-    return (f"α = {f.alpha_s * 1e6:.1f} µs [95% CI {f.alpha_ci_s[0] * 1e6:.1f}, "
+    return (f"α = {f.alpha_s * 1e6:.1f} µs [{f.alpha_ci_s[0] * 1e6:.1f}, "
             f"{f.alpha_ci_s[1] * 1e6:.1f}], {busbw}")
 
 
@@ -76,10 +82,18 @@ def describe_kind(c: KindCalibration, allreduce_busbw_gbps: float,
                 and c.rows[-1]["size_bytes"] < allreduce_max_bytes):
             busbw += (f" (x{f.busbw_gbps / c.allreduce_busbw_gbps:.2f} its "
                       f"{c.allreduce_busbw_gbps:.3f} GB/s fitted on the same sizes)")
-    held = c.heldout
-    err = (f"; held-out median err {held['median_rel_err']:.0%}" if held["heldout_bytes"]
-           else "")
-    return f"{c.kind}: {alpha}, {busbw}{err}"
+    return f"{c.kind}: {alpha}, {busbw}{_held_out(c.heldout, '; ')}"
+
+
+def _held_out(held: dict, sep: str) -> str:
+    """'; held-out median err 31%' (on the sizes the line is judged on, if not every size),
+    or nothing when no held-out size is among them."""
+    if not held["heldout_bytes"]:
+        return ""
+    n = len(held["heldout_bytes"])
+    where = ("" if held.get("judged_on", ALL_SIZES) == ALL_SIZES else
+             f" ({n} size{'s' if n > 1 else ''} taking ≥ 2α)")
+    return f"{sep}held-out median err {held['median_rel_err']:.0%}{where}"
 
 
 def _spread(spread: tuple[float, float] | None) -> str:
@@ -133,6 +147,7 @@ def _print_lone(run, a) -> None:
     lone = run.lone_fit or run.fit
     print(table(run.rows, a.dtype, run.world_size, lone, run.heldout_mask))
     lone_held = run.lone_heldout or run.heldout
+    print(INTERVALS_NOTE)
     print("lone all-reduces, each after a barrier (the table; 'fit' is this line):")
     print("\n".join("  " + line for line in describe_fit(lone)))
     if lone_held["heldout_bytes"]:
@@ -201,9 +216,9 @@ def _print_world_sizes(runs: list) -> None:
     print("# world size   alpha (us)   busbw (GB/s)   R² (log t)   held-out err   "
           f"vs p={runs[0].world_size}")
     for run in runs:
-        link, fit = run.link, run.fit
+        link = run.link
         print(f"  {run.world_size:>10} {link.alpha_s * 1e6:>12.1f} "
-              f"{link.busbw_gbps:>14.4f} {fit.r2:>12.4f} "
+              f"{link.busbw_gbps:>14.4f} {run.heldout['r2_log']:>12.4f} "
               f"{run.heldout['median_rel_err']:>14.1%}   α x"
               f"{link.alpha_s / base.alpha_s if base.alpha_s else float('nan'):.2f}, "
               f"busbw x{link.busbw_gbps / base.busbw_gbps:.2f}")
@@ -241,9 +256,7 @@ def _level_line(fit, alpha_from: str, held: dict, link_gbit: float | None) -> st
         busbw = f"busbw {fit.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}]"
         frac = wire_fraction(fit.busbw_gbps, link_gbit)
         busbw += f" = {frac:.0%} of the {link_gbit:g} Gbit/s wire" if frac is not None else ""
-    err = (f", held-out median err {held['median_rel_err']:.0%}" if held["heldout_bytes"]
-           else "")
-    return f"α {fit.alpha_s * 1e6:.0f} µs (from {alpha_from}), {busbw}{err}"
+    return f"α {fit.alpha_s * 1e6:.0f} µs (from {alpha_from}), {busbw}{_held_out(held, ', ')}"
 
 
 def _print_alphas(run, seq: dict, fit, held: dict) -> None:
@@ -302,3 +315,18 @@ def _print_alphas(run, seq: dict, fit, held: dict) -> None:
           f"{seq['lone_alpha_s'] * 1e6:.0f} µs; busbw {_line(fit).split('busbw = ')[-1]}, " + (
               f"from {held['busbw_from']}" if held.get("busbw_from") else
               "refitted with that α held (the large sizes decide it)"))
+    print("  " + judged_line(held))
+
+
+def judged_line(held: dict) -> str:
+    """The link line's R² and held-out errors on the sizes it is judged on, as its warnings
+    read them (calibrate.analysis.judged)."""
+    r2 = held["r2_log"]
+    text = (f"judged on {held['judged_on']} (bandwidth-bound, where this line makes its "
+            "claim): R² (log t) "
+            + (f"{r2:.4f}" if r2 == r2 else "not scored (fewer than 3 such sizes)"))
+    n = len(held["heldout_bytes"])
+    if not n:
+        return text + "; no held-out size among them"
+    return (text + f"; held-out {n} size{'s' if n > 1 else ''}: median error {held['median_rel_err']:.1%}, "
+            f"max {held['max_rel_err']:.1%}")
