@@ -35,6 +35,7 @@ from simddp.hooks import HookCost, hook_cost
 from simddp.link import ALL_REDUCE
 from simddp.profile import ModelProfile
 from simddp.sharding import AFTER_BACKWARD, ShardUnit, shard_units, sharded_steps
+from simddp.strategies import Name
 from simddp.strategy import Strategy
 
 
@@ -151,7 +152,7 @@ def _sharded_plan(profile: ModelProfile, strategy: Strategy) -> Plan:
 def _label(granularity: str, index: int, tensor_ids: tuple[int, ...], names: list[str]) -> str:
     """What a timeline shows: the gradient's name, "bucket3" or "flat"."""
     if granularity == "all":
-        return "flat"
+        return Name.FLAT   # the one collective of the flat strategy
     if granularity == "bucket":
         return f"bucket{index}"
     return names[tensor_ids[0]] or f"grad{tensor_ids[0]}"

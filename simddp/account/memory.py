@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from simddp.errors import InputError
 from simddp.presets.models import ModelSpec
 from simddp.profile import ModelProfile
+from simddp.strategies import Name
 
 GB, GiB = 1e9, 2**30
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -227,7 +228,7 @@ def memory_report(model: ModelSpec | ModelProfile, prec: Precision, batch: int, 
                               "bytes": t.total_bytes} for t in acts or ()],
         "replicated": {**replicated, "total": sum(replicated.values())},
         "fsdp_units": len(units), "fsdp_largest_unit_params": max(units),
-        "fsdp": {"world_size": world_size, **fsdp, "total": sum(fsdp.values())},
+        Name.FSDP: {"world_size": world_size, **fsdp, "total": sum(fsdp.values())},
         "device_mem_bytes": limit,
         "fsdp_min_world": min_world,
         "fsdp_at_min_world": None if min_world is None else

@@ -38,6 +38,7 @@ from simddp.plans import plan
 from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
 from simddp.report.recommendation import fmt_bytes
 from simddp.report.table import fmt_sig
+from simddp.strategies import Name
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy, mb_to_bytes
 from simddp.topology import level_load
 
@@ -151,7 +152,7 @@ def level_rows(topology, link, profile, bucket_mb: float, shard_unit_mb: float |
     """What crosses each level per step and rank for ddp (NCCL's ring), hierarchical, fsdp
     and zero2 (simddp.topology.level_load)."""
     rows = []
-    for name in ("ddp", "hierarchical", "fsdp", "zero2"):
+    for name in (Name.DDP, Name.HIERARCHICAL, Name.FSDP, Name.ZERO2):
         s = make_strategy(name, bucket_mb, shard_unit_mb=shard_unit_mb)
         load = level_load(topology, link, plan(profile, s))
         rows.append({"strategy": name, "inter_node_bytes": load["inter_node_bytes"],
@@ -202,7 +203,7 @@ def _memory_lines(out: dict) -> list[str]:
               f"({mem['fsdp_units']} units); activations not sharded",
               f"  working set: the largest unit unsharded, {mem['fsdp_largest_unit_params']:,} "
               f"params with full gradients (one unit at a time; no prefetch)"]
-    cols = [mem["fsdp"]] + ([mem["fsdp_at_min_world"]] if mem["fsdp_at_min_world"] else [])
+    cols = [mem[Name.FSDP]] + ([mem["fsdp_at_min_world"]] if mem["fsdp_at_min_world"] else [])
     cols = sorted({c["world_size"]: c for c in cols}.values(), key=lambda c: c["world_size"])
     lines.append(f"  {'per device, GB':28}" + "".join(f"{'N = ' + str(c['world_size']):>12}"
                                                       for c in cols))

@@ -27,7 +27,7 @@ def topology_json(topology: Topology, link: Link, profile: ModelProfile, rec,
     if rec is not None:
         picks.append(next(r for r in results if r.strategy == rec.strategy
                           and r.bucket_mb == rec.bucket_mb))
-    hier = [r for r in results if r.spec is not None and r.spec.algorithm == "hierarchical"]
+    hier = [r for r in results if r.spec is not None and r.spec.two_level]
     if hier:
         same = [r for r in hier if rec is not None and r.bucket_mb == rec.bucket_mb]
         picks.append((same or hier)[0])

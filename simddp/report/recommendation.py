@@ -23,6 +23,7 @@ from simddp.profile import ModelProfile
 from simddp.report.frameworks import framework_text
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
+from simddp.strategies import Name
 from simddp.strategy import DDP_FIRST_BUCKET_MB, Strategy
 from simddp.sweeps import Recommendation, StrategyPick, accumulates
 
@@ -108,7 +109,7 @@ def cap_changes_plan(profile: ModelProfile, spec: Strategy, edge: str) -> bool:
 
 def _bucketed_step_s(results: Sequence[Result] | None, bucket_mb: float) -> float | None:
     """The plain bucketed row at ``bucket_mb``: what bucket_cap_mb alone runs on torch 2.13."""
-    return next((r.step_s for r in results or () if r.strategy == "bucketed"
+    return next((r.step_s for r in results or () if r.strategy == Name.BUCKETED
                  and r.bucket_mb == bucket_mb and not accumulates(r)), None)
 
 
@@ -209,7 +210,7 @@ def _states(states: dict[str, int]) -> str:
 def _caveat(spec: Strategy) -> str:
     """What else changes besides the step time, for a strategy beyond plain DDP."""
     h = spec.comm_hook
-    if spec.algorithm == "hierarchical":
+    if spec.two_level:
         return (" realrun.DDP runs it (realrun bench --strategies hierarchical "
                 "--gpus-per-node G); NCCL's own choice across nodes is the ring or the tree. "
                 "The law assumes one NIC per GPU: where a node's GPUs share one, as on an "

@@ -22,6 +22,7 @@ from simddp.errors import InputError
 from simddp.plans import Collective, Plan
 from simddp.plans import plan as make_plan
 from simddp.profile import ModelProfile
+from simddp.strategies import Name
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, MB, Strategy, make_strategy
 from simddp.traceimport.collectives import JointStep
 
@@ -94,14 +95,14 @@ def _strategy_name(implementation: str, groups, profile: ModelProfile, in_backwa
                    ) -> tuple[str, tuple[float, float] | None, float | None]:
     """(strategy name, cap range in MB, first bucket MB: None = the cap) the buckets fit."""
     overlap = any(in_backward[:-1]) if len(in_backward) > 1 else any(in_backward)
-    name = "ddp" if implementation == "torch" else "bucketed"
+    name = Name.DDP if implementation == "torch" else Name.BUCKETED
     if groups is None:
         return name, None, None
     if implementation != "torch":
         if len(groups) == 1 and len(groups[0]) > 1 and not overlap:
-            return "flat", None, None
+            return Name.FLAT, None, None
         if all(len(g) == 1 for g in groups):
-            return ("overlap" if overlap else "naive"), None, None
+            return (Name.OVERLAP if overlap else Name.NAIVE), None, None
     size = [sum(profile.tensor_bytes[t] for t in g) / MB for g in groups]
     above = [s - profile.tensor_bytes[g[-1]] / MB for s, g in zip(size, groups)]
     # torch DDP's first bucket closes at 1 MiB (bucket_cap_mb_list=[1, X], or the default
