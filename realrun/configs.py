@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from simddp.errors import InputError
 from simddp.result import COMPUTE_ONLY
+from simddp.strategies import ALWAYS, names
 from simddp.strategy import Strategy
 from simddp.sweeps import sweep_strategies
 
-# What realrun runs for real (no_sync is a training-loop pattern, not a wrapper of its own).
-# fsdp and zero2 are torch FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed;
-# hierarchical is realrun.DDP's bucketed in two levels (G ranks a node: --gpus-per-node).
-BENCH_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp", "fsdp", "zero2",
-                    "hierarchical")
+# What realrun runs for real, in the registry's order (simddp/strategies.py): all but no_sync
+# and sync_each, a training-loop pattern, not a wrapper of their own. fsdp and zero2 are torch
+# FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed; hierarchical is
+# realrun.DDP's bucketed in two levels (G ranks a node: --gpus-per-node).
+BENCH_STRATEGIES = names(runs_for_real=True)
 # The default grid (bench, validate): the replicated strategies; "all" adds the others.
-DEFAULT_STRATEGIES = BENCH_STRATEGIES[:5]
+DEFAULT_STRATEGIES = names(runs_for_real=True, offered=ALWAYS)
 # realrun bench --gpus-per-node G reaches the ranks' executor (realrun/executors/realrun_ddp.py)
 # through the environment, as the launcher's LOCAL_WORLD_SIZE does, which it overrides.
 GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"
@@ -87,7 +88,7 @@ def shards(configs: list[dict]) -> bool:
 def two_level(configs: list[dict]) -> bool:
     """Whether any of them all-reduces in two levels (hierarchical): it needs the ranks per
     node, ``--gpus-per-node`` (sent to the ranks as :data:`GPUS_PER_NODE_ENV`)."""
-    return any(s is not None and s.algorithm == "hierarchical" for s in map(spec_of, configs))
+    return any(s is not None and s.two_level for s in map(spec_of, configs))
 
 
 def spec_of(config: dict) -> Strategy | None:

@@ -60,11 +60,11 @@ from realrun.tensors import module_profile, trainable_parameters
 from simddp.errors import InputError
 from simddp.plans import Collective, Plan, plan as make_plan
 from simddp.profile import ModelProfile
-from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, HIERARCHICAL, STRATEGIES, Strategy,
-                             make_strategy, mb_to_bytes)
+from simddp.strategies import ALWAYS, TWO_LEVEL, Name, names
+from simddp.strategy import DDP_DEFAULT_BUCKET_MB, Strategy, make_strategy, mb_to_bytes
 
 # What a name may be: simddp's replicated strategies, and bucketed in two levels.
-NAMES = STRATEGIES + (HIERARCHICAL,)
+NAMES = names(offered=(ALWAYS, TWO_LEVEL))
 
 __all__ = ["DDP"]
 
@@ -88,7 +88,7 @@ class DDP(nn.Module):
     optional callbacks, ``on_collective_launch(collective)`` and ``on_sync_done()``.
     """
 
-    def __init__(self, module: nn.Module, strategy: str | Strategy = "bucketed",
+    def __init__(self, module: nn.Module, strategy: str | Strategy = Name.BUCKETED,
                  bucket_mb: float | None = None, first_bucket_mb: float | None = None,
                  process_group=None, profile: ModelProfile | None = None,
                  gpus_per_node: int | None = None) -> None:
@@ -117,7 +117,7 @@ class DDP(nn.Module):
 
         params = [p for _, p in named]
         self.two_level: TwoLevel | None = None
-        if strategy.algorithm == HIERARCHICAL:  # checks G, then makes the node groups
+        if strategy.two_level:  # checks G, then makes the node groups
             if gpus_per_node is None:
                 gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
             self.two_level = TwoLevel.of(gpus_per_node, process_group, devices.pop())

@@ -48,6 +48,7 @@ from simddp.engine import compute_only_s
 from simddp.host import Host
 from simddp.io import profile_from_json, profile_to_json
 from simddp.profile import ModelProfile
+from simddp.strategies import TORCH_FSDP
 
 class ProfileRun(NamedTuple):
     """What :func:`profile_world` measured: the profile, the raw measurements, the host costs."""
@@ -94,9 +95,9 @@ def profile_rank(payload: dict, ctx) -> dict:
         del stream
         plain.chunk()
         memory.mark("contention")
-    if payload.get("fsdp") is not None and ctx.world_size > 1:  # FSDP2's host work
+    if payload.get(TORCH_FSDP) is not None and ctx.world_size > 1:  # FSDP2's host work
         measured["fsdp_steps_s"] = measure_fsdp(SharedWeights(plain.trainer), payload, ctx,
-                                                payload["fsdp"]["shard_unit_mb"],
+                                                payload[TORCH_FSDP]["shard_unit_mb"],
                                                 plain=plain.trainer,
                                                 on_group=lambda s: memory.mark(f"fsdp:{s}"))
     measured["plain_steps_s"] = plain.times
@@ -160,7 +161,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     world_size = world.world_size
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
                "optimizer": optimizer, "seed": seed, "precision": precision,
-               "fsdp": {"shard_unit_mb": shard_unit_mb} if fsdp else None}
+               TORCH_FSDP: {"shard_unit_mb": shard_unit_mb} if fsdp else None}
     ranks = run_world("realrun.profile_on_ranks:profile_rank", payload, threads_per_rank=threads,
                       **world.launch_args())
     if ranks is None:
@@ -223,8 +224,8 @@ def _with_fsdp_costs(host: Host, ranks: list[dict], module, profile: ModelProfil
     host_s, steps_s = host_over_rounds(
         {k: list(np.max([t[k] for t in per_rank], axis=0)) for k in per_rank[0]})
     # On CPU/Gloo FSDP2's collectives block the training thread; NCCL's overlap
-    costs, measured["fsdp"] = fsdp_costs(
+    costs, measured[TORCH_FSDP] = fsdp_costs(
         host_s, sharded_plans(module, shard_unit_mb), measured["copy"]["copy_gbps"],
         world.world_size, profile.optimizer_s, blocking=world.backend == "gloo")
-    measured["fsdp"]["steps_ms"] = {k: v * 1e3 for k, v in steps_s.items()}
-    return dataclasses.replace(host, implementations={**host.implementations, "fsdp": costs})
+    measured[TORCH_FSDP]["steps_ms"] = {k: v * 1e3 for k, v in steps_s.items()}
+    return dataclasses.replace(host, implementations={**host.implementations, TORCH_FSDP: costs})

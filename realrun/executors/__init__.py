@@ -14,11 +14,13 @@ from typing import Callable
 
 from realrun.executors import fsdp, realrun_ddp, torch_ddp
 from realrun.executors.wrapped import Wrapped
+from simddp.strategies import REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 from simddp.strategy import Strategy
 
 Executor = Callable[..., Wrapped]
-EXECUTORS: dict[str, Executor] = {"realrun": realrun_ddp.wrap, "torch": torch_ddp.wrap,
-                                  "fsdp": fsdp.wrap}
+# one per simddp.strategies.IMPLEMENTATIONS (the registry's rows name theirs)
+EXECUTORS: dict[str, Executor] = {REALRUN_DDP: realrun_ddp.wrap, TORCH_DDP: torch_ddp.wrap,
+                                  TORCH_FSDP: fsdp.wrap}
 
 
 def executor_for(strategy: Strategy) -> Executor:

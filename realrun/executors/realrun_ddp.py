@@ -36,7 +36,7 @@ def gpus_per_node(environ=None) -> int:
 
 
 def wrap(module, strategy: Strategy, ctx, process_group=None) -> Wrapped:
-    two_level = strategy.algorithm == "hierarchical"
+    two_level = strategy.two_level
     model = DDP(module, strategy=strategy, process_group=process_group,
                 gpus_per_node=gpus_per_node() if two_level else None)
     return Wrapped(model, model.finish_gradient_synchronization, None, None)
