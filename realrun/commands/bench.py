@@ -51,6 +51,7 @@ from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_name
                                     parse_positive_floats)
 from simddp.cpu_share import starved_note
 from simddp.errors import InputError
+from simddp.strategies import help_lines
 from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
 
 HELP = "measure step time per strategy and bucket size on real ranks (gloo or nccl)"
@@ -60,10 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     g = p.add_argument_group("what to compare")
     g.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                   help="comma list of naive, flat, overlap, bucketed, ddp (torch's "
-                        "DistributedDataParallel), fsdp, zero2 (torch FSDP2 fully_shard, "
-                        "reshard_after_forward True/False), hierarchical (bucketed, "
-                        "all-reduced in two levels), or all (default %(default)s)")
+                   help=f"comma list of {', '.join(BENCH_STRATEGIES)} (each below), or "
+                        "all (default %(default)s)")
+    p.epilog = help_lines(BENCH_STRATEGIES)
     g.add_argument("--bucket-mb", default="1,10,100",
                    help="bucket caps in MiB for bucketed, ddp and hierarchical "
                         "(default %(default)s)")
