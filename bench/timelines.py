@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from realrun.validate import ValidateSettings, measure_timeline, validate  # noqa: E402
+from realrun.workflows.validate import ValidateSettings, measure_timeline, validate  # noqa: E402
 from simddp.compare import find_result  # noqa: E402
 from simddp.compare.plots import plot_timelines  # noqa: E402
 from simddp.report.plots import figure_png  # noqa: E402

@@ -20,8 +20,8 @@ Cumulative, one piece at a time:
 - ``+anchor``: plus the compute total set to the compute-only median measured alongside the
   strategies (that row then is an input, not scored);
 - ``+probes``: α, blocking α, busbw and the host costs from the probes run in the same rounds
-  as the strategies (realrun/validate/probes.py) instead of the calibration and profile phases — what
-  ``realrun validate`` predicts;
+  as the strategies (realrun/workflows/validate/probes.py) instead of the calibration and
+  profile phases — what ``realrun validate`` predicts;
 - ``anchor only``: ``before`` with the anchor, to separate the physics from the anchor.
 
 The wrapper's copy costs are charged in every variant (added earlier; their effect is in
@@ -37,7 +37,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from realrun.launch.world import WorldConfig  # noqa: E402
-from realrun.validate import ValidateSettings, predict, scale_to_compute_only  # noqa: E402
+from realrun.workflows.validate import (ValidateSettings, predict,  # noqa: E402
+                                       scale_to_compute_only)
 from simddp.compare import compare_results  # noqa: E402
 from simddp.host import Host, HostCosts  # noqa: E402
 from simddp.io import load_host, load_link, load_profile, load_results  # noqa: E402

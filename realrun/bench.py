@@ -14,7 +14,7 @@ Strategy serialised, from :func:`realrun.configs.bench_configs`), ``steps``, ``w
 Result the median one's spans of every rank, realrun/step_clock.py);
 optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
 a steppable per name): things timed in the same rounds that are not configurations, such as
-realrun validate's probes (realrun/validate/probes.py).
+realrun validate's probes (realrun/workflows/validate/probes.py).
 
 How the comparison is kept fair on a noisy box:
 
@@ -68,7 +68,8 @@ from simddp.result import COMPUTE_ONLY, Result
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world: time every config and extra round-robin, in turns of
     ``chunk`` steps. Extras (``payload["extras"]``, names handed to the ``extras_factory``
-    target, e.g. realrun.validate's probes) are timed alongside but are not configurations.
+    target, e.g. realrun.workflows.validate's probes) are timed alongside but are not
+    configurations.
 
     ``payload["hold"]``: ``"one"`` (the default) builds a turn's model afresh and warms it up
     (``warmup`` untimed steps), dropping the last turn's, so the rank holds one model, as a
@@ -106,8 +107,8 @@ def run_rank(payload: dict, ctx) -> dict:
                 for _ in range(n):
                     ctx.barrier()
                     step_s = timed(ctx, trainer.step)
-                    # an extra may time only part of its step (realrun/validate/probes.py),
-                    # or report several numbers of it (``inner``, a dict)
+                    # an extra may time only part of its step (realrun/workflows/validate/
+                    # probes.py), or report several numbers of it (``inner``, a dict)
                     steps_s[i].append(getattr(trainer, "inner_s", None) or step_s)
                     for key, value in (getattr(trainer, "inner", None) or {}).items():
                         inner[i].setdefault(key, []).append(value)

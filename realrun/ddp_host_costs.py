@@ -5,7 +5,7 @@ simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the com
 the implementation that runs each strategy (simddp.hostwork.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
-  ``scale_gbps``), also timed as probes (realrun/validate/probes.py);
+  ``scale_gbps``), also timed as probes (realrun/workflows/validate/probes.py);
 - :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
   Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
   launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
@@ -30,6 +30,7 @@ from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from simddp.host import Host, HostCosts
+from simddp.strategies import Name
 from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
 
 
@@ -89,10 +90,10 @@ def measure_copies(tensor_bytes: list[int], ctx, repeats: int,
 
 # A training step under each implementation on this rank's own 1-rank process group, where an
 # all-reduce has nobody to wait for: what is left over the plain step is host cost.
-SOLO_CONFIGS = {"wrapper": config_of(make_strategy("overlap")),             # N hooks, N launches
-                "bucket": config_of(make_strategy("bucketed", 1e6)),        # N hooks, 1 launch
-                "flat": config_of(make_strategy("flat")),   # N notes, copies after backward
-                "torch": config_of(make_strategy("ddp", DDP_DEFAULT_BUCKET_MB))}  # torch's reducer
+SOLO_CONFIGS = {"wrapper": config_of(make_strategy(Name.OVERLAP)),          # N hooks, N launches
+                "bucket": config_of(make_strategy(Name.BUCKETED, 1e6)),     # N hooks, 1 launch
+                Name.FLAT: config_of(make_strategy(Name.FLAT)),  # N notes, copies after backward
+                "torch": config_of(make_strategy(Name.DDP, DDP_DEFAULT_BUCKET_MB))}  # the reducer
 
 
 def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict) -> Trainer:
@@ -123,8 +124,8 @@ class SharedWeights:
 # its one bucket, realrun's flat, then torch's reducer. All models at once held 4 x (weights
 # + gradients) and the buckets: 12x the parameters' bytes where a torch DDP step needs 3x
 # (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
-HOOK_GROUPS = (("wrapper", "bucket"), ("flat",), ("torch",))
-PLAIN_KEYS = {"wrapper": "plain_s", "flat": "flat_plain_s", "torch": "torch_plain_s"}
+HOOK_GROUPS = (("wrapper", "bucket"), (Name.FLAT,), ("torch",))
+PLAIN_KEYS = {"wrapper": "plain_s", Name.FLAT: "flat_plain_s", "torch": "torch_plain_s"}
 WARMUP_STEPS, TURNS, TURN_STEPS = 3, 8, 3   # each round-robin: warm-up, then turns of steps
 
 
@@ -148,7 +149,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
                                        for name in group}}
         for name in group:
             share_optimizer_state(plain, trainers[name])
-        with time_copy_calls(trainers.get("flat")) as calls:
+        with time_copy_calls(trainers.get(Name.FLAT)) as calls:
             steps = _round_robin(trainers, ctx)
         medians = {name: statistics.median(t) for name, t in steps.items()}
         out.setdefault("steps_s", {}).update(

@@ -1,13 +1,20 @@
 """The package layers point one way, and no module imports itself round a cycle.
 
-    simddp  <-  realrun (launch, ddp, steps, bench, profiler, ...)  <-  calibrate
-            <-  realrun.validate, realrun.commands, realrun.cli
+    simddp  <  realrun.launch  <  calibrate, realrun's core  <  realrun.workflows  <  realrun.cli
 
-simddp never imports torch, realrun or calibrate, so the simulator installs light; realrun's
-core never imports calibrate or realrun's validation and commands; calibrate never imports
-those either. Each layer's modules are imported in a fresh interpreter with the layers above
-it blocked. The cycle check reads every import statement, those inside functions too: an
-import hidden in a function is how a cycle hides from import time.
+- simddp: never torch, realrun or calibrate, so the simulator installs light;
+- realrun.launch (and the lazy ``realrun`` package itself): processes, worlds, emulated hosts,
+  torchrun glue, and the collective-timing pieces calibrate shares (TwoLevel, contention);
+- calibrate and realrun's core (ddp, steps, bench, profiling, ...): neither imports the other,
+  and of realrun calibrate takes only realrun.launch;
+- realrun.workflows (validate, selfcheck's steps): the only realrun modules that import calibrate;
+- realrun.cli: ``python -m realrun`` and its commands (realrun/commands/), which parse flags and
+  call the layers below.
+
+A module may import its own layer and the layers before it, nothing else. Each layer's modules
+are imported in a fresh interpreter with every layer it may not import blocked. The import
+graph reads every import statement, those inside functions too: an import hidden in a function
+is how a layer breach, or a cycle, hides from import time.
 """
 from __future__ import annotations
 
@@ -21,12 +28,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simddp", "realrun", "calibrate")
-TOP = ("realrun.validate", "realrun.commands", "realrun.cli", "realrun.__main__")
-LAYERS = {
-    "simddp": ("torch", "realrun", "calibrate"),
-    "realrun": ("calibrate",) + TOP,
-    "calibrate": TOP,
-}
+# lowest first; layers in one tuple sit side by side and may not import each other
+ORDER = (("simddp",), ("realrun.launch",), ("calibrate", "realrun core"),
+         ("realrun.workflows",), ("realrun.cli",))
+LEVEL = {layer: i for i, side_by_side in enumerate(ORDER) for layer in side_by_side}
 _IMPORT_ALL = r"""
 import importlib, importlib.abc, json, sys
 blocked, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -52,20 +57,54 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def in_layer(name: str, layer: str) -> bool:
-    if name.endswith("__main__"):
-        return False  # running it is the command itself
-    if layer == "realrun":
-        return name.split(".")[0] == "realrun" and not any(
-            name == t or name.startswith(t + ".") for t in TOP)
-    return name.split(".")[0] == layer
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
-@pytest.mark.parametrize("layer", list(LAYERS))
-def test_each_layer_imports_without_the_layers_above(layer):
-    names = sorted(n for n in modules() if in_layer(n, layer))
-    assert names, layer
-    done = subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps(LAYERS[layer]),
+def layer_of(name: str) -> str:
+    """The layer a project module belongs to (see the module docstring)."""
+    top = name.split(".")[0]
+    if top != "realrun":
+        return top
+    if name == "realrun" or _under(name, "realrun.launch"):
+        return "realrun.launch"  # the package's names are imported lazily, on first use
+    if _under(name, "realrun.workflows"):
+        return "realrun.workflows"
+    if _under(name, "realrun.commands") or name in ("realrun.cli", "realrun.__main__"):
+        return "realrun.cli"
+    return "realrun core"
+
+
+def may_import(importer: str, imported: str) -> bool:
+    """Its own layer, or a layer before it."""
+    return _layer_may(layer_of(importer), layer_of(imported))
+
+
+def _layer_may(importer: str, imported: str) -> bool:
+    return importer == imported or LEVEL[imported] < LEVEL[importer]
+
+
+def test_the_layer_rule():
+    assert layer_of("realrun.launch.two_level") == "realrun.launch"
+    assert layer_of("realrun.ddp") == "realrun core"
+    assert layer_of("realrun.workflows.validate.probes") == "realrun.workflows"
+    assert layer_of("realrun.commands.bench") == "realrun.cli"
+    assert may_import("calibrate.ranks.levels", "realrun.launch.two_level")
+    assert not may_import("calibrate.ranks.levels", "realrun.flat_bucket")
+    assert not may_import("realrun.ddp", "calibrate.settings")
+    assert may_import("realrun.workflows.validate.inputs", "calibrate.settings")
+    assert not may_import("realrun.launch.run", "realrun.steps")
+    assert not may_import("simddp.engine", "realrun.launch")
+
+
+@pytest.mark.parametrize("layer", list(LEVEL))
+def test_each_layer_imports_without_the_layers_it_may_not_import(layer):
+    mods = modules()
+    names = sorted(n for n in mods if layer_of(n) == layer and not n.endswith("__main__"))
+    assert names, layer  # running a __main__ is the command itself, not an import
+    blocked = sorted(n for n in mods if not _layer_may(layer, layer_of(n)))
+    blocked += ["torch"] if layer == "simddp" else []
+    done = subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps(blocked),
                            json.dumps(names)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr.strip().splitlines()[-1]
@@ -85,6 +124,27 @@ def import_graph() -> dict[str, set[str]]:
                 continue
             graph[name] |= {t for t in targets if t in mods and t != name}
     return graph
+
+
+def test_every_import_points_down_the_layers():
+    graph = import_graph()
+    assert sorted(f"{a} -> {b}" for a in graph for b in graph[a] if not may_import(a, b)) == []
+
+
+def test_calibrate_imports_only_realrun_launch():
+    graph = import_graph()
+    taken = {b for a in graph if layer_of(a) == "calibrate" for b in graph[a]
+             if b.split(".")[0] == "realrun"}
+    assert taken  # calibrate does start worlds: the check below looks at real imports
+    assert sorted(b for b in taken if not _under(b, "realrun.launch")) == []
+
+
+def test_only_realrun_workflows_import_calibrate():
+    graph = import_graph()
+    importers = {a for a in graph if a.split(".")[0] == "realrun"
+                 for b in graph[a] if b.split(".")[0] == "calibrate"}
+    assert importers  # validate and selfcheck do calibrate
+    assert sorted(a for a in importers if layer_of(a) != "realrun.workflows") == []
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -93,7 +93,7 @@ def check_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     workload, world, buckets, out = check_args(args)
-    from realrun.commands.selfcheck_steps import Check, run_steps
+    from realrun.workflows.selfcheck_steps import Check, run_steps
     lead = not is_torchrun() or os.environ["RANK"] == "0"
     check = Check(args, workload, world, buckets, out, lead)
     start = time.perf_counter()
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_bundle(check, steps, seconds: float) -> dict:
     """selfcheck.json, atomically, after every step (a failed one too)."""
-    from realrun.selfcheck import environment
+    from realrun.workflows.selfcheck import environment
     from simddp.io import write_atomic
     bundle = {"format": "realrun.selfcheck/1",
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -102,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace):
     """ValidateSettings from the flags; InputError (one line) on anything bad."""
     workload = resolve_workload(args)  # --model or --module, shrink flags, --batch, --seq
-    from realrun.validate import ValidateSettings
+    from realrun.workflows.validate import ValidateSettings
     hooks = parse_hooks(args.comm_hook)
     check_backend(hooks, args.backend)  # bf16 needs NCCL: before any rank starts
     check_warmup(hooks, args.warmup)
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if lead:
         check_out_dir(args.out, files=("validate.json",), force=args.force)
     from realrun.launch import torchrun_group
-    from realrun.validate import MeasureFailed, validate
+    from realrun.workflows.validate import MeasureFailed, validate
 
     def log(msg: str) -> None:
         if lead:  # under torchrun every rank runs the pipeline; rank 0 speaks

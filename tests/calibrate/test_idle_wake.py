@@ -10,7 +10,7 @@ import pytest
 
 from calibrate.chain_first import wake_mean_s
 from calibrate.combine import combine_sequence
-from realrun.validate.probes import inputs_from_probes
+from realrun.workflows.validate.probes import inputs_from_probes
 from simddp.engine import simulate
 from simddp.link import Link
 from simddp.plans import plan

@@ -8,7 +8,7 @@ import pytest
 
 from calibrate.combine import combine_sequence
 from calibrate.shaped_chain import blocking_alpha_s, chain_s
-from realrun.validate.probes import inputs_from_probes
+from realrun.workflows.validate.probes import inputs_from_probes
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
 
 

@@ -22,7 +22,7 @@ from realrun.cli import main
 from realrun.configs import bench_configs, config_of, label
 from realrun.sharded import shard_groups
 from realrun.tensors import module_profile
-from realrun.validate import ValidateSettings
+from realrun.workflows.validate import ValidateSettings
 from simddp.errors import InputError
 from simddp.plans import plan
 from simddp.strategy import make_strategy
@@ -214,7 +214,7 @@ def test_fsdp2_host_costs_are_solved_from_fsdp_and_zero2_steps():
 
 
 def test_anchored_probes_keep_the_fsdp2_host_costs():
-    from realrun.validate.probes import inputs_from_probes
+    from realrun.workflows.validate.probes import inputs_from_probes
     from simddp.host import Host, HostCosts
     from simddp.link import Link
     fsdp = HostCosts(copy_gbps=2.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
@@ -249,7 +249,7 @@ def test_validate_runs_fsdp_zero2_and_a_hook_end_to_end(tmp_path):
 
     from simddp.io import link_to_json, save_json
     from simddp.link import Link
-    from realrun.validate.timeline import measure_timeline
+    from realrun.workflows.validate.timeline import measure_timeline
     link = tmp_path / "link.json"
     save_json(link, link_to_json(Link("test-link", 200e-6, 1.0, world_size=2)))
     out = tmp_path / "val"

@@ -20,8 +20,8 @@ def test_the_anchored_prediction_computes_after_comm_at_the_probes_ratio():
     """The probe's compute alone (after its stream) over the anchored forward + backward:
     50 ms of compute anchored to 60 (x1.2), so forward + backward 48 ms; the probe's slower
     rank computed 54 ms alone: x1.125."""
-    from realrun.validate.pipeline import prediction_inputs
-    from realrun.validate.settings import ValidateSettings
+    from realrun.workflows.validate.pipeline import prediction_inputs
+    from realrun.workflows.validate.settings import ValidateSettings
     from simddp.host import Host
     from simddp.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),

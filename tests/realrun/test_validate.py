@@ -70,7 +70,7 @@ def test_malformed_link_file_is_refused(capsys, tmp_path):
 
 def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
     """bench runs torch DDP with bucket_cap_mb_list=[1, X]: the plan is simddp's ddp rule."""
-    from realrun.validate import ValidateSettings, predict
+    from realrun.workflows.validate import ValidateSettings, predict
     from simddp.io import load_link
     from simddp.profile import Layer, ModelProfile
     prof = ModelProfile("toy", tuple(Layer(f"l{i}", (2 ** 20,), 1e-3, 2e-3) for i in range(4)))
@@ -83,10 +83,10 @@ def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
 
 def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
     """The shared world fails; each config reruns alone; only the broken one is lost."""
-    import realrun.validate.pipeline as pipeline
+    import realrun.workflows.validate.pipeline as pipeline
     from realrun.bench import BenchRun
     from realrun.launch.errors import LaunchError
-    from realrun.validate import ValidateSettings, measure
+    from realrun.workflows.validate import ValidateSettings, measure
     from simddp.io import load_link
 
     def fake_run_bench(payload, **world):
@@ -168,7 +168,7 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
 
 
 def test_free_copies_runs_no_host_cost_probes():
-    from realrun.validate import ValidateSettings
+    from realrun.workflows.validate import ValidateSettings
     names = lambda s: s.probes_run()  # noqa: E731
     assert not any(c["strategy"].startswith("probe:") for c in ValidateSettings().configs())
     assert names(ValidateSettings()) == ["probe:flat", "probe:seq-blocking",
@@ -181,7 +181,7 @@ def test_free_copies_runs_no_host_cost_probes():
 
 
 def test_anchor_compute_scales_every_phase_by_one_factor():
-    from realrun.validate.inputs import scale_to_compute_only
+    from realrun.workflows.validate.inputs import scale_to_compute_only
     from simddp.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
                            optimizer_s=0.010)            # 50 ms of compute per step
@@ -215,7 +215,7 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     # 4 tensors of 1 MB, p = 2 (1 MB moved each): flat 5 ms = α_b + b, blocking sequence
     # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; the α of
     # overlapped all-reduces stays calibrate's (issue 19). Solo steps as in the test above.
-    from realrun.validate.probes import inputs_from_probes
+    from realrun.workflows.validate.probes import inputs_from_probes
     from simddp.host import Host, HostCosts
     link = Link("cal", 5e-3, 0.5, world_size=2)
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0,
@@ -249,7 +249,7 @@ def test_the_contention_probe_sets_the_links_slowdowns():
     """Per rank: compute 20 ms alone, comm 20 ms alone; together compute ends at 30 ms and comm
     at 35 ms: x1.5 and x2 (simddp.contention.slowdowns); on the quieter rank 25 and 30 ms:
     x1.25 and 25/(25 + 20 - 30) = x5/3. The mean over ranks is kept."""
-    from realrun.validate.probes import inputs_from_probes
+    from realrun.workflows.validate.probes import inputs_from_probes
     rank = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,
             "comm_together_s": 0.035, "repeats": 30, "stream_bytes": 8, "stream_count": 1}
     quiet = {**rank, "compute_together_s": 0.025, "comm_together_s": 0.030}

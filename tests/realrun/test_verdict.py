@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from realrun.validate.report import Prediction, ValidationReport
-from realrun.validate.settings import ValidateSettings
+from realrun.workflows.validate.report import Prediction, ValidationReport
+from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import compare_results
 from simddp.link import Link
 from simddp.profile import Layer, ModelProfile

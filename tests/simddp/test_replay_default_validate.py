@@ -24,7 +24,7 @@ from simddp.compare import compare_results, find_result
 DATA = Path(__file__).resolve().parent.parent / "data" / "validate-default-2026-11-23"
 STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp"]
 OLD_CONTENTION = (1.75, 4.6)   # matmul chunks, the model before issue 15
-MARGIN_PCT = 3.0               # realrun.validate.report.MARGIN_PCT
+MARGIN_PCT = 3.0               # realrun.workflows.validate.report.MARGIN_PCT
 
 
 def replay(old: bool) -> tuple[float, float]:

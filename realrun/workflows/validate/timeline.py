@@ -1,6 +1,6 @@
 """validate's measured timeline of one configuration, clocked on every rank.
 
-The rank target is ``realrun.validate.timeline:timeline_rank``.
+The rank target is ``realrun.workflows.validate.timeline:timeline_rank``.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from realrun.precision import set_precision
 from realrun.step_clock import clocked_steps, timeline_fields as fields_on_ranks
 from realrun.steps import Trainer
 from realrun.workload import Workload
-from realrun.validate.settings import ValidateSettings, bench_payload
+from realrun.workflows.validate.settings import ValidateSettings, bench_payload
 from simddp.result import Span
 
 # ---------------------------------------------------------------------------------------------
@@ -51,6 +51,6 @@ def timeline_fields(s: ValidateSettings, strategy: str, bucket_mb: float | None)
     {} on a torchrun rank other than 0."""
     config = grid_config(s, strategy, bucket_mb)
     payload = {**bench_payload(s, []), "config": config, "steps": s.timeline_steps}
-    ranks = run_world("realrun.validate.timeline:timeline_rank", payload,
+    ranks = run_world("realrun.workflows.validate.timeline:timeline_rank", payload,
                       threads_per_rank=s.threads, **s.world.launch_args())
     return {} if ranks is None else fields_on_ranks(ranks)

@@ -1,6 +1,6 @@
 """validate's report — table, summary, recommendation and verdict, JSON, files.
 
-The pipeline (:mod:`realrun.validate.pipeline`) builds a :class:`ValidationReport`.
+The pipeline (:mod:`realrun.workflows.validate.pipeline`) builds a :class:`ValidationReport`.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 
-from realrun.validate.settings import ValidateSettings
+from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import Comparison, compare_results, format_table
 from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
 from simddp.cpu_share import section_note

@@ -2,32 +2,33 @@
 
 The whole loop in one call, used by ``python -m realrun validate`` and the notebook::
 
-    from realrun.validate import ValidateSettings, validate
+    from realrun.workflows.validate import ValidateSettings, validate
     report = validate(ValidateSettings(model="mlp-8x1024", bucket_mbs=(1, 10, 100)))
     print(report.text())                       # table, summary, recommendation and verdict
     report.write("out/validate")               # PNGs, validate.json, predicted/measured files
 
 Steps, in order (each one a plain function, so a notebook can run them one by one):
 
-1. :func:`~realrun.validate.inputs.calibrate_link` — unless a link is given: a short
+1. :func:`~realrun.workflows.validate.inputs.calibrate_link` — unless a link is given: a short
    ``calibrate`` run on the same world (same ranks, same emulated hosts): busbw, α from this
    model's all-reduces issued back to back (async and blocking), contention;
-2. :func:`~realrun.validate.inputs.measure_profile` — ``realrun profile`` on *every* rank at
-   once (realrun/profile_on_ranks.py): per-layer times, the DDP implementations' copy rates and
-   hook costs, this model's own contention, the compute spread;
+2. :func:`~realrun.workflows.validate.inputs.measure_profile` — ``realrun profile`` on *every*
+   rank at once (realrun/profile_on_ranks.py): per-layer times, the DDP implementations' copy
+   rates and hook costs, this model's own contention, the compute spread;
 3. :func:`measure` — ``realrun bench`` of every configuration, compute-only and the probes
-   (realrun/validate/probes.py) in one world, round-robin; if the world fails, every
+   (realrun/workflows/validate/probes.py) in one world, round-robin; if the world fails, every
    configuration is retried alone so the failing one is named and the others are kept;
 4. :func:`predict` *before running* — ``simddp.sweep`` with ranges, from steps 1 and 2 only:
    the prediction a user gets from ``calibrate`` + ``realrun profile`` + ``simddp sweep``,
    and the one the summary, the recommendation and the verdict are about;
 5. :func:`anchored_prediction` — the same, with inputs from the same rounds as the runs:
-   :func:`~realrun.validate.probes.inputs_from_probes` (α, busbw, host costs, contention) and
-   :func:`~realrun.validate.inputs.scale_to_compute_only` (the compute total), so drift between
-   phases a minute apart does not land in every row; reported second, as "anchored";
-6. :func:`~realrun.validate.timeline.timeline_fields` — a few more steps of one
+   :func:`~realrun.workflows.validate.probes.inputs_from_probes` (α, busbw, host costs,
+   contention) and :func:`~realrun.workflows.validate.inputs.scale_to_compute_only` (the
+   compute total), so drift between phases a minute apart does not land in every row;
+   reported second, as "anchored";
+6. :func:`~realrun.workflows.validate.timeline.timeline_fields` — a few more steps of one
    configuration with per-span clock reads on every rank (the slower rank's kept);
-7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.validate.report.
+7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.workflows.validate.report.
    ValidationReport` for the text, JSON and files.
 
 torch's ``ddp`` is run with ``bucket_cap_mb_list=[1, X]`` (realrun/steps.py, docs/CLI.md), so
@@ -45,11 +46,11 @@ from realrun.launch.contention_timing import compute_after_comm
 from realrun.launch import LaunchError, is_torchrun, share
 from realrun.profile_on_ranks import ProfileRun
 from realrun.step_clock import clockable
-from realrun.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
-from realrun.validate.probes import inputs_from_probes
-from realrun.validate.report import Prediction, ValidationReport
-from realrun.validate.settings import ValidateSettings, bench_payload
-from realrun.validate.timeline import grid_config, timeline_fields
+from realrun.workflows.validate.inputs import calibrate_link, measure_profile, scale_to_compute_only
+from realrun.workflows.validate.probes import inputs_from_probes
+from realrun.workflows.validate.report import Prediction, ValidationReport
+from realrun.workflows.validate.settings import ValidateSettings, bench_payload
+from realrun.workflows.validate.timeline import grid_config, timeline_fields
 from simddp.compare import compare_results, pick_timeline
 from simddp.host import Host
 from simddp.link import Link

@@ -19,7 +19,7 @@ from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.world import WorldConfig
 from realrun.precision import check_precision
 from realrun.tensors import tensor_bytes
-from realrun.validate.probes import HOST_PROBES, PROBES
+from realrun.workflows.validate.probes import HOST_PROBES, PROBES
 from realrun.workload import Workload
 from simddp.errors import InputError
 from simddp.hooks import parse_comm_hook
@@ -130,7 +130,8 @@ class ValidateSettings:
         return shards(self.configs())
 
     def probes_run(self) -> list[str]:
-        """The probes timed in the same rounds (not compared; realrun/validate/probes.py)."""
+        """The probes timed in the same rounds (not compared; realrun/workflows/validate/
+        probes.py)."""
         if not self.probes:
             return []
         return [name for name in PROBES
@@ -141,6 +142,7 @@ def bench_payload(s: ValidateSettings, configs: list[dict], probes: list[str] = 
     """realrun bench's payload for ``configs`` of this validation, with ``probes`` timed in
     the same rounds."""
     return {"workload": s.workload.to_json(), "configs": configs, "precision": s.precision,
-            "extras": list(probes), "extras_factory": "realrun.validate.probes:make_probe",
+            "extras": list(probes),
+            "extras_factory": "realrun.workflows.validate.probes:make_probe",
             "steps": s.steps, "warmup": s.warmup, "chunk": s.chunk, "seed": s.seed,
             "optimizer": s.optimizer, "trace_dir": None, "trace_steps": 1, "progress": False}

@@ -1,9 +1,9 @@
 """The self-check's pieces that need only torch: what each rank is, the environment, steps.
 
 ``python -m realrun selfcheck`` (realrun/commands/selfcheck.py) runs five steps and writes one
-bundle; this module holds what it needs below calibrate and validate::
+bundle; this module holds its pieces that need neither calibrate nor validate::
 
-    ranks = run_world("realrun.selfcheck:init_rank", {}, world_size=2)   # who is where
+    ranks = run_world("realrun.workflows.selfcheck:init_rank", {}, world_size=2)   # who is where
     env = environment("gloo", ranks)    # python, torch, CUDA, NCCL, GPUs, env vars, host
     step = run_step("init", lambda: ({"ranks": 2}, []))   # Step: ok, seconds, figures, files
 

@@ -2,7 +2,7 @@
 
 Each step is the library call its own command makes — ``run_world`` (init), ``calibrate.run``
 with ``CalibrateSettings.short`` (validate's recipe), ``profile_world``, ``run_bench`` — and
-validate is validate's own prediction and report (realrun.validate) on what those three
+validate is validate's own prediction and report (realrun.workflows.validate) on what those three
 measured, so nothing is measured twice. :class:`Check` carries what one step hands the next::
 
     check = Check(args, workload, world, (1.0, 4.0), "sc", lead=True)
@@ -20,7 +20,7 @@ from contextlib import ExitStack
 
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import WorldConfig
-from realrun.selfcheck import Step, run_step, skipped
+from realrun.workflows.selfcheck import Step, run_step, skipped
 from realrun.workload import Workload
 
 
@@ -95,8 +95,8 @@ def init_step(c: Check) -> Step:
         if is_torchrun():  # one group for every step, as realrun validate does
             c.stack.enter_context(torchrun_group(c.world.backend, c.args.threads,
                                                  c.world.timeout_s))
-        ranks = run_world("realrun.selfcheck:init_rank", {}, threads_per_rank=c.args.threads,
-                          **c.world.launch_args())
+        ranks = run_world("realrun.workflows.selfcheck:init_rank", {},
+                          threads_per_rank=c.args.threads, **c.world.launch_args())
         if ranks is None:
             return {}, []
         c.ranks = ranks
@@ -219,9 +219,9 @@ def validate_step(c: Check) -> Step:
 
 
 def _validate(c: Check):
-    from realrun.validate import ValidateSettings
-    from realrun.validate.pipeline import anchored_prediction, predict, profile_host
-    from realrun.validate.report import Prediction, ValidationReport
+    from realrun.workflows.validate import ValidateSettings
+    from realrun.workflows.validate.pipeline import anchored_prediction, predict, profile_host
+    from realrun.workflows.validate.report import Prediction, ValidationReport
     from simddp.compare import compare_results
     a = c.args
     s = ValidateSettings(

@@ -189,7 +189,8 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
         host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s,
                                                     hook_after_backward_s=late_s),
                                "torch": HostCosts(**copies, hook_s=torch_hook_s), **fsdp},
-                    source="probes run alongside the strategies (realrun/validate/probes.py)",
+                    source="probes run alongside the strategies "
+                           "(realrun/workflows/validate/probes.py)",
                     contention=before.contention, compute_after_comm=before.compute_after_comm)
         out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
         out["host_before"] = {impl: dataclasses.asdict(c)

@@ -9,7 +9,7 @@ import dataclasses
 import calibrate
 from calibrate.settings import KINDS, CalibrateSettings
 from realrun.profile_on_ranks import ProfileRun, profile_world
-from realrun.validate.settings import ValidateSettings
+from realrun.workflows.validate.settings import ValidateSettings
 from simddp.engine import compute_only_s
 from simddp.link import Link
 from simddp.profile import ModelProfile
