@@ -5,7 +5,7 @@ simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the com
 the implementation that runs each strategy (simddp.hostwork.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
-  ``scale_gbps``), also timed as probes (realrun/validate/probes.py);
+  ``scale_gbps``), also timed as probes (realrun/workflows/validate/probes.py);
 - :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
   Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
   launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
