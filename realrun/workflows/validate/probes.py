@@ -56,6 +56,7 @@ from realrun.ddp_host_costs import copy_passes, copy_rates, hook_fields, solo_tr
 from simddp.host import Host, HostCosts
 from simddp.link import Link
 from simddp.result import COMPUTE_ONLY
+from simddp.strategies import TORCH_FSDP
 
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch",
@@ -137,61 +138,19 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
     the probes' medians (``medians_s`` also holds "compute-only"); what was derived, for the
     report. A quantity whose probe is missing, or that comes out unphysical (≤ 0), keeps its
     earlier value."""
-    n = len(tensor_bytes)
     m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
-    fields: dict = {}
-    if {"probe:flat", "probe:seq-blocking"} <= m.keys() and n > 1:
-        # the chain follows 20 ms of compute: its first call paid the wake, charged apart
-        chain_s = m["probe:seq-blocking"] - (link.idle_wake_s or 0.0)
-        # the calibration's share of α that refills the bucket (its tail) holds for the probe
-        share = refill_share(link)
-        alpha_b, busbw_gbps = chain_and_whole(chain_s, m["probe:flat"],
-                                              tensor_bytes, world_size, link.burst_bytes,
-                                              link.busbw_gbps, share)
-        if busbw_gbps is not None:
-            fields["busbw_gbps"] = busbw_gbps
-        if alpha_b >= 0:
-            fields["blocking_alpha_s"] = alpha_b
-            if link.blocking_refill_s is not None:
-                fields["blocking_refill_s"] = share * alpha_b
+    fields = _link_fields(link, m, tensor_bytes, world_size)
     if contention is not None:
-        c = combine_contention(contention)
-        fields.update(compute_slowdown=c["compute_slowdown"], comm_slowdown=c["comm_slowdown"])
-
-        out["contention"] = {k: c[k] for k in ("compute_slowdown_raw", "comm_slowdown_raw",
-                                                "notes", "per_rank")}
+        slowdowns, out["contention"] = _contention_fields(contention)
+        fields.update(slowdowns)
     out["fields"] = dict(fields)
     out["calibrated"] = {k: getattr(link, k) for k in fields}
     before = host or Host("none")
-    copy = None  # the copy rates: probed now, else those measured earlier (if any)
-    if {"probe:copy", "probe:scale"} <= m.keys():
-        copy = copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
-    elif before.costs("realrun").copy_gbps:
-        c = before.costs("realrun")
-        copy = {"copy_gbps": c.copy_gbps, "in_place_gbps": c.scale_gbps or c.copy_gbps}
+    copy = _copy_rates(m, tensor_bytes, before)
     hooks_probed = COMPUTE_ONLY in m and "probe:solo-wrapper" in m
-    if copy is not None and ({"probe:copy", "probe:scale"} <= m.keys() or hooks_probed):
-        hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
-        torch_hook_s = before.costs("torch").hook_s
-        if hooks_probed:
-            solo = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
-                    if f"probe:solo-{name}" in m}
-            f = hook_fields({"plain_s": m[COMPUTE_ONLY], **solo}, copy, tensor_bytes)
-            hook_s, launch_s = f["hook_s"], f["launch_s"]
-            if "torch_s" in solo:
-                torch_hook_s = f["ddp_hook_s"]
-        copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
-        # FSDP2's costs and flat's calls (measured with the profile; no probe of their own)
-        # carry over
-        fsdp = {k: c for k, c in before.implementations.items() if k == "fsdp"}
-        late_s = before.costs("realrun").hook_after_backward_s
-        host = Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s,
-                                                    hook_after_backward_s=late_s),
-                               "torch": HostCosts(**copies, hook_s=torch_hook_s), **fsdp},
-                    source="probes run alongside the strategies "
-                           "(realrun/workflows/validate/probes.py)",
-                    contention=before.contention, compute_after_comm=before.compute_after_comm)
+    if copy is not None and (_COPY_PROBES <= m.keys() or hooks_probed):
+        host = _probed_host(before, copy, m if hooks_probed else None, tensor_bytes)
         out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
         out["host_before"] = {impl: dataclasses.asdict(c)
                               for impl, c in before.implementations.items()}
@@ -200,3 +159,75 @@ def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float
         host = dataclasses.replace(host, contention=(fields["compute_slowdown"],
                                                      fields["comm_slowdown"]))
     return dataclasses.replace(link, **fields), host, out
+
+
+_COPY_PROBES = {"probe:copy", "probe:scale"}
+
+
+def _link_fields(link: Link, m: dict[str, float], tensor_bytes: list[int],
+                 world_size: int) -> dict:
+    """Blocking α and busbw from the chain of the model's all-reduces against the whole
+    gradient in one; none when either probe is missing or the model has one tensor."""
+    fields: dict = {}
+    if not ({"probe:flat", "probe:seq-blocking"} <= m.keys() and len(tensor_bytes) > 1):
+        return fields
+    # the chain follows 20 ms of compute: its first call paid the wake, charged apart
+    chain_s = m["probe:seq-blocking"] - (link.idle_wake_s or 0.0)
+    # the calibration's share of α that refills the bucket (its tail) holds for the probe
+    share = refill_share(link)
+    alpha_b, busbw_gbps = chain_and_whole(chain_s, m["probe:flat"],
+                                          tensor_bytes, world_size, link.burst_bytes,
+                                          link.busbw_gbps, share)
+    if busbw_gbps is not None:
+        fields["busbw_gbps"] = busbw_gbps
+    if alpha_b >= 0:
+        fields["blocking_alpha_s"] = alpha_b
+        if link.blocking_refill_s is not None:
+            fields["blocking_refill_s"] = share * alpha_b
+    return fields
+
+
+def _contention_fields(contention: list[dict]) -> tuple[dict, dict]:
+    """(the link's two slowdowns, what the report shows of them) from the probe's per-rank
+    medians."""
+    c = combine_contention(contention)
+    report = {k: c[k] for k in ("compute_slowdown_raw", "comm_slowdown_raw", "notes",
+                                "per_rank")}
+    return {"compute_slowdown": c["compute_slowdown"],
+            "comm_slowdown": c["comm_slowdown"]}, report
+
+
+def _copy_rates(m: dict[str, float], tensor_bytes: list[int], before: Host) -> dict | None:
+    """The copy rates: probed now, else those measured earlier (if any)."""
+    if _COPY_PROBES <= m.keys():
+        return copy_rates(tensor_bytes, m["probe:copy"], m["probe:scale"])
+    if before.costs("realrun").copy_gbps:
+        c = before.costs("realrun")
+        return {"copy_gbps": c.copy_gbps, "in_place_gbps": c.scale_gbps or c.copy_gbps}
+    return None
+
+
+def _probed_host(before: Host, copy: dict, m: dict[str, float] | None,
+                 tensor_bytes: list[int]) -> Host:
+    """``before`` with the copy rates ``copy`` and, when ``m`` (the medians) holds the solo
+    probes, the hook and launch costs they give; the rest carries over."""
+    hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
+    torch_hook_s = before.costs("torch").hook_s
+    if m is not None:
+        solo = {f"{name}_s": m[f"probe:solo-{name}"] for name in ("wrapper", "bucket", "torch")
+                if f"probe:solo-{name}" in m}
+        f = hook_fields({"plain_s": m[COMPUTE_ONLY], **solo}, copy, tensor_bytes)
+        hook_s, launch_s = f["hook_s"], f["launch_s"]
+        if "torch_s" in solo:
+            torch_hook_s = f["ddp_hook_s"]
+    copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
+    # FSDP2's costs and flat's calls (measured with the profile; no probe of their own)
+    # carry over
+    fsdp = {k: c for k, c in before.implementations.items() if k == TORCH_FSDP}
+    late_s = before.costs("realrun").hook_after_backward_s
+    return Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s,
+                                                hook_after_backward_s=late_s),
+                           "torch": HostCosts(**copies, hook_s=torch_hook_s), **fsdp},
+                source="probes run alongside the strategies "
+                       "(realrun/workflows/validate/probes.py)",
+                contention=before.contention, compute_after_comm=before.compute_after_comm)
