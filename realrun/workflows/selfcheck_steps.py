@@ -22,6 +22,7 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.world import WorldConfig
 from realrun.workflows.selfcheck import Step, run_step, skipped
 from realrun.workload import Workload
+from simddp.strategies import Name
 
 
 class Check:
@@ -52,7 +53,7 @@ class Check:
         a = self.args
         return {"model": self.workload.name, "module": a.module, "batch": a.batch,
                 "seq": a.seq, "precision": a.precision, "optimizer": a.optimizer,
-                "threads": a.threads, "seed": a.seed, "strategy": "ddp",
+                "threads": a.threads, "seed": a.seed, "strategy": Name.DDP,
                 "bucket_mb": list(self.buckets), "steps": a.steps,
                 "profile_repeats": a.profile_repeats, "calibrate_iters": a.calibrate_iters,
                 "world": {**self.world.launch_args(), "link": self.world.link_label,
@@ -181,7 +182,7 @@ def bench_step(c: Check) -> Step:
         from realrun.configs import bench_configs, label
         from simddp.io import results_to_json, save_json
         a = c.args
-        configs = bench_configs(("ddp",), c.buckets, (), None)  # compute-only, ddp per size
+        configs = bench_configs((Name.DDP,), c.buckets, (), None)  # compute-only, ddp per size
         # warmup 3: torch DDP rebuilds its buckets in its second step (realrun/bench.py)
         payload = {"workload": c.workload.to_json(), "configs": configs,
                    "precision": a.precision, "steps": a.steps, "warmup": 3, "chunk": 5,
@@ -229,7 +230,7 @@ def _validate(c: Check):
             f: getattr(a, f) for f in ("layers", "d_model", "d_ff", "heads", "vocab")
             if getattr(a, f) is not None}, batch=a.batch, seq=a.seq,
         precision=a.precision, world=c.world, optimizer=a.optimizer, threads=a.threads,
-        seed=a.seed, strategies=("ddp",), bucket_mbs=c.buckets, link=c.link,
+        seed=a.seed, strategies=(Name.DDP,), bucket_mbs=c.buckets, link=c.link,
         steps=a.steps, warmup=3, profile_repeats=a.profile_repeats,
         calibrate_iters=a.calibrate_iters, probes=False)
     profile, measured = c.profile_run.profile, c.measured
