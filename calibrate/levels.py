@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import calibrate.fit as fitting
-from calibrate.analysis import (KindCalibration, WorldCalibration, finished, held_alpha_fit,
-                               problems_of)
+from calibrate.analysis import KindCalibration, WorldCalibration, held_alpha_fit
+from calibrate.judged import finished, problems_of
 from calibrate.combine import small_message_alpha, summarize, time_spread
 from calibrate.settings import CalibrateSettings
 from simddp.link import ALL_REDUCE, Link
@@ -143,7 +143,7 @@ def fit_level(s: CalibrateSettings, rows: list[dict], p: int, kind: str = ALL_RE
             fit, alpha_s = held["fit"], small["alpha_s"]
             alpha_from = f"{small['sizes']} lone sizes up to 64 KiB"
     # intervals over what a rerun reads, judged as the world's line: with α held, on the
-    # sizes that take >= 2α (calibrate.analysis.judged)
+    # sizes that take >= 2α (calibrate.judged)
     lone_held = finished(lone_held, rows, None)
     held = lone_held if alpha_s is None else finished(held, rows, alpha_s)
     return {"fit": held["fit"], "held": held, "lone": lone_held["fit"],

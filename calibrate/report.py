@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from calibrate.analysis import ALL_SIZES, Calibration, KindCalibration
-from calibrate.spreads import alpha_uncertainty
+from calibrate.analysis import Calibration, KindCalibration
+from calibrate.judged import ALL_SIZES
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
-from calibrate.lone_alpha import alpha_unresolved
+from calibrate.report_alpha import busbw_text, print_alphas
 from calibrate.report_table import human_bytes, table, wire_fraction
 
 # Gloo's flows on bbr: what this project's VMs showed (the ranks report their TCP, ranks/run.py)
@@ -47,10 +47,7 @@ def describe_fit(fit: AlphaBetaFit | PiecewiseFit) -> list[str]:
 
 
 def _line(f: AlphaBetaFit) -> str:
-    lo, hi = f.busbw_ci_gbps
-    busbw = (f"busbw = {f.busbw_gbps:.3f} GB/s [{lo:.3f}, {hi:.3f}]"
-             if f.busbw_gbps < MAX_BUSBW_GBPS / 2 else
-             "busbw unresolved (time flat in size: latency-bound)")
+    busbw = busbw_text(f)
     if f.alpha_ci_s[0] == f.alpha_ci_s[1]:  # held at the sequence step's α, not fitted
         return f"α = {f.alpha_s * 1e6:.1f} µs (held: the sequence step's), {busbw}"
     return (f"α = {f.alpha_s * 1e6:.1f} µs [{f.alpha_ci_s[0] * 1e6:.1f}, "
@@ -96,10 +93,6 @@ def _held_out(held: dict, sep: str) -> str:
     return f"{sep}held-out median err {held['median_rel_err']:.0%}{where}"
 
 
-def _spread(spread: tuple[float, float] | None) -> str:
-    return "not measured" if spread is None else f"x{spread[0]:.2f}–x{spread[1]:.2f}"
-
-
 def print_report(cal: Calibration, paths: list[Path]) -> None:
     """The tables, fits, α, contention and notes of every world size, then what was written."""
     _print_load_note(cal.load_before)
@@ -121,7 +114,7 @@ def print_world(run, a) -> None:
         print(f"link file: that fit (α {run.link.alpha_s * 1e6:.0f} µs, busbw "
               f"{run.link.busbw_gbps:.3f} GB/s)")
     else:
-        _print_alphas(run, run.sequence, run.fit, run.heldout)
+        print_alphas(run, run.sequence, run.fit, run.heldout)
     _print_kinds(run)
     _print_fit_notes(run, a.link_gbit)
     _print_contention(run.contention, len(a.contention_widths))
@@ -257,76 +250,3 @@ def _level_line(fit, alpha_from: str, held: dict, link_gbit: float | None) -> st
         frac = wire_fraction(fit.busbw_gbps, link_gbit)
         busbw += f" = {frac:.0%} of the {link_gbit:g} Gbit/s wire" if frac is not None else ""
     return f"α {fit.alpha_s * 1e6:.0f} µs (from {alpha_from}), {busbw}{_held_out(held, ', ')}"
-
-
-def _print_alphas(run, seq: dict, fit, held: dict) -> None:
-    """Where the link's two αs come from (issue 19: docs/results/
-    2026-11-25-small-collective-law.md), and the queue figure kept for comparison."""
-    print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
-          f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
-          "all-reduces complete one every lone α + bytes/busbw)")
-    uncertainty = alpha_uncertainty(seq)
-    if seq.get("alpha_interval_s"):
-        low, high = seq["alpha_interval_s"]
-        print(f"  the median's p5–p95 over bootstrap resamples: {low * 1e6:.0f}–"
-              f"{high * 1e6:.0f} µs" + (" (unresolved: α from the fast mode; see the warning)"
-                 if alpha_unresolved(seq) else ""))
-    if seq.get("sweep_small_alpha_s") is not None:
-        print(f"  the sweep's sizes up to 64 KiB alone gave {seq['sweep_small_alpha_s'] * 1e6:.0f}"
-              " µs (measured in one stretch of seconds, which a slow stretch can cover)")
-    if seq.get("alpha_spread"):
-        print(f"  what it was taken from spread x{seq['alpha_spread'][0]:.2f}–"
-              f"x{seq['alpha_spread'][1]:.2f} of it (one call's jitter, not a step's)")
-    if uncertainty:
-        print(f"  the link's time_spread covers α x{uncertainty[0]:.2f}–x{uncertainty[1]:.2f}, "
-              "so the prediction ranges do: "
-              f"x{run.link.time_spread[0]:.2f}–x{run.link.time_spread[1]:.2f} (large "
-              "all-reduces alone: " + _spread(seq.get("bandwidth_spread")) + ")")
-    print(f"α of blocking all-reduces (naive, flat): {seq['blocking_alpha_s'] * 1e6:.0f} µs, "
-          f"from {seq['count']} ({human_bytes(seq['bytes'])} in all) each waited for after 20 "
-          f"ms of compute, mean of {seq['repeats']} (each its slowest rank): "
-          f"{seq['blocking_s'] * 1e3:.2f} ms")
-    if seq.get("idle_wake_s") is not None:   # the first call after compute, apart
-        print(f"  the first of them took {seq['blocking_first_s'] * 1e3:.2f} ms on average: "
-              f"{seq['idle_wake_s'] * 1e3:.2f} ms over its law, what a step's first collective "
-              "after compute waits for Gloo's threads to wake (idle_wake_s)")
-    if seq.get("blocking_call_median_s") is not None:   # each call after the first, clocked
-        print(f"  one by one: median {seq['blocking_call_median_s'] * 1e6:.0f} µs, mean "
-              f"{seq['blocking_call_mean_s'] * 1e6:.0f} µs a call (a few wait a scheduler "
-              "tick; a step adds up the mean)" + (
-                  f"; each hand-off refills the link's bucket by "
-                  f"{seq['blocking_refill_s'] * 1e6:.0f} µs on average (a call's α, capped "
-                  "at the burst: blocking_refill_s)" if "blocking_refill_s" in seq else ""))
-    bucket_s = seq["bandwidth_s"] - seq.get("blocking_bytes_s", seq["bandwidth_s"])
-    if bucket_s > 0:
-        print(f"  its bytes: {seq['bandwidth_s'] * 1e3:.2f} ms at busbw, of which the link's "
-              f"bucket served {bucket_s * 1e3:.2f} (refilled during each call's hand-off, as "
-              f"simddp charges a chain): {seq['blocking_bytes_s'] * 1e3:.2f} ms taken out")
-    if seq.get("blocking_alpha_spread"):
-        low, high = seq["blocking_alpha_spread"]
-        print(f"  per repeat (slowest rank): p5–p95 x{low:.2f}–x{high:.2f} of the mean over "
-              f"{seq['repeats']} repeats; the link's time_spread covers it too")
-    if seq.get("queued_alpha_s") is not None and seq["queued_alpha_s"] != seq["alpha_s"]:
-        print(f"  not used: the same {seq['count']} queued at once {seq['async_s'] * 1e3:.2f} "
-              f"ms -> {seq['queued_alpha_s'] * 1e6:.0f} µs each; a queue's fixed start, spread "
-              "over its all-reduces, would be charged to every one of a step's")
-    print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (overlapped), blocking "
-          f"{run.link.blocking_alpha_s * 1e6:.0f} µs; the lone fit's intercept was "
-          f"{seq['lone_alpha_s'] * 1e6:.0f} µs; busbw {_line(fit).split('busbw = ')[-1]}, " + (
-              f"from {held['busbw_from']}" if held.get("busbw_from") else
-              "refitted with that α held (the large sizes decide it)"))
-    print("  " + judged_line(held))
-
-
-def judged_line(held: dict) -> str:
-    """The link line's R² and held-out errors on the sizes it is judged on, as its warnings
-    read them (calibrate.analysis.judged)."""
-    r2 = held["r2_log"]
-    text = (f"judged on {held['judged_on']} (bandwidth-bound, where this line makes its "
-            "claim): R² (log t) "
-            + (f"{r2:.4f}" if r2 == r2 else "not scored (fewer than 3 such sizes)"))
-    n = len(held["heldout_bytes"])
-    if not n:
-        return text + "; no held-out size among them"
-    return (text + f"; held-out {n} size{'s' if n > 1 else ''}: median error {held['median_rel_err']:.1%}, "
-            f"max {held['max_rel_err']:.1%}")

@@ -16,9 +16,10 @@ import re
 import numpy as np
 import pytest
 
-from calibrate.analysis import BANDWIDTH_BOUND, Calibration, analyse
+from calibrate.analysis import Calibration, analyse
 from calibrate.files import results_json
 from calibrate.fit import predict_s
+from calibrate.judged import BANDWIDTH_BOUND
 from calibrate.report import print_report
 from calibrate.settings import CalibrateSettings
 
