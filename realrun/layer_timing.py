@@ -34,6 +34,7 @@ medians are recorded next to the profile (``measured``) so the overhead is visib
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from statistics import median
 
 import torch
@@ -120,60 +121,127 @@ def profile_module(model: torch.nn.Module, inputs, loss_fn=None, *, repeats: int
     layer_params = owners(model)
     if not layer_params:
         raise InputError(f"model {type(model).__name__} has no trainable parameters")
-    names = list(layer_params)
-    index = {n: i for i, n in enumerate(names)}
-    param_layer = {id(p): index[owner] for owner, ps in layer_params.items() for _, p in ps}
     clock = Clock(dev)
-    fwd_end: list = [None] * len(names)
-    bwd_end: list = [None] * len(names)
-    ready: list[str] = []
-    handles = []
-    for owner in names:
-        module = model if owner == "(root)" else model.get_submodule(owner)
-        handles.append(module.register_forward_hook(_forward_hook(fwd_end, index[owner], clock)))
-    for _, ps in layer_params.items():
-        for pn, p in ps:
-            handles.append(p.register_post_accumulate_grad_hook(
-                _grad_hook(bwd_end, param_layer[id(p)], ready, pn, clock)))
+    hooks = _Hooks(model, layer_params, clock)
     opt = make_optimizer(optimizer, [p for ps in layer_params.values() for _, p in ps])
+    step = _Step(model, inputs, loss_fn, opt, clock, precision, dev)
+    timed = _hooked_steps(step, hooks, warmup, repeats)
+    plain = [step.plain() for _ in range(repeats)]
+    layers, ready_order = _layers_in_replay_order(model, layer_params, timed)
+    profile = ModelProfile(name or type(model).__name__, layers, median(timed["optimizer_s"]),
+                           ready_order)
+    measured = {
+        "repeats": repeats, "warmup": warmup, "optimizer": optimizer, "device": str(dev),
+        "precision": precision, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "clock": "cuda events" if clock.cuda else "perf_counter",
+        "forward_s_hooked": median(sum(r) for r in timed["forward"]),
+        "backward_s_hooked": median(sum(r) for r in timed["backward"]),
+        "forward_s_unhooked": median(p[0] for p in plain),
+        "backward_s_unhooked": median(p[1] for p in plain),
+        "ready_order_stable": len(set(timed["orders"])) == 1,
+        "unused_parameters": [pn for pn, _ in (p for ps in layer_params.values() for p in ps)
+                              if pn not in set(timed["orders"][-1])],
+        "attribution": "gap before a layer's end goes to that layer; tail to the last layer",
+    }
+    return profile, measured
 
-    def step() -> tuple:
-        opt.zero_grad(set_to_none=True)
-        fwd_end[:] = bwd_end[:] = [None] * len(names)
-        ready.clear()
-        clock.begin()
-        with autocast(precision, dev):
-            loss = loss_of(run_forward(model, inputs), loss_fn)
-        t1 = clock.mark()
+
+class _Hooks:
+    """The profile's hooks on ``model``, one step's marks at a time: when each layer's forward
+    ended (``fwd_end``), when its last gradient became ready (``bwd_end``), and the parameter
+    names in the order their gradients became ready (``ready``)."""
+
+    def __init__(self, model: torch.nn.Module, layer_params: dict, clock: Clock) -> None:
+        names = list(layer_params)
+        index = {n: i for i, n in enumerate(names)}
+        self.fwd_end: list = [None] * len(names)
+        self.bwd_end: list = [None] * len(names)
+        self.ready: list[str] = []
+        self.handles = []
+        for owner in names:
+            module = model if owner == "(root)" else model.get_submodule(owner)
+            self.handles.append(module.register_forward_hook(
+                _forward_hook(self.fwd_end, index[owner], clock)))
+        for owner, ps in layer_params.items():
+            for pn, p in ps:
+                self.handles.append(p.register_post_accumulate_grad_hook(
+                    _grad_hook(self.bwd_end, index[owner], self.ready, pn, clock)))
+
+    def reset(self) -> None:
+        self.fwd_end[:] = self.bwd_end[:] = [None] * len(self.fwd_end)
+        self.ready.clear()
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One training step of ``model`` on ``inputs``, timed by ``clock``."""
+
+    model: torch.nn.Module
+    inputs: object
+    loss_fn: object
+    opt: torch.optim.Optimizer
+    clock: Clock
+    precision: str
+    device: torch.device
+
+    def hooked(self, hooks: _Hooks) -> tuple:
+        """(forward ends, backward ends per layer, the forward's, backward's and optimizer's
+        ends) in seconds from the step's start, with ``hooks`` recording."""
+        self.opt.zero_grad(set_to_none=True)
+        hooks.reset()
+        self.clock.begin()
+        with autocast(self.precision, self.device):
+            loss = loss_of(run_forward(self.model, self.inputs), self.loss_fn)
+        t1 = self.clock.mark()
         loss.backward()
-        t2 = clock.mark()
-        opt.step()
-        t3 = clock.mark()
-        clock.end()
-        sec = clock.seconds
-        return ([None if m is None else sec(m) for m in fwd_end],
-                [None if m is None else sec(m) for m in bwd_end], sec(t1), sec(t2), sec(t3))
+        t2 = self.clock.mark()
+        self.opt.step()
+        t3 = self.clock.mark()
+        self.clock.end()
+        sec = self.clock.seconds
+        return ([None if m is None else sec(m) for m in hooks.fwd_end],
+                [None if m is None else sec(m) for m in hooks.bwd_end], sec(t1), sec(t2), sec(t3))
 
-    forward, backward, bwd_ends, optimizer_s, orders = [], [], [], [], []
+    def plain(self) -> tuple[float, float]:
+        """(forward, backward) seconds of one step without hooks: the hook overhead
+        reference."""
+        return _plain_pass(self.model, self.inputs, self.loss_fn, self.opt, self.clock,
+                           self.precision, self.device)
+
+
+def _hooked_steps(step: _Step, hooks: _Hooks, warmup: int, repeats: int) -> dict[str, list]:
+    """``warmup`` untimed, then ``repeats`` timed steps with the hooks on (removed after); per
+    timed step: each layer's forward and backward seconds (:func:`attribute`), the layers'
+    backward ends, the optimizer's seconds and the gradient-ready order."""
+    timed: dict[str, list] = {"forward": [], "backward": [], "bwd_ends": [],
+                              "optimizer_s": [], "orders": []}
     try:
         for i in range(warmup + repeats):
-            f_end, b_end, t1, t2, t3 = step()
+            f_end, b_end, t1, t2, t3 = step.hooked(hooks)
             if i < warmup:
                 continue
-            forward.append(attribute(f_end, 0.0, t1))
-            backward.append(attribute(b_end, t1, t2))
-            bwd_ends.append(b_end)
-            optimizer_s.append(t3 - t2)
-            orders.append(tuple(ready))
+            timed["forward"].append(attribute(f_end, 0.0, t1))
+            timed["backward"].append(attribute(b_end, t1, t2))
+            timed["bwd_ends"].append(b_end)
+            timed["optimizer_s"].append(t3 - t2)
+            timed["orders"].append(tuple(hooks.ready))
     finally:
-        for handle in handles:
-            handle.remove()
-    plain = [_plain_pass(model, inputs, loss_fn, opt, clock, precision, dev)
-             for _ in range(repeats)]
+        hooks.remove()
+    return timed
 
-    # Reverse of backward completion: unused layers (no gradient) first, then by median end.
+
+def _layers_in_replay_order(model: torch.nn.Module, layer_params: dict,
+                            timed: dict[str, list]) -> tuple[tuple[Layer, ...], tuple[int, ...]]:
+    """(the layers, reverse of backward completion: unused layers (no gradient) first, then by
+    median end; the last timed step's gradient-ready order, unused tensors last)."""
+    names = list(layer_params)
+
     def backward_end(j: int) -> float:
-        ends = [e[j] for e in bwd_ends if e[j] is not None]
+        ends = [e[j] for e in timed["bwd_ends"] if e[j] is not None]
         return median(ends) if ends else float("inf")
     order = sorted(range(len(names)), key=lambda j: (-backward_end(j), j))
     # Tensor ids are realrun.DDP's: the index in parameters() order (realrun/tensors.py).
@@ -182,26 +250,12 @@ def profile_module(model: torch.nn.Module, inputs, loss_fn=None, *, repeats: int
     for j in order:
         ps = layer_params[names[j]]
         layers.append(Layer(names[j], tuple(p.numel() * p.element_size() for _, p in ps),
-                            median(r[j] for r in forward), median(r[j] for r in backward),
+                            median(r[j] for r in timed["forward"]),
+                            median(r[j] for r in timed["backward"]),
                             tuple(pn for pn, _ in ps), tuple(tensor_id[pn] for pn, _ in ps)))
-    ready_order = [tensor_id[pn] for pn in orders[-1]]
+    ready_order = [tensor_id[pn] for pn in timed["orders"][-1]]
     ready_order += [t for t in range(len(tensor_id)) if t not in set(ready_order)]  # unused
-    profile = ModelProfile(name or type(model).__name__, tuple(layers), median(optimizer_s),
-                           tuple(ready_order))
-    measured = {
-        "repeats": repeats, "warmup": warmup, "optimizer": optimizer, "device": str(dev),
-        "precision": precision, "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "clock": "cuda events" if clock.cuda else "perf_counter",
-        "forward_s_hooked": median(sum(r) for r in forward),
-        "backward_s_hooked": median(sum(r) for r in backward),
-        "forward_s_unhooked": median(p[0] for p in plain),
-        "backward_s_unhooked": median(p[1] for p in plain),
-        "ready_order_stable": len(set(orders)) == 1,
-        "unused_parameters": [pn for pn, _ in (p for ps in layer_params.values() for p in ps)
-                              if pn not in set(orders[-1])],
-        "attribution": "gap before a layer's end goes to that layer; tail to the last layer",
-    }
-    return profile, measured
+    return tuple(layers), tuple(ready_order)
 
 
 def _forward_hook(ends: list, layer: int, clock: Clock):
