@@ -11,7 +11,10 @@
   segment's compute is its wall time minus the collective launch calls inside it (charged
   per collective by the host costs instead), minus the profiler's overhead (its events × the
   per-event cost), divided by ``1 + (compute_slowdown − 1)·f`` where f is the share of the
-  segment spent beside a busy communication lane.
+  segment spent beside a busy communication lane. On CUDA a segment's compute is its
+  kernels' time on the GPU instead (simddp.traceimport.device): the GPU's waits for a host
+  slowed by the profiler are left out, and forward and post likewise; the traced profile
+  keeps the spans on the GPU's clock, waits included, as the traced steps ran them.
 - **Which rank, which step**: ranks wait for each other at every all-reduce, so each step's
   compute is taken from its slowest rank; each part (forward, every segment, post) gets its
   median share of a step times the median step's total (:func:`_typical`).
@@ -52,6 +55,7 @@ class Derived:
     grad_shapes: tuple
     segment_grads: tuple[tuple[int, ...], ...]   # backward order: ready indices per segment
     phases: dict                    # medians in seconds, as traced: forward, backward, ...
+    device_phases: dict | None = None   # CUDA: the kernels' time per phase, the GPU's wait
 
 
 def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
@@ -83,7 +87,8 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
             off = j.offsets_s[r]
             for k, seg in enumerate(step.segments):
                 compute_s = max(0.0, seg.wall_s - seg.host_s)
-                clean_s = max(0.0, compute_s - overhead_s * seg.n_events)
+                clean_s = max(0.0, compute_s - overhead_s * seg.n_events) \
+                    if seg.device_s is None else seg.device_s   # CUDA: its kernels' time
                 share = busy_overlap(j.samples, seg.start_s + off, seg.end_s + off)
                 obs.setdefault((i, r), []).append((clean_s, compute_s, share))
                 key = (seg.names, tuple(shapes[g] for g in segment_grads[k]))
@@ -100,9 +105,13 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
         post_s = step.post_busy_s
         parts["kept"].append([step.forward_s] + [c / (1 + (slow - 1) * f) for _, c, f in segs]
                              + [post_s])
-        parts["clean"].append([step.forward_s - overhead_s * step.forward_events]
-                              + [c / (1 + (slow - 1) * f) for c, _, f in segs]
-                              + [post_s - overhead_s * step.post_events])
+        if step.device_s is None:     # CPU: the host's time less the profiler's per event
+            forward_clean = step.forward_s - overhead_s * step.forward_events
+            post_clean = post_s - overhead_s * step.post_events
+        else:                         # CUDA: the kernels' time; the GPU's waits left out
+            forward_clean, post_clean = step.forward_device_s, step.post_device_s
+        parts["clean"].append([forward_clean] + [c / (1 + (slow - 1) * f) for c, _, f in segs]
+                              + [post_clean])
     forward_clean, *clean, post_clean = _typical(parts["clean"])
     forward_kept, *kept, post_kept = _typical(parts["kept"])
 
@@ -115,7 +124,22 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
         source=f"simddp trace-import of {len(timelines)} rank trace(s), "
                f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
     return Derived(profile, traced, link, _host(timelines, joint), link_fit, compute_fit,
-                   overhead_s, grad_bytes, tuple(shapes), segment_grads, _phases(joint))
+                   overhead_s, grad_bytes, tuple(shapes), segment_grads, _phases(joint),
+                   _device_phases(joint))
+
+
+def _device_phases(joint: list[JointStep]) -> dict | None:
+    """CUDA: medians over steps and ranks of each phase's kernels' time on the GPU, and of
+    the GPU's wait for the host (seconds); None on CPU."""
+    each = [s for j in joint for s in j.ranks]
+    return None if each[0].device_s is None else {
+        "forward_device_s": statistics.median(s.forward_device_s for s in each),
+        "backward_device_s": statistics.median(sum(g.device_s for g in s.segments)
+                                               for s in each),
+        "post_device_s": statistics.median(s.post_device_s for s in each),
+        "device_s": statistics.median(s.device_s for s in each),
+        "host_idle_s": statistics.median(s.host_idle_s for s in each),
+    }
 
 
 def _phases(joint: list[JointStep]) -> dict:

@@ -10,7 +10,8 @@ of each stream; ``distributedInfo`` says the rank and world size::
     [e.name for e in trace.events][:2]              # sorted by start, outermost first
 
 Only what the import reads is kept: name, category, start and end in seconds, pid, tid and
-args. Tensor sizes come from ``Input Dims`` and ``Input type`` (recorded with
+args; and, on CUDA, the ``ac2g`` flow arrows (``"ph": "s"`` at a launch call, ``"f"`` at the
+kernel it launched), which tie a kernel to its launch where ``args.correlation`` does not. Tensor sizes come from ``Input Dims`` and ``Input type`` (recorded with
 ``record_shapes=True``) or, for NCCL, from ``In msg nelems`` and ``dtype``:
 :func:`nbytes_of` turns either into bytes.
 """
@@ -60,6 +61,18 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Flow:
+    """One end of an ``ac2g`` flow arrow: ``"s"`` at a launch call on the host, ``"f"`` at
+    the kernel on the GPU; both ends share ``id`` (Kineto uses the correlation id)."""
+
+    id: Any
+    phase: str
+    at_s: float
+    pid: Any
+    tid: Any
+
+
+@dataclass(frozen=True)
 class RankTrace:
     """One rank's trace: its complete events sorted by (start, longest first)."""
 
@@ -69,6 +82,7 @@ class RankTrace:
     backend: str | None
     host: str | None
     events: tuple[Event, ...]
+    flows: tuple[Flow, ...] = ()     # ac2g arrows, CUDA only
 
     @property
     def device(self) -> str:
@@ -104,11 +118,15 @@ def parse_trace(data: Any, path: str = "trace") -> RankTrace:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise InputError(f"{path}: not a Chrome trace (no \"traceEvents\" list); export it "
                          "with prof.export_chrome_trace(...) or tensorboard_trace_handler")
-    events = []
+    events, flows = [], []
     for raw in data["traceEvents"]:
         event = _event(raw)
         if event is not None:
             events.append(event)
+        elif isinstance(raw, dict) and raw.get("cat") == "ac2g" and raw.get("ph") in ("s", "f") \
+                and _finite(raw.get("ts")) and raw.get("id") is not None:
+            flows.append(Flow(raw["id"], raw["ph"], float(raw["ts"]) * 1e-6, raw.get("pid"),
+                              raw.get("tid")))
     if not events:
         raise InputError(f"{path}: the trace holds no complete events (\"ph\": \"X\"); was "
                          "the profiler active during the steps?")
@@ -117,7 +135,7 @@ def parse_trace(data: Any, path: str = "trace") -> RankTrace:
     return RankTrace(path=path, rank=_int_or_none(info.get("rank")),
                      world_size=_int_or_none(info.get("world_size")),
                      backend=info.get("backend"), host=data.get("host_name"),
-                     events=tuple(events))
+                     events=tuple(events), flows=tuple(flows))
 
 
 def _event(raw: Any) -> Event | None:

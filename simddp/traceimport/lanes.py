@@ -17,6 +17,7 @@ import bisect
 from dataclasses import dataclass
 
 from simddp.errors import InputError
+from simddp.traceimport.device import DeviceWork
 from simddp.traceimport.events import Event, RankTrace
 
 NODE = "autograd::engine::evaluate_function: "
@@ -47,7 +48,9 @@ class Node:
 
     host_s: seconds of collective launch calls inside it (charged per collective instead);
     n_events: profiler events recorded inside it (each costs the profiler's overhead);
-    grad_bytes/grad_shape: an AccumulateGrad node's gradient (None: not recorded, or not one).
+    grad_bytes/grad_shape: an AccumulateGrad node's gradient (None: not recorded, or not one);
+    host_start_s/host_end_s: its span on the host (CUDA: the lane is the GPU's clock; None on
+    CPU, where the lane is the host).
     """
 
     name: str
@@ -57,6 +60,8 @@ class Node:
     n_events: int = 0
     grad_bytes: int | None = None
     grad_shape: tuple[int, ...] | None = None
+    host_start_s: float | None = None
+    host_end_s: float | None = None
 
     @property
     def is_grad(self) -> bool:
@@ -78,9 +83,13 @@ class Comm:
 
 @dataclass(frozen=True)
 class Window:
+    """A named range in lane seconds; on CUDA also its span on the host."""
+
     label: str
     start_s: float
     end_s: float
+    host_start_s: float | None = None
+    host_end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,17 @@ class Timeline:
     # One rank (world size 1): no collective crossed a network. On one GPU they are the
     # host's records of calls that launched no kernel (simddp.traceimport.cuda)
     local_comms: bool = False
+    # CUDA: the compute kernels tied to their launches (simddp.traceimport.device): what a
+    # stretch of host work cost the GPU. None on CPU, whose lane is the host's own time.
+    work: DeviceWork | None = None
+
+    def device_s(self, host_a_s: float, host_b_s: float, lane_a_s: float,
+                 lane_b_s: float) -> float | None:
+        """Device seconds launched on the host in [host_a_s, host_b_s) (untied kernels: by
+        their start in [lane_a_s, lane_b_s)); None without device work (CPU)."""
+        if self.work is None:
+            return None
+        return self.work.seconds(host_a_s, host_b_s, lane_a_s, lane_b_s)
 
     def busy_between(self, start_s: float, end_s: float) -> float:
         """Seconds the compute lane ran ops in [start_s, end_s): not the gaps between them."""

@@ -22,10 +22,15 @@ step, on the compute lane:
   it. The rest of that time is the **wait** for the gradient syncs.
 
 step = forward + backward + wait + post, exactly.
+
+On CUDA each phase also has its **device** seconds: what the host work of that phase (its
+ops, by their span on the host) cost the GPU, kernel by kernel (simddp.traceimport.device);
+the rest of the phase the GPU sat idle, waiting for the host (``Step.host_idle_s``). On CPU
+those fields are None.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 from simddp.traceimport.lanes import Comm, Node, Timeline, Window
@@ -41,6 +46,7 @@ class Segment:
     names: tuple[str, ...]      # the autograd nodes it ran (without AccumulateGrad)
     n_events: int               # profiler events recorded in it
     host_s: float               # collective launch calls inside it
+    device_s: float | None = None   # CUDA: its kernels' time on the GPU
 
     @property
     def wall_s(self) -> float:
@@ -66,6 +72,8 @@ class Step:
     forward_events: int
     post_events: int
     post_busy_s: float          # the compute lane's work after the backward (not its waits)
+    forward_device_s: float | None = None   # CUDA: the phases' kernels' time on the GPU
+    post_device_s: float | None = None
 
     @property
     def step_s(self) -> float:
@@ -90,6 +98,21 @@ class Step:
         return max(0.0, self.end_s - self.backward_end_s - self.post_busy_s)
 
     @property
+    def device_s(self) -> float | None:
+        """CUDA: the step's kernels' time on the GPU, phase by phase; None on CPU."""
+        if self.forward_device_s is None:
+            return None
+        return (self.forward_device_s + sum(g.device_s for g in self.segments)
+                + self.post_device_s)
+
+    @property
+    def host_idle_s(self) -> float | None:
+        """CUDA: the step's time on the GPU's clock in which no kernel of its own ran and no
+        gradient all-reduce was awaited: the GPU waiting for the host."""
+        device = self.device_s
+        return None if device is None else max(0.0, self.step_s - self.wait_s - device)
+
+    @property
     def lane_sync_end_s(self) -> float:
         """When the syncs were done as the compute lane saw it: the latest its post-backward
         work could start. Gloo's end stamps can be milliseconds late (its thread, once it
@@ -103,8 +126,9 @@ def step_windows(tl: Timeline) -> list[Window]:
         return list(tl.steps)
     if tl.optimizer:
         starts = [tl.start_s] + [w.end_s for w in tl.optimizer[:-1]]
-        return [Window(f"step {i}", s, w.end_s) for i, (s, w) in
-                enumerate(zip(starts, tl.optimizer))]
+        host = [float("-inf")] + [w.host_end_s for w in tl.optimizer[:-1]]
+        return [Window(f"step {i}", s, w.end_s, h, w.host_end_s) for i, (s, h, w) in
+                enumerate(zip(starts, host, tl.optimizer))]
     raise InputError(f"{tl.trace.path}: cannot tell the steps apart: no ProfilerStep#N ranges "
                      "(profile with a schedule and call prof.step() after each step) and no "
                      "Optimizer.step# ranges (a torch.optim optimizer records them)")
@@ -142,6 +166,11 @@ def _step(tl: Timeline, window: Window, nodes: list[Node]) -> Step:
                 forward_events=tl.events_between(window.start_s, bwd_start),
                 post_events=tl.events_between(bwd_end, window.end_s),
                 post_busy_s=_post_busy(tl, bwd_end, window.end_s, syncs))
+    if tl.work is not None:   # CUDA: each phase's host span, as the GPU ran its kernels
+        host_bwd = nodes[0].host_start_s, max(n.host_end_s for n in nodes)
+        step = replace(step, forward_device_s=tl.device_s(
+            window.host_start_s, host_bwd[0], window.start_s, bwd_start),
+            post_device_s=tl.device_s(host_bwd[1], window.host_end_s, bwd_end, window.end_s))
     return step
 
 
@@ -159,6 +188,7 @@ def _segments(tl: Timeline, nodes: list[Node], start_s: float) -> list[Segment]:
     names: list[str] = []
     grads: list[int] = []
     host_s, n_grads = 0.0, 0
+    host_start_s = nodes[0].host_start_s   # CUDA: the segment's span on the host
     for i, node in enumerate(nodes):
         host_s += node.host_s
         if node.is_grad:
@@ -168,7 +198,10 @@ def _segments(tl: Timeline, nodes: list[Node], start_s: float) -> list[Segment]:
             names.append(node.name)
         run_ends = node.is_grad and (i + 1 == len(nodes) or not nodes[i + 1].is_grad)
         if run_ends or i + 1 == len(nodes):
+            device_s = None if tl.work is None else tl.device_s(
+                host_start_s, node.host_end_s, start_s, node.end_s)
             out.append(Segment(start_s, node.end_s, tuple(grads), tuple(names),
-                               tl.events_between(start_s, node.end_s), host_s))
+                               tl.events_between(start_s, node.end_s), host_s, device_s))
             start_s, names, grads, host_s = node.end_s, [], [], 0.0
+            host_start_s = node.host_end_s
     return out

@@ -3,11 +3,12 @@
     doc = summary(imp)                  # plain JSON-able dict, ms on the outside
     print(render_summary(doc, out_dir="out/trace"))
 
-Steps, phases, the profiler's cost, gradients and their granularity, the collectives per
-step and their sizes, in-backward versus after-backward all-reduces, the fitted link and
-contention, the host's launch cost, and the traced configuration's step time: measured,
-re-simulated from the import (before and after closing the link on it) and without the
-profiler's overhead.
+Steps, phases, the compute's basis (host-timed on CPU, less the profiler's cost; on CUDA
+the kernels' time on the GPU, and how long the GPU sat idle waiting for the host),
+gradients and their granularity, the collectives per step and their sizes, in-backward
+versus after-backward all-reduces, the fitted link and contention, the host's launch cost,
+and the traced configuration's step time: measured, re-simulated from the import (before
+and after closing the link on it) and without the profiler's overhead.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def summary(imp) -> dict:
         "implementation": tl0.implementation,
         "steps": {"count": len(imp.joint), "labels": [j.label for j in imp.joint]},
         "phases_ms": {k[:-2]: v for k, v in ms.items()},
+        "compute": _compute(imp),
         "profiler": {"events_per_step": d.phases["events_per_step"],
                      "overhead_us_per_event": round(d.overhead_s * 1e6, 3),
                      "overhead_ms_per_step": round(d.overhead_s * d.phases["events_per_step"]
@@ -75,6 +77,40 @@ def summary(imp) -> dict:
         "step_ms": _step_ms(imp),
         "notes": list(imp.notes),
     }
+
+
+def _compute(imp) -> dict:
+    """Which clock the profile's compute comes from; on CUDA, the kernels' time per phase
+    (median per step and rank), how they were tied to their launches, the GPU's own gap
+    between kernels, and how long the GPU sat idle waiting for the host (ms)."""
+    dev = imp.derived.device_phases
+    if dev is None:
+        return {"basis": "host", "why": "a CPU trace: each op's time on the thread that ran "
+                                        "it, less the profiler's estimated cost per event"}
+    works = [tl.work for tl in imp.timelines]
+    tied = {how: sum(w.tied_by.get(how, 0) for w in works) for how in ("correlation", "flow")}
+    untied = [works[0].untied_between(s.start_s, s.end_s) for s in
+              (j.ranks[0] for j in imp.joint)]
+    nccl = sum(1 for tl in imp.timelines for e in tl.trace.events
+               if e.cat == "kernel" and e.name.lower().startswith("nccl"))
+    step_s = statistics.median(j.ranks[0].step_s for j in imp.joint)
+    return {"basis": "device",
+            "why": "a CUDA trace: each phase's kernels' time on the GPU, tied to the host "
+                   "ops that launched them; the GPU's waits for the host left out",
+            "forward_ms": round(dev["forward_device_s"] * 1e3, 3),
+            "backward_ms": round(dev["backward_device_s"] * 1e3, 3),
+            "post_ms": round(dev["post_device_s"] * 1e3, 3),
+            "total_ms": round(dev["device_s"] * 1e3, 3),
+            "gpu_idle_for_host_ms": round(dev["host_idle_s"] * 1e3, 3),
+            "gpu_idle_for_host_pct": round(100 * dev["host_idle_s"] / step_s, 1)
+            if step_s > 0 else 0.0,
+            "kernel_gap_us": round(statistics.median(w.gap_s for w in works) * 1e6, 3),
+            "queued_gaps": sum(w.queued_gaps for w in works),
+            "tied_by": tied,
+            "untied_kernels_per_step": statistics.median(n for n, _ in untied),
+            "untied_ms_per_step": round(statistics.median(t for _, t in untied) * 1e3, 3),
+            "untied_kernels": sum(len(w.untied) for w in works),
+            "nccl_kernels": nccl if imp.world_size == 1 else None}
 
 
 def _traced(traced) -> dict:
@@ -116,6 +152,8 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
     more = " ..." if len(co["sizes_bytes"]) > 12 else ""
     other = ", ".join(f"{k} x{v}" for k, v in co["other_per_step"].items()) or "none"
     bucket = _bucket_text(tr)
+    clock = " (on the GPU's clock, its waits included)" if doc["compute"]["basis"] == "device" \
+        else ""
     lines = [
         f"trace-import: {len(doc['traces'])} rank trace(s), {doc['device']}, "
         f"{doc['backend'] or 'backend ?'}, world {doc['world_size']}; "
@@ -123,12 +161,10 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         f"steps: {doc['steps']['count']} on every rank ({labels[0]} .. {labels[-1]}); step "
         f"{st['measured']:.2f} ms median (p5 {st['measured_p5']:.2f}, p95 "
         f"{st['measured_p95']:.2f}), a step lasting as long as its slowest rank",
-        f"phases, median per step and rank: forward {ph['forward']:.2f} ms, backward "
+        f"phases, median per step and rank{clock}: forward {ph['forward']:.2f} ms, backward "
         f"{ph['backward']:.2f} ms, wait for all-reduces {ph['wait']:.2f} ms, after the "
         f"backward {ph['post']:.2f} ms (optimizer {ph['optimizer']:.2f} ms)",
-        f"profiler: {pr['events_per_step']:.0f} events per step x "
-        f"{pr['overhead_us_per_event']:.2f} µs = {pr['overhead_ms_per_step']:.2f} ms per step "
-        "estimated and removed from compute",
+        *_compute_lines(doc["compute"], pr),
         f"gradients: {gr['tensors']} tensors, {gr['bytes']} bytes ({gr['bytes'] / MB:.3g} MiB) "
         f"in {gr['segments']} backward segments; granularity {gr['granularity']}: {gr['why']}",
         f"collectives per step: {co['gradient_allreduces_per_step']} gradient all-reduces of "
@@ -139,6 +175,40 @@ def render_summary(doc: dict, out_dir: str | None = None) -> str:
         _link_line(ln),
     ]
     return "\n".join(lines + _ending(doc, out_dir))
+
+
+def _compute_lines(cp: dict, pr: dict) -> list[str]:
+    """The profiler's cost removed (host-timed), or the kernels' time and the GPU's wait for
+    the host (device-timed)."""
+    if cp["basis"] == "host":
+        return [f"profiler: {pr['events_per_step']:.0f} events per step x "
+                f"{pr['overhead_us_per_event']:.2f} µs = {pr['overhead_ms_per_step']:.2f} ms per "
+                "step estimated and removed from compute",
+                "compute: host-timed: each op's time on the thread that ran it (a CPU trace)"]
+    how = ", ".join(f"{n} by {'args.correlation' if k == 'correlation' else 'ac2g flow'}"
+                    for k, n in cp["tied_by"].items() if n)
+    gap = (f"each kernel's start charged the GPU's own gap between queued kernels, "
+           f"{cp['kernel_gap_us']:.1f} µs" if cp["queued_gaps"] else
+           "no kernel was queued when the GPU went idle, so the GPU's own gap between "
+           "kernels is unknown and taken as 0")
+    lines = [f"compute: device-timed: the kernels' time on the GPU, tied to the host ops that "
+             f"launched them ({how}): forward {cp['forward_ms']:.2f} + backward "
+             f"{cp['backward_ms']:.2f} + after the backward {cp['post_ms']:.2f} = "
+             f"{cp['total_ms']:.2f} ms per step ({gap})",
+             f"GPU idle waiting for the host: {cp['gpu_idle_for_host_ms']:.2f} ms per step "
+             f"({cp['gpu_idle_for_host_pct']:.0f} % of the traced step), left out of "
+             "profile.json: the profiler slows the host, not the GPU (a job that waits for "
+             "its host without the profiler too: pass --step-ms, its own step time)"]
+    if cp["untied_kernels"]:
+        lines.append(f"untied kernels: {cp['untied_kernels']} in the trace "
+                     f"({cp['untied_kernels_per_step']:g} per step, "
+                     f"{cp['untied_ms_per_step']:.2f} ms) name no launch in it (no "
+                     "args.correlation of a runtime call, no ac2g flow): counted in the phase "
+                     "they ran in on the GPU's clock")
+    if cp["nccl_kernels"]:
+        lines.append(f"NCCL kernels at one rank: {cp['nccl_kernels']} in the trace, not compute "
+                     "(a one-rank collective moves nothing; the link is --link's)")
+    return lines
 
 
 def _bucket_text(tr: dict) -> str:
