@@ -18,7 +18,10 @@ from realrun.workload import forward, loss_of
 from tests.gpu._cuda import big_workload
 
 
-def _job(ctx, workload=None):
+def _job(ctx, workload=None, barrier: bool = False):
+    """(model, one step). ``barrier``: each step ends with ``dist.barrier()`` and
+    ``torch.cuda.synchronize()``, as tutorials time their steps (issue 52)."""
+    import torch.distributed as dist
     model, inputs, loss_fn = (workload or big_workload()).build(0, ctx.rank, ctx.device)
     cuda = ctx.device.type == "cuda"    # Gloo/CPU too: the targets are checked on a CPU box
     ddp = DistributedDataParallel(model, device_ids=[ctx.device.index] if cuda else None)
@@ -28,6 +31,10 @@ def _job(ctx, workload=None):
         opt.zero_grad(set_to_none=True)
         loss_of(forward(ddp, inputs), loss_fn).backward()
         opt.step()
+        if barrier:
+            dist.barrier(device_ids=[ctx.device.index]) if cuda else dist.barrier()
+            if cuda:
+                torch.cuda.synchronize(ctx.device)
     return model, step
 
 
@@ -45,13 +52,18 @@ def trace_ddp(payload: dict, ctx) -> dict:
     shapes, 2 steps first (DDP rebuilds its buckets in the second), then wait 1, warm-up 1
     and ``steps`` active steps, written to ``dir``; the gradients' bytes, and the median
     of ``steps`` more steps timed without the profiler. ``workload``: a realrun Workload's
-    JSON instead of BIG."""
+    JSON instead of BIG. As common tutorials record it (issue 52): ``memory`` adds
+    ``profile_memory=True`` and ``with_stack=True``, ``barrier`` ends every step, traced or
+    timed, with ``dist.barrier()`` and ``torch.cuda.synchronize()``."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     from realrun.workload import Workload
-    model, step = _job(ctx, payload.get("workload") and Workload(**payload["workload"]))
+    model, step = _job(ctx, payload.get("workload") and Workload(**payload["workload"]),
+                       barrier=payload.get("barrier", False))
+    memory = payload.get("memory", False)
     for _ in range(2):
         step()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 profile_memory=memory, with_stack=memory,
                  schedule=schedule(wait=1, warmup=1, active=payload["steps"], repeat=1),
                  on_trace_ready=tensorboard_trace_handler(payload["dir"])) as prof:
         for _ in range(payload["steps"] + 2):
