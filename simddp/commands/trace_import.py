@@ -16,10 +16,12 @@ says how to record one and what is derived how.
 
 Writes OUT/profile.json (simddp.profile/1, with the traced implementation's launch cost as
 its host_costs), OUT/link.json (simddp.link/1) and OUT/summary.json, and prints the summary:
-steps, phases, the profiler's cost, gradients, collectives and their sizes, the fitted link
-and contention, and the traced configuration's step time, measured and re-simulated. Torch
-is not needed (``--module`` runs your file, which imports it). A trace that lacks what is
-needed: one line, exit 2, nothing written.
+steps, phases, the compute's basis (CPU: host-timed, the profiler's cost removed; CUDA: the
+kernels' time on the GPU, and how long the GPU sat idle waiting for the host), gradients,
+collectives and their sizes, the fitted link and contention, and the traced
+configuration's step time, measured and re-simulated. Torch is not needed (``--module``
+runs your file, which imports it). A trace that lacks what is needed: one line, exit 2,
+nothing written.
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--step-ms", type=float, default=None, metavar="MS",
                    help="the job's step time without the profiler (its log), at the traced "
                         "configuration: compute is scaled to match it (CPU traces: the "
-                        "profiler's own cost; docs/TRACES.md)")
+                        "profiler's own cost; CUDA traces: host work the GPU waits for in "
+                        "every step, which no kernel holds; docs/TRACES.md)")
     g.add_argument("--module", default=None, metavar="FILE.py:FN",
                    help="your model (realrun's contract: FN() returns (model, inputs[, "
                         "loss_fn])), for parameter names; runs your file, which needs torch")
