@@ -51,6 +51,48 @@ SOURCES = ("", "link", "model")
 MIN_ALPHA_SHARE = 0.2
 
 
+# GPU contention from published measurements, for NCCL links nobody measured (issue 52).
+# Compute: while NCCL collectives overlap it, compute slows 18.9 % on average and 40.0 % at
+# most (GPT and LLaMA steps on 4 x A100, H100, MI250 and MI210: arXiv 2507.03114). The
+# mechanism: NCCL's kernels hold SMs (one CTA per channel), so a layer's kernels take more
+# waves (a 132-block GEMM next to a 24-block all-gather on an H100 nearly doubled: NVIDIA
+# developer forum, "Compute-Communication Overlap Causes Severe GEMM Performance Degradation
+# because of Tail Effect"), and both share memory bandwidth.
+GPU_COMPUTE_MEAN = 1.189
+GPU_COMPUTE_MAX = 1.40
+# Communication: concurrent compute and collectives realise on average 21 % of the ideal
+# speedup (serial / max(compute, comm), from isolated times; GEMMs beside NCCL/RCCL
+# collectives on MI300X: arXiv 2412.14335). No paper found prints the collective's own
+# slowdown, so :func:`comm_factor_from_speedup` derives it from that share under the
+# engine's model (simddp/lanes.py) at equal compute and comm and the mean compute factor.
+C3_SHARE_OF_IDEAL = 0.21
+
+
+def comm_factor_from_speedup(compute_factor: float, share_of_ideal: float) -> float:
+    """The comm slowdown that, with compute slowed ``compute_factor`` while both run, turns
+    equal lone compute and comm (1 and 1: serial 2, ideal 1) into an overlap realising
+    ``share_of_ideal`` of the ideal speedup, under the engine's model: both start together,
+    compute ends at c, the comm has then done c/m and runs the rest alone, ending at
+    c + 1 − c/m = 2 / (1 + share)::
+
+        >>> round(comm_factor_from_speedup(1.189, 0.21), 2)      # arXiv 2412.14335's 21 %
+        2.22
+        >>> comm_factor_from_speedup(1.0, 1.0)                   # the ideal: no contention
+        1.0
+    """
+    overlapped = 2.0 / (1.0 + share_of_ideal)
+    return compute_factor / (compute_factor + 1.0 - overlapped)
+
+
+GPU_COMM_MEAN = round(comm_factor_from_speedup(GPU_COMPUTE_MEAN, C3_SHARE_OF_IDEAL), 2)
+# The published point and the high end of a range for NCCL links without a measurement:
+# (compute, comm). The comm side has one derived figure, not a spread: the high end keeps it.
+PUBLISHED_GPU = (GPU_COMPUTE_MEAN, GPU_COMM_MEAN)
+PUBLISHED_GPU_HIGH = (GPU_COMPUTE_MAX, GPU_COMM_MEAN)
+PUBLISHED_GPU_SOURCE = ("compute x1.189 mean, x1.40 max while NCCL overlaps it (arXiv "
+                        "2507.03114); comm x2.22, from 21 % of the ideal overlap speedup "
+                        "(arXiv 2412.14335)")
+
 def _is_factor(value) -> bool:
     """A slowdown: a finite number >= 1.0 (1.0: none; below is noise, clamped by calibrate)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
