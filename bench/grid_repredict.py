@@ -18,15 +18,31 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from bench.lone_alpha_resweep import compare  # noqa: E402
+from bench.workflow_grid import STRATEGIES  # noqa: E402
 from calibrate.spreads import alpha_uncertainty, widen  # noqa: E402
 
 KEYS = ("median_ape", "max_ape", "regret", "in_range", "with_range")
+
+
+def compare(cell: Path, link: str, tag: str) -> dict:
+    """``simddp compare``'s JSON for ``cell`` swept again with ``link`` into ``cell/tag``."""
+    rows = json.loads((cell / "workflow.json").read_text())["rows"]
+    buckets = ",".join(sorted({str(r["bucket_mb"]) for r in rows if r["bucket_mb"]}))
+    py = [sys.executable, "-m", "simddp"]
+    subprocess.run(py + ["sweep", "--model", str(cell / "prof.json"), "--link", link,
+                         "--bucket-mb", buckets, "--strategies", STRATEGIES, "--out",
+                         str(cell / tag), "--force"], cwd=ROOT, capture_output=True, check=True)
+    return json.loads(subprocess.run(
+        py + ["compare", "--predicted", str(cell / tag / "sweep.json"), "--measured",
+              str(cell / "bench" / "bench.json"), "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout)
 
 
 def cells(paths: list[str]) -> list[Path]:

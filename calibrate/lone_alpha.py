@@ -4,7 +4,7 @@ calibrate's sequence step times 4 lone 4 KiB all-reduces in each of its repeats
 (calibrate/ranks/sequence.py); α is their median (each sample its slowest rank) less the
 bytes term. On this 2-vCPU VM the samples have two modes, 0.5-0.9 ms and one 4 ms scheduler
 tick later, 3.2-4.0 ms (its kernel runs at CONFIG_HZ=250), whatever the CPU did just before
-(``python bench/lone_modes.py``: after a barrier, 2 ms of matmuls or 2 ms asleep, 48-52 %
+(``python experiments/lone_modes.py``: after a barrier, 2 ms of matmuls or 2 ms asleep, 48-52 %
 slow). Where the slow mode holds near half of them, the median sits between the modes and
 jumps. So the median's own interval is measured (bootstrap), and where it is wide α comes
 from the fast mode instead: in 23 calibrations the interval spanned x1.11-1.33 where the

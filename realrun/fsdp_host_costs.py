@@ -11,7 +11,7 @@ predicted (it adds ~5-30 s)::
     host_s, steps_s = host_over_rounds(times_max_over_ranks)  # parent
     costs, info = fsdp_costs(host_s, plans, copy_gbps, world_size, optimizer_s, blocking=True)
 
-The decomposition is bench/fsdp_host_work.py's, in one world, round-robin, each step after a
+The decomposition is experiments/fsdp_host_work.py's, in one world, round-robin, each step after a
 barrier: ``host = strategy's step - compute-only step - the plan's collectives alone`` (the
 plan's all-gathers and reduce-scatters on buffers of each unit's size, in its order, each
 waited for, as FSDP2 issues them on CPU), for fsdp and for zero2, within each round (this

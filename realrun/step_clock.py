@@ -121,7 +121,7 @@ def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:
 def clock_collectives(ddp, comm: list, clock) -> None:
     """Record every collective of a realrun.DDP in ``comm`` as [label, launch_s, end_s,
     nbytes]: launched in ``on_collective_launch``, ended in the work's future callback
-    (bench/small_collectives.py clocks both ranks with it)."""
+    (experiments/small_collectives.py clocks both ranks with it)."""
     ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
     for bucket in ddp._flat:
         _clock_bucket(bucket, comm, clock)

@@ -12,8 +12,8 @@ machine (an H100 host's CPUs), the transformer cell of bench/workflow_grid.py, 2
 the median error was 3.6-4.3 %; pinned to 4 CPUs, overlap −40.7 %, median 8.4 %; pinned to
 2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 4 KiB to 1 MiB
 all-reduce launched as the forward starts ends 9.6-10.1 ms later (alone 0.34-0.95 ms): about
-two of the kernel's 4 ms scheduler ticks, whatever the size (bench/wake_under_compute.py).
-The scheduler's own trace (bench/sched_bursts.py, docs/results/2026-11-27-scheduler-bursts.md)
+two of the kernel's 4 ms scheduler ticks, whatever the size (experiments/wake_under_compute.py).
+The scheduler's own trace (experiments/sched_bursts.py, docs/results/2026-11-27-scheduler-bursts.md)
 shows the rhythm: during the backward Gloo's threads held 14-24 % of the CPU time, in bursts
 between tick-long stretches in which none of them ran; 2-12 of the transformer's 75
 all-reduces completed in 33-40 ms of backward, 62-72 in the 46-60 ms after it::

@@ -5,7 +5,7 @@ and allocates them again in the next. With glibc's defaults the mmap and trim th
 adapt to the history of frees, so whether those megabytes stay in the heap or are unmapped
 and faulted back in, page by page, zeroed by the kernel, changes from process to process and
 from phase to phase. Measured here (2 ranks, 1 thread each, plain steps after a barrier,
-2026-11-25, docs/results/2026-11-25-allocator.md, bench/step_faults.py): in 4 of 5 fresh
+2026-11-25, docs/results/2026-11-25-allocator.md, experiments/step_faults.py): in 4 of 5 fresh
 worlds of mlp-8x1024 one rank re-faulted 4-28 MB a step (1024-7136 minor faults, up to
 20 ms of system time on a ~100 ms step), the other rank none; and
 ``realrun profile``'s first chunk of plain steps, right after its per-layer phase, ran
@@ -42,7 +42,8 @@ import platform
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # <malloc.h>
 MMAP_THRESHOLD_BYTES = 32 * 2**20               # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, in practice
-OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes (bench/step_faults.py)
+OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes
+#                                                 (experiments/step_faults.py measures both)
 HUGE_PAGES = "glibc.malloc.hugetlb=1"           # glibc >= 2.35: madvise the heap for THP
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 SMALL_PAGES = "4 KiB pages"   # huge_pages' words for them, which held_models_note looks for

@@ -15,7 +15,7 @@ its own speed. FSDP2's 225 waited-for collectives on the transformer at 2 Gbit/s
 a prediction built from one launch (calibrate, the profile) missed another by up to 30 %.
 With host i's NIC and switch port steered to CPU i (mod the CPUs), as a cluster host's NIC
 is served by its own cores, they took 138-158 ms over 8 launches (fsdp 312-339 ms; all hosts
-on one CPU: 100-117 over 11). ``python bench/steer_regimes.py``;
+on one CPU: 100-117 over 11). ``python experiments/steer_regimes.py``;
 docs/results/2026-11-27-steering-regimes.md.
 
 **Congestion control.** A namespace inherits the box's default, and this project's VMs set

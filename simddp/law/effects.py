@@ -131,7 +131,7 @@ def idle_wake_s(link: Link) -> float:
     Why: Gloo's threads, and the peer's, sleep between a step's collectives. On this repo's
     2-vCPU VM the first all-reduce after 20 ms of compute took +0.4…+2.5 ms (median) over
     the call right after it, 64 KiB to 32 MiB, and +1.7…+3.2 ms after 50 ms; after 2 ms,
-    −0.1…+0.3 ms up to 9 MB (bench/wake_after_compute.py). In realrun bench's timelines a step's first
+    −0.1…+0.3 ms up to 9 MB (experiments/wake_after_compute.py). In realrun bench's timelines a step's first
     collective ran +3…+8 ms over its law on loopback, the later ones −0.1…+0.5 ms (median),
     and the naive and flat rows were predicted 4-23 % fast. calibrate measures it after
     20 ms: 0.6-2.0 ms, about a third of what the timelines show, so it moves the rows a part
