@@ -66,7 +66,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     calls at 2 Gbit/s then took 0.42 ms a call at the median and 0.95 on average. Over 18
     kept cells the repeats' mean α was 5-50 % above their median; re-predicted with it, the
     transformer's naive rows of 10 cells went from −21 % (all fast) to −9 % on average
-    (docs/results/2026-11-27-waited-for-tail.md).
+    (docs/FINDINGS.md#blocking-alpha).
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
@@ -98,9 +98,9 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
     # Each repeat's α (its slowest rank) is kept: on this box they spread x0.2-x2 around
-    # the median within one run, in stretches of seconds (docs/results/
-    # 2026-11-24-calibrate-repeatability.md), so the spread is reported and carried into the
-    # prediction ranges (analysis.py widens the link's time_spread with it).
+    # the median within one run, in stretches of seconds
+    # (docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the spread is reported and
+    # carried into the prediction ranges (analysis.py widens the link's time_spread with it).
     _blocking_alpha(per_rank, slowest["blocking"], laws["blocking"], out)
     _queued_alpha(series["async"], slowest["async"], laws["async"], out)
     if "blocking_call_median_s" in out and burst_s is not None:   # calls clocked, shaped
@@ -177,7 +177,7 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
                         kind: str = ALL_REDUCE) -> dict | None:
     """α of a collective that a step overlaps or queues: what a small one costs alone.
 
-    Issue 19's evidence (docs/results/2026-11-25-small-collective-law.md): in a real step
+    Issue 19's evidence (docs/FINDINGS.md#small-collective-queues): in a real step
     the all-reduces still running after the backward complete one every α_lone + bytes/busbw
     (0.52 ms measured vs 0.50 ms for transformer-small's per-parameter overlap; 0.74 vs 0.63
     ms at 0.25 MB buckets), while a queue of N issued at once after compute costs a fixed
@@ -261,7 +261,7 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
         # its 32 cost 0.21 ms each on 2026-11-26 (15:24) where a step's 62 after the backward
         # took 0.58 ms each and the lone median was 0.30 ms; capped there in 3 of 4 grid
         # cells, α fell 25-35 % under resolved medians and every overlapped row came out
-        # fast (docs/results/2026-11-26-uncapped-alpha.md).
+        # fast (docs/FINDINGS.md#lone-alpha).
         return
     if small is None:
         seq["alpha_from"] = f"{seq['count']} queued after compute"
@@ -271,7 +271,7 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
     # The sweep's small sizes are one stretch of seconds with no interval of their own: a
     # queue of N after compute costs total / N each, its one-off start included, and a lone α
     # above it was a slow stretch (12 calibrations: the 3 above the queue were the α outliers;
-    # results/2026-11-25-small-collective-law.md §6). A queue's α of 0 is no measurement (its
+    # docs/FINDINGS.md#lone-alpha). A queue's α of 0 is no measurement (its
     # bytes term, at a busbw fitted on ≤ 64 KiB, exceeded its time; capping there zeroed α
     # in CI), so nothing is capped then.
     if seq["queued_alpha_s"] <= 0:

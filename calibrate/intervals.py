@@ -6,7 +6,7 @@ size, over its timed iterations (the repeats the sweep already ran), widened for
 Why not the fit's own Student-t intervals (calibrate/fit.py): they assume every size's
 median is off by the same independent noise. On Gloo here each size is timed in its own
 stretch of one or two seconds, and the box runs fast or slow for seconds at a time
-(docs/results/2026-11-24-calibrate-repeatability.md), so the large sizes that decide busbw
+(docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the large sizes that decide busbw
 are off by their stretch, several % each, and plain least squares (the link's busbw, α held)
 treats the small sizes' microseconds as if they were that precise. Four runs in a row gave
 busbw 0.871 [0.854, 0.889] and 0.944 [0.912, 0.977] (issue 53): intervals that a rerun fell

@@ -11,7 +11,7 @@ from the fast mode instead: in 23 calibrations the interval spanned x1.11-1.33 w
 slow mode held 24-38 %, x1.85-2.31 where it held 39-51 %, and 6 of those 7 gave α 948-1711 µs
 against 662-958; a step's queue of small all-reduces after the backward completed one every
 1.39 ms on the 2 Gbit/s link where that α predicted 1.98 ms and the fast mode 1.32 ms
-(docs/results/2026-11-26-lone-alpha-modes.md).
+(docs/FINDINGS.md#lone-alpha).
 """
 from __future__ import annotations
 

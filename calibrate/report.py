@@ -20,7 +20,7 @@ from calibrate.report_table import human_bytes, table, wire_fraction
 BBR_NOTE = ("the ranks' TCP ran bbr, which paces each flow by its own bandwidth estimate: "
             "on this project's VMs it stalled small waited-for all-reduces for 40-70 ms, and "
             "an emulated 2 Gbit/s transformer's naive step took 205 ms against 96.5 under "
-            "cubic (docs/results/2026-11-26-pacing-stalls.md, 2026-11-27-high-tail-day.md): "
+            "cubic (docs/FINDINGS.md#pacing-bbr-against-cubic): "
             "the naive and small-bucket rows swing with it. A cluster's hosts usually run cubic")
 
 # What every [low, high] of the report is (calibrate/intervals.py), said once per world

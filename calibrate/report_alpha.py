@@ -4,7 +4,7 @@ then the busbw refitted under α and how that line is judged::
 
     print_alphas(world, world.sequence, world.fit, world.heldout)   # calibrate.report does
 
-Issue 19's law: docs/results/2026-11-25-small-collective-law.md; the judged figures:
+Issue 19's law: docs/FINDINGS.md#lone-alpha; the judged figures:
 calibrate/judged.py.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ def _spread(spread: tuple[float, float] | None) -> str:
 
 
 def print_alphas(run, seq: dict, fit, held: dict) -> None:
-    """Where the link's two αs come from (issue 19: docs/results/
-    2026-11-25-small-collective-law.md), and the queue figure kept for comparison."""
+    """Where the link's two αs come from (issue 19:
+    docs/FINDINGS.md#lone-alpha), and the queue figure kept for comparison."""
     print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
           f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
           "all-reduces complete one every lone α + bytes/busbw)")

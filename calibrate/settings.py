@@ -35,7 +35,7 @@ MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence int
 # of this size back to back, a small model's tensor count and a typical small gradient.
 # 40 repeats, not 10: one repeat's α ranges x0.2-x2 of the median here, in stretches of
 # seconds, and 10 repeats (1.5 s) gave α of 0.23-2.3 ms from run to run; 40 (~6 s) keep four
-# runs within ±30 % (docs/results/2026-11-24-calibrate-repeatability.md).
+# runs within ±30 % (docs/FINDINGS.md#bandwidth-from-the-large-sizes).
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 40
 # Contention is measured with a real forward + backward of an MLP of these widths on this many
 # rows, against its gradients' all-reduces (calibrate/ranks/mlp_contention.py): the mlp-8x1024

@@ -12,7 +12,7 @@ measured chain although the bucket had served them, and simddp then let the buck
 them again. That put the blocking α below the lone one in every 2 Gbit/s calibration of
 2026-11-26 (g60's transformer cell: blocking 363 µs, lone 408 µs, for a chain of 640 µs a
 call), and the transformer's naive row, 49 of whose 75 calls are ≤ 64 KiB, 16 ms short
-(docs/results/2026-11-26-cpu-bound-collectives.md, section 3).
+(docs/FINDINGS.md#token-bucket).
 
 Here α is solved so that the chain, as simddp charges it, takes the measured total::
 
@@ -79,7 +79,7 @@ def hand_off_refill_s(calls_s: np.ndarray, alpha_s: float, burst_s: float) -> fl
     scheduler tick here, and the bucket holds 1.04 ms of the 2 Gbit/s link, so most of a
     tick's refill is lost. The transformer's 75 naive calls at 2 Gbit/s measured 70.1 ms;
     the law with the mean α (690 µs) said 59.1 ms refilled by it, 64.0 ms refilled by the
-    median call's α (370 µs) (docs/results/2026-11-27-waited-for-tail.md, section 3)::
+    median call's α (370 µs) (docs/FINDINGS.md#token-bucket)::
 
         >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])      # one call waits a tick
         >>> round(hand_off_refill_s(calls, 0.8e-3, 1e-3) * 1e6)   # 9 × 400 + 1 × 1000 µs

@@ -28,10 +28,10 @@ How the comparison is kept fair on a noisy box:
   its second; allocators and gloo's buffers settle). On 4 KiB pages every further model a
   Gloo rank holds slows the stepped one: with 14 held, compute-only read +12.8 % (median of
   10 worlds) over a one-model world on a 2-vCPU VM, and +7.2 % with one held at a time
-  (docs/results/2026-11-27-resident-models.md, section 9). ``hold: "all"`` builds and warms
+  (docs/FINDINGS.md#models-a-rank-holds). ``hold: "all"`` builds and warms
   each model once and keeps them all; then each chunk starts with one untimed step, as the
   first step after switching models finds the caches holding the previous one (12-20 % slower
-  on that VM, docs/results/2026-11-26-cores-and-overlap.md, section 5);
+  on that VM, docs/FINDINGS.md#drift-and-the-compute-only-anchor);
 - every timed step starts after a barrier (outside the clock), so the ranks start together;
   a step's time is the max over ranks, as a step ends when its slowest rank ends.
 

@@ -139,7 +139,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
     under the same keys (the profile keeps them per rank: the hook costs follow the box's
     speed, 10.7-12.9 ms over 29-33 ms plain steps and 14-20 ms over 42-45 ms ones on the
-    transformer, docs/results/2026-11-26-lone-alpha-modes.md). ``plain``: the plain step's
+    transformer, docs/FINDINGS.md#host-costs). ``plain``: the plain step's
     Trainer (its weights are shared by the solo steps; default a new one).
     ``on_group(names)`` runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)

@@ -20,7 +20,7 @@ VM's speed drifts between rounds), median over the rounds (:func:`host_over_roun
 U more all-gathers than zero2, which splits the rest into ``gather_s`` and ``scatter_s``
 (:func:`fsdp_costs`). On CPU/Gloo FSDP2's collectives block the training thread
 (``async_op=False``), so ``blocking_collectives`` is set there; on NCCL they overlap.
-Measured 2026-11-23 (docs/results/2026-11-23-sharded-and-hooks.md): 40-60 ms per step on the
+Measured 2026-11-23 (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo): 40-60 ms per step on the
 8-unit MLP, 96-157 ms on the 75-unit transformer, 20-35 % of the step.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``realrun profile`` marks each phase it measures (layers, copies, hooks, plain steps,
 contention, FSDP2) with :class:`PeakMemory`; :func:`memory_over_ranks` takes the max over
-ranks of each phase (docs/results/2026-11-24-profile-memory.md).
+ranks of each phase (docs/FINDINGS.md#memory-and-the-allocator).
 """
 from __future__ import annotations
 

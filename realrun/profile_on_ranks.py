@@ -128,7 +128,7 @@ class PlainSteps:
     def chunk(self) -> None:
         # one untimed step first: the phase before left its own tensors in the caches, and
         # the first step after it ran x1.10-1.22 slow (rank 0, 4 chunks; realrun bench does
-        # the same at each chunk: docs/results/2026-11-26-cores-and-overlap.md, section 5)
+        # the same at each chunk: docs/FINDINGS.md#drift-and-the-compute-only-anchor)
         self.ctx.barrier()
         self.trainer.step()
         for _ in range(self.CHUNK):

@@ -58,7 +58,7 @@ def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
     Why every rank: the ranks leave each step's barrier together (0.0-0.1 ms apart here), but
     under overlap their backwards part: the last collective of torch DDP at 1 MB buckets was
     launched 11.7 ms apart (median over 30 steps; 2.3 ms for the first), per-parameter
-    overlap's 16 ms, on the transformer of docs/results/2026-11-26-slower-rank.md. One
+    overlap's 16 ms, on the transformer of docs/FINDINGS.md#contention. One
     clocked step of rank 0 showed torch DDP's backward at 2 MB as short as compute-only's,
     where over 30 steps both ranks ran it 1.4-1.5x as long.
 

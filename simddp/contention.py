@@ -47,7 +47,7 @@ SOURCES = ("", "link", "model")
 # transformer's 75 all-reduces 0.68-0.82 on loopback and 0.29-0.50 at 2 Gbit/s. At 0.5 the
 # 2 Gbit/s transformer went unsplit in 33 of 34 cells, its 1 MiB buckets slowed like its
 # tiny all-reduces (+8 … +13 % at 0.25-2 MB in three grids; at 0.2: -4 … +5 %,
-# docs/results/2026-11-27-steering-regimes.md, section 7).
+# docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
 MIN_ALPHA_SHARE = 0.2
 
 
@@ -200,7 +200,7 @@ def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_
     mlp's 8 × 4 MiB (~94 % bytes) ×1.04–1.16 and calibrate's 8 × 4 MiB ×1.02–1.14 (six grids): a
     call's fixed part is CPU work beside the backward, its bytes mostly wait on the shaped
     wire. So a bucketed plan's 1 MiB collectives were slowed like the model's tiny ones
-    (docs/results/2026-11-25-small-collective-law.md, section 11).
+    (docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
 
     ``bytes_factor``: the link's comm factor (calibrate's stream is bytes-dominated; 1.0 where
     it measured less, clamped), None when the link has none measured (a preset);
@@ -269,8 +269,8 @@ def combine_contention(per_rank: list[dict]) -> dict:
     alone (T) of the same 75 all-reduces drifts ±35 % between stretches of seconds on a 2-core
     box, and comm's factor is a difference, D / (D + T − Ts). Fed four medians taken from
     different repeats it read ×1.5 to ×7.3 for the same transformer in eight profiles of one
-    afternoon; the median of the per-repeat factors, ×1.7 to ×2.8 (docs/results/
-    2026-11-25-small-collective-law.md, section 9). Without repeats (older files): each
+    afternoon; the median of the per-repeat factors, ×1.7 to ×2.8 
+    (docs/FINDINGS.md#contention). Without repeats (older files): each
     rank's medians through :func:`slowdowns`, the mean over ranks.
 
     >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,

@@ -6,14 +6,14 @@ process group's two workers (``pt_gloo_runloop``) and the TCP device's loop
 launched during the backward waits for the scheduler to give its threads a core. The engine
 does not model the scheduler, so there it predicts overlapped collectives too fast.
 
-The evidence (docs/results/2026-11-26-cores-and-overlap.md): the same commit, the same
+The evidence (docs/FINDINGS.md#cores-and-the-scheduler): the same commit, the same
 machine (an H100 host's CPUs), the transformer cell of bench/workflow_grid.py, 2 ranks of
 1 thread: with 16 CPUs the per-parameter overlap row was predicted +8.7 % and +12.2 % and
 the median error was 3.6-4.3 %; pinned to 4 CPUs, overlap −40.7 %, median 8.4 %; pinned to
 2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 4 KiB to 1 MiB
 all-reduce launched as the forward starts ends 9.6-10.1 ms later (alone 0.34-0.95 ms): about
 two of the kernel's 4 ms scheduler ticks, whatever the size (experiments/wake_under_compute.py).
-The scheduler's own trace (experiments/sched_bursts.py, docs/results/2026-11-27-scheduler-bursts.md)
+The scheduler's own trace (experiments/sched_bursts.py, docs/FINDINGS.md#cores-and-the-scheduler)
 shows the rhythm: during the backward Gloo's threads held 14-24 % of the CPU time, in bursts
 between tick-long stretches in which none of them ran; 2-12 of the transformer's 75
 all-reduces completed in 33-40 ms of backward, 62-72 in the 46-60 ms after it::
@@ -43,7 +43,7 @@ def starved_note(backend: str, ranks_on_host: int, threads_per_rank: int, cpus: 
             f"{cpus} CPUs: collectives that overlap compute wait for a core, which simddp "
             "does not model; rows with many small overlapped collectives run slower than "
             "predicted (a transformer's per-parameter overlap: -53 % with 1 CPU per rank, "
-            "-41 % with 2, +9 % with 8: docs/results/2026-11-26-cores-and-overlap.md)")
+            "-41 % with 2, +9 % with 8: docs/FINDINGS.md#cores-and-the-scheduler)")
 
 
 def section_note(section) -> str:

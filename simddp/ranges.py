@@ -147,7 +147,7 @@ def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list
     overlap: over 115 kept grid cells (bench/workflow_grid.py, 2026-11-25..27, each scored
     against its own bench) the pick regretted 3.23 % on average with them, 2.43 % over the
     corners alone and 2.83 % at the point estimate (both halves of the cells agree:
-    docs/results/2026-11-27-idle-wake.md, section 6b)::
+    docs/FINDINGS.md#contention)::
 
         >>> a = (0.100, {"low": 0.09, "high": 0.13})
         >>> b = (0.101, {"low": 0.09, "high": 0.11})

@@ -8,7 +8,7 @@ Picture 2 nodes × 2 ranks, ranks node-major (0, 1 on node 0; 2, 3 on node 1)::
 
 Why all at once: in the hierarchical all-reduce every node runs its reduce-scatter together,
 and all G local-rank groups their cross-node all-reduce together. One group alone misses what
-they share: on the emulated 2 × 2 (docs/results/2026-11-24-two-level.md) the cross-node
+they share: on the emulated 2 × 2 (docs/FINDINGS.md#hierarchical-phases) the cross-node
 all-reduce took 17.6 ms with both pairs against 11.0 ms for one pair, and the intra
 reduce-scatter 19.4 ms in both hosts at once against 10.0 ms from a world of 2 alone.
 Each iteration starts after a barrier of the whole world, as the sweep's do

@@ -39,7 +39,7 @@ def run_rank(payload: dict, ctx) -> dict:
                # the CPUs it may run on (taskset, a cpuset), not the machine's count
                "cpu_count": usable_cpus(),
                # Gloo's flows run on it, and bbr paced waited-for all-reduces into 40-70 ms
-               # stalls on this project's VMs (docs/results/2026-11-26-pacing-stalls.md)
+               # stalls on this project's VMs (docs/FINDINGS.md#pacing-bbr-against-cubic)
                "tcp": congestion_control(),
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}

@@ -42,7 +42,7 @@ issues them on NCCL, and
 Then the same collectives again, each waited for, as FSDP2 issues them on Gloo/CPU: the
 calls after the first give the kind's blocking α (KindFit.blocking_alpha_s): what waiting
 costs an all-reduce did not carry over to the other kinds (+20…+28 % on fsdp's step,
-docs/results/2026-11-27-steering-regimes.md).
+docs/FINDINGS.md#blocking-alpha).
 """
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ and allocates them again in the next. With glibc's defaults the mmap and trim th
 adapt to the history of frees, so whether those megabytes stay in the heap or are unmapped
 and faulted back in, page by page, zeroed by the kernel, changes from process to process and
 from phase to phase. Measured here (2 ranks, 1 thread each, plain steps after a barrier,
-2026-11-25, docs/results/2026-11-25-allocator.md, experiments/step_faults.py): in 4 of 5 fresh
-worlds of mlp-8x1024 one rank re-faulted 4-28 MB a step (1024-7136 minor faults, up to
-20 ms of system time on a ~100 ms step), the other rank none; and
+2026-11-25, docs/FINDINGS.md#memory-and-the-allocator, experiments/step_faults.py): in
+4 of 5 fresh worlds of mlp-8x1024 one rank re-faulted 4-28 MB a step (1024-7136 minor
+faults, up to 20 ms of system time on a ~100 ms step), the other rank none; and
 ``realrun profile``'s first chunk of plain steps, right after its per-layer phase, ran
 +6 … +37 ms slower than the median of the other three in all 9 default profiles of that
 model, which scaled its compute up. With both thresholds set (which also turns their
@@ -31,7 +31,7 @@ thresholds beside. Why realrun does not ask for huge pages itself: they took out
 what extra models held by ``realrun bench --hold all`` cost on 4 KiB pages, but slowed the
 steps torch.profiler records, so trace import missed by 36-53 % instead of 9-17 %; a user's
 job runs on the pages its machine gives it (docs/REALRUN.md, "The models a bench rank
-holds"; docs/results/2026-11-27-resident-models.md).
+holds"; docs/FINDINGS.md#models-a-rank-holds).
 """
 from __future__ import annotations
 

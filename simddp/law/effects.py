@@ -87,14 +87,14 @@ class TokenBucket:
     link, 32 waited-for all-reduces of 4, 64 and 256 KiB each cost 2.70, 2.52 and 2.76 ms a
     call, where the wire alone needs 1.05 ms for 256 KiB; the transformer's naive step was
     predicted +6…+33 % over six grids, about the ~36 ms of its bytes a full bucket serves
-    (docs/results/2026-11-25-small-collective-law.md, section 12).
+    (docs/FINDINGS.md#token-bucket).
 
     Tokens refill while the link idles: between collectives, and during the α of one that was
     waited for (the hand-off sends nothing; by the part of α the bucket keeps,
     :func:`refill_share`). A queued collective's α is not counted as idle:
     the next one is already waiting: Gloo's two workers run one's α while the previous one's
     bytes are on the wire (a queue of 512 KiB all-reduces at 2 Gbit/s completes every 2.23 ms,
-    the wire's 2.19, with one worker 2.8-3.6; docs/results/2026-11-25-queues-and-drift.md).
+    the wire's 2.19, with one worker 2.8-3.6; docs/FINDINGS.md#small-collective-queues).
     The bucket is full when the step starts (the forward sends nothing)::
 
         >>> b = TokenBucket(burst_s=0.001, refill_s=[0.0005, 0.0005], bytes_s=[0.002, 0.0002])
@@ -131,12 +131,12 @@ def idle_wake_s(link: Link) -> float:
     Why: Gloo's threads, and the peer's, sleep between a step's collectives. On this repo's
     2-vCPU VM the first all-reduce after 20 ms of compute took +0.4…+2.5 ms (median) over
     the call right after it, 64 KiB to 32 MiB, and +1.7…+3.2 ms after 50 ms; after 2 ms,
-    −0.1…+0.3 ms up to 9 MB (experiments/wake_after_compute.py). In realrun bench's timelines a step's first
-    collective ran +3…+8 ms over its law on loopback, the later ones −0.1…+0.5 ms (median),
-    and the naive and flat rows were predicted 4-23 % fast. calibrate measures it after
-    20 ms: 0.6-2.0 ms, about a third of what the timelines show, so it moves the rows a part
-    of the way (docs/results/2026-11-27-idle-wake.md). An FSDP step's first all-gather,
-    issued before any compute, pays none::
+    −0.1…+0.3 ms up to 9 MB (experiments/wake_after_compute.py). In realrun bench's
+    timelines a step's first collective ran +3…+8 ms over its law on loopback, the later
+    ones −0.1…+0.5 ms (median), and the naive and flat rows were predicted 4-23 % fast.
+    calibrate measures it after 20 ms: 0.6-2.0 ms, about a third of what the timelines
+    show, so it moves the rows a part of the way (docs/FINDINGS.md#wake-after-idle). An
+    FSDP step's first all-gather, issued before any compute, pays none::
 
         >>> idle_wake_s(Link("l", 0.0, 1.0, idle_wake_s=0.002)), idle_wake_s(Link("l", 0.0, 1.0))
         (0.002, 0.0)

@@ -55,7 +55,7 @@ def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
 
     # realrun runs the three phases one after another on one worker thread, each waited for:
     # each pays what waiting costs (Link.wait_s; 2 Gloo ranks: +0.4…+1.7 ms a call,
-    # docs/results/2026-11-25-small-collective-law.md section 7; 0 for presets and NCCL).
+    # docs/FINDINGS.md#hierarchical-phases; 0 for presets and NCCL).
     # A plan that waits anyway already pays its links' blocking α.
     wait_s = 0.0 if blocking else inter.wait_s
     if kind == AR:

@@ -17,7 +17,7 @@ when each is waited for before the next, plus a comm hook's work between its cal
 
 Gloo's two collectives in flight on a network link are measured; a lane that pipelines them
 was tried and predicted the transformer's small-collective steps 20-35 points too fast
-(docs/results/2026-11-25-queues-and-drift.md, section 2). What one kind of host adds on top
+(docs/FINDINGS.md#small-collective-queues). What one kind of host adds on top
 (a token bucket, a wake after idle, split contention) is :mod:`simddp.law.effects`, applied
 at one hook in the engine.
 """

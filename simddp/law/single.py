@@ -74,7 +74,7 @@ def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False
     against 382-466 lone, and simddp charged FSDP2's 225 waited-for all-gathers and
     reduce-scatters on the transformer 201-251 ms against 131-154 ms measured (fsdp
     +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
-    all-reduce's wait was 28 µs (docs/results/2026-11-27-steering-regimes.md).
+    all-reduce's wait was 28 µs (docs/FINDINGS.md#blocking-alpha).
 
     >>> from simddp.link import KindFit, Link
     >>> link = Link("l", 400e-6, 1.0, blocking_alpha_s=800e-6,

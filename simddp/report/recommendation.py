@@ -215,7 +215,7 @@ def _caveat(spec: Strategy) -> str:
                 "--gpus-per-node G); NCCL's own choice across nodes is the ring or the tree. "
                 "The law assumes one NIC per GPU: where a node's GPUs share one, as on an "
                 "emulated host, its cross-node phase takes up to G× longer "
-                "(docs/results/2026-11-24-two-level.md).")
+                "(docs/FINDINGS.md#hierarchical-phases).")
     if h is None:
         return (f" In torch: fully_shard(unit, reshard_after_forward="
                 f"{spec.reshard_after_forward}) on each unit "

@@ -32,7 +32,7 @@ b = S·2(p−1)/p/busbw,
     bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
 
 The α of overlapped all-reduces is not probed: it is calibrate's, a small all-reduce's lone
-α (issue 19, docs/results/2026-11-25-small-collective-law.md). The model's gradients queued
+α (issue 19, docs/FINDINGS.md#lone-alpha). The model's gradients queued
 at once after compute (the probe that set it until 2026-11-25) cost a fixed start plus
 N x the marginal α, and that total / N charged the start to every all-reduce of a step.
 """

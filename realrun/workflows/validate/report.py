@@ -84,7 +84,7 @@ def caveats(settings: ValidateSettings) -> list[str]:
                    "(calibrate's since 2026-11-27; an older link's: the all-reduce's wait "
                    "added to the kind's α, which over-charged the transformer's 225 calls "
                    "by 40-80 % in 3 of 6 validates here: "
-                   "docs/results/2026-11-27-steering-regimes.md)")
+                   "docs/FINDINGS.md#blocking-alpha)")
     if settings.backend == "gloo" and settings.comm_hooks:
         out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
                    "slower than simddp's byte counts say, and PowerSGD runs bucket by bucket "
