@@ -120,8 +120,8 @@ class Host:
     """The host costs of each DDP implementation, measured on one host with one model.
 
     ``contention``: (compute_slowdown, comm_slowdown) measured with this model's own
-    backward against its own all-reduces (realrun/contention_timing.py); when set, the engine uses
-    it instead of the link's, which calibrate measures with a generic MLP.
+    backward against its own all-reduces (realrun/launch/contention_timing.py); when set, the
+    engine uses it instead of the link's, which calibrate measures with a generic MLP.
     ``contention_spread``: the low and high (compute, comm) pairs of that measurement over its
     repeats and ranks (p10, p90), which the prediction ranges take (simddp/ranges.py).
     Both are the file's fields (a profile's ``host_costs``); the engine and the ranges read
