@@ -207,7 +207,14 @@ def resolve_cpu_note(args: argparse.Namespace) -> str:
 
 
 def topology_text(topology: Topology | None) -> str:
-    """' | 4 nodes × 8 GPUs, inside: nvlink-a100 (α 15 µs, busbw 200 GB/s)', or ''."""
+    """What the setup line adds for ``--nodes``/``--gpus-per-node``, '' without them. The
+    link inside a node is printed as its preset is (``python -m simddp links``)::
+
+        >>> for part in topology_text(Topology(4, 8, get_link("nvlink-a100"))).split("; "):
+        ...     print(part)
+         | 4 nodes × 8 GPUs, the link above between nodes
+        inside: nvlink-a100 (α 46.3 µs, busbw 152.2 GB/s)
+    """
     if topology is None:
         return ""
     intra, across = topology.intra, topology.inter
