@@ -56,6 +56,7 @@ LINKS = {link.name: link for link in (
     _curve_preset("nvlink-h100-nvls"),
     _curve_preset("nvlink-h200"),
     _curve_preset("nvlink-gb200"),
+    _curve_preset("pcie-2x2080ti"),
     _curve_preset("a3mega-2x8xh100"),
     Link("ib-8xndr", alpha_s=45e-6, busbw_gbps=380.0, backend="nccl",
          source="H100 nodes with 8× NDR 400 Gb/s (ConnectX-7) each: 48–49 GB/s per NIC "

@@ -41,8 +41,10 @@ def _as_nccl_tests_log(t) -> str:
 
 
 def test_there_are_curve_presets_for_the_hardware_the_issue_names():
+    # not yet: 8×H100 ring (nvlink-h100) and 2 × 8 H100 over 8× 400G (ib-8xndr); docs/LINKS.md
+    # says what was found for them and why none of it covers 64 KiB up
     assert {"nvlink-a100", "nvlink-h100-nvls", "nvlink-h200", "nvlink-gb200",
-            "a3mega-2x8xh100"} <= set(CURVE_PRESETS)
+            "pcie-2x2080ti", "a3mega-2x8xh100"} <= set(CURVE_PRESETS)
 
 
 @pytest.mark.parametrize("name", CURVE_PRESETS)

@@ -54,6 +54,15 @@ def test_h200_has_an_nvlink_preset_that_cites_its_h200_run():
     assert h200.curves[0].ranks == 8 and h200.curves[0].bytes[-1] == 16 << 30
 
 
+def test_the_pcie_pair_is_two_gpus_without_nvlink_from_its_published_log():
+    pair = LINKS["pcie-2x2080ti"]
+    assert "Anthony-Hoo/Anthony-Hoo.github.io" in pair.source and "without NVLink" in pair.source
+    curve = pair.curves[0]
+    assert (curve.ranks, curve.nodes, curve.bytes[0], curve.bytes[-1]) == (2, 1, 1 << 10, 1 << 30)
+    # flat from 1 MiB (3.74-4.00 GB/s busbw), so the fitted line is the table's 4.0 GB/s
+    assert pair.busbw_gbps == 4.0 and 15e-6 < pair.alpha_s < 25e-6
+
+
 @pytest.mark.parametrize("device", ["a100", "h100", "h200"])
 def test_sweep_over_nodes_takes_the_device_nvlink_preset(device, capsys):
     from simddp.cli import main
