@@ -13,6 +13,7 @@ from datetime import datetime
 
 import calibrate.fit as fitting
 from calibrate.judged import finished, problems_of
+from calibrate.curves import CurveChoice, choose_curve
 from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
                                summarize, time_spread)
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
@@ -73,6 +74,8 @@ class WorldCalibration:
     # Per level on a two-level world (calibrate.levels.LevelsCalibration): the link file's
     # levels section; None where the per-level step did not run.
     levels: object = None
+    # Whether the link carries the sweep as its all-reduce curve, and why (calibrate/curves.py)
+    curve: CurveChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,13 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
              for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
+    # The sweep as the link's all-reduce curve, where it predicts the held-out sizes better
+    # than the line; moved by the step's α less a lone call's, as the line is
+    curve = choose_curve(rows, held, world_size, _nodes(s, world_size),
+                         seq["alpha_s"] - lone.alpha_s if seq is not None else 0.0,
+                         link.busbw_gbps, s.backend)
+    if curve.curve is not None:
+        link = dataclasses.replace(link, curves=(curve.curve,))
     problems = [f"link: {p}" for p in problems_of(fit, held)]
     problems += [f"{k}: {p}" for k, c in kinds.items() for p in problems_of(c.fit, c.heldout)]
     unresolved = alpha_unresolved(seq) if seq is not None else None
@@ -163,7 +173,13 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                      for p in problems_of(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
-                            tuple(problems), tcp=tcp)
+                            tuple(problems), tcp=tcp, curve=curve)
+
+
+def _nodes(s: CalibrateSettings, world_size: int) -> int:
+    """How many nodes (or emulated hosts) the world spans: the curve's ``nodes``."""
+    per_node = s.gpus_per_node(world_size)
+    return world_size // per_node if per_node and world_size % per_node == 0 else 1
 
 
 def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,

@@ -6,13 +6,13 @@ after every rank succeeded::
 
 On a two-level world the link file gets the per-level fits as its ``levels`` section and
 allreduce.json each world's ``levels`` (rows, fits, where α came from; calibrate/levels.py).
-The link file also carries the sweep itself as measured ``curves`` (one per kind timed:
-size → time, docs/FORMATS.md), which simddp charges a collective by where it has one.
+The link file carries the sweep itself as its measured all-reduce curve where that curve
+predicts the held-out sizes better than the fitted line (calibrate/curves.py says why);
+allreduce.json says which, with both figures (``curve``).
 """
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import math
 import sys
@@ -23,10 +23,6 @@ from calibrate.fit import AlphaBetaFit, PiecewiseFit
 from calibrate.plots import write_plots
 from calibrate.report_table import bandwidths_gbps, wire_fraction
 from simddp.io import link_to_json, save_json, write_atomic
-from simddp.law.curve import Curve
-from simddp.link import Link
-
-CURVE_SOURCE = "python -m calibrate's sweep: per size the slowest rank's median time"
 
 
 def fit_to_json(fit: AlphaBetaFit | PiecewiseFit | None) -> dict | None:
@@ -122,27 +118,6 @@ def levels_json(run: WorldCalibration) -> dict | None:
     return out
 
 
-def sweep_curves(run: WorldCalibration) -> tuple[Curve, ...]:
-    """The sweep as curves: the all-reduce's rows, and each other kind's where timed (sizes
-    with a time > 0; a kind with fewer than two is left to its α–β)."""
-    gpus = run.levels.levels.gpus_per_node if run.levels is not None else None
-    nodes = run.world_size // gpus if gpus and run.world_size % gpus == 0 else 1
-    series = [("all_reduce", run.rows)] + [(k, c.rows) for k, c in (run.kinds or {}).items()]
-    out = []
-    for kind, rows in series:
-        points = sorted({int(r["size_bytes"]): float(r["time_s"]) for r in rows
-                         if r["time_s"] > 0 and r["size_bytes"] > 0}.items())
-        if len(points) >= 2:
-            out.append(Curve(kind, run.world_size, tuple(n for n, _ in points),
-                             tuple(t for _, t in points), nodes, None, CURVE_SOURCE))
-    return tuple(out)
-
-
-def link_with_curves(run: WorldCalibration) -> Link:
-    """The link file's link: the fits, and the sweep as curves (:func:`sweep_curves`)."""
-    return dataclasses.replace(run.link, curves=sweep_curves(run))
-
-
 def link_paths(out_dir: str | Path, world_sizes: list[int]) -> dict[int, Path]:
     """link.json for one world size, link-p<N>.json each when several were swept."""
     out_dir = Path(out_dir)
@@ -172,7 +147,8 @@ def results_json(cal: Calibration, links: dict[int, Path]) -> dict:
             "contention": run.contention, "sequence": run.sequence,
             "oversubscribed": run.oversubscribed or None, "link_file": str(links[p]),
             "kinds": kinds_json(run), "levels": levels_json(run),
-            "link": link_to_json(link_with_curves(run), run.levels and run.levels.levels)})
+            "curve": run.curve.to_json() if run.curve is not None else None,
+            "link": link_to_json(run.link, run.levels and run.levels.levels)})
     return out
 
 
@@ -191,6 +167,6 @@ def write_outputs(cal: Calibration, out_dir: str | Path, plots: bool = True) -> 
         paths.append(out_dir / "kinds.csv")
     for run in runs:
         save_json(links[run.world_size],
-                  link_to_json(link_with_curves(run), run.levels and run.levels.levels))
+                  link_to_json(run.link, run.levels and run.levels.levels))
         paths.append(links[run.world_size])
     return paths

@@ -115,6 +115,9 @@ def print_world(run, a) -> None:
               f"{run.link.busbw_gbps:.3f} GB/s)")
     else:
         print_alphas(run, run.sequence, run.fit, run.heldout)
+    if run.curve is not None:   # calibrate/curves.py: the sweep as the link's curve, or not
+        print(f"measured curve: {'in the link file' if run.curve.curve else 'not used'}, "
+              f"{run.curve.why}")
     _print_kinds(run)
     _print_fit_notes(run, a.link_gbit)
     _print_contention(run.contention, len(a.contention_widths))
