@@ -106,18 +106,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     fit = lone = held["fit"]
     seq = None
     if "sequence" in ranks[0]:
-        # α from the sequence step (async: Link.alpha_s; blocking: Link.blocking_alpha_s);
-        # busbw refitted under that α with plain least squares, which the large sizes decide
-        # (relative residuals would bend busbw to the erratic small sizes). α needs busbw for
-        # its bandwidth terms and busbw needs α: a few rounds settle both (they barely couple).
-        for _ in range(3):
-            seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
-                                   fit.busbw_gbps, world_size, burst_bytes)
-            overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
-                [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
-            held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
-            fit = held["fit"]
-        seq["lone_alpha_s"] = lone.alpha_s
+        seq, held = step_alpha_fit(s, world_size, ranks, rows, lone, burst_bytes)
     # Each line's intervals and judged figures, once: the report, the link's source and the
     # warnings all read these
     lone_held = finished(lone_held, rows, None)
@@ -180,6 +169,27 @@ def _nodes(s: CalibrateSettings, world_size: int) -> int:
     """How many nodes (or emulated hosts) the world spans: the curve's ``nodes``."""
     per_node = s.gpus_per_node(world_size)
     return world_size // per_node if per_node and world_size % per_node == 0 else 1
+
+
+def step_alpha_fit(s: CalibrateSettings, world_size: int, ranks: list[dict], rows: list[dict],
+                   lone, burst_bytes: int | None) -> tuple[dict, dict]:
+    """(the sequence step's summary, the held-out line through its α). α from the sequence
+    step (async: Link.alpha_s; blocking: Link.blocking_alpha_s); busbw refitted under that α
+    with plain least squares, which the large sizes decide (relative residuals would bend
+    busbw to the erratic small sizes). α needs busbw for its bandwidth terms and busbw needs
+    α: a few rounds settle both (they barely couple)."""
+    sizes = [r["size_bytes"] for r in rows]
+    times = [r["time_s"] for r in rows]
+    fit = lone
+    for _ in range(3):
+        seq = combine_sequence([r["sequence"] for r in ranks], list(s.sequence_sizes),
+                               fit.busbw_gbps, world_size, burst_bytes)
+        overlapped_alpha(seq, rows, fit.busbw_gbps, world_size, sampled=sampled_lone_alpha(
+            [r["sequence"] for r in ranks], fit.busbw_gbps, world_size))
+        held = held_alpha_fit(s, sizes, times, world_size, seq["alpha_s"], lone)
+        fit = held["fit"]
+    seq["lone_alpha_s"] = lone.alpha_s
+    return seq, held
 
 
 def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,

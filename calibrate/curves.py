@@ -29,11 +29,11 @@ Two facts the curve is adjusted for, so that it says what the line says where bo
     ...         "heldout_bytes": [2 ** 12, 2 ** 16, 2 ** 20, 2 ** 24], "median_rel_err": 0.0}
     >>> line = [{"size_bytes": n, "time_s": 1e-4 + n / 1e9} for n in sizes]
     >>> choose_curve(line, held, 2, 1, alpha_shift_s=0.0, busbw_gbps=1.0).why
-    "the line's held-out median error 0.0% is no worse than the curve's 6.4%"
+    'the curve misses the held-out sizes by median 6.4%, no better than the line (0.0%)'
     >>> bent = [{"size_bytes": n, "time_s": 1e-4 * (n / 1024) ** 0.5} for n in sizes]
     >>> choice = choose_curve(bent, {**held, "median_rel_err": 0.3}, 2, 1, 0.0, 1.0)
     >>> choice.curve.bytes == tuple(sizes), choice.why
-    (True, "the curve's held-out median error 0.0% beats the line's 30.0%")
+    (True, 'the curve misses the held-out sizes by median 0.0%, the line by 30.0%')
 """
 from __future__ import annotations
 
@@ -106,9 +106,10 @@ def choose_curve(rows: list[dict], held: dict, world_size: int, nodes: int,
                                  / r["time_s"] for r in targets]))
     if not curve_err < line_err:
         return CurveChoice(None, curve_err, line_err, alpha_shift_s,
-                           f"the line's held-out median error {line_err:.1%} is no worse "
-                           f"than the curve's {curve_err:.1%}")
-    wins = f"the curve's held-out median error {curve_err:.1%} beats the line's {line_err:.1%}"
+                           f"the curve misses the held-out sizes by median {curve_err:.1%}, "
+                           f"no better than the line ({line_err:.1%})")
+    wins = (f"the curve misses the held-out sizes by median {curve_err:.1%}, the line by "
+            f"{line_err:.1%}")
     if backend not in CURVE_BACKENDS:
         return CurveChoice(None, curve_err, line_err, alpha_shift_s,
                            f"{wins}, but on {backend} the link keeps the line: the box's "

@@ -49,7 +49,7 @@ def _bent(n):
 
 def test_a_bent_sweep_becomes_the_links_curve_and_simddp_reads_it(tmp_path):
     world = analyse(_settings(sequence=False), 2, _ranks(_bent(SIZES)))
-    assert world.curve.curve is not None and "beats the line's" in world.curve.why
+    assert world.curve.curve is not None and "the line by" in world.curve.why
     (curve,) = world.link.curves
     assert curve.bytes == tuple(int(n) for n in SIZES) and curve.ranks == 2
     # every measured size is charged what was measured, not the line's figure
@@ -67,7 +67,7 @@ def test_a_bent_sweep_becomes_the_links_curve_and_simddp_reads_it(tmp_path):
 def test_a_sweep_that_is_a_line_keeps_the_line_alone(tmp_path):
     times = predict_s(30e-6, 10.0, SIZES, 2) * (1 + 0.02 * np.cos(np.arange(len(SIZES)) * 2.1))
     world = analyse(_settings(sequence=False), 2, _ranks(times))
-    assert world.curve.curve is None and "no worse than the curve's" in world.curve.why
+    assert world.curve.curve is None and "no better than the line" in world.curve.why
     assert world.link.curves == ()
     write_outputs(Calibration(_settings(sequence=False), [world], 0.1, 1.0), tmp_path, plots=False)
     assert "curves" not in json.loads((tmp_path / "link.json").read_text())
@@ -89,7 +89,7 @@ def test_the_curve_moves_by_the_steps_alpha_less_a_lone_calls():
 def test_gloo_keeps_the_line_and_records_what_the_curve_would_score(tmp_path):
     world = analyse(_settings("gloo", sequence=False), 2, _ranks(_bent(SIZES)))
     assert world.curve.curve is None and world.link.curves == ()
-    assert "beats the line's" in world.curve.why and "on gloo the link keeps the line" in world.curve.why
+    assert "the line by" in world.curve.why and "on gloo the link keeps the line" in world.curve.why
     write_outputs(Calibration(_settings("gloo", sequence=False), [world], 0.1, 1.0), tmp_path,
                   plots=False)
     assert "curves" not in json.loads((tmp_path / "link.json").read_text())
