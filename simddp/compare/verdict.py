@@ -1,21 +1,34 @@
 """Whether a measurement proves or refutes the recommended bucket size: ``realrun validate``'s
 verdict, from Results alone (no torch).
 
-Picture the recommended size and the one that measured fastest, each run for 30 steps. The
-verdict is one of four words, decided by a 95 % bootstrap interval of how much slower one
-is than the other (:func:`simddp.compare.metrics.ratio_interval`), never by the medians
-alone:
+Picture the recommended size and the one that measured fastest, each run for 30 steps in
+turns of 5, round-robin. The verdict is a claim about how much slower one is than the other,
+and a claim needs a **margin** — the distance from the measured figure to the line the claim
+is about — larger than the **spread** of the measurement: the rows' own split halves (how far
+the medians of their odd and even turns read apart, simddp/compare/noise.py) or, where wider,
+the reach of a 95 % paired-bootstrap interval (:func:`simddp.compare.metrics.ratio_interval`).
+The interval alone was too narrow: it treats steps as independent, while the same bench run
+twice read 85.07 and 98.43 ms (issue 53), and it once let "PROVEN within noise" through on
+three configurations. The words, with the margin each needs:
 
-- ``PROVEN``: the recommended size measured fastest, and the next size is slower beyond the
-  noise (its interval lies above 0);
-- ``PROVEN within noise``: the recommended size measured fastest but the next one cannot be
-  told apart from it (56.12 vs 56.64 ms once printed "PROVEN ... the fastest", issue 23),
-  or it is slower than the best by less than :data:`MARGIN_PCT` for sure;
-- ``REFUTED``: it costs more than the margin for sure;
-- ``WITHIN NOISE``: the interval straddles the margin.
+- ``PROVEN``: the recommended size measured fastest, by more than the spread (margin: its
+  lead over the next layout);
+- ``PROVEN within 3 %``: following it costs at most :data:`MARGIN_PCT` even at the far end
+  of the spread (margin: 3 % less its regret; a lead counts as a negative regret);
+- ``REFUTED``: it costs more than 3 %, by more than the spread (margin: regret less 3 %);
+- ``CANNOT TELL``: none of these clears the spread, and the text says so plainly:
+  "this run cannot tell: margin 2.7 % < spread 12.5 %";
+- ``NOT JUDGED``: only one bucket layout was measured, nothing to compare it with.
 
-Sizes that make the same buckets are one configuration (simddp/layouts.py): their
-steps are pooled, and neither is the other's "next size".
+Without split halves (fewer than two turns) the spread is the rows' p5–p95 width, the only
+spread such a run measured. Sizes that make the same buckets are one configuration
+(simddp/layouts.py): their steps are pooled, and neither is the other's "next size".
+
+    >>> judge(-8.0, -9.5, -6.5, halves_pct=2.0)["claim"]        # 8 % ahead, 2 % spread
+    'fastest'
+    >>> j = judge(0.3, -5.7, 3.9, halves_pct=12.5)                # 0.3 % behind, 12.5 % spread
+    >>> j["claim"], round(j["margin_pct"], 1), j["spread_pct"]
+    (None, 2.7, 12.5)
 """
 from __future__ import annotations
 
@@ -24,8 +37,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simddp.compare.metrics import paired_interval
+from simddp.compare.noise import halves_apart_pct
 from simddp.layouts import group_by_layout, sizes_text
-from simddp.compare.metrics import ratio_interval
 from simddp.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
@@ -35,103 +49,201 @@ from simddp.sweeps import naive_of, recommend
 # right: the validation target for regret (docs/VALIDATION.md).
 MARGIN_PCT = 3.0
 
+# The claims, strongest first, and the word each prints.
+WORDS = {"fastest": "PROVEN", "within": f"PROVEN within {MARGIN_PCT:g} %",
+         "refuted": "REFUTED", None: "CANNOT TELL"}
+SPLIT_HALVES, INTERVAL, P5_P95 = "split halves", "95 % interval", "p5-p95"
+
 
 def verdict(predicted: Sequence[Result], measured: Sequence[Result],
-            profile: ModelProfile | None = None) -> dict:
+            profile: ModelProfile | None = None, turn_steps: int | None = None) -> dict:
     """simddp's recommendation from ``predicted`` and what ``measured`` says of it: a dict
-    with ``recommendation`` and ``text`` (lines to print), ``proven`` (True, False or None)
-    and the numbers behind them (``regret_pct``, ``regret_ci_pct``, ``measured_best_mb``,
-    ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation measured fastest)."""
+    with ``recommendation`` and ``text`` (lines to print), ``word`` (PROVEN, …), ``proven``
+    (True, False or None) and the numbers behind them: ``regret_pct``, ``regret_ci_pct``,
+    ``measured_best_mb``, ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation
+    measured fastest; ``claim``, ``verdict_margin_pct`` (the margin the words rest on),
+    ``spread_pct`` and ``spread_from`` (what it was compared with), ``halves_apart_pct``
+    (the larger split of the two configurations). ``turn_steps``: the bench's turn, to split
+    each row into its odd and even turns (None: no split)."""
     rec = recommend(predicted, profile)
     naive = naive_of(predicted)
-    out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": ""}
+    out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": "",
+           "word": None}
     if rec is None:
         return out
     rows = [r for r in measured if r.strategy == rec.strategy and r.bucket_mb is not None]
-    configs = [_Config(g) for g in group_by_layout(rows, profile)]
+    configs = [_Config(g, turn_steps) for g in group_by_layout(rows, profile)]
     at_rec = next((c for c in configs if c.has(rec.bucket_mb)), None)
     if at_rec is None:
-        out["text"] = (f"Not measured: {rec.strategy} at {rec.bucket_mb:g} MB did not run, "
-                       "so the recommendation is neither proven nor refuted.")
+        out.update(word="NOT MEASURED", text=(
+            f"NOT MEASURED: {rec.strategy} at {rec.bucket_mb:g} MB did not run, so the "
+            "recommendation is neither proven nor refuted."))
         return out
     best = min(configs, key=lambda c: c.step_s)
     same = ("" if len(at_rec.mbs) == 1 else
             f" ({sizes_text(at_rec.mbs)} make the same buckets: one configuration, "
             f"{at_rec.samples} steps pooled)")
     out.update(measured_best_mb=rec.bucket_mb if best is at_rec else best.name_mb,
-               margin_pct=MARGIN_PCT, same_layout_mb=list(at_rec.mbs))
+               margin_pct=MARGIN_PCT, same_layout_mb=list(at_rec.mbs), turn_steps=turn_steps)
     what = f"{rec.strategy} at {rec.bucket_mb:g} MB{same}"
-    if best is at_rec:
-        return _fastest(out, what, at_rec, configs)
-    regret, low, high = _slower(at_rec, best)
-    out.update(regret_pct=regret, regret_ci_pct=[low, high])
-    said = (f"the measured best is {sizes_text(best.mbs)} ({best.step_s * 1e3:.2f} ms); "
-            f"{what} is {regret:.1f} % slower (95 % interval {low:+.1f} … {high:+.1f} %, "
-            f"{at_rec.samples} steps")
-    if high <= MARGIN_PCT:
-        out["proven"] = True
-        out["text"] = (f"PROVEN within noise: {said}), inside the {MARGIN_PCT:g} % margin a "
-                       "recommendation may cost.")
-    elif low > MARGIN_PCT:
-        out["proven"] = False
-        out["text"] = (f"REFUTED: {said}): following the recommendation costs more than "
-                       f"the {MARGIN_PCT:g} % margin.")
-    else:
-        out["text"] = (f"WITHIN NOISE: {said}), which straddles the {MARGIN_PCT:g} % "
-                       "margin: at this many steps the bucket sizes cannot be told apart; "
-                       "more --steps would decide.")
-    return out
-
-
-def _fastest(out: dict, what: str, at_rec: "_Config", configs: list["_Config"]) -> dict:
-    """The verdict when the recommendation measured fastest: PROVEN, or PROVEN within noise
-    when the next layout's interval reaches it."""
-    out.update(proven=True, regret_pct=0.0, regret_ci_pct=None)
-    runner = min((c for c in configs if c is not at_rec), key=lambda c: c.step_s, default=None)
-    if runner is None:
-        out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
-                       f"({at_rec.step_s * 1e3:.2f} ms median).")
+    fastest = best is at_rec
+    other = (min((c for c in configs if c is not at_rec), key=lambda c: c.step_s, default=None)
+             if fastest else best)
+    if other is None:
+        out.update(word="NOT JUDGED", regret_pct=0.0, regret_ci_pct=None, text=(
+            f"NOT JUDGED: {what} is the only bucket layout measured "
+            f"({at_rec.step_s * 1e3:.2f} ms median): nothing to compare it with."))
         return out
-    gap, low, high = _slower(runner, at_rec)
-    out.update(runner_up_mb=runner.name_mb, runner_up_pct=gap, runner_up_ci_pct=[low, high])
-    next_one = (f"{sizes_text(runner.mbs)} ({runner.step_s * 1e3:.2f} ms) is {gap:.1f} % "
-                f"slower (95 % interval {low:+.1f} … {high:+.1f} %)")
-    if low > 0:
-        out["text"] = (f"PROVEN: measured, {what} is the fastest bucket size "
-                       f"({at_rec.step_s * 1e3:.2f} ms median); the next, {next_one}.")
+    if fastest:   # the lead in % of the recommendation's time, as "the next is X % slower"
+        gap, glow, ghigh = _slower(other, at_rec)
+        regret, low, high = -gap, -ghigh, -glow
     else:
-        out["text"] = (f"PROVEN within noise: measured, {what} has the lowest median "
-                       f"({at_rec.step_s * 1e3:.2f} ms), but {next_one}: below the noise "
-                       "of this many steps the two cannot be told apart; either is fine.")
+        regret, low, high = _slower(at_rec, other)
+    halves = _max(at_rec.halves_pct, other.halves_pct)
+    noise, source = ((halves, SPLIT_HALVES) if halves is not None else
+                     (_max(at_rec.p5_p95_pct, other.p5_p95_pct), P5_P95))
+    j = judge(regret, low, high, noise, source,
+              interval_from=INTERVAL if _paired(at_rec, other) else P5_P95)
+    word = WORDS[j["claim"]]
+    out.update(word=word, proven={"fastest": True, "within": True, "refuted": False}.get(
+        j["claim"]), claim=j["claim"], verdict_margin_pct=j["margin_pct"],
+        spread_pct=j["spread_pct"], spread_from=j["spread_from"], halves_apart_pct=halves)
+    clears = _clears(j, regret)
+    if fastest:
+        out.update(regret_pct=0.0, regret_ci_pct=None, runner_up_mb=other.name_mb,
+                   runner_up_pct=gap, runner_up_ci_pct=[glow, ghigh])
+        lead = (f"measured, {what} is the fastest bucket size ({at_rec.step_s * 1e3:.2f} ms "
+                "median)" if j["claim"] == "fastest" else
+                f"measured, {what} has the lowest median ({at_rec.step_s * 1e3:.2f} ms)")
+        facts = (f"{lead}; the next, {sizes_text(other.mbs)} ({other.step_s * 1e3:.2f} ms), "
+                 f"is {gap:.1f} % slower (95 % interval {glow:+.1f} … {ghigh:+.1f} %)")
+        tail = {"fastest": f": {clears}.",
+                "within": (f", too little to rank the two, but following the recommendation "
+                           f"costs at most {MARGIN_PCT:g} %: {clears}."),
+                None: f"; this run cannot tell: {clears}. {_MORE}"}
+    else:
+        out.update(regret_pct=regret, regret_ci_pct=[low, high])
+        facts = (f"the measured best is {sizes_text(other.mbs)} ({other.step_s * 1e3:.2f} ms); "
+                 f"{what} is {regret:.1f} % slower (95 % interval {low:+.1f} … {high:+.1f} %, "
+                 f"{at_rec.samples} steps)")
+        tail = {"within": f": {clears}.",
+                "refuted": (f": {clears}: following the recommendation costs more than "
+                            f"{MARGIN_PCT:g} %."),
+                None: f"; this run cannot tell: {clears}. {_MORE}"}
+    out["text"] = f"{word}: {facts}{tail[j['claim']]}"
     return out
+
+
+_MORE = "More --steps, or a quieter machine, would decide."
+
+
+def judge(regret_pct: float, low_pct: float, high_pct: float, halves_pct: float | None,
+          source: str = SPLIT_HALVES, margin_pct: float = MARGIN_PCT,
+          interval_from: str = INTERVAL) -> dict:
+    """The strongest claim the numbers carry: ``claim`` (``"fastest"``, ``"within"``,
+    ``"refuted"`` or None), the ``margin_pct`` it rests on (None left: the one nearest to
+    clearing), the ``spread_pct`` that margin had to clear and ``spread_from``.
+
+    ``regret_pct``: how much slower the recommendation measured than the configuration it is
+    compared with (negative: ahead of it), and its 95 % interval ``low_pct`` … ``high_pct``;
+    ``halves_pct``: the measurement's own spread (``source`` names it; None: not measured).
+    The spread towards a line is the larger of that and the interval's reach that way
+    (``interval_from`` names the interval: the steps' bootstrap, or p5–p95 without steps).
+
+    >>> judge(1.0, 0.5, 1.5, halves_pct=1.2)["claim"]      # 1 % behind, well inside 3 %
+    'within'
+    >>> judge(1.0, 0.5, 1.5, halves_pct=2.5)["claim"] is None   # 1 + 2.5 reaches past 3 %
+    True
+    >>> judge(9.0, 8.0, 10.0, halves_pct=None)["spread_from"]   # no split: the interval
+    '95 % interval'
+    """
+    up = max(high_pct - regret_pct, halves_pct or 0.0)      # how much worse it may read
+    down = max(regret_pct - low_pct, halves_pct or 0.0)     # how much better
+    up_from = (source if halves_pct is not None and halves_pct >= high_pct - regret_pct
+               else interval_from)
+    down_from = (source if halves_pct is not None and halves_pct >= regret_pct - low_pct
+                 else interval_from)
+    if halves_pct is None and high_pct == low_pct:   # a point and nothing else: no spread
+        return {"claim": None, "margin_pct": abs(margin_pct - regret_pct), "spread_pct": None,
+                "spread_from": None}
+    for claim, margin, spread, where in (
+            ("fastest", -regret_pct, up, up_from),
+            ("within", margin_pct - regret_pct, up, up_from),
+            ("refuted", regret_pct - margin_pct, down, down_from)):
+        if margin > spread:
+            return {"claim": claim, "margin_pct": margin, "spread_pct": spread,
+                    "spread_from": where}
+    if regret_pct < margin_pct:
+        return {"claim": None, "margin_pct": margin_pct - regret_pct, "spread_pct": up,
+                "spread_from": up_from}
+    return {"claim": None, "margin_pct": regret_pct - margin_pct, "spread_pct": down,
+            "spread_from": down_from}
+
+
+def _clears(j: dict, regret_pct: float) -> str:
+    """'margin 2.7 % (3 % − 0.3 %) < spread 12.5 % (the rows' split halves)'."""
+    m = MARGIN_PCT
+    how = {"fastest": "",
+           "within": (f" ({m:g} % − {regret_pct:.1f} %)" if regret_pct >= 0
+                      else f" ({m:g} % + {-regret_pct:.1f} %)"),
+           "refuted": f" ({regret_pct:.1f} % − {m:g} %)"}
+    if j["claim"] is None:
+        how[None] = (how["within"] if regret_pct < m else how["refuted"])
+    if j["spread_pct"] is None:
+        return (f"margin {j['margin_pct']:.1f} %{how[j['claim']]}, but no spread was measured "
+                "(no steps, no p5-p95)")
+    sign = (">" if j["claim"] is not None else
+            "<" if round(j["margin_pct"], 1) < round(j["spread_pct"], 1) else "≤")
+    where = {SPLIT_HALVES: "the rows' split halves: their odd and even turns",
+             INTERVAL: "the steps' 95 % interval",
+             P5_P95: "the rows' p5-p95 width: no split halves"}[j["spread_from"]]
+    return (f"margin {j['margin_pct']:.1f} %{how[j['claim']]} {sign} spread "
+            f"{j['spread_pct']:.1f} % ({where})")
+
+
+def _max(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 class _Config:
-    """Measured Results of one layout as one configuration: sizes, pooled steps, median."""
+    """Measured Results of one layout as one configuration: sizes, pooled steps, median,
+    and its spread (the larger of its rows' split halves, and of their p5–p95 widths)."""
 
-    def __init__(self, results: list[Result]) -> None:
+    def __init__(self, results: list[Result], turn_steps: int | None = None) -> None:
         self.mbs = tuple(sorted(r.bucket_mb for r in results))
         fastest = min(results, key=lambda r: r.step_s)
         self.name_mb = fastest.bucket_mb
-        self.steps_s = (tuple(t for r in results for t in r.steps_s)
-                        if all(r.steps_s for r in results) else ())
-        self.step_s = (float(np.median(self.steps_s)) if self.steps_s and len(results) > 1
+        self.runs = [r.steps_s for r in results] if all(r.steps_s for r in results) else []
+        steps = [t for run in self.runs for t in run]
+        self.step_s = (float(np.median(steps)) if steps and len(results) > 1
                        else fastest.step_s if len(results) == 1
                        else float(np.median([r.step_s for r in results])))
         self.samples = sum(r.samples for r in results)
         self.p5_s = min((r.step_p5_s for r in results if r.step_p5_s is not None), default=None)
         self.p95_s = max((r.step_p95_s for r in results if r.step_p95_s is not None),
                          default=None)
+        self.halves_pct = _max(*(halves_apart_pct(r.steps_s, turn_steps) for r in results
+                                 if turn_steps is not None and r.steps_s))
+        self.p5_p95_pct = _max(*(100 * (r.step_p95_s - r.step_p5_s) / r.step_s
+                                 for r in results if r.step_p5_s is not None
+                                 and r.step_p95_s is not None and r.step_s > 0))
 
     def has(self, bucket_mb: float) -> bool:
         return any(math.isclose(mb, bucket_mb, rel_tol=1e-3) for mb in self.mbs)
 
 
+def _paired(a: _Config, b: _Config) -> bool:
+    """Whether both have steps enough for the bootstrap (two or more per row)."""
+    return bool(a.runs and b.runs and min(len(r) for r in (*a.runs, *b.runs)) >= 2)
+
+
 def _slower(a: _Config, b: _Config) -> tuple[float, float, float]:
-    """(point, low, high) % that ``a`` is slower than ``b``: a bootstrap over their steps;
-    without steps, the medians, and the p5–p95 spreads as the interval when both have them."""
-    if a.steps_s and b.steps_s:
-        return ratio_interval(a.steps_s, b.steps_s)
+    """(point, low, high) % that ``a`` is slower than ``b``: a bootstrap over their steps,
+    each row of one paired with each of the other (metrics.paired_interval); without steps,
+    the medians, and the p5–p95 spreads as the interval when both have them."""
+    if _paired(a, b):
+        return paired_interval(a.runs, b.runs)
     point = 100 * (a.step_s / b.step_s - 1)
     if None in (a.p5_s, a.p95_s, b.p5_s, b.p95_s):
         return point, point, point

@@ -120,8 +120,10 @@ class ValidationReport:
 
     def verdict(self) -> dict:
         """simddp's recommendation and whether the measurement proves or refutes it
-        (simddp/compare/verdict.py); sizes that make the same buckets are one."""
-        return verdict(self.predicted, self.measured, self.profile)
+        (simddp/compare/verdict.py), judged against the rows' split halves (the bench's
+        turns); sizes that make the same buckets are one."""
+        return verdict(self.predicted, self.measured, self.profile,
+                       self.comparison.turn_steps)
 
     def to_json(self) -> dict:
         """``summary`` and ``rows``: the prediction made before running; ``anchored``: the
