@@ -3,7 +3,7 @@
 Three PNGs, each readable on its own, all times in ms:
 
 - ``compare_scatter.png``: measured median against predicted, p5–p95 bars, the y = x line and
-  a ±10 % band; points coloured by strategy and labelled with their bucket MB.
+  a ±10 % band; points coloured by strategy, shaped by bucket MB (the legend says which).
 - ``compare_buckets.png``: step time against bucket size (log x) per strategy: the predicted
   curve (every predicted bucket, not only the measured ones) and the measured points with
   p5–p95 bars; strategies without buckets are horizontal lines (predicted dashed, measured
@@ -31,15 +31,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
-from simddp.compare.labels import legend_below, place_labels, plain_log_labels
+from simddp.compare.labels import legend_below, plain_log_labels
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
 from simddp.io import write_atomic
 from simddp.report.gantt import draw_gantt, step_end_ms, timeline_end_ms
-from simddp.report.plots import spaced_labels
+from simddp.report.plots import keep_tick_labels_apart, label_every_size
 from simddp.report.style import strategy_colour
 from simddp.result import Result
 
@@ -50,7 +49,9 @@ _DPI = 120
 
 
 def plot_scatter(c: Comparison) -> Figure:
-    """Measured median (p5–p95 bars) against predicted, one colour per strategy."""
+    """Measured median (p5–p95 bars) against predicted: a colour per strategy, a marker per
+    bucket size, both in the legend (labels beside the points piled up where a dozen
+    configurations measure within a few ms of each other)."""
     fig = Figure(figsize=(9, 6.5), dpi=_DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -59,8 +60,8 @@ def plot_scatter(c: Comparison) -> Figure:
     lo, hi = min(times_ms) / 1.08, max(times_ms) * 1.08
     log = hi / lo > 3  # e.g. accumulation runs at 4x the step: on a linear axis the rest squash
     line = np.geomspace(lo, hi, 50) if log else np.linspace(lo, hi, 50)
-    ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", label="±10 %", zorder=0)
-    ax.plot(line, line, "--", color="0.4", lw=1, label="y = x (perfect)", zorder=1)
+    band = ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", label="±10 %", zorder=0)
+    (diagonal,) = ax.plot(line, line, "--", color="0.4", lw=1, label="y = x (perfect)", zorder=1)
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -69,31 +70,53 @@ def plot_scatter(c: Comparison) -> Figure:
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_aspect("equal", adjustable="box")
-    tags, colours = [], _colours(c)
+    colours, markers = _colours(c), bucket_markers(r.bucket_mb for r in c.rows)
+    handles = [band, diagonal]
     for strategy in _strategies(c.rows):
         mine = [r for r in c.rows if r.strategy == strategy]
-        x = np.array([r.predicted_s for r in mine]) * 1e3
-        y = np.array([r.measured_s for r in mine]) * 1e3
-        ax.errorbar(x, y, yerr=_spread_ms(mine), fmt="o", ms=6, capsize=3, lw=1,
-                    color=colours[strategy], label=strategy, zorder=3, alpha=0.85)
-        for r, xi, yi in zip(mine, x, y):
-            tag = ("" if r.bucket_mb is None else f"{r.bucket_mb:g}") + \
-                  ("" if r.accum_steps == 1 else f"×{r.accum_steps}")
-            if tag:
-                tags.append((tag, xi, yi, colours[strategy]))
+        for r in mine:
+            ax.errorbar([r.predicted_s * 1e3], [r.measured_s * 1e3], yerr=_spread_ms([r]),
+                        fmt=markers[r.bucket_mb], ms=6, capsize=3, lw=1, alpha=0.85,
+                        color=colours[strategy], zorder=3)
+        accum = sorted({r.accum_steps for r in mine} - {1})
+        handles.append(Line2D([], [], color=colours[strategy], marker="o", ls="none", label=(
+            strategy + "".join(f" (accum {k})" for k in accum))))
+    if len(markers) > 1 or None not in markers:  # the shapes mean something: say what
+        handles.append(Line2D([], [], ls="none", label="marker = bucket size:"))
+        handles += [Line2D([], [], color="0.35", marker=m, ls="none",
+                           label="no buckets" if mb is None else f"{mb:g} MB")
+                    for mb, m in markers.items()]
     ax.set_xlabel("predicted step time (ms)" + (", log scale" if log else ""))
     ax.set_ylabel("measured step time, median (ms); bars p5–p95")
     ax.grid(True, alpha=0.3, which="both")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8,
-              title="point labels:\nbucket MB (×accum)", title_fontsize=7)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              fontsize=8)
     s = c.summary
     rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
     ax.set_title(f"Predicted vs measured step time\n{_job(c)}\n"
                  f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
                  f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
     fig.tight_layout()
-    place_labels(fig, ax, tags)
     return fig
+
+
+# A marker per bucket size, smallest first; "o" is a row without buckets. Filled shapes that
+# differ in outline, not only in direction (^ against v alone was hard to tell at 6 pt).
+_BUCKET_MARKERS = ("s", "^", "D", "P", "X", "v", "p", "h", "*", "<", ">", "8")
+
+
+def bucket_markers(sizes_mb) -> dict[float | None, str]:
+    """Bucket MB (None: no buckets) -> matplotlib marker, in size order; past 12 sizes the
+    shapes repeat.
+
+    >>> bucket_markers([40.0, None, 1.0, 4.0])
+    {None: 'o', 1.0: 's', 4.0: '^', 40.0: 'D'}
+    """
+    sizes = sorted(set(sizes_mb), key=lambda mb: -1.0 if mb is None else mb)
+    out: dict[float | None, str] = {None: "o"} if None in sizes else {}
+    bucketed = [mb for mb in sizes if mb is not None]
+    out.update({mb: _BUCKET_MARKERS[i % len(_BUCKET_MARKERS)] for i, mb in enumerate(bucketed)})
+    return out
 
 
 def plot_buckets(c: Comparison) -> Figure:
@@ -148,6 +171,8 @@ def plot_buckets(c: Comparison) -> Figure:
             if s.bucket_strategy else "no bucketed configs measured")
     axes[0].set_title(f"Step time vs bucket size\n{_job(c)}\n{best}", fontsize=9)
     fig.tight_layout()
+    keep_tick_labels_apart(fig, axes)   # tilted labels are taller: lay out again
+    fig.tight_layout()
     return fig
 
 
@@ -170,10 +195,7 @@ def _bucket_axis(ax, bucket_values: list[float], xmin: float, xmax: float) -> No
     ax.set_xscale("log")
     plain_log_labels(ax.xaxis)
     if bucket_values:
-        sizes = sorted(set(bucket_values))
-        shown = spaced_labels(sizes)
-        ax.set_xticks(sizes, [f"{x:g}" if x in shown else "" for x in sizes])
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        label_every_size(ax, bucket_values)
     ax.set_xlim(xmin, xmax)
 
 
