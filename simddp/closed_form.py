@@ -31,7 +31,7 @@ from simddp.law import collective_s
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
-from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
+from simddp.sharding import AFTER_BACKWARD, BACKWARD, FORWARD, cast_seconds
 
 
 def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
@@ -44,8 +44,8 @@ def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size
                          "compute; use the engine")
     blocking = not plan.strategy.overlap
     colls = plan.collectives
-    dur_s = [sum(collective_s(link, c.kind, n, world_size, blocking) for n in c.calls)
-             for c in colls]
+    dur_s = [sum(collective_s(link, c.kind, n, world_size, blocking) for n in c.calls) + cast_s
+             for c, cast_s in zip(colls, cast_seconds(plan, world_size))]
     ready_s: list[float | None] = [None] * len(colls)
     end_s = [0.0] * len(colls)
     lane = {"next": 0, "end": 0.0}   # the comm lane: next collective to run, when it is free

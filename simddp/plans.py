@@ -50,7 +50,8 @@ class Collective:
     gates: (pass, layer) whose compute waits for this collective; None: only the end of
       the micro-step (the optimizer) waits.
     hook: the comm hook's calls on the wire and its compute (:class:`simddp.hooks.HookCost`);
-      None: one call of ``nbytes``.
+      an all-gather under FSDP2's mixed precision: its call in ``param_dtype`` (half the
+      bytes at bf16); None: one call of ``nbytes``.
     """
 
     label: str
@@ -143,7 +144,7 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
 def _sharded_plan(profile: ModelProfile, strategy: Strategy) -> Plan:
     """fsdp/zero2: every micro-step gathers and reduce-scatters (simddp/sharding.py)."""
     units = shard_units(profile, strategy.shard_unit_bytes)
-    steps = sharded_steps(units, strategy.reshard_after_forward)
+    steps = sharded_steps(units, strategy.reshard_after_forward, strategy.param_dtype)
     collectives = tuple(Collective(**fields, launch_index=k * len(steps) + i, micro_step=k)
                         for k in range(strategy.accum_steps) for i, fields in enumerate(steps))
     return Plan(strategy, collectives, strategy.accum_steps, units)

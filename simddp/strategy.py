@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 from simddp.errors import InputError
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.law.hierarchical import ALGORITHMS
+from simddp.sharding import check_param_dtype, param_dtype_of
 from simddp.strategies import (ALWAYS, BASELINE, DDP_FIRST_BUCKET_MB, IMPLEMENTATIONS, ON_REQUEST,
                                ROW, TORCH_DDP, TWO_LEVEL, Name, names)
 
@@ -63,6 +64,12 @@ class Strategy:
       (ZeRO-3), False for zero2 (ZeRO-2); None: replicated, every rank holds everything.
     shard_unit_bytes: layers grouped into units of at least this many bytes; None: one each.
     comm_hook: the DDP comm hook every bucket goes through (granularity "bucket" only).
+    param_dtype: sharded only: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=
+      fp32)``, "bf16" or "fp16": all-gathers move and compute uses the parameters in it, the
+      shards, the optimizer and the reduce-scatters stay fp32 (simddp/sharding.py); None: fp32.
+    cast_gbps: the memory bandwidth (GB/s) each all-gather's cast to ``param_dtype`` is timed
+      at (:func:`simddp.sharding.cast_seconds`); None: the casts are not timed. Set by the
+      command from the device or the measured host, not by the policy.
     """
 
     name: str
@@ -80,6 +87,8 @@ class Strategy:
     # rank, as NCCL and Gloo do, or "hierarchical" (reduce-scatter in the node, all-reduce
     # of 1/G across nodes, all-gather in the node). One node or one GPU per node: the same.
     algorithm: str = "ring"
+    param_dtype: str | None = None
+    cast_gbps: float | None = None
 
     def __post_init__(self) -> None:
         if self.granularity not in ("tensor", "all", "bucket", "unit"):
@@ -104,6 +113,15 @@ class Strategy:
         if self.implementation not in IMPLEMENTATIONS:
             raise InputError(f"strategy {self.name!r}: implementation must be one of "
                              f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
+        check_param_dtype(self.param_dtype)
+        if self.param_dtype is not None and self.granularity != "unit":
+            raise InputError(f"strategy {self.name!r}: param_dtype (FSDP2's mixed precision) "
+                             f"applies to {' and '.join(SHARDED)} only")
+        if self.cast_gbps is not None and not (
+                isinstance(self.cast_gbps, (int, float)) and not isinstance(self.cast_gbps, bool)
+                and math.isfinite(self.cast_gbps) and self.cast_gbps > 0):
+            raise InputError(f"strategy {self.name!r}: cast_gbps must be a number > 0 GB/s, "
+                             f"got {self.cast_gbps!r}")
 
     @property
     def base(self) -> str:
@@ -206,16 +224,34 @@ def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
     return max(1, int(mb * MB))
 
 
+def with_precision(strategy: Strategy, precision: str, cast_gbps: float | None = None
+                   ) -> Strategy:
+    """``strategy`` as a run at ``--precision`` runs it: fsdp and zero2 at bf16 take FSDP2's
+    mixed precision (``param_dtype`` bf16, casts timed at ``cast_gbps``); every other
+    strategy, and fp32/tf32, is unchanged (bf16 there is autocast: gradients and their
+    all-reduces stay fp32).
+
+    >>> [with_precision(make_strategy(n), "bf16").param_dtype for n in ("fsdp", "ddp")]
+    ['bf16', None]
+    """
+    dtype = param_dtype_of(precision)
+    if dtype is None or strategy.reshard_after_forward is None:
+        return strategy
+    return replace(strategy, param_dtype=dtype, cast_gbps=cast_gbps)
+
+
 def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
                   accum_steps: int = 1, first_bucket_mb: float | None = None, *,
                   comm_hook: str | CommHook | None = None,
-                  shard_unit_mb: float | None = None) -> Strategy:
+                  shard_unit_mb: float | None = None, param_dtype: str | None = None,
+                  cast_gbps: float | None = None) -> Strategy:
     """The named strategy. ``bucket_mb`` matters for bucketed, ddp, no_sync and sync_each.
 
     ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
     ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
     its ``no_sync()``); the others are realrun's wrapper, except ``fsdp`` and ``zero2``
-    (FSDP2; ``shard_unit_mb`` groups layers) and any strategy with a comm hook: torch DDP.
+    (FSDP2; ``shard_unit_mb`` groups layers; ``param_dtype``, ``cast_gbps``: its mixed
+    precision) and any strategy with a comm hook: torch DDP.
     A hook comes as ``comm_hook`` or in the name, "ddp+fp16"; the strategy's name has it.
     """
     base, hook_text = split_name(name)
@@ -235,11 +271,15 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
     row = ROW.get(name)
     if row is None:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose from {', '.join(SWEEPABLE)}")
+    if (param_dtype is not None or cast_gbps is not None) and not row.sharded:
+        raise InputError(f"strategy {name!r}: param_dtype (FSDP2's mixed precision) applies "
+                         f"to {' and '.join(SHARDED)} only")
     if row.sharded:
         unit = None if shard_unit_mb is None else mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
         return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
                         implementation=row.implementation,
-                        reshard_after_forward=row.reshard_after_forward, shard_unit_bytes=unit)
+                        reshard_after_forward=row.reshard_after_forward, shard_unit_bytes=unit,
+                        param_dtype=param_dtype, cast_gbps=cast_gbps)
     if row.granularity != "bucket":
         return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
                         implementation=row.implementation)

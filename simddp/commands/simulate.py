@@ -6,6 +6,7 @@
     python -m simddp simulate --strategy bucketed --bucket-mb 10 --format json
     python -m simddp simulate --strategy fsdp --shard-unit-mb 50 --plot fsdp.png
     python -m simddp simulate --strategy ddp --comm-hook powersgd:2 --trace psgd.json
+    python -m simddp simulate --strategy fsdp --precision bf16 --device h100
 
 Prints the step time (per optimizer step), the exposed communication (step time no compute
 covers), the number of collectives and the compute-only time. --trace FILE writes the Trace
@@ -14,7 +15,10 @@ Event Format (open it at https://ui.perfetto.dev): a compute track and a comm tr
 --bucket-mb is ignored by naive, flat, overlap, fsdp and zero2; --accum-steps defaults to 4
 for no_sync and sync_each (the same K micro-steps, synced every time) and to 1 otherwise.
 --comm-hook (fp16, bf16, powersgd:R) applies to ddp and bucketed; --shard-unit-mb to fsdp and
-zero2.
+zero2. --precision bf16 is realrun's: with fsdp and zero2, FSDP2's
+MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), so the all-gathers move half the
+bytes and each pays a cast of the shard (timed at the preset device's memory bandwidth, or a
+measured profile's host copy rate); elsewhere autocast, which moves the same fp32 gradients.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
+from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_args, add_link_args,
                                     add_model_args, parse_hooks, parse_positive_floats,
                                     resolve_host, resolve_link, resolve_model,
                                     resolve_world, topology_text)
@@ -35,13 +39,15 @@ from simddp.errors import InputError
 from simddp.io import write_atomic
 from simddp.kinds import CollectiveKind
 from simddp.plans import plan
+from simddp.presets.devices import get_device
 from simddp.report.table import fmt_mb, setup_line
+from simddp.sharding import PRECISIONS, cast_rate
 from simddp.report.trace import trace_events
 from simddp.plans import Plan
 from simddp.result import COMM, Result
-from simddp.strategies import ALWAYS, BASELINE, ON_REQUEST, Name, help_lines, names
+from simddp.strategies import ALWAYS, BASELINE, ON_REQUEST, TORCH_FSDP, Name, help_lines, names
 from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, MB, SHARDED, Strategy, UnknownStrategy,
-                             make_strategy)
+                             make_strategy, with_precision)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
 
 HELP = "simulate one strategy; write a Chrome trace and a Gantt plot of the step"
@@ -64,6 +70,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                   "(.png, .svg, .pdf or .jpg, by the name)")
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
+    g.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="as realrun's: with fsdp and zero2, bf16 is FSDP2's "
+                        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): "
+                        "all-gathers in bf16 (half the bytes) plus a cast of the shard each; "
+                        "other strategies (autocast) move the same fp32 bytes "
+                        "(default %(default)s)")
     add_beyond_ddp_args(p, one_hook=True)
     add_model_args(p)
     add_link_args(p)
@@ -124,6 +136,21 @@ def _strategy(args: argparse.Namespace) -> Strategy:
     return replace(strategy, accum_steps=accum)
 
 
+def _with_precision(strategy: Strategy, args: argparse.Namespace, host) -> tuple[Strategy, str]:
+    """``strategy`` at ``--precision``, its casts timed as :func:`simddp.sharding.cast_rate`
+    says; and a note on the table's first line ("" where nothing changes)."""
+    mixed = with_precision(strategy, args.precision)
+    if mixed.param_dtype is None:
+        return strategy, ""
+    copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
+    device = None if _is_file_arg(args.model) else get_device(args.device)
+    gbps, source = cast_rate(copy_gbps, device and device.mem_gbps,
+                             device.name if device else "")
+    note = (f"; {mixed.param_dtype} all-gathers, fp32 reduce-scatters (FSDP2 "
+            f"MixedPrecisionPolicy), casts {'at ' if gbps else ''}{source}")
+    return replace(mixed, cast_gbps=gbps), note
+
+
 def run(args: argparse.Namespace) -> int:
     strategy = _strategy(args)
     _check_output(args.trace, "--trace")
@@ -133,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     topology = resolve_world(args)
     link = resolve_link(args)
     host = resolve_host(args)
+    strategy, precision_note = _with_precision(strategy, args, host)
 
     p = plan(profile, strategy)
     result = simulate(profile, link, p, args.world_size, host=host, record=True,
@@ -162,16 +190,19 @@ def run(args: argparse.Namespace) -> int:
             "compute_ms": result.compute_s * 1e3, "comm_ms": comm_s * 1e3,
             "allreduce_bytes": n_bytes, "wire_bytes": wire_bytes,
             "kinds": sorted({c.kind for c in p.collectives}), "model": result.model,
+            "precision": args.precision, "param_dtype": strategy.param_dtype,
+            "cast_gbps": strategy.cast_gbps,
             "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
     print(setup_line(profile, link, args.world_size) + topology_text(topology))
     print()
-    _print_table(result, p, comm_s, n_bytes, wire_bytes)
+    _print_table(result, p, comm_s, n_bytes, wire_bytes, precision_note)
     return 0
 
 
-def _print_table(result: Result, p: Plan, comm_s: float, n_bytes: int, wire_bytes: int) -> None:
+def _print_table(result: Result, p: Plan, comm_s: float, n_bytes: int, wire_bytes: int,
+                 note: str = "") -> None:
     """The configuration in words, then step, compute, exposed comm and collectives."""
     strategy, accum = p.strategy, p.strategy.accum_steps
     bucketed = strategy.granularity == "bucket"
@@ -184,6 +215,7 @@ def _print_table(result: Result, p: Plan, comm_s: float, n_bytes: int, wire_byte
         what += f" (first bucket {fmt_mb(strategy.first_bucket_bytes / 2**20)} MB)"
     if accum > 1:
         what += f", {accum} micro-steps"
+    what += note
     hidden_s = max(comm_s - result.exposed_comm_s, 0.0)
     rows = [
         ("step", f"{result.step_s * 1e3:.2f} ms", per),

@@ -5,7 +5,7 @@ on the comm lane? The answer is the collective law per call (:mod:`simddp.law.si
 measured curve where the link has one, else its α–β; :mod:`simddp.law.hierarchical` on two
 levels), issued overlapped when the plan overlaps its collectives and waited for (blocking)
 when each is waited for before the next, plus a comm hook's work between its calls
-(PowerSGD's Q = Mᵀ·P)::
+(PowerSGD's Q = Mᵀ·P) and FSDP2's cast of the shard before a mixed-precision all-gather::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
@@ -32,6 +32,7 @@ from simddp.law.single import all_reduce_law, collective_s, parts
 from simddp.link import Link
 from simddp.plans import Plan
 from simddp.profile import ModelProfile
+from simddp.sharding import cast_seconds
 from simddp.topology import Topology
 
 
@@ -62,8 +63,10 @@ def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FRE
         def call_s(kind: str, n_bytes: float) -> float:
             return collective_s(link, kind, n_bytes, world_size, blocking)
     gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
-    return [sum(call_s(c.kind, n) for n in c.calls) + gap_s
-            for c, gap_s in zip(plan.collectives, gaps_s)]
+    # FSDP2's mixed precision casts each shard before its all-gather (simddp/sharding.py)
+    casts_s = cast_seconds(plan, world_size)
+    return [sum(call_s(c.kind, n) for n in c.calls) + gap_s + cast_s
+            for c, gap_s, cast_s in zip(plan.collectives, gaps_s, casts_s)]
 
 
 def alpha_part_s(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE
@@ -73,8 +76,9 @@ def alpha_part_s(plan: Plan, link: Link, world_size: int, costs: HostCosts = FRE
     hook's work between them (CPU work, like α)."""
     blocking = issued_blocking(plan, costs)
     gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
+    casts_s = cast_seconds(plan, world_size)   # device work ahead of the call, like a gap
     return [sum(parts(link, c.kind, n, world_size, blocking)[0] for n in c.calls) + gap_s
-            for c, gap_s in zip(plan.collectives, gaps_s)]
+            + cast_s for c, gap_s, cast_s in zip(plan.collectives, gaps_s, casts_s)]
 
 
 def stream_parts_s(profile: ModelProfile, link: Link, world_size: int) -> tuple[float, float]:
