@@ -12,13 +12,20 @@ is imported::
     ['compute-only', 'naive', 'ddp-1MB', 'ddp-10MB']
     >>> [label(c) for c in bench_configs(["ddp", "fsdp"], [10], comm_hooks=["fp16"])]
     ['compute-only', 'ddp-10MB', 'ddp+fp16-10MB', 'fsdp']
+
+``precision`` bf16 gives fsdp and zero2 FSDP2's mixed precision (``spec``'s ``param_dtype``;
+realrun/precision.py); the row keeps its name, the run's precision is the run's::
+
+    >>> [spec_of(c).param_dtype for c in bench_configs(["fsdp"], [10], precision="bf16")[1:]]
+    ['bf16']
 """
 from __future__ import annotations
 
 from simddp.errors import InputError
 from simddp.result import COMPUTE_ONLY
 from simddp.strategies import ALWAYS, names
-from simddp.strategy import Strategy
+from simddp.sharding import PRECISIONS  # noqa: F401  (realrun/precision.py says what each means)
+from simddp.strategy import Strategy, with_precision
 from simddp.sweeps import sweep_strategies
 
 # What realrun runs for real, in the registry's order (simddp/strategies.py): all but no_sync
@@ -31,15 +38,16 @@ DEFAULT_STRATEGIES = names(runs_for_real=True, offered=ALWAYS)
 # realrun bench --gpus-per-node G reaches the ranks' executor (realrun/executors/realrun_ddp.py)
 # through the environment, as the launcher's LOCAL_WORLD_SIZE does, which it overrides.
 GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"
-PRECISIONS = ("fp32", "tf32", "bf16")  # realrun/precision.py says what each means
 # What a profile's compute total is scaled to (realrun/profile_on_ranks.py): the slowest rank's
 # plain step, per step, as realrun bench times a step; or rank 0's.
 COMPUTE_BASES = ("slowest", "rank0")
 
 
-def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None) -> list[dict]:
+def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None,
+                  precision: str = "fp32") -> list[dict]:
     """compute-only, then every configuration a sweep of ``strategies`` covers, in its order
-    and under its names (``ddp+fp16``), so ``simddp compare`` pairs them row by row."""
+    and under its names (``ddp+fp16``), so ``simddp compare`` pairs them row by row; fsdp
+    and zero2 at ``precision`` (:func:`simddp.strategy.with_precision`)."""
     bad = [s for s in strategies if s not in BENCH_STRATEGIES]
     if bad:
         raise InputError(f"--strategies: {bad[0]!r} does not run for real; choose from "
@@ -51,7 +59,7 @@ def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None) -> 
         mb = None
         if s.granularity == "bucket":
             mb = min(mbs, key=lambda typed: abs(typed - s.bucket_mb))
-        configs.append(config_of(s, mb))
+        configs.append(config_of(with_precision(s, precision), mb))
     return configs
 
 

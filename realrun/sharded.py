@@ -10,7 +10,9 @@ takes every parameter no unit took::
     opt.step()                          # on this rank's shard (DTensor parameters)
 
 ``reshard_after_forward`` is the strategy's (True for fsdp, False for zero2); prefetching is
-FSDP2's default. The units come from ``simddp.plan(module_profile(module), strategy)``: the
+FSDP2's default. ``Strategy.param_dtype`` (``--precision bf16``) adds FSDP2's
+``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)`` to every call
+(realrun/precision.py), the same policy on each unit and the root. The units come from ``simddp.plan(module_profile(module), strategy)``: the
 same function the simulator uses, on the module's own definition order (a measured profile
 may order layers differently; that only moves the grouping with ``--shard-unit-mb``).
 
@@ -35,6 +37,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
+from realrun.precision import mixed_precision_policy
 from realrun.tensors import module_profile
 from simddp.plans import Plan, plan as make_plan
 from simddp.strategy import Strategy
@@ -74,6 +77,9 @@ def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
     group = process_group or dist.group.WORLD
     mesh = DeviceMesh.from_group(group, device_type=device.type)
     kwargs = {"mesh": mesh, "reshard_after_forward": strategy.reshard_after_forward}
+    policy = mixed_precision_policy(strategy.param_dtype)
+    if policy is not None:
+        kwargs["mp_policy"] = policy
     named = dict(module.named_modules())
     for names in shard_groups(module, plan):
         targets = [named[n] for n in names]

@@ -7,6 +7,7 @@
     python -m realrun bench --format json                        # {"rows": [...]} only, on stdout
     python -m realrun bench --trace traces/ --scaling            # Chrome traces; vs one process
     python -m realrun bench --strategies ddp,fsdp,zero2 --bucket-mb 10   # torch FSDP2 too
+    python -m realrun bench --strategies fsdp,zero2 --precision bf16  # FSDP2 bf16/fp32 policy
     python -m realrun bench --strategies ddp --bucket-mb 10 --comm-hook fp16,powersgd:2
     python -m realrun bench --strategies bucketed,hierarchical --bucket-mb 1,4,16 \
         --emulate-hosts 2 --world-size 4 --link-gbit 2     # 2 hosts x 2 ranks (root)
@@ -19,7 +20,9 @@ bucket_cap_mb_list=[1, X]); a hooked strategy is torch DDP with register_comm_ho
 (realrun/comm_hooks.py); fsdp and zero2 are torch FSDP2 fully_shard (realrun/sharded.py); the
 others are realrun.ddp.DDP (hierarchical: its buckets all-reduced in two levels, G ranks
 a node from --gpus-per-node or the launcher's local world size). bf16 on Gloo is refused
-(one line, exit 2): torch's hook needs NCCL. Every
+(one line, exit 2): torch's hook needs NCCL. --precision bf16 is autocast, and for fsdp and
+zero2 also FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), on Gloo as on
+NCCL (realrun/precision.py). Every
 configuration trains the same model (same seed) on the same batch; the timed steps run
 round-robin in chunks of --chunk steps so drift on a shared box hits all alike, and each turn
 builds its configuration's model afresh and runs --warmup untimed steps first, so a rank
@@ -145,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     strategies = parse_names(args.strategies, BENCH_STRATEGIES, "--strategies")
     buckets_mb = parse_positive_floats(args.bucket_mb, "--bucket-mb")
     hooks = parse_hooks(args.comm_hook)
-    configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb)
+    configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb, args.precision)
     check_args(args, configs, hooks)
     workload = resolve_workload(args)  # imports torch, after the cheap checks
     if not is_torchrun() or os.environ["RANK"] == "0":  # last: it moves an earlier run aside

@@ -41,7 +41,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "package.module:FN (docs/REALRUN.md, 'Your own model')")
     g.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="fp32, tf32 (matmuls on TF32 tensor cores; fp32 on CPU) or bf16 "
-                        "(torch.autocast) (default %(default)s)")
+                        "(torch.autocast; fsdp and zero2 also under FSDP2's "
+                        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), Gloo "
+                        "too) (default %(default)s)")
     g.add_argument("--layers", type=int, help="shrink: number of layers/blocks")
     g.add_argument("--d-model", type=int, help="shrink: model width (all families)")
     g.add_argument("--d-ff", type=int, help="shrink: FFN hidden width (transformer, ffn)")

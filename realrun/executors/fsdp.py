@@ -1,5 +1,6 @@
 """The "fsdp" implementation: torch FSDP2, ``fully_shard`` per simddp unit (fsdp, zero2;
-realrun/sharded.py). It waits inside backward, so there is no ``sync``."""
+realrun/sharded.py), under the Strategy's ``MixedPrecisionPolicy`` when it has a
+``param_dtype`` (``--precision bf16``). It waits inside backward, so there is no ``sync``."""
 from __future__ import annotations
 
 from realrun.executors.wrapped import Wrapped
