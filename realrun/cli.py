@@ -1,14 +1,10 @@
-"""``python -m realrun``: profile a preset, benchmark real DDP strategies (and more to come).
-
-    python -m realrun profile --model mlp-8x1024 --out out/profile.json
-    python -m realrun bench --strategies bucketed,ddp --bucket-mb 1,10,100
-    python -m realrun bench --emulate-hosts 2 --link-gbit 1      # root: 1 Gbit/s hosts
+"""``python -m realrun``: measure on real ranks what simddp predicts. ``--help`` prints
+:data:`DESCRIPTION`, what a user needs; the notes below are for whoever changes this file.
 
 Each subcommand lives in ``realrun/commands/<name>.py`` with ``HELP``, ``add_arguments(parser)``
-and ``run(args) -> int``; add a name to COMMANDS to register one. Bad input ends in one line on
-stderr and exit code 2; a failed rank in one line naming it and exit code 1. Under torchrun
-each rank ends with realrun.launch.finish.finish_torchrun(code): barrier, flush, os._exit,
-so torch 2.13's Gloo cannot abort it in teardown after a successful run.
+and ``run(args) -> int``; add a name to COMMANDS to register one. Under torchrun each rank ends
+with realrun.launch.finish.finish_torchrun(code): barrier, flush, os._exit, so torch 2.13's
+Gloo cannot abort it in teardown after a successful run.
 """
 from __future__ import annotations
 
@@ -20,9 +16,26 @@ from simddp.cli import build_parser, run_command
 
 COMMANDS = ("profile", "bench", "validate", "selfcheck")
 
+# What `python -m realrun --help` says above the command list: for users, no developer notes
+# (issue 53 item 6: it ended with "(and more to come)" and how to register a subcommand).
+DESCRIPTION = """\
+Measure on real ranks what simddp predicts: profile a model, time DDP strategies and bucket
+sizes, compare the measurements with the prediction, check a cluster end to end.
+
+    python -m realrun profile --model mlp-8x1024 --out out/profile.json
+    python -m realrun bench --model mlp-8x1024 --bucket-mb 1,4,10,40 --out out/bench
+    python -m realrun validate --out out/validate
+    python -m realrun selfcheck --backend nccl         # on a GPU cluster, first
+    python -m realrun COMMAND --help                   # every option of one command
+
+Ranks run on CPU with --backend gloo (the default) or on GPUs with --backend nccl. Bad input
+ends in one line on stderr and exit code 2; a rank that fails, in one line naming it and exit
+code 1.
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser("python -m realrun", __doc__, "realrun.commands", COMMANDS)
+    parser = build_parser("python -m realrun", DESCRIPTION, "realrun.commands", COMMANDS)
     code = _run(parser.parse_args(argv))
     finish_torchrun(code)  # under torchrun the process ends here, skipping Gloo's teardown
     return code

@@ -64,7 +64,7 @@ def require_gpus(n_gpus: int) -> None:
     found = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if found == 0:
         raise ValueError("backend nccl needs CUDA GPUs; none found (torch "
-                         f"{torch.__version__}); use backend='gloo' on CPU")
+                         f"{torch.__version__}); on CPU use --backend gloo")
     if found < n_gpus:
         raise ValueError(f"backend nccl needs {n_gpus} GPUs on this host (one per rank); "
                          f"found {found}")

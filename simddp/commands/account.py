@@ -87,7 +87,7 @@ def _load(args: argparse.Namespace):
     """(spec or None, profile with times) for --model."""
     if _is_file_arg(args.model):
         return None, load_profile(args.model)
-    spec = parse_model(args.model)
+    spec = parse_model(args.model, MODEL_HELP)   # its error names the file form too
     optimizer = "adam" if args.optim.startswith("adam") else "sgd"
     profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency, optimizer)
     if args.backward_ms is not None:

@@ -108,8 +108,9 @@ def resolve_model(args: argparse.Namespace) -> ModelProfile:
     if _is_file_arg(args.model):
         profile = load_profile(args.model)
     else:
-        profile = build_profile(parse_model(args.model), args.device, args.batch, args.seq,
-                                args.efficiency, args.optimizer)
+        spec = parse_model(args.model, MODEL_HELP)   # its error names the file form too
+        profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency,
+                                args.optimizer)
     ms = {k: getattr(args, f"{k}_ms") for k in ("forward", "backward", "optimizer")}
     for k, v in ms.items():
         if v is not None and not (math.isfinite(v) and v >= 0):

@@ -32,8 +32,12 @@ TRANSFORMERS = {
 # Optimizer step bytes per parameter, fp32: Adam reads p, g, m, v and writes p, m, v (7×4);
 # SGD reads p, g and writes p (3×4). The step is memory-bound on every device listed.
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 28, "sgd": 12}
-MODEL_HELP = ("transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWIDTH (e.g. mlp-40x4096), "
-              "ffn-LAYERSxDMODELxDFF (e.g. ffn-126x16384x53248), or a profile FILE.json")
+PRESET_HELP = ("transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWIDTH (e.g. mlp-40x4096), "
+               "ffn-LAYERSxDMODELxDFF (e.g. ffn-126x16384x53248)")
+# What simddp's --model takes: a preset, or a profile file (python -m realrun profile --out).
+# realrun runs torch modules and takes presets only: its errors list PRESET_HELP (issue 53
+# item 6: `realrun bench --model nonexist` suggested the profile file bench refuses).
+MODEL_HELP = f"{PRESET_HELP}, or a profile FILE.json"
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,18 @@ class ModelSpec:
         return total
 
 
-def parse_model(name: str) -> ModelSpec:
-    """A preset by name; InputError listing the accepted names otherwise."""
+def parse_model(name: str, accepted: str = PRESET_HELP) -> ModelSpec:
+    """A preset by name; InputError listing ``accepted`` otherwise: the presets, or
+    :data:`MODEL_HELP` where the command reads a profile file too.
+
+    >>> for accepted in (PRESET_HELP, MODEL_HELP):
+    ...     try:
+    ...         parse_model("cnn-3", accepted)
+    ...     except InputError as e:
+    ...         print(str(e)[:34], "...", str(e)[-22:])
+    unknown model 'cnn-3'; choose tran ... ffn-126x16384x53248)
+    unknown model 'cnn-3'; choose tran ... or a profile FILE.json
+    """
     m = re.fullmatch(r"transformer-(small|medium|large|xl|2\.7b)", name)
     if m:
         d, f, layers, heads = TRANSFORMERS[m.group(1)]
@@ -114,7 +128,7 @@ def parse_model(name: str) -> ModelSpec:
     m = re.fullmatch(r"ffn-(\d+)x(\d+)x(\d+)", name)
     if m:
         return ModelSpec("ffn", int(m.group(1)), int(m.group(2)), int(m.group(3)), name=name)
-    raise InputError(f"unknown model {name!r}; choose {MODEL_HELP}")
+    raise InputError(f"unknown model {name!r}; choose {accepted}")
 
 
 def _op_cost(kind: str, dims: tuple[int, ...], tokens: int, seq: int, act_bytes: int):
