@@ -18,9 +18,12 @@ in process), then profiles the model on every rank (``realrun profile``), simula
 configuration (``simddp.sweep``), measures each (``realrun bench``: compute-only, naive, flat,
 overlap, then bucketed and ddp per --bucket-mb) and compares them (``simddp.compare``).
 
-Prints a table (predicted ms, measured median and p95, error %), the summary (median and max
-APE, Spearman ρ, predicted-best vs measured-best bucket and the regret), simddp's
-recommendation and whether the measurement proves it. ``--format json`` prints only
+Prints a short summary first — the verdict on simddp's recommendation (PROVEN, PROVEN
+within 3 %, REFUTED or CANNOT TELL, with the margin it needed and the rows' spread it had to
+clear), the errors, the recommended and the measured-best configuration, where the files
+went — then the details: the inputs, a table (predicted ms, measured median and p95, error
+%), its summary (median and max APE, Spearman ρ, predicted-best vs measured-best bucket and
+the regret) and the recommendation as ``simddp sweep`` words it. ``--format json`` prints only
 ``{"rows": [...], "summary": {...}, "validate": {...}}``. --out DIR gets compare_scatter.png,
 compare_buckets.png, compare_timeline.png, compare.{json,csv}, validate.json,
 predicted.json, measured.json, link.json and profile.json.
@@ -163,6 +166,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json()))
     else:
-        print(report.text())
-        print(f"# wrote plots and JSON to {args.out}/")
+        print(report.text(args.out))   # its summary says where the files went
     return 1 if report.failures else 0

@@ -59,8 +59,10 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
             profile: ModelProfile | None = None, turn_steps: int | None = None) -> dict:
     """simddp's recommendation from ``predicted`` and what ``measured`` says of it: a dict
     with ``recommendation`` and ``text`` (lines to print), ``word`` (PROVEN, …), ``proven``
-    (True, False or None) and the numbers behind them: ``regret_pct``, ``regret_ci_pct``,
-    ``measured_best_mb``, ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation
+    (True, False or None) and the numbers behind them: ``recommended_strategy``,
+    ``recommended_mb`` and its measured median ``recommended_ms`` (pooled where sizes make the
+    same buckets: ``same_layout_mb``), ``regret_pct``, ``regret_ci_pct``, ``measured_best_mb``
+    (``measured_best_mbs``, ``measured_best_ms``), ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation
     measured fastest; ``claim``, ``verdict_margin_pct`` (the margin the words rest on),
     ``spread_pct`` and ``spread_from`` (what it was compared with), ``halves_apart_pct``
     (the larger split of the two configurations). ``turn_steps``: the bench's turn, to split
@@ -71,6 +73,7 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
            "word": None}
     if rec is None:
         return out
+    out.update(recommended_strategy=rec.strategy, recommended_mb=rec.bucket_mb)
     rows = [r for r in measured if r.strategy == rec.strategy and r.bucket_mb is not None]
     configs = [_Config(g, turn_steps) for g in group_by_layout(rows, profile)]
     at_rec = next((c for c in configs if c.has(rec.bucket_mb)), None)
@@ -84,7 +87,9 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
             f" ({sizes_text(at_rec.mbs)} make the same buckets: one configuration, "
             f"{at_rec.samples} steps pooled)")
     out.update(measured_best_mb=rec.bucket_mb if best is at_rec else best.name_mb,
-               margin_pct=MARGIN_PCT, same_layout_mb=list(at_rec.mbs), turn_steps=turn_steps)
+               measured_best_mbs=list(best.mbs), measured_best_ms=best.step_s * 1e3,
+               recommended_ms=at_rec.step_s * 1e3, margin_pct=MARGIN_PCT,
+               same_layout_mb=list(at_rec.mbs), turn_steps=turn_steps)
     what = f"{rec.strategy} at {rec.bucket_mb:g} MB{same}"
     fastest = best is at_rec
     other = (min((c for c in configs if c is not at_rec), key=lambda c: c.step_s, default=None)

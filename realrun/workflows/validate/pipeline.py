@@ -4,7 +4,7 @@ The whole loop in one call, used by ``python -m realrun validate`` and the noteb
 
     from realrun.workflows.validate import ValidateSettings, validate
     report = validate(ValidateSettings(model="mlp-8x1024", bucket_mbs=(1, 10, 100)))
-    print(report.text())                       # table, summary, recommendation and verdict
+    print(report.text())                       # summary and verdict first, then details
     report.write("out/validate")               # PNGs, validate.json, predicted/measured files
 
 Steps, in order (each one a plain function, so a notebook can run them one by one):
@@ -140,8 +140,10 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
     if lead:
         host = profile_host(s, profile_run)
         predicted = predict(profile_run.profile, link, host, s)
+        # the profile's buckets decide which sizes are one configuration, as in the verdict
         before = Prediction("before running", link, host, profile_run.profile, predicted,
-                            compare_results(predicted, measured).split_halves(s.chunk))
+                            compare_results(predicted, measured, profile=profile_run.profile)
+                            .split_halves(s.chunk))
         anchored = anchored_prediction(s, before, measured, probes)
         m = pick_timeline(before.comparison, None)[1]
     # Which configuration to clock: rank 0 decides, every rank runs it.
@@ -199,8 +201,8 @@ def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[
     inputs = prediction_inputs(s, before.link, before.profile, before.host, measured, probes)
     predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
     return Prediction("anchored", inputs["link"], inputs["host"], inputs["profile"], predicted,
-                      compare_results(predicted, measured, inputs=inputs["scored_out"])
-                      .split_halves(s.chunk),
+                      compare_results(predicted, measured, inputs=inputs["scored_out"],
+                                      profile=inputs["profile"]).split_halves(s.chunk),
                       inputs["scored_out"], inputs["anchor"], inputs["probes"])
 
 

@@ -17,9 +17,9 @@ from simddp.io import link_to_json, profile_to_json, results_to_json, write_atom
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.report.table import host_line
-from simddp.result import Result
+from simddp.layouts import sizes_text
+from simddp.result import COMPUTE_ONLY, Result
 from simddp.strategy import SHARDED
-
 
 
 @dataclass(frozen=True)
@@ -141,15 +141,74 @@ class ValidationReport:
             "elapsed_s": round(self.elapsed_s, 1), "caveats": caveats(self.settings)}
         return doc
 
-    def text(self) -> str:
-        s, l = self.settings, self.link
+    def text(self, out_dir: str | None = None) -> str:
+        """The report: a short summary first (the verdict, the error figures, the best
+        configuration, where the files went: ``out_dir``), then the details — the inputs
+        predicted from, the table and its summary, the anchored prediction, the
+        recommendation as ``simddp sweep`` words it, notes and caveats."""
+        s = self.settings
         what = ("one --module micro-batch per rank" if s.module
                 else f"batch {s.batch} x seq {s.seq}")
+        head = (f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
+                f"{s.world_size} ranks; {self.load[0]:.2f} -> {self.load[1]:.2f} load; "
+                f"{self.elapsed_s:.0f} s")
+        return "\n".join([head, *self.summary_lines(out_dir), "", "details:",
+                          *self.detail_lines()])
+
+    def summary_lines(self, out_dir: str | None = None) -> list[str]:
+        """A few lines a person reads first: the verdict with its margin and spread, the
+        prediction's errors, the recommended against the measured-best configuration,
+        failures, and where the files went."""
+        v, c = self.verdict(), self.comparison
+        sm = c.summary
+        scored = [r for r in c.rows if not r.is_input]
+        worst = max(scored, key=lambda r: abs(r.error_pct))
+        rho = "n/a" if sm.spearman is None else f"{sm.spearman:.3f}"
+        errors = (f"  prediction made before the runs: |error| median {sm.median_ape:.1f} %, "
+                  f"max {sm.max_ape:.1f} % ({worst.label}), Spearman rho {rho} over "
+                  f"{sm.configs} configs"
+                  + ("" if not sm.with_range else
+                     f"; {sm.in_range} of {sm.with_range} measured medians inside their "
+                     "predicted range"))
+        if self.anchored is not None:
+            a = self.anchored.comparison.summary
+            errors += (f"; anchored: median {a.median_ape:.1f} %, max {a.max_ape:.1f} %")
+        lines = ["summary:", f"  verdict: {v['text'] or 'none (nothing recommended)'}",
+                 errors]
+        best = self.best_lines()
+        lines += [f"  {line}" for line in best]
+        if self.failures:
+            lines.append(f"  FAILED: {len(self.failures)} configuration(s), named below")
+        if out_dir is not None:
+            lines.append(f"  files: {out_dir}/ (validate.json, compare.json and .csv, the "
+                         "compare PNGs, predicted, measured, link and profile JSON)")
+        return lines
+
+    def best_lines(self) -> list[str]:
+        """The recommended configuration and what it measured, against the measured-best
+        bucket of its strategy (as the verdict pools them) and the fastest configuration
+        measured."""
+        v, c = self.verdict(), self.comparison
+        out = []
+        if "recommended_ms" in v:
+            mbs = v["same_layout_mb"]
+            pooled = " pooled" if len(mbs) > 1 else ""
+            best_pooled = " pooled" if len(v["measured_best_mbs"]) > 1 else ""
+            out.append(f"recommended: {v['recommended_strategy']} at {sizes_text(mbs)}, "
+                       f"measured {v['recommended_ms']:.2f} ms{pooled}; measured best "
+                       f"bucket: {sizes_text(v['measured_best_mbs'])}, "
+                       f"{v['measured_best_ms']:.2f} ms{best_pooled}")
+        real = [r for r in c.rows if not r.is_input and r.strategy != COMPUTE_ONLY]
+        if real:
+            fastest = min(real, key=lambda r: r.measured_s)
+            out.append(f"fastest configuration measured: {fastest.label}, "
+                       f"{fastest.measured_s * 1e3:.2f} ms median")
+        return out
+
+    def detail_lines(self) -> list[str]:
+        s, l = self.settings, self.link
         spread = self.profile.compute_spread
-        lines = [f"# validate: {self.profile.name}, {what}, {s.precision}, {s.backend}, "
-                 f"{s.world_size} ranks; {self.load[0]:.2f} -> {self.load[1]:.2f} load; "
-                 f"{self.elapsed_s:.0f} s",
-                 "# prediction made BEFORE the runs, from the calibration and the profile "
+        lines = ["# prediction made BEFORE the runs, from the calibration and the profile "
                  "alone (what calibrate + realrun profile + simddp sweep give a user):",
                  f"#   link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
                  + ("" if l.blocking_alpha_s is None else
@@ -172,14 +231,11 @@ class ValidationReport:
             lines += ["", anchored_text(self.anchored)]
         for f in self.failures:
             lines.append(f"FAILED {f}")
-        v = self.verdict()
-        lines += ["", v["recommendation"]]
-        if v["text"]:
-            lines.append(v["text"])
+        lines += ["", self.verdict()["recommendation"]]
         if self.timeline_note:
             lines.append(self.timeline_note)
         lines += caveats(self.settings)
-        return "\n".join(lines)
+        return lines
 
     def write(self, out_dir: str) -> list[str]:
         """validate.json, compare.{json,csv}, predicted.json (before running),
