@@ -7,9 +7,10 @@
     # files; choose another --out, or pass --force to write there anyway
 
 Each command's outputs are listed in OUT_FILES, first the file that marks a folder as that
-command's. Rerunning a command into its own folder (the default one, or one the user named)
-moves the earlier run's files into a dated sub-folder and says where on stderr, so the
-README's commands can be run twice without a flag. A folder that holds another command's
+command's (a name ending in "/" is a folder of its files, moved as one). Rerunning a command
+into its own folder (the default one, or one the user named) moves the earlier run's files
+into a dated sub-folder and says where on stderr, so the README's commands can be run twice
+without a flag. A folder that holds another command's
 results is refused: the two runs' files (validate writes compare.json too) would mix.
 ``force`` keeps the old meaning: replace files in place, wherever.
 """
@@ -37,6 +38,8 @@ OUT_FILES = {
     "simddp sweep": ("sweep.json", "sweep.csv", "sweep.png"),
     "simddp compare": ("compare.json", "compare.csv", "compare_*.png"),
     "simddp trace-import": ("summary.json", "profile.json", "link.json"),
+    # a bundle: its steps' files sit in folders, moved aside whole (a name ending in "/")
+    "realrun selfcheck": ("selfcheck.json", "calibrate/", "profile/", "bench/", "validate/"),
 }
 EARLIER_PREFIX = "earlier-"  # earlier-20261124-180222: when the earlier run wrote its marker
 
@@ -66,7 +69,8 @@ def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
         raise InputError(f"{flag} {out}: holds {OUT_FILES[owner][0]} from {owner}, {what}; "
                          f"choose another {flag}, or pass --force to write there anyway")
     patterns = OUT_FILES.get(mine, ()) + tuple(files)
-    earlier = sorted({p for pattern in patterns for p in path.glob(pattern) if p.is_file()})
+    earlier = sorted({p for pattern in patterns for p in path.glob(pattern.rstrip("/"))
+                      if (p.is_dir() if pattern.endswith("/") else p.is_file())})
     if earlier:
         marker = path / files[0]
         kept = _free_name(path / (EARLIER_PREFIX + _stamp(marker if marker.exists()

@@ -19,7 +19,8 @@ seconds and key figures):
 
 A failed step is recorded and the others still run (validate is skipped without its inputs;
 under torchrun a failed step skips the measuring steps after it, whose collectives could no
-longer line up). The bundle, --out (default selfcheck-<UTC time>): selfcheck.json (each
+longer line up). The bundle, --out (default selfcheck-<UTC time>; an earlier bundle there
+moves into --out/earlier-<time>/, --force replaces it in place): selfcheck.json (each
 step, the environment: python, torch, CUDA, NCCL, GPU names, CPUs, hosts, NCCL_*/GLOO_*/
 TORCH_* variables), calibrate/ (link.json, allreduce.json, plots), profile/profile.json,
 bench/bench.json, validate/ (validate.json, compare plots). Exit 0 when every step passed,
@@ -39,12 +40,14 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.commands.common import parse_positive_floats
 from simddp.errors import InputError
+from simddp.outdir import check_out_dir
 
 HELP = "check a cluster end to end (init, calibrate, profile, bench, validate); one bundle"
 # Small enough for ~40 s on a 2-core CPU box with 2 Gloo ranks, big enough for buckets to
 # matter: 8 gradients of 1 MiB, so ddp at 1 and 4 MB makes 8 and 3 all-reduces.
 MODEL, BUCKETS = "mlp-8x512", "1,4"
 STEPS = ("init", "calibrate", "profile", "bench", "validate")
+BUNDLE = "selfcheck.json"   # marks a folder as a bundle (simddp/outdir.py's OUT_FILES)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,12 +67,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_world_args(p, timeout_s=STEP_TIMEOUT_S)
     o = p.add_argument_group("output")
     o.add_argument("--out", default=None,
-                   help="the bundle's folder, new or empty (default selfcheck-<UTC time>)")
+                   help="the bundle's folder (default selfcheck-<UTC time>); an earlier "
+                        "bundle there moves into --out/earlier-<time>/, as every command's")
+    o.add_argument("--force", action="store_true",
+                   help="replace an earlier bundle's files in --out (default: move them into "
+                        "--out/earlier-<time>/)")
 
 
 def check_args(args: argparse.Namespace):
     """(workload, world, bucket sizes, out folder); InputError (one line) on anything bad.
-    Nothing is written or started before this returns."""
+    Nothing is started before this returns; last, an earlier bundle in --out is moved into
+    --out/earlier-<time>/ by the rule every command follows (simddp/outdir.py), and a
+    folder holding another command's results is refused."""
     for flag in ("steps", "profile_repeats", "calibrate_iters"):
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
     if args.module is None and args.model is None:
@@ -85,9 +94,8 @@ def check_args(args: argparse.Namespace):
         from realrun.launch.netns import check_available
         check_available()  # NetnsUnavailable: one line, exit 2 (realrun/cli.py)
     out = args.out or datetime.now(timezone.utc).strftime("selfcheck-%Y%m%dT%H%M%SZ")
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise InputError(f"--out {out}: exists and is not an empty folder; choose a new one "
-                         "(the default, selfcheck-<UTC time>, never collides)")
+    if not is_torchrun() or os.environ["RANK"] == "0":   # the rank that writes the bundle
+        check_out_dir(out, files=(BUNDLE,), force=args.force)
     return workload, world, tuple(buckets), out
 
 
@@ -122,7 +130,7 @@ def write_bundle(check, steps, seconds: float) -> dict:
               "environment": environment(check.world.backend, check.world.world_size,
                                          check.ranks)}
     os.makedirs(check.out, exist_ok=True)
-    write_atomic(os.path.join(check.out, "selfcheck.json"), json.dumps(bundle, indent=1) + "\n")
+    write_atomic(os.path.join(check.out, BUNDLE), json.dumps(bundle, indent=1) + "\n")
     return bundle
 
 

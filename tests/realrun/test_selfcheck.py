@@ -1,5 +1,6 @@
-"""realrun selfcheck: bad input in one line (exit 2, nothing written), failed steps recorded in
-a bundle that is still written (exit 1), and the whole command on 2 Gloo ranks.
+"""realrun selfcheck: bad input in one line (exit 2, nothing written), an earlier bundle in
+--out moved aside as every command's, failed steps recorded in a bundle that is still written
+(exit 1), and the whole command on 2 Gloo ranks.
 
 The end-to-end run (mlp-8x256, 4 steps, 3 calibration iterations) takes ~30 s here at load
 2 and ~90 s at load 6, and is marked slow, as is the run under torchrun (~40 s); the failure tests replace library calls in-process, so they start few ranks.
@@ -58,19 +59,56 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, argv,
     assert not captured.out and not out.exists()
 
 
-def test_a_non_empty_out_folder_is_refused(capsys, tmp_path):
-    (tmp_path / "old.txt").write_text("keep me")
+def _no_world(monkeypatch):
+    """init fails at once: no ranks start, and the bundle is still written (exit 1)."""
+    def no_world(*args, **kwargs):
+        raise LaunchError("rank 1 failed: injected by the test")
+    monkeypatch.setattr(realrun.launch, "run_world", no_world, raising=False)
+
+
+def test_an_earlier_bundle_in_out_moves_aside_as_every_command_does(monkeypatch, capsys,
+                                                                     tmp_path):
+    """Issue 53 item 7: --out USED was refused where every other command keeps the earlier
+    run in USED/earlier-<time>/ (simddp/outdir.py); the bundle's step folders go with it,
+    files that are not the bundle's stay."""
+    out = tmp_path / "sc"
+    for name in ("selfcheck.json", "calibrate/link.json", "validate/validate.json"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("{}")
+    (out / "notes.txt").write_text("keep me")
+    _no_world(monkeypatch)
+    assert _exit_code([*TINY, "--out", str(out)]) == 1
+    (kept,) = out.glob("earlier-*")
+    assert f"note: kept the earlier run's 3 files in {kept}" in capsys.readouterr().err
+    assert sorted(p.name for p in kept.iterdir()) == ["calibrate", "selfcheck.json",
+                                                      "validate"]
+    assert (kept / "validate" / "validate.json").read_text() == "{}"
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert json.loads((out / "selfcheck.json").read_text())["failed"] == ["init"]
+    assert not (out / "validate").exists()   # this run's init failed: nothing validated
+
+
+def test_force_replaces_the_earlier_bundle_in_place(monkeypatch, tmp_path):
+    out = tmp_path / "sc"
+    out.mkdir()
+    (out / "selfcheck.json").write_text("{}")
+    _no_world(monkeypatch)
+    assert _exit_code([*TINY, "--out", str(out), "--force"]) == 1
+    assert not list(out.glob("earlier-*"))
+    assert json.loads((out / "selfcheck.json").read_text())["failed"] == ["init"]
+
+
+def test_a_folder_of_another_commands_results_is_refused(capsys, tmp_path):
+    (tmp_path / "validate.json").write_text("{}")
     assert _exit_code(["--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "not an empty folder" in err and err.count("\n") == 1
-    assert os.listdir(tmp_path) == ["old.txt"]
+    assert "holds validate.json from realrun validate" in err and err.count("\n") == 1
+    assert os.listdir(tmp_path) == ["validate.json"]
 
 
 def test_a_failed_init_skips_the_rest_and_still_writes_the_bundle(monkeypatch, capsys,
                                                                   tmp_path):
-    def no_world(*args, **kwargs):
-        raise LaunchError("rank 1 failed: injected by the test")
-    monkeypatch.setattr(realrun.launch, "run_world", no_world, raising=False)
+    _no_world(monkeypatch)
     out = tmp_path / "sc"
     assert _exit_code([*TINY, "--out", str(out)]) == 1
     lines = capsys.readouterr().out.splitlines()
@@ -138,6 +176,12 @@ def test_selfcheck_end_to_end_on_two_gloo_ranks(tmp_path):
     val = steps["validate"]["figures"]
     assert val["median_ape_pct"] >= 0 and val["recommendation"].startswith("Recommended")
     assert val["proven"] in (True, False, None)
+    # issue 53: the verdict names the margin and the spread it was judged on (4 steps make
+    # one turn: no split halves, so the rows' p5-p95 width)
+    assert val["verdict_word"] in ("PROVEN", "PROVEN within 3 %", "REFUTED", "CANNOT TELL")
+    assert val["spread_from"] in ("p5-p95", "95 % interval")
+    assert f"verdict: {val['verdict_word']} (margin " in val["summary"]
+    assert cal["r2_judged_on"] and "heldout_median_err" in cal
     env = bundle["environment"]
     assert env["torch"] and env["python"] and env["backend"] == "gloo"
     assert env["world_size"] == 2 and env["cpu_count"] >= 1 and env["hostname"]
