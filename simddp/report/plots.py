@@ -59,11 +59,15 @@ def _series(results: Sequence[Result]) -> dict[tuple[str, str], list[Result]]:
     return out
 
 
-def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = None) -> None:
+def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = None,
+               fit_ticks: bool = True) -> None:
     """Step time vs bucket size (log x): a line per bucketed strategy, flat lines for the rest.
 
     ``mark=("ddp", 25.0)`` puts a star on that configuration (the recommendation). The y range
     is the curves' (:func:`y_window_ms`); prediction bands are cut to it, never drawn past it.
+    ``fit_ticks``: tilt the size labels where they would touch, measured on ``ax``'s figure
+    as it is now (a caller that adds panels afterwards calls :func:`keep_tick_labels_apart`
+    once they are all there).
     """
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
@@ -106,6 +110,8 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         _off_the_scale(ax, results, window)
     # beside the panel, not on it: "best" still landed on the curves and hid the star
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if fit_ticks and bucketed:
+        keep_tick_labels_apart(ax.figure, [ax])
 
 
 def _range_legend_entries(ax, results: Sequence[Result], window, flat_bars: bool) -> None:
@@ -278,7 +284,7 @@ def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | Non
     fig = Figure(figsize=(10.0, 4.4 * len(panels)), layout="constrained")
     for i, rs in enumerate(panels):
         ax = fig.add_subplot(len(panels), 1, i + 1)
-        draw_sweep(ax, rs, recommended if rs is per_step else None)
+        draw_sweep(ax, rs, recommended if rs is per_step else None, fit_ticks=False)
         if rs is accum:
             k = max(r.accum_steps for r in accum)
             ax.set_title(f"gradient accumulation, K={k} micro-steps", fontsize=10)

@@ -164,3 +164,20 @@ def test_a_line_off_the_panel_gets_no_bar_even_where_its_range_reaches_into_it()
     assert "off the scale: overlap 900.0 ms" in " ".join(t.get_text() for t in ax.texts)
     assert not [seg for c in ax.collections if not isinstance(c, PolyCollection)
                 for seg in c.get_segments()]
+
+
+def test_panels_drawn_on_a_callers_figure_get_apart_once_all_are_placed():
+    # the notebook's picture: two draw_sweep panels side by side; a panel measured alone
+    # before the second was added had its labels run together once the second shrank it
+    from matplotlib.figure import Figure
+
+    from simddp.report.plots import draw_sweep, keep_tick_labels_apart
+    sizes = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 200, 500, 1000)
+    fig = Figure(figsize=(16, 4.5), layout="constrained")
+    for i in range(2):
+        draw_sweep(fig.add_subplot(1, 2, i + 1), [row("ddp", mb, 100 + mb / 100) for mb in sizes])
+    keep_tick_labels_apart(fig, fig.axes)
+    for ax in fig.axes:
+        assert tick_labels(ax) == [f"{mb:g}" for mb in sizes]
+        boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
+        assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if overlaps(a, b)]
