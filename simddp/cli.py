@@ -1,4 +1,5 @@
-"""``python -m simddp``: sweep, simulate, models, links, account, compare.
+"""``python -m simddp``: sweep, simulate, models, links, collectives, account, compare,
+trace-import.
 
     python -m simddp sweep --bucket-mb 1,10,100,1000          # defaults: see --help
     python -m simddp simulate --strategy ddp --bucket-mb 25 --trace trace.json --plot gantt.png
@@ -16,6 +17,18 @@ import re
 import sys
 
 from simddp.errors import InputError
+
+# What `python -m simddp --help` shows: for users (the module text above is for developers)
+DESCRIPTION = """Predict a data-parallel training step by simulation: which gradient-sync strategy
+and which bucket_cap_mb are fastest for this model on this network.
+
+    python -m simddp sweep --bucket-mb 1,10,100,1000          # every strategy, four sizes
+    python -m simddp sweep --model transformer-xl --link ib-hdr --world-size 16
+    python -m simddp simulate --strategy ddp --bucket-mb 25 --trace trace.json --plot gantt.png
+    python -m simddp models;  python -m simddp links          # the presets
+    python -m simddp collectives --link nvlink-h100-nvls --world-size 8
+
+Each command has its own --help. Bad input ends in one line on stderr and exit code 2."""
 
 COMMANDS = ("sweep", "simulate", "models", "links", "collectives", "account", "compare",
             "trace-import")
@@ -52,7 +65,7 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser(prog: str = "python -m simddp", description: str = __doc__,
+def build_parser(prog: str = "python -m simddp", description: str = DESCRIPTION,
                  package: str = "simddp.commands",
                  commands: tuple[str, ...] = COMMANDS) -> argparse.ArgumentParser:
     """A parser with one subcommand per module ``<package>.<name>`` (realrun uses it too)."""

@@ -263,3 +263,13 @@ def test_sweep_out_twice_keeps_the_earlier_run_without_force(tmp_path, capsys):
     assert (out / "sweep.json").read_text() != before
     assert main(["sweep", "--bucket-mb", "25", "--out", str(out), "--force"]) == 0
     assert len(list(out.glob("earlier-*"))) == 1  # --force replaces in place
+
+
+def test_top_level_help_is_for_users_not_developers(capsys):
+    # issue 53 item 6: the help ended with notes on where subcommands live
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "simddp/commands/" not in out and "add_arguments" not in out
+    assert "python -m simddp sweep --bucket-mb 1,10,100,1000" in out and "exit code 2" in out
