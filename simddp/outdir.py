@@ -75,10 +75,11 @@ def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
         marker = path / files[0]
         kept = _free_name(path / (EARLIER_PREFIX + _stamp(marker if marker.exists()
                                                           else earlier[0])))
+        what = "files" if all(p.is_file() for p in earlier) else "files and folders"
         kept.mkdir()
         for p in earlier:
             os.replace(p, kept / p.name)  # a rename: same file system, nothing copied
-        print(f"note: kept the earlier run's {len(earlier)} files in {kept}", file=sys.stderr)
+        print(f"note: kept the earlier run's {len(earlier)} {what} in {kept}", file=sys.stderr)
     return path
 
 

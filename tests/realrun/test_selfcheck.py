@@ -79,7 +79,7 @@ def test_an_earlier_bundle_in_out_moves_aside_as_every_command_does(monkeypatch,
     _no_world(monkeypatch)
     assert _exit_code([*TINY, "--out", str(out)]) == 1
     (kept,) = out.glob("earlier-*")
-    assert f"note: kept the earlier run's 3 files in {kept}" in capsys.readouterr().err
+    assert f"note: kept the earlier run's 3 files and folders in {kept}" in capsys.readouterr().err
     assert sorted(p.name for p in kept.iterdir()) == ["calibrate", "selfcheck.json",
                                                       "validate"]
     assert (kept / "validate" / "validate.json").read_text() == "{}"
