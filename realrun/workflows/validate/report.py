@@ -231,7 +231,9 @@ class ValidationReport:
             lines += ["", anchored_text(self.anchored)]
         for f in self.failures:
             lines.append(f"FAILED {f}")
-        lines += ["", self.verdict()["recommendation"]]
+        lines += ["", "# simddp's recommendation, from the prediction made before the runs "
+                  "(simddp sweep's words: its times are predicted; the verdict above is "
+                  "the measurement's):", self.verdict()["recommendation"]]
         if self.timeline_note:
             lines.append(self.timeline_note)
         lines += caveats(self.settings)
