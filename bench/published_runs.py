@@ -13,14 +13,17 @@ file) is predicted the same way, with no per-dataset knob:
   single-GPU step scaled to a rank's micro-batches; split into forward, backward and
   optimizer in the model preset's proportions (``--device``, default a100, as
   ``simddp sweep`` would);
-- each row predicted by the engine under each contention: none (what a sweep predicts for an
-  uncalibrated NCCL link today) and the published GPU contention
-  (simddp.contention.PUBLISHED_GPU: compute x1.189, comm x2.22), with the range none … high
-  (compute x1.40, comm x2.22).
+- each row predicted by ``simddp.sweep`` with its prediction ranges, as ``simddp sweep
+  --device a100`` predicts it: no contention is measured, the compute runs on a GPU, so the
+  point takes the published GPU contention (compute x1.189, comm x2.22) and the range runs
+  from none to compute x1.40, comm x2.22 (simddp.contention.default_contention); no
+  contention is passed in. Beside it, for reference, the same sweep with no device named,
+  which keeps no contention (what a GPU sweep predicted before the default).
 
-Prints per row measured, predicted and error under both, whether the measured step lies in
-the range, then the median and max APE. Rows the dataset marks ``"checked": false`` and
-outliers named in ``OUTLIERS`` (with the reason) are shown apart.
+Prints per row measured, the default's prediction and error, its range and whether the
+measured step lies in it, and the no-device prediction; then the median and max APE of
+both. Rows the dataset marks ``"checked": false`` and outliers named in ``OUTLIERS`` (with
+the reason) are shown apart.
 """
 from __future__ import annotations
 
@@ -29,15 +32,14 @@ import glob
 import json
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from simddp import Link, build_profile, get_link, parse_model
-from simddp.contention import PUBLISHED_GPU, PUBLISHED_GPU_HIGH, PUBLISHED_GPU_SOURCE
+from simddp.contention import PUBLISHED_GPU_SOURCE
+from simddp.ranges import range_sources
 from simddp.sweeps import sweep
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published-runs"
-NONE = (1.0, 1.0)
 # (dataset, strategy, local batch, seq): why the row is reported apart.
 OUTLIERS = {
     ("damek-cs336-2gpu-xl", "flat", 4, 512):
@@ -97,8 +99,8 @@ def compute_s(d: dict, local_batch: int, seq: int) -> float:
 
 
 def predict(d: dict, device: str) -> list[dict]:
-    """Every checked row's measured step and its predictions under no, the published and the
-    high contention."""
+    """Every checked row's measured step, the sweep's prediction on ``device`` (``default``,
+    with its range ``range_ms``) and with no device named (``none``), in ms."""
     link, _ = dataset_link(d)
     spec = parse_model(d["model"]["preset"])
     out = []
@@ -114,18 +116,28 @@ def predict(d: dict, device: str) -> list[dict]:
         p = p.scaled(p.forward_s * f, p.backward_s * f, p.optimizer_s * f * accum)
         names = sorted({r["strategy"] for r in rows})
         mbs = sorted({r["bucket_mb"] for r in rows if r["bucket_mb"] is not None})
-        steps = {}
-        for key, (c, m) in (("none", NONE), ("published", PUBLISHED_GPU),
-                            ("high", PUBLISHED_GPU_HIGH)):
-            contended = replace(link, compute_slowdown=c, comm_slowdown=m)
-            for res in sweep(p, contended, d["world_size"], names, mbs, accum_steps=accum):
+        steps, ranges = {}, {}
+        for key, dev in (("default", device), ("none", None)):
+            for res in sweep(p, link, d["world_size"], names, mbs, accum_steps=accum,
+                             ranges=True, device=dev):
                 steps[(key, res.strategy, res.bucket_mb)] = res.step_s * 1e3
+                if key == "default":
+                    ranges[(res.strategy, res.bucket_mb)] = tuple(
+                        v * 1e3 for v in res.step_range_s)
         for r in rows:
             bucket = float(r["bucket_mb"]) if r["bucket_mb"] is not None else None
-            pred = {k: steps[(k, r["strategy"], bucket)] for k in ("none", "published", "high")}
-            out.append({**r, "predicted_ms": pred, "dataset": d["name"],
+            pred = {k: steps[(k, r["strategy"], bucket)] for k in ("default", "none")}
+            out.append({**r, "predicted_ms": pred, "range_ms": ranges[(r["strategy"], bucket)],
+                        "dataset": d["name"],
                         "outlier": OUTLIERS.get((d["name"], r["strategy"], b, s))})
     return out
+
+
+def ranges_line(d: dict, device: str) -> str:
+    """What the sweep says its ranges are made of, for this dataset on ``device``."""
+    link, _ = dataset_link(d)
+    p = build_profile(parse_model(d["model"]["preset"]), device)
+    return range_sources(p, link, None, device)
 
 
 def ape(row: dict, key: str) -> float:
@@ -133,37 +145,43 @@ def ape(row: dict, key: str) -> float:
 
 
 def in_range(row: dict) -> bool:
-    lo = min(row["predicted_ms"].values())
-    hi = max(row["predicted_ms"].values())
+    lo, hi = row["range_ms"]
     return lo <= row["step_ms"] <= hi
 
 
-def report(d: dict, rows: list[dict], out=sys.stdout) -> dict:
+def overlapped(rows: list[dict]) -> list[dict]:
+    """The rows whose plans overlap compute with communication (all but naive and flat),
+    the ones contention moves."""
+    return [r for r in rows if r["strategy"] not in ("naive", "flat")]
+
+
+def report(d: dict, rows: list[dict], device: str, out=sys.stdout) -> dict:
     """Print one dataset's rows and summary; return the summary."""
     _, link_line = dataset_link(d)
     print(f"\n{d['name']}: {d['world_size']} ranks, model {d['model']['preset']}; link {link_line}",
           file=out)
-    print(f"{'strategy':9} {'MB':>5} {'b':>2} {'seq':>5} {'measured':>9} {'none':>8} {'err':>7} "
-          f"{'published':>9} {'err':>7} {'range (none…high)':>19} in", file=out)
+    print(f"prediction ranges (simddp sweep --device {device}): {ranges_line(d, device)}",
+          file=out)
+    print(f"{'strategy':9} {'MB':>5} {'b':>2} {'seq':>5} {'measured':>9} {'default':>8} "
+          f"{'err':>7} {'range':>19} in  {'no device':>9} {'err':>7}", file=out)
     for r in rows:
         p = r["predicted_ms"]
-        lo, hi = min(p.values()), max(p.values())
-        mark = "yes" if in_range(r) else "no"
+        lo, hi = r["range_ms"]
+        mark = "yes" if in_range(r) else "no "
         print(f"{r['strategy']:9} {r['bucket_mb'] or '-':>5} {r['local_batch']:>2} {r['seq']:>5} "
-              f"{r['step_ms']:9.1f} {p['none']:8.1f} {p['none'] / r['step_ms'] - 1:+7.1%} "
-              f"{p['published']:9.1f} {p['published'] / r['step_ms'] - 1:+7.1%} "
-              f"{lo:9.1f}–{hi:<9.1f} {mark}{'  (outlier)' if r['outlier'] else ''}", file=out)
+              f"{r['step_ms']:9.1f} {p['default']:8.1f} {p['default'] / r['step_ms'] - 1:+7.1%} "
+              f"{lo:9.1f}–{hi:<9.1f} {mark} {p['none']:9.1f} {p['none'] / r['step_ms'] - 1:+7.1%}"
+              f"{'  (outlier)' if r['outlier'] else ''}", file=out)
     kept = [r for r in rows if not r["outlier"]]
     summary = {"dataset": d["name"], "rows": len(kept)}
-    for key in ("none", "published"):
+    for key, what in (("default", f"sweep default on {device}"), ("none", "no device named")):
         errs = [ape(r, key) for r in kept]
         summary[key] = (statistics.median(errs), max(errs))
-        print(f"  {key:9}: median APE {summary[key][0]:.1%}, max {summary[key][1]:.1%} "
+        print(f"  {what:24}: median APE {summary[key][0]:.1%}, max {summary[key][1]:.1%} "
               f"over {len(kept)} rows", file=out)
-    overlapped = [r for r in kept if r["strategy"] not in ("naive", "flat")]
-    inside = sum(in_range(r) for r in overlapped)
-    summary["overlapped_in_range"] = (inside, len(overlapped))
-    print(f"  overlapped rows inside the range none…high: {inside} of {len(overlapped)}",
+    inside = sum(in_range(r) for r in overlapped(kept))
+    summary["overlapped_in_range"] = (inside, len(overlapped(kept)))
+    print(f"  overlapped rows inside the default's range: {inside} of {len(overlapped(kept))}",
           file=out)
     for r in rows:
         if r["outlier"]:
@@ -184,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"published GPU contention: {PUBLISHED_GPU_SOURCE}")
     for path in paths:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
-        report(d, predict(d, args.device))
+        report(d, predict(d, args.device), args.device)
     return 0
 
 

@@ -39,8 +39,10 @@ from simddp.errors import InputError
 # (alone) should be at least this fraction of the longer, or the factors are guesses.
 MIN_OVERLAP = 0.3
 # Where factors come from: calibrate's generic MLP (a link file), the model's own backward
-# (a profile's host_costs), or nothing measured ("").
-SOURCES = ("", "link", "model")
+# (a profile's host_costs), the published GPU figures below (compute on a GPU, nothing
+# measured: :func:`default_contention`), or nothing ("").
+SOURCES = ("", "link", "model", "published")
+MEASURED_SOURCES = ("link", "model")
 # The model's stream tells its α part's factor from its bytes part's only where α is a fair
 # share of its lone time: the solve in :func:`split_comm` multiplies the stream's noise by
 # 1/share. Over 134 kept grid cells the mlp's 8 x 4 MiB read 0.02-0.10 of α, the
@@ -51,7 +53,8 @@ SOURCES = ("", "link", "model")
 MIN_ALPHA_SHARE = 0.2
 
 
-# GPU contention from published measurements, for NCCL links nobody measured (issue 52).
+# GPU contention from published measurements, for compute on a GPU that nobody measured
+# contention for (issue 52; docs/FINDINGS.md#gpu-contention-under-overlap).
 # Compute: while NCCL collectives overlap it, compute slows 18.9 % on average and 40.0 % at
 # most (GPT and LLaMA steps on 4 x A100, H100, MI250 and MI210: arXiv 2507.03114). The
 # mechanism: NCCL's kernels hold SMs (one CTA per channel), so a layer's kernels take more
@@ -92,6 +95,11 @@ PUBLISHED_GPU_HIGH = (GPU_COMPUTE_MAX, GPU_COMM_MEAN)
 PUBLISHED_GPU_SOURCE = ("compute x1.189 mean, x1.40 max while NCCL overlaps it (arXiv "
                         "2507.03114); comm x2.22, from 21 % of the ideal overlap speedup "
                         "(arXiv 2412.14335)")
+# What the sweep's "prediction ranges" line says the default comes from.
+PUBLISHED_GPU_SHORT = "published GPU figures, arXiv 2507.03114; comm derived from 2412.14335"
+# Device presets that are not GPUs (simddp/presets/devices.py): every other preset is one.
+NOT_GPU_PRESETS = ("cpu",)
+
 
 def _is_factor(value) -> bool:
     """A slowdown: a finite number >= 1.0 (1.0: none; below is noise, clamped by calibrate)."""
@@ -158,8 +166,9 @@ class Contention:
 
     @property
     def measured(self) -> bool:
-        """Whether a measurement set these factors (else a range must assume some)."""
-        return self.source != ""
+        """Whether a measurement set these factors (else a range must assume some: the
+        published GPU figures are not a measurement of this job)."""
+        return self.source in MEASURED_SOURCES
 
     @property
     def factors(self) -> tuple[float, float]:
@@ -187,6 +196,51 @@ def contention_for(link, host=None) -> Contention:
     if host is not None and host.contention is not None:
         return Contention(*host.contention, spread=host.contention_spread, source="model")
     return link_contention(link)
+
+
+def computes_on_gpu(device: str | None) -> bool:
+    """Whether ``device`` names a GPU: a device preset other than cpu (``--device``,
+    simddp/presets/devices.py), or a torch device "cuda" / "cuda:N" (what ``realrun profile``
+    and ``simddp trace-import`` record as a profile's ``measured.device``). None, or a name
+    neither knows: not known to be one::
+
+        >>> [computes_on_gpu(d) for d in ("a100", "cuda:0", "cuda", "cpu", None, "mps")]
+        [True, True, True, False, False, False]
+    """
+    # here, not at the top: simddp.presets imports simddp.link, which imports this module
+    from simddp.presets.devices import DEVICES
+
+    if not isinstance(device, str):
+        return False
+    name = device.split(":")[0].strip().lower()
+    return name == "cuda" or (name in DEVICES and name not in NOT_GPU_PRESETS)
+
+
+def published_gpu() -> Contention:
+    """The published GPU contention at the point, its spread none … :data:`PUBLISHED_GPU_HIGH`."""
+    return Contention(*PUBLISHED_GPU, spread=((1.0, 1.0), PUBLISHED_GPU_HIGH),
+                      source="published")
+
+
+def default_contention(link, host=None, device: str | None = None) -> Contention:
+    """The contention a sweep predicts under: a measured one (:func:`contention_for`: the
+    model's own, else calibrate's) always; else, where compute runs on a GPU (``device``,
+    :func:`computes_on_gpu`), the published GPU figures (:func:`published_gpu`); else none,
+    as on the CPU box, where Gloo's contention is this host's and calibrate measures it::
+
+        >>> from simddp.link import Link
+        >>> bare = Link("l", 0.0, 1.0)
+        >>> c = default_contention(bare, device="a100"); c.source, c.factors, c.measured
+        ('published', (1.189, 2.22), False)
+        >>> default_contention(bare, device="cpu").factors
+        (1.0, 1.0)
+        >>> default_contention(Link("l", 0.0, 1.0, compute_slowdown=1.1), device="a100").source
+        'link'
+    """
+    measured = contention_for(link, host)
+    if measured.measured or not computes_on_gpu(device):
+        return measured
+    return published_gpu()
 
 
 def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_s: float,

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from operator import attrgetter
 
+from simddp.contention import with_contention
 from simddp.engine import compute_only_s, make_result, simulate
 from simddp.law.lane import comm_seconds
 from simddp.host import FREE, Host, HostCosts, after_comm_factor
@@ -105,18 +106,25 @@ class Predictor:
     """Predicts configurations of one profile, link, world size and host; with ``ranges``
     also each input scenario (``Result.scenarios_s``). ``record`` keeps the point's spans;
     ``stats['events']`` counts the SimPy events of the runs done; ``topology``: a two-level
-    cluster, ``link`` the link between its nodes (as :func:`simddp.engine.simulate`)."""
+    cluster, ``link`` the link between its nodes (as :func:`simddp.engine.simulate`);
+    ``device``: what the compute runs on, which sets the contention when none was measured
+    (:func:`simddp.contention.default_contention`: the published one on a GPU)."""
 
     def __init__(self, profile: ModelProfile, link: Link, world_size: int,
                  host: Host | None = None, *, ranges: bool = False, record: bool = False,
-                 stats: dict | None = None, topology: Topology | None = None) -> None:
+                 stats: dict | None = None, topology: Topology | None = None,
+                 device: str | None = None) -> None:
         self.profile, self.link, self.world_size, self.host = profile, link, world_size, host
         self.record, self.stats, self.topology = record, stats, topology
-        self.scenarios = scenarios(profile, link, host) if ranges else {}
-        self.point_key = point_scenario(link, host).key
+        self.scenarios = scenarios(profile, link, host, device) if ranges else {}
+        point = point_scenario(link, host, device)
+        self.point_key = point.key
         self.comm_factors = {scn.key: scn.comm_factor for scn in self.scenarios.values()}
         # Scenario key -> (profile, link, host): built once per sweep, shared by every row.
-        self.inputs = {self.point_key: (profile, link, host),
+        # The point's link or host carries its contention where the engine reads it (the
+        # link and host as given, unless a default applies).
+        self.inputs = {self.point_key: (profile, *with_contention(link, host,
+                                                                  point.contention)),
                        **build_inputs(profile, link, host, self.scenarios.values())}
         # Engine key -> a small id: a lookup with the key itself compares every collective
         # of a hit (209k Collective.__eq__ calls on the xl sweep, 0.3 s), so it is done once.
@@ -210,7 +218,8 @@ class Predictor:
 
 
 def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy: Strategy,
-                   host: Host | None = None) -> dict[str, float]:
+                   host: Host | None = None, device: str | None = None) -> dict[str, float]:
     """Step seconds of ``strategy`` in each scenario of simddp/ranges.py (the point is the
     plain simulation)."""
-    return Predictor(profile, link, world_size, host, ranges=True).predict(strategy).scenarios_s
+    return Predictor(profile, link, world_size, host, ranges=True,
+                     device=device).predict(strategy).scenarios_s

@@ -7,8 +7,11 @@ spread, the p5 and p95 over the median of many repeats:
 - ``Link.time_spread``: an all-reduce of the bandwidth-bound sizes (``python -m calibrate``).
 
 Contention, when nothing measured it (a link preset, or α/busbw given by hand, and no
-``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION`; when the profile
-measured it, over its repeats' p10–p90 (``Host.contention_spread``).
+``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION` around a point of
+none; where the compute runs on a GPU (the sweep's ``device``) the point is the published
+GPU contention and the range none to its high end
+(:func:`simddp.contention.default_contention`). When the profile measured it, it ranges
+over its repeats' p10–p90 (``Host.contention_spread``).
 
 Each *scenario* is a corner of that box: all fast (``low``), all slow (``high``), and the
 two mixed corners, where compute and communication err in opposite directions; then the
@@ -37,15 +40,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from simddp.contention import Contention, contention_for, with_contention
+from simddp.contention import Contention, default_contention, with_contention
+from simddp.contention import PUBLISHED_GPU_SHORT
 from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 
-# (compute_slowdown, comm_slowdown) at the high end when no contention was measured: compute
-# slows by 18.9 % on average and at most 40.0 % while NCCL collectives overlap it, on A100,
-# H100, MI210 and MI250 (arXiv 2507.03114); the comm side is bounded the same way for lack of
-# a published figure. CPU Gloo here measures more (x1.6 / x2.0): calibrate it.
+# (compute_slowdown, comm_slowdown) at the high end when no contention was measured and the
+# compute is not known to run on a GPU (on one: simddp.contention.PUBLISHED_GPU_HIGH): compute
+# slows by at most 40.0 % while NCCL collectives overlap it (arXiv 2507.03114), the comm side
+# bounded the same way. CPU Gloo here measures more (x1.6 / x2.0): calibrate it.
 UNCALIBRATED_CONTENTION = (1.4, 1.4)
 # Scenario name -> (compute end, comm end): 0 the low end of a spread, 1 the high end.
 SCENARIOS = {"low": (0, 0), "high": (1, 1), "comm_bound": (0, 1), "compute_bound": (1, 0)}
@@ -66,35 +70,53 @@ class Scenario:
         return self.compute_factor, self.comm_factor, self.contention.factors
 
 
-def point_scenario(link: Link, host: Host | None = None) -> Scenario:
-    """The point itself, as a scenario: nothing scaled, the contention measured (or none)."""
-    return Scenario(1.0, 1.0, contention_for(link, host))
+def point_scenario(link: Link, host: Host | None = None, device: str | None = None
+                   ) -> Scenario:
+    """The point itself, as a scenario: nothing scaled, the contention measured, else the
+    default for ``device`` (:func:`simddp.contention.default_contention`)."""
+    return Scenario(1.0, 1.0, default_contention(link, host, device))
 
 
 def contention_measured(link: Link, host: Host | None) -> bool:
     """Whether a measurement set the contention: calibrate's link, or the model's own."""
-    return contention_for(link, host).measured
+    return default_contention(link, host).measured
 
 
-def scenarios(profile: ModelProfile, link: Link, host: Host | None = None
-              ) -> dict[str, Scenario]:
-    """Each scenario by name: the four corners of compute and all-reduce time (the
-    uncalibrated contention where all-reduces are at their slow end, when none was
-    measured); then, when the model's own contention was measured with its spread, that
-    contention at its low and high end with the other inputs at the point
+def assumed_ends(point: Contention) -> tuple[Contention, Contention]:
+    """The fast and slow end of a contention nothing measured: the published GPU spread's
+    (none … x1.40 compute, x2.22 comm), else none … :data:`UNCALIBRATED_CONTENTION`::
+
+        >>> from simddp.contention import published_gpu
+        >>> [e.factors for e in assumed_ends(Contention())]
+        [(1.0, 1.0), (1.4, 1.4)]
+        >>> [e.factors for e in assumed_ends(published_gpu())]
+        [(1.0, 1.0), (1.4, 2.22)]
+    """
+    return point.ends() or (point, Contention(*UNCALIBRATED_CONTENTION))
+
+
+def scenarios(profile: ModelProfile, link: Link, host: Host | None = None,
+              device: str | None = None) -> dict[str, Scenario]:
+    """Each scenario by name: the four corners of compute and all-reduce time. When no
+    contention was measured, the corners with all-reduces at their fast end take its
+    assumed low end and those at their slow end its high end (:func:`assumed_ends`; on a GPU
+    ``device`` the point between them is the published one). When the model's own
+    contention was measured with its spread, the corners take it at the point, and two more
+    scenarios put it at its low and high end with the other inputs at the point
     (``contention_low``, ``contention_high``): whether an overlapped bucket pays off hinges
     on it."""
     compute = profile.compute_spread or (1.0, 1.0)
     comm = link.time_spread or (1.0, 1.0)
-    point = contention_for(link, host)
-    assumed = Contention(*UNCALIBRATED_CONTENTION)
-    out = {name: Scenario(compute[c], comm[m], assumed if m == 1 and not point.measured
-                          else point)
-           for name, (c, m) in SCENARIOS.items()}
-    ends = point.ends()
-    if ends is not None:
-        out["contention_low"], out["contention_high"] = (Scenario(1.0, 1.0, e) for e in ends)
-    return out
+    point = default_contention(link, host, device)
+    if point.measured:
+        out = {name: Scenario(compute[c], comm[m], point) for name, (c, m) in SCENARIOS.items()}
+        ends = point.ends()
+        if ends is not None:
+            out["contention_low"], out["contention_high"] = (Scenario(1.0, 1.0, e)
+                                                             for e in ends)
+        return out
+    ends = assumed_ends(point)
+    return {name: Scenario(compute[c], comm[m], ends[m]) for name, (c, m) in SCENARIOS.items()}
 
 
 def scaled_profile(profile: ModelProfile, factor: float) -> ModelProfile:
@@ -125,10 +147,11 @@ def build_inputs(profile: ModelProfile, link: Link, host: Host | None,
     return out
 
 
-def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None
+def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None,
+                    device: str | None = None
                     ) -> dict[str, tuple[ModelProfile, Link, Host | None]]:
     """The profile, link and host of each scenario (:func:`scenarios`) by name."""
-    named = scenarios(profile, link, host)
+    named = scenarios(profile, link, host, device)
     built = build_inputs(profile, link, host, named.values())
     return {name: built[scn.key] for name, scn in named.items()}
 
@@ -177,8 +200,22 @@ def robust_pick(rows: Sequence[tuple[float, dict[str, float] | None]]
     return min(range(len(rows)), key=lambda i: (round(regrets[i], 3), i)), regrets
 
 
-def range_sources(profile: ModelProfile, link: Link, host: Host | None = None) -> str:
-    """One line: what the ranges are made of, for the sweep's output and JSON."""
+def range_sources(profile: ModelProfile, link: Link, host: Host | None = None,
+                  device: str | None = None) -> str:
+    """One line: what the ranges are made of, for the sweep's output and JSON; on a GPU
+    with nothing measured, the contention the point takes, its range and where it comes
+    from::
+
+        >>> from simddp import Layer
+        >>> toy = ModelProfile("toy", (Layer("l0", (8,), 1e-3, 2e-3),))
+        >>> range_sources(toy, Link("l", 0.0, 1.0), device="cpu")
+        'contention none to x1.4 compute, x1.4 comm (not calibrated)'
+        >>> text = range_sources(toy, Link("l", 0.0, 1.0), device="h100")
+        >>> text[:text.index(" (")]
+        'contention x1.19 compute, x2.22 comm, from none to x1.40 compute, x2.22 comm'
+        >>> text[text.index(" (") + 2:-1]
+        'not measured: published GPU figures, arXiv 2507.03114; comm derived from 2412.14335'
+    """
     parts = []
     if profile.compute_spread is not None:
         lo, hi = profile.compute_spread
@@ -186,8 +223,13 @@ def range_sources(profile: ModelProfile, link: Link, host: Host | None = None) -
     if link.time_spread is not None:
         lo, hi = link.time_spread
         parts.append(f"all-reduce x{lo:.2f}–x{hi:.2f} (calibrate p5–p95)")
-    contention = contention_for(link, host)
-    if not contention.measured:
+    contention = default_contention(link, host, device)
+    if contention.source == "published":
+        (c1, m1) = assumed_ends(contention)[1].factors
+        parts.append(f"contention x{contention.compute:.2f} compute, x{contention.comm:.2f} "
+                     f"comm, from none to x{c1:.2f} compute, x{m1:.2f} comm (not measured: "
+                     f"{PUBLISHED_GPU_SHORT})")
+    elif not contention.measured:
         c, m = UNCALIBRATED_CONTENTION
         parts.append(f"contention none to x{c:g} compute, x{m:g} comm (not calibrated)")
     elif contention.spread is not None:

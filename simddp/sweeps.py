@@ -101,17 +101,20 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           on_progress: Callable[[int, int], None] | None = None,
           record: bool = False, stats: dict | None = None,
           ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
-          shard_unit_mb: float | None = None, topology: Topology | None = None
-          ) -> list[Result]:
+          shard_unit_mb: float | None = None, topology: Topology | None = None,
+          device: str | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
     ``host``: the DDP implementations' host costs (None: free); ``ranges``: also each input
     scenario (simddp/ranges.py), for ``Result.step_range_s``; ``topology``: a two-level
-    cluster (simddp/topology.py). Each engine run is done once per sweep
-    (simddp/predictor.py); ``stats`` gets ``events`` and the ``work`` done."""
+    cluster (simddp/topology.py); ``device``: what the compute runs on (a device preset such
+    as "a100", or a torch device such as "cuda:0"): on a GPU, contention nobody measured is
+    the published GPU one (simddp/contention.py ``default_contention``), elsewhere none.
+    Each engine run is done once per sweep (simddp/predictor.py); ``stats`` gets ``events``
+    and the ``work`` done."""
     configs = sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     predictor = Predictor(profile, link, world_size, host, ranges=ranges, record=record,
-                          stats=stats, topology=topology)
+                          stats=stats, topology=topology, device=device)
     results = []
     for i, strategy in enumerate(configs):
         results.append(predictor.predict(strategy))

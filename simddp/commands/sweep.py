@@ -7,7 +7,9 @@
     python -m simddp sweep --model profile.json --link link.json --out out/sweep
     python -m simddp sweep --strategies ddp,fsdp,zero2 --comm-hook fp16,powersgd:2
 
-Prints one setup line, a table (strategy, bucket MB, collectives per step, step ms, exposed
+Prints one setup line, the prediction ranges' inputs (on a GPU with no contention measured:
+the published GPU contention the point takes, docs/FINDINGS.md#gpu-contention-under-overlap),
+a table (strategy, bucket MB, collectives per step, step ms, exposed
 communication ms, speedup vs naive), a second table for gradient accumulation (no_sync vs
 sync_each, per optimizer step of K micro-steps) and the recommended bucket size with its
 margin over the runner-up. With sharded strategies (fsdp, zero2) or --comm-hook rows, it also
@@ -26,14 +28,14 @@ import sys
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
 from simddp.account.states import FP32_ADAM, PerParam, state_bytes
-from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
-                                    add_model_args, parse_hooks, parse_names,
+from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_args,
+                                    add_link_args, add_model_args, parse_hooks, parse_names,
                                     parse_positive_floats, resolve_cpu_note, resolve_host,
                                     resolve_link, resolve_model, resolve_world, topology_text)
 from simddp.law.effects import split_contention
-from simddp.contention import contention_for
+from simddp.contention import contention_for, default_contention, with_contention
 from simddp.host import Host
-from simddp.io import check_out_dir, results_to_json, write_atomic
+from simddp.io import check_out_dir, read_json, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.ranges import range_sources
 from simddp.report.progress import Progress
@@ -103,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     profile = resolve_model(args)
     link = resolve_link(args)
     host = resolve_host(args)
+    device = compute_device(args)
     out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
                             force=args.force)  # last: it moves an earlier sweep aside
 
@@ -112,16 +115,16 @@ def run(args: argparse.Namespace) -> int:
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
                         args.accum_steps, host=host, on_progress=progress.update,
                         record=out_dir is not None, ranges=True, comm_hooks=hooks,
-                        shard_unit_mb=args.shard_unit_mb, topology=topology)
+                        shard_unit_mb=args.shard_unit_mb, topology=topology, device=device)
     naive = naive_of(results)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
         naive = sweep(profile, link, args.world_size, [Name.NAIVE], host=host,
-                      topology=topology)[0]
+                      topology=topology, device=device)[0]
     rows = sweep_rows(results, naive)
     rec = recommend(results)
     pick = recommend_strategy(results)
     states = pick_states(pick, profile, args)
-    setup = _setup(profile, link, host, args, hooks, naive)
+    setup = _setup(profile, link, host, args, hooks, naive, device)
     setup["contention_split"] = _split(profile, link, host, args.world_size, topology)
     setup["cpu_note"] = resolve_cpu_note(args) or None   # simddp/cpu_share.py
     if topology is not None:
@@ -131,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
                "fastest": fastest_row(results, rec),
                "recommended_strategy": pick_json(pick, states),
                "closed_form_optimum": closed_form_optimum(profile, link, args.world_size)}
-    gap = gap_line(profile, link, host,
+    # the reasons name the contention the rows were predicted under (a default included)
+    gap = gap_line(profile, *with_contention(link, host, default_contention(link, host, device)),
                    summary["closed_form_optimum"], results)
     summary["closed_form_optimum"]["differs_from_simulator"] = gap
 
@@ -183,8 +187,25 @@ def _strategies(text: str, topology) -> list[str]:
     return list(names(offered=(ALWAYS, TWO_LEVEL) if two_level else ALWAYS))
 
 
+def compute_device(args: argparse.Namespace) -> str | None:
+    """What the profile's compute ran on: a preset's ``--device``; a profile file's
+    ``measured.device`` (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu",
+    "cuda"), else "cuda" where it was measured over NCCL (``measured.backend``); None where
+    the file does not say. On a GPU, contention nobody measured takes the published figures
+    (simddp/contention.py ``default_contention``)."""
+    if not _is_file_arg(args.model):
+        return args.device
+    doc = read_json(args.model)
+    measured = doc.get("measured") if isinstance(doc, dict) else None
+    if not isinstance(measured, dict):
+        return None
+    if isinstance(measured.get("device"), str):
+        return measured["device"]
+    return "cuda" if measured.get("backend") == "nccl" else None
+
+
 def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.Namespace,
-           hooks: list, naive: Result) -> dict:
+           hooks: list, naive: Result, device: str | None = None) -> dict:
     """The inputs of the sweep, as sweep.json's ``setup`` records them."""
     return {"model": profile.name, "tensors": profile.n_tensors,
             "grad_bytes": profile.grad_total_bytes, "forward_ms": profile.forward_s * 1e3,
@@ -192,7 +213,7 @@ def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.
             "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
             "world_size": args.world_size, "accum_steps": args.accum_steps,
             "host_costs": None if host is None else host.name,
-            "ranges": range_sources(profile, link, host),
+            "ranges": range_sources(profile, link, host, device),
             "naive_step_ms": naive.step_s * 1e3,
             "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
 

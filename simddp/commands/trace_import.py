@@ -104,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
                                  module_parameters(args.module))
     doc = summary(imp)
     profile_doc = profile_to_json(profile, host=imp.host)
-    profile_doc["measured"] = {"source": "simddp trace-import", "traces": args.traces,
+    # "device": what simddp sweep reads to know the compute ran on a GPU (its contention
+    # default: simddp/contention.py default_contention)
+    profile_doc["measured"] = {"source": "simddp trace-import", "device": doc["device"],
+                               "backend": doc["backend"], "traces": args.traces,
                                "granularity": imp.granularity,
                                "granularity_why": doc["gradients"]["why"],
                                "steps": doc["steps"]["count"], "profiler": doc["profiler"],
