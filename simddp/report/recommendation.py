@@ -73,7 +73,8 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None,
         text += (f"; the runner-up, {fmt_mb(rec.runner_up_mb)} MB, is {fmt_ms(rec.margin_s)} ms "
                  f"({margin_pct:.1f}%) slower ({fmt_ms(rec.runner_up_step_s)} ms).")
         if round(margin_pct, 1) < 1:
-            text += " A margin under 1% is within what a prediction can promise: either is fine."
+            text += (" A margin under 1% is below what a prediction can tell apart: measure both "
+                     "(realrun bench) where it matters.")
         if rec.worst_regret is not None and round(100 * rec.worst_regret, 1) > 0:
             text += (f" Over the prediction ranges it stays within {100 * rec.worst_regret:.1f}% "
                      "of the best size.")
