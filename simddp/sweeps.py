@@ -36,7 +36,8 @@ from simddp.result import Result
 from simddp.hooks import CommHook, parse_comm_hook
 from simddp.strategies import ROW, Name
 from simddp.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
-                             SHARDED, SWEEPABLE, Strategy, make_strategy, mb_to_bytes)
+                             SHARDED, SWEEPABLE, Strategy, make_strategy, mb_to_bytes,
+                             with_precision)
 from simddp.topology import Topology
 
 # 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
@@ -102,16 +103,20 @@ def sweep(profile: ModelProfile, link: Link, world_size: int, strategies: Sequen
           record: bool = False, stats: dict | None = None,
           ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
           shard_unit_mb: float | None = None, topology: Topology | None = None,
-          device: str | None = None) -> list[Result]:
+          device: str | None = None, precision: str = "fp32",
+          cast_gbps: float | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies`; ``record`` keeps the spans;
     ``host``: the DDP implementations' host costs (None: free); ``ranges``: also each input
     scenario (simddp/ranges.py), for ``Result.step_range_s``; ``topology``: a two-level
     cluster (simddp/topology.py); ``device``: what the compute runs on (a device preset such
     as "a100", or a torch device such as "cuda:0"): on a GPU, contention nobody measured is
-    the published GPU one (simddp/contention.py ``default_contention``), elsewhere none.
+    the published GPU one (simddp/contention.py ``default_contention``), elsewhere none;
+    ``precision``: as realrun's ``--precision`` (bf16: fsdp and zero2 under FSDP2's mixed
+    precision, their casts timed at ``cast_gbps``, :func:`simddp.sharding.cast_rate`).
     Each engine run is done once per sweep (simddp/predictor.py); ``stats`` gets ``events``
     and the ``work`` done."""
-    configs = sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)
+    configs = [with_precision(c, precision, cast_gbps) for c in
+               sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)]
     link.for_world(world_size, rescale=True)  # world_size itself must be an integer >= 2
     predictor = Predictor(profile, link, world_size, host, ranges=ranges, record=record,
                           stats=stats, topology=topology, device=device)

@@ -19,7 +19,10 @@ from simddp.io import load_host, load_levels, load_link, load_profile, read_json
 from simddp.link import Link
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
+from simddp.presets.devices import get_device
 from simddp.profile import ModelProfile
+from simddp.sharding import PRECISIONS, cast_rate
+from simddp.strategies import TORCH_FSDP
 from simddp.topology import Levels, Topology
 
 DEFAULT_MODEL = "transformer-small"
@@ -85,6 +88,25 @@ def add_beyond_ddp_args(p: argparse.ArgumentParser, one_hook: bool = False) -> N
     g.add_argument("--shard-unit-mb", type=float, default=None, metavar="MB",
                    help="fsdp/zero2: group layers into units of at least this many MB "
                         "(2^20 bytes) (default: one layer per unit)")
+
+
+def add_precision_arg(g) -> None:
+    """--precision, as realrun's (simulate and sweep)."""
+    g.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="as realrun's: with fsdp and zero2, bf16 is FSDP2's "
+                        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): "
+                        "all-gathers in bf16 (half the bytes) plus a cast of the shard each; "
+                        "other strategies (autocast) move the same fp32 bytes "
+                        "(default %(default)s)")
+
+
+def casts_of(args: argparse.Namespace, host: Host | None) -> tuple[float | None, str]:
+    """(GB/s the mixed-precision casts are timed at, where it comes from), as
+    :func:`simddp.sharding.cast_rate` says: the measured host's copy rate, else the preset
+    device's memory bandwidth (not for a profile file), else not modelled."""
+    copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
+    device = None if _is_file_arg(args.model) else get_device(args.device)
+    return cast_rate(copy_gbps, device and device.mem_gbps, device.name if device else "")
 
 
 def parse_hooks(text: str | None) -> list[CommHook]:

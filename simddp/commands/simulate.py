@@ -30,8 +30,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_args, add_link_args,
-                                    add_model_args, parse_hooks, parse_positive_floats,
+from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
+                                    add_model_args, add_precision_arg, casts_of, parse_hooks,
+                                    parse_positive_floats,
                                     resolve_host, resolve_link, resolve_model,
                                     resolve_world, topology_text)
 from simddp.engine import simulate
@@ -39,13 +40,11 @@ from simddp.errors import InputError
 from simddp.io import write_atomic
 from simddp.kinds import CollectiveKind
 from simddp.plans import plan
-from simddp.presets.devices import get_device
 from simddp.report.table import fmt_mb, setup_line
-from simddp.sharding import PRECISIONS, cast_rate
 from simddp.report.trace import trace_events
 from simddp.plans import Plan
 from simddp.result import COMM, Result
-from simddp.strategies import ALWAYS, BASELINE, ON_REQUEST, TORCH_FSDP, Name, help_lines, names
+from simddp.strategies import ALWAYS, BASELINE, ON_REQUEST, Name, help_lines, names
 from simddp.strategy import (DDP_DEFAULT_BUCKET_MB, MB, SHARDED, Strategy, UnknownStrategy,
                              make_strategy, with_precision)
 from simddp.sweeps import DEFAULT_ACCUM_STEPS
@@ -70,12 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                   "(.png, .svg, .pdf or .jpg, by the name)")
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
-    g.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="as realrun's: with fsdp and zero2, bf16 is FSDP2's "
-                        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): "
-                        "all-gathers in bf16 (half the bytes) plus a cast of the shard each; "
-                        "other strategies (autocast) move the same fp32 bytes "
-                        "(default %(default)s)")
+    add_precision_arg(g)
     add_beyond_ddp_args(p, one_hook=True)
     add_model_args(p)
     add_link_args(p)
@@ -142,10 +136,7 @@ def _with_precision(strategy: Strategy, args: argparse.Namespace, host) -> tuple
     mixed = with_precision(strategy, args.precision)
     if mixed.param_dtype is None:
         return strategy, ""
-    copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
-    device = None if _is_file_arg(args.model) else get_device(args.device)
-    gbps, source = cast_rate(copy_gbps, device and device.mem_gbps,
-                             device.name if device else "")
+    gbps, source = casts_of(args, host)
     note = (f"; {mixed.param_dtype} all-gathers, fp32 reduce-scatters (FSDP2 "
             f"MixedPrecisionPolicy), casts {'at ' if gbps else ''}{source}")
     return replace(mixed, cast_gbps=gbps), note

@@ -29,7 +29,8 @@ from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
 from simddp.account.states import FP32_ADAM, PerParam, state_bytes
 from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_args,
-                                    add_link_args, add_model_args, parse_hooks, parse_names,
+                                    add_link_args, add_model_args, add_precision_arg, casts_of,
+                                    parse_hooks, parse_names,
                                     parse_positive_floats, resolve_cpu_note, resolve_host,
                                     resolve_link, resolve_model, resolve_world, topology_text)
 from simddp.law.effects import split_contention
@@ -88,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--force", action="store_true",
                    help="replace an earlier sweep's files in --out (default: move them "
                         "into --out/earlier-<time>/)")
+    add_precision_arg(g)
     add_beyond_ddp_args(p)
     add_model_args(p)
     add_link_args(p)
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     link = resolve_link(args)
     host = resolve_host(args)
     device = compute_device(args)
+    cast_gbps, casts = casts_of(args, host)
     out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
                             force=args.force)  # last: it moves an earlier sweep aside
 
@@ -115,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         results = sweep(profile, link, args.world_size, strategies, bucket_mbs,
                         args.accum_steps, host=host, on_progress=progress.update,
                         record=out_dir is not None, ranges=True, comm_hooks=hooks,
-                        shard_unit_mb=args.shard_unit_mb, topology=topology, device=device)
+                        shard_unit_mb=args.shard_unit_mb, topology=topology, device=device,
+                        precision=args.precision, cast_gbps=cast_gbps)
     naive = naive_of(results)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
         naive = sweep(profile, link, args.world_size, [Name.NAIVE], host=host,
@@ -125,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
     pick = recommend_strategy(results)
     states = pick_states(pick, profile, args)
     setup = _setup(profile, link, host, args, hooks, naive, device)
+    mixed = _mixed_precision(results, args.precision, cast_gbps, casts)
+    if mixed:   # only where a sharded row takes it: an fp32 sweep's JSON is as before
+        setup["precision"] = {"precision": args.precision, "cast_gbps": cast_gbps, "note": mixed}
     setup["contention_split"] = _split(profile, link, host, args.world_size, topology)
     setup["cpu_note"] = resolve_cpu_note(args) or None   # simddp/cpu_share.py
     if topology is not None:
@@ -153,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
             print(levels_line(setup["topology"]))
         if host is not None:
             print(f"host costs charged ({host.name}): {host_line(host)}")
+        if mixed:
+            print(mixed)
         if setup["contention_split"]:
             print("contention split (a collective's α part, its bytes): "
                   "x{alpha:.2f}, x{bytes:.2f} (the link's)".format(**setup["contention_split"]))
@@ -216,6 +225,19 @@ def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.
             "ranges": range_sources(profile, link, host, device),
             "naive_step_ms": naive.step_s * 1e3,
             "comm_hooks": [h.name for h in hooks], "shard_unit_mb": args.shard_unit_mb}
+
+
+def _mixed_precision(results: list[Result], precision: str, cast_gbps: float | None,
+                     casts: str) -> str:
+    """The line saying which rows run FSDP2's mixed precision and how their casts are timed;
+    "" where none does."""
+    rows = sorted({r.spec.name for r in results if r.spec is not None and r.spec.param_dtype})
+    if not rows:
+        return ""
+    dtype = next(r.spec.param_dtype for r in results if r.spec is not None and r.spec.param_dtype)
+    return (f"precision {precision}: {', '.join(rows)} under FSDP2's MixedPrecisionPolicy "
+            f"({dtype} all-gathers, fp32 reduce-scatters), casts "
+            f"{'at ' if cast_gbps else ''}{casts}")
 
 
 def _split(profile: ModelProfile, link: Link, host: Host | None, world_size: int,

@@ -218,8 +218,11 @@ def _caveat(spec: Strategy) -> str:
                 "emulated host, its cross-node phase takes up to G× longer "
                 "(docs/FINDINGS.md#hierarchical-phases).")
     if h is None:
+        dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(spec.param_dtype or "")
+        policy = (f", mp_policy=MixedPrecisionPolicy(param_dtype={dtype}, "
+                  "reduce_dtype=torch.float32)" if dtype else "")
         return (f" In torch: fully_shard(unit, reshard_after_forward="
-                f"{spec.reshard_after_forward}) on each unit "
+                f"{spec.reshard_after_forward}{policy}) on each unit "
                 "(one layer, or --shard-unit-mb), then on the model.")
     if h.kind == "powersgd":
         return (f" PowerSGD is lossy (rank-{h.rank} approximation with error feedback) and "
@@ -252,7 +255,7 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
                 f"{100 * pick.gain:.1f}% less than {_config(versus)} "
                 f"({fmt_ms(versus.step_s)} ms).")
         if round(100 * pick.gain, 1) < 1:
-            text += " A gain under 1% is within what a prediction can promise."
+            text += " A gain under 1% is below what a prediction can tell apart."
     else:
         slower = -100 * pick.gain
         than = (f"{slower:.1f}% more than" if round(slower, 1) > 0 else "the same as")

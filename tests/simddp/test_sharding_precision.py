@@ -172,3 +172,36 @@ def test_simulate_precision_bf16_mirrors_realrun(capsys, tmp_path):
     save_json(path, profile_to_json(profile, host))
     assert _simulate_json(capsys, "--model", str(path), "--strategy", "zero2",
                           "--precision", "bf16")["cast_gbps"] == 3.0
+
+
+def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before(capsys):
+    # the library: fsdp's rows take the policy, ddp's do not; fp32 is the sweep of before
+    from simddp.presets import get_link
+    from simddp.sweeps import sweep
+    profile = build_profile(parse_model("transformer-small"), get_device("h100"), 8, 1024)
+    link = get_link("pcie-2x2080ti")
+    plain = sweep(profile, link, 2, ["ddp", "fsdp"], [25])
+    mixed = sweep(profile, link, 2, ["ddp", "fsdp"], [25], precision="bf16", cast_gbps=3350.0)
+    assert [r.spec.param_dtype for r in mixed] == [None, "bf16"]
+    assert mixed[0].step_s == plain[0].step_s            # ddp: autocast, the same fp32 bytes
+    assert mixed[1].step_s < plain[1].step_s             # fsdp: half the all-gathered bytes
+    # the command: one line says which rows and how the casts are timed; fp32 JSON unchanged
+    args = ["sweep", "--model", "transformer-small", "--device", "h100", "--link",
+            "pcie-2x2080ti", "--strategies", "ddp,fsdp", "--bucket-mb", "25"]
+    assert main([*args, "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert ("precision bf16: fsdp under FSDP2's MixedPrecisionPolicy (bf16 all-gathers, fp32 "
+            "reduce-scatters), casts at h100 memory bandwidth 3350 GB/s") in out
+    # where fsdp is the pick, its torch line names the policy (transformer-xl on this pair)
+    xl = ["sweep", "--model", "transformer-xl", "--device", "h100", "--link", "pcie-2x2080ti",
+          "--strategies", "ddp,fsdp", "--bucket-mb", "25", "--precision", "bf16"]
+    assert main(xl) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines()
+               if x.startswith("Model states per rank")]
+    assert ("fully_shard(unit, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy("
+            "param_dtype=torch.bfloat16, reduce_dtype=torch.float32))") in line
+    assert main([*args, "--format", "json"]) == 0
+    assert "precision" not in json.loads(capsys.readouterr().out)["setup"]
+    assert main([*args, "--format", "json", "--precision", "bf16"]) == 0
+    setup = json.loads(capsys.readouterr().out)["setup"]
+    assert setup["precision"]["cast_gbps"] == 3350.0

@@ -56,6 +56,8 @@ from simddp.host import Host
 from simddp.link import Link
 from simddp.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
+from simddp.sharding import cast_rate
+from simddp.strategies import TORCH_FSDP
 from simddp.sweeps import sweep
 
 
@@ -70,8 +72,12 @@ def predict(profile: ModelProfile, link: Link, host: Host | None,
     link = link.for_world(s.world_size)
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
+    # fsdp/zero2 at --precision bf16 as the bench runs them; their casts at the measured
+    # host's copy rate (simddp.sharding.cast_rate)
+    copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
     return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True,
-                 ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb)
+                 ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb,
+                 precision=s.precision, cast_gbps=cast_rate(copy_gbps, None)[0])
 
 
 def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dict], list[str]]:

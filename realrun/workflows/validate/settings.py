@@ -122,7 +122,7 @@ class ValidateSettings:
     def configs(self) -> list[dict]:
         """compute-only first, then every strategy at every bucket size (realrun.steps)."""
         return bench_configs(self.strategies, self.bucket_mbs, self.comm_hooks,
-                             self.shard_unit_mb)
+                             self.shard_unit_mb, self.precision)
 
     @property
     def shards(self) -> bool:
