@@ -17,7 +17,7 @@ import pytest
 
 from calibrate import cli
 from calibrate.analysis import Calibration, analyse
-from calibrate.files import link_with_curves, write_outputs
+from calibrate.files import write_outputs
 from calibrate.fit import predict_s
 from calibrate.levels import with_levels
 from calibrate.report import print_report
@@ -113,8 +113,8 @@ def test_the_link_file_gets_levels_simddp_reads_them(tmp_path, capsys):
     s = _settings()
     cal = Calibration(s, [_world(s)], 0.1, 1.0)
     paths = write_outputs(cal, tmp_path, plots=False)
-    # the top level: the world's ring, with its sweep as curves
-    assert load_link(tmp_path / "link.json") == link_with_curves(cal.worlds[0])
+    # the top level: the world's ring, the link analyse made (its curve only where it earned it)
+    assert load_link(tmp_path / "link.json") == cal.worlds[0].link
     levels = load_levels(tmp_path / "link.json")
     assert levels == cal.worlds[0].levels.levels
     run = json.loads((tmp_path / "allreduce.json").read_text())["runs"][0]
