@@ -2,11 +2,16 @@
 
 Every command of the ```bash blocks under "## A tour" runs in order (later ones read what
 earlier ones wrote: the tour predicts, measures and compares the same job). Only small-settings
-flags are appended (fewer steps and sizes) so it takes minutes, not hours; nothing else of
-the README line changes. A multi-node torchrun line is checked for its flags only.
+flags are appended (fewer steps, sizes and strategies) so it takes minutes, not hours; nothing
+else of the README line changes. A multi-node torchrun line is checked for its flags only.
+
+The tour's own-model lines are also the suite's end-to-end check of a Hugging Face GPT-2 (tied
+embedding and LM head) through profile, sweep and validate: the files they write are checked
+here, and tests/realrun/test_own_model.py runs the CNN through the same commands.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,6 +23,7 @@ import pytest
 
 from realrun.cli import COMMANDS
 from simddp.cli import build_parser
+from simddp.io import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 # Appended to each command, by its first words: small and quick, same files.
@@ -27,8 +33,11 @@ SMALL = {
                      "--contention-repeats", "1", "--contention-mlp", "2x256"],
     ("realrun", "profile"): ["--repeats", "2", "--warmup", "1"],
     ("realrun", "bench"): ["--steps", "2", "--warmup", "2"],
+    # two strategies, not five: one overlapped row, one bucketed per size (the suite's time,
+    # issue 53 item 8; tests/realrun/test_validate.py runs the rest)
     ("realrun", "validate"): ["--steps", "2", "--warmup", "2", "--profile-repeats", "2",
-                              "--calibrate-iters", "2", "--timeline-steps", "1"],
+                              "--calibrate-iters", "2", "--timeline-steps", "1",
+                              "--strategies", "overlap,ddp"],
     ("examples/train_ddp.py",): ["--steps", "2"],
 }
 
@@ -78,6 +87,13 @@ def test_the_tour_runs_top_to_bottom(tmp_path):
                               timeout=600)
         assert done.returncode == 0, f"{shlex.join(words)}\n{done.stderr[-1500:]}"
     assert (tmp_path / "out" / "compare" / "compare.json").exists()
+    # the GPT-2's files agree with each other: 52 gradient tensors (wte and lm_head tied)
+    profile = load_profile(tmp_path / "out" / "gpt2.json")
+    assert profile.name == "gpt2_tiny:build" and profile.n_tensors == 52
+    doc = json.loads((tmp_path / "out" / "gpt2" / "validate.json").read_text())
+    assert doc["summary"]["model"] == profile.name and doc["validate"]["profile"]["tensors"] == 52
+    assert doc["summary"]["configs"] == 5           # overlap and ddp at 3 sizes, compute-only
+    assert (tmp_path / "out" / "gpt2" / "compare_timeline.png").stat().st_size > 0
     for words in skipped:  # a multi-node line: its command and flags must at least parse
         assert words[words.index("-m") + 1] == "realrun", words
         flags = words[words.index("-m") + 2:]
