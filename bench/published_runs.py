@@ -36,6 +36,7 @@ from pathlib import Path
 
 from simddp import Link, build_profile, get_link, parse_model
 from simddp.contention import PUBLISHED_GPU_SOURCE
+from simddp.law.fitted import relative_line
 from simddp.ranges import range_sources
 from simddp.sweeps import sweep
 
@@ -58,15 +59,7 @@ def fit_alpha_beta(points: list[dict]) -> tuple[float, float]:
         >>> round(a * 1e6, 1), round(bw, 2)
         (65.6, 22.5)
     """
-    n = [p["mb"] * 1e6 for p in points]
-    t = [p["seconds"] for p in points]
-    a11 = sum(1 / x ** 2 for x in t)
-    a12 = sum(m / x ** 2 for m, x in zip(n, t))
-    a22 = sum((m / x) ** 2 for m, x in zip(n, t))
-    b1 = sum(1 / x for x in t)
-    b2 = sum(m / x for m, x in zip(n, t))
-    det = a11 * a22 - a12 * a12
-    alpha_s, beta = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+    alpha_s, beta = relative_line([p["mb"] * 1e6 for p in points], [p["seconds"] for p in points])
     return alpha_s, 1 / beta / 1e9
 
 

@@ -18,21 +18,19 @@ imports torch.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
 
 from simddp.errors import InputError
 from simddp.io import link_to_json, save_json
-from simddp.law import GB, Curve, collective_s, kind_factor
-from simddp.law.fitted import BUCKET_RANGE_BYTES
+from simddp.law import GB, Curve, kind_factor
+from simddp.law.fitted import BUCKET_RANGE_BYTES, fit_line
 from simddp.link import Link
 from simddp.nccl_tests import NcclTestsLog, read_nccl_tests
 from simddp.outdir import check_out_dir
 
 _ALGO = re.compile(r"NCCL_ALGO\s*=\s*([A-Za-z]+)")
-_POINTS = 41   # 20 a decade over 1–100 MB, as simddp.law.fitted samples a curve
 
 
 def log_curve(log: NcclTestsLog, algorithm: str | None = None) -> Curve:
@@ -49,19 +47,8 @@ def fit_alpha_busbw(link: Link, kind: str, world_size: int,
                     lo_bytes: float = BUCKET_RANGE_BYTES[0],
                     hi_bytes: float = BUCKET_RANGE_BYTES[1]) -> tuple[float, float]:
     """(α s, busbw GB/s) of the line through ``link``'s ``kind`` law over [lo, hi] bytes:
-    least squares on relative error at log-spaced sizes, α ≥ 0 (as simddp.law.fitted)."""
-    step = math.log(hi_bytes / lo_bytes) / (_POINTS - 1)
-    sizes = [lo_bytes * math.exp(i * step) for i in range(_POINTS)]
-    times = [collective_s(link, kind, n, world_size) for n in sizes]
-    a11 = sum(1 / t ** 2 for t in times)
-    a12 = sum(n / t ** 2 for n, t in zip(sizes, times))
-    a22 = sum((n / t) ** 2 for n, t in zip(sizes, times))
-    b1 = sum(1 / t for t in times)
-    b2 = sum(n / t for n, t in zip(sizes, times))
-    det = a11 * a22 - a12 * a12
-    alpha_s, beta = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
-    if alpha_s < 0 or beta <= 0:
-        alpha_s, beta = 0.0, b2 / a22
+    least squares on relative error at log-spaced sizes, α ≥ 0 (simddp.law.fitted.fit_line)."""
+    alpha_s, beta = fit_line(link, world_size, lo_bytes, hi_bytes, kind)
     return alpha_s, kind_factor(kind, world_size) / (beta * GB)
 
 

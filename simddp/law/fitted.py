@@ -71,13 +71,25 @@ def closed_form_law(link, world_size: int) -> ClosedFormLaw:
 
 
 def fit_line(link, world_size: int, lo_bytes: float = BUCKET_RANGE_BYTES[0],
-             hi_bytes: float = BUCKET_RANGE_BYTES[1]) -> tuple[float, float]:
-    """(α seconds, β seconds per byte) of the all-reduce law on ``link`` over
+             hi_bytes: float = BUCKET_RANGE_BYTES[1], kind: str = ALL_REDUCE
+             ) -> tuple[float, float]:
+    """(α seconds, β seconds per byte) of the ``kind`` law on ``link`` over
     [lo_bytes, hi_bytes]: least squares on relative error at log-spaced sizes, α ≥ 0."""
     step = math.log(hi_bytes / lo_bytes) / (_POINTS - 1)
     sizes = [lo_bytes * math.exp(i * step) for i in range(_POINTS)]
-    times = [collective_s(link, ALL_REDUCE, n, world_size) for n in sizes]
-    # minimise Σ ((α + β·n − t)/t)²: the normal equations of the rows (1/t, n/t) → 1
+    return relative_line(sizes, [collective_s(link, kind, n, world_size) for n in sizes])
+
+
+def relative_line(sizes, times) -> tuple[float, float]:
+    """(α, β) of the line α + β·n through (sizes, times) by least squares on relative error,
+    minimising Σ ((α + β·n − t)/t)², the normal equations of the rows (1/t, n/t) → 1; where
+    α would be negative (or β not positive), the line through the origin (or, flat, α
+    alone)::
+
+        >>> a, b = relative_line([1e6, 1e7], [1.1e-4, 5.1e-4])
+        >>> round(a * 1e6, 1), round(1 / b / 1e9, 2)          # α µs, bytes per ns
+        (65.6, 22.5)
+    """
     a11 = sum(1 / t ** 2 for t in times)
     a12 = sum(n / t ** 2 for n, t in zip(sizes, times))
     a22 = sum((n / t) ** 2 for n, t in zip(sizes, times))
