@@ -109,6 +109,23 @@ def casts_of(args: argparse.Namespace, host: Host | None) -> tuple[float | None,
     return cast_rate(copy_gbps, device and device.mem_gbps, device.name if device else "")
 
 
+def compute_device(args: argparse.Namespace) -> str | None:
+    """What the profile's compute ran on: a preset's ``--device``; a profile file's
+    ``measured.device`` (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu",
+    "cuda"), else "cuda" where it was measured over NCCL (``measured.backend``); None where
+    the file does not say. On a GPU, contention nobody measured takes the published figures
+    (simddp/contention.py ``default_contention``)."""
+    if not _is_file_arg(args.model):
+        return args.device
+    doc = read_json(args.model)
+    measured = doc.get("measured") if isinstance(doc, dict) else None
+    if not isinstance(measured, dict):
+        return None
+    if isinstance(measured.get("device"), str):
+        return measured["device"]
+    return "cuda" if measured.get("backend") == "nccl" else None
+
+
 def parse_hooks(text: str | None) -> list[CommHook]:
     """'fp16,powersgd:2' -> CommHooks; None or '' -> []; one-line InputError otherwise."""
     if not text:

@@ -30,11 +30,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simddp.commands.common import (add_beyond_ddp_args, add_host_args, add_link_args,
+from simddp.commands.common import (add_beyond_ddp_args, compute_device, add_host_args, add_link_args,
                                     add_model_args, add_precision_arg, casts_of, parse_hooks,
                                     parse_positive_floats,
                                     resolve_host, resolve_link, resolve_model,
                                     resolve_world, topology_text)
+from simddp.contention import PUBLISHED_GPU_SOURCE, default_contention, with_contention
 from simddp.engine import simulate
 from simddp.errors import InputError
 from simddp.io import write_atomic
@@ -152,9 +153,14 @@ def run(args: argparse.Namespace) -> int:
     link = resolve_link(args)
     host = resolve_host(args)
     strategy, precision_note = _with_precision(strategy, args, host)
+    # The contention sweep predicts under: on a GPU with none measured, the published figures
+    # (simddp/contention.py default_contention); a measured one is the link's or host's already
+    contention = default_contention(link, host, compute_device(args))
+    sim_link, sim_host = (with_contention(link, host, contention) if not contention.measured
+                          else (link, host))
 
     p = plan(profile, strategy)
-    result = simulate(profile, link, p, args.world_size, host=host, record=True,
+    result = simulate(profile, sim_link, p, args.world_size, host=sim_host, record=True,
                       topology=topology)
     comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
     n_bytes = sum(c.nbytes for c in p.collectives)
@@ -183,10 +189,15 @@ def run(args: argparse.Namespace) -> int:
             "kinds": sorted({c.kind for c in p.collectives}), "model": result.model,
             "precision": args.precision, "param_dtype": strategy.param_dtype,
             "cast_gbps": strategy.cast_gbps,
+            "contention": {"compute": contention.compute, "comm": contention.comm,
+                           "source": contention.source or None},
             "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
     print(setup_line(profile, link, args.world_size) + topology_text(topology))
+    if contention.source == "published":
+        print(f"contention x{contention.compute:g} compute, x{contention.comm:g} comm while "
+              f"they overlap (not measured: {PUBLISHED_GPU_SOURCE})")
     print()
     _print_table(result, p, comm_s, n_bytes, wire_bytes, precision_note)
     return 0

@@ -28,7 +28,7 @@ import sys
 from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
 from simddp.account.optimum_gap import gap_line
 from simddp.account.states import FP32_ADAM, PerParam, state_bytes
-from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_args,
+from simddp.commands.common import (add_beyond_ddp_args, compute_device, add_host_args,
                                     add_link_args, add_model_args, add_precision_arg, casts_of,
                                     parse_hooks, parse_names,
                                     parse_positive_floats, resolve_cpu_note, resolve_host,
@@ -36,7 +36,7 @@ from simddp.commands.common import (_is_file_arg, add_beyond_ddp_args, add_host_
 from simddp.law.effects import split_contention
 from simddp.contention import contention_for, default_contention, with_contention
 from simddp.host import Host
-from simddp.io import check_out_dir, read_json, results_to_json, write_atomic
+from simddp.io import check_out_dir, results_to_json, write_atomic
 from simddp.link import Link
 from simddp.ranges import range_sources
 from simddp.report.progress import Progress
@@ -195,22 +195,6 @@ def _strategies(text: str, topology) -> list[str]:
     two_level = topology is not None and topology.two_level
     return list(names(offered=(ALWAYS, TWO_LEVEL) if two_level else ALWAYS))
 
-
-def compute_device(args: argparse.Namespace) -> str | None:
-    """What the profile's compute ran on: a preset's ``--device``; a profile file's
-    ``measured.device`` (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu",
-    "cuda"), else "cuda" where it was measured over NCCL (``measured.backend``); None where
-    the file does not say. On a GPU, contention nobody measured takes the published figures
-    (simddp/contention.py ``default_contention``)."""
-    if not _is_file_arg(args.model):
-        return args.device
-    doc = read_json(args.model)
-    measured = doc.get("measured") if isinstance(doc, dict) else None
-    if not isinstance(measured, dict):
-        return None
-    if isinstance(measured.get("device"), str):
-        return measured["device"]
-    return "cuda" if measured.get("backend") == "nccl" else None
 
 
 def _setup(profile: ModelProfile, link: Link, host: Host | None, args: argparse.Namespace,

@@ -131,3 +131,19 @@ def test_a_cuda_trace_imports_as_gpu_compute(tmp_path, capsys):
     code, out, _ = cli(capsys, "sweep", "--model", str(tmp_path / "bare.json"), "--link",
                        "nvlink-h100", "--strategies", "overlap", "--format", "json")
     assert code == 0 and "not calibrated" in json.loads(out)["setup"]["ranges"]
+
+
+def test_simulate_predicts_what_the_sweep_does_and_says_why(capsys):
+    # the same configuration, one step time: simulate takes the sweep's default contention
+    from simddp.cli import main as cli
+    assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert cli(["sweep", "--strategies", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert sim["step_ms"] == row["step_ms"]
+    assert sim["contention"] == {"compute": 1.189, "comm": 2.22, "source": "published"}
+    assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10"]) == 0
+    assert "contention x1.189 compute, x2.22 comm while they overlap (not measured:" in \
+        capsys.readouterr().out
+    assert cli(["simulate", "--strategy", "ddp", "--device", "cpu", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["contention"]["source"] is None
