@@ -27,7 +27,6 @@ Here α is solved so that the chain, as simddp charges it, takes the measured to
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
 
 from simddp.law.effects import TokenBucket
 from simddp.link import GB, bus_factor
@@ -67,6 +66,9 @@ def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None
     high_s = total_s / n
     if over_s(high_s) <= 0:
         return high_s
+    # imported here: scipy.optimize took 1.1 s of each validate timeline rank's start on the
+    # 2-vCPU VM (2026-11-29), which imports this module but never solves
+    from scipy.optimize import brentq
     return float(brentq(over_s, 0.0, high_s, xtol=1e-9))
 
 

@@ -34,8 +34,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
 
 from realrun.precision import mixed_precision_policy
 from realrun.tensors import module_profile
@@ -73,6 +71,11 @@ def shard_groups(module: nn.Module, plan: Plan) -> list[list[str]]:
 def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
                  process_group=None) -> tuple[nn.Module, Plan]:
     """``module`` under FSDP2 as ``strategy`` (fsdp or zero2) plans it, and that plan."""
+    # here, not at the top: torch.distributed.fsdp pulls in DTensor, 1.4 of the 4.1 s it took
+    # every rank of every world to import realrun's step code on the 2-vCPU VM (2026-11-29),
+    # which most worlds (ddp, bucketed, calibrate) never use
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
     plan = make_plan(module_profile(module), strategy)
     group = process_group or dist.group.WORLD
     mesh = DeviceMesh.from_group(group, device_type=device.type)
