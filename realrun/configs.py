@@ -41,6 +41,9 @@ GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"
 # What a profile's compute total is scaled to (realrun/profile_on_ranks.py): the slowest rank's
 # plain step, per step, as realrun bench times a step; or rank 0's.
 COMPUTE_BASES = ("slowest", "rank0")
+# turns of 3 steps per DDP implementation when the profile times their host costs
+# (realrun/ddp_host_costs.py): the default of --host-turns
+HOST_TURNS = 8
 
 
 def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None,

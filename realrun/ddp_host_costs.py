@@ -26,7 +26,7 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
-from realrun.configs import config_of
+from realrun.configs import HOST_TURNS, config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
 from simddp.host import Host, HostCosts
@@ -126,14 +126,16 @@ class SharedWeights:
 # (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
 HOOK_GROUPS = (("wrapper", "bucket"), (Name.FLAT,), ("torch",))
 PLAIN_KEYS = {"wrapper": "plain_s", Name.FLAT: "flat_plain_s", "torch": "torch_plain_s"}
-WARMUP_STEPS, TURNS, TURN_STEPS = 3, 8, 3   # each round-robin: warm-up, then turns of steps
+# each round-robin: warm-up, then turns of steps (TURNS: the default of --host-turns; the
+# three groups take ~190 steps of the model, 12 s of the mlp-8x1024's 25 s profile here)
+WARMUP_STEPS, TURNS, TURN_STEPS = 3, HOST_TURNS, 3
 
 
 def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
                   on_group=None) -> dict:
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
-    each, then 8 turns of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
+    each, then ``payload["host_turns"]`` turns (default :data:`TURNS`, 8) of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
     wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's;
     ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
     themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
@@ -143,6 +145,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     Trainer (its weights are shared by the solo steps; default a new one).
     ``on_group(names)`` runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
+    turns = payload.get("host_turns") or TURNS
     weights, shared, out = SharedWeights(plain), {}, {}
     for group in HOOK_GROUPS:
         trainers = {"plain": plain, **{name: solo_trainer(name, weights, ctx, payload, shared)
@@ -150,13 +153,13 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
         for name in group:
             share_optimizer_state(plain, trainers[name])
         with time_copy_calls(trainers.get(Name.FLAT)) as calls:
-            steps = _round_robin(trainers, ctx)
+            steps = _round_robin(trainers, ctx, turns)
         medians = {name: statistics.median(t) for name, t in steps.items()}
         out.setdefault("steps_s", {}).update(
             {f"{name}_s": steps[name] for name in group},
             **{PLAIN_KEYS[group[0]]: steps["plain"]})
         if calls:
-            out["flat_copy_calls_s"] = statistics.median(calls[-TURNS * TURN_STEPS:])
+            out["flat_copy_calls_s"] = statistics.median(calls[-turns * TURN_STEPS:])
         out.update({f"{name}_s": medians[name] for name in group})
         out[PLAIN_KEYS[group[0]]] = medians["plain"]
         del trainers
@@ -215,9 +218,10 @@ def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
             trainer.optimizer.state[q] = state[p]
 
 
-def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, list[float]]:
-    """Step seconds of each trainer, in order: 3 warm-up steps each, then 8 turns of 3 steps,
-    each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
+def _round_robin(trainers: dict[str, Trainer], ctx, turns: int = TURNS
+                 ) -> dict[str, list[float]]:
+    """Step seconds of each trainer, in order: 3 warm-up steps each, then ``turns`` turns of 3
+    steps, each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
     the stepping one holds any; the first step of a turn then frees none, for every trainer
     alike."""
     for _ in range(WARMUP_STEPS):  # torch DDP rebuilds its buckets in its second step
@@ -225,7 +229,7 @@ def _round_robin(trainers: dict[str, Trainer], ctx) -> dict[str, list[float]]:
             trainer.step()
             trainer.optimizer.zero_grad(set_to_none=True)
     times: dict[str, list[float]] = {k: [] for k in trainers}
-    for _ in range(TURNS):
+    for _ in range(turns):
         for name, trainer in trainers.items():
             for _ in range(TURN_STEPS):
                 ctx.barrier()

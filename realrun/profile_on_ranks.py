@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from realrun.configs import COMPUTE_BASES, config_of
+from realrun.configs import COMPUTE_BASES, HOST_TURNS, config_of
 from realrun.launch.contention_timing import compute_after_comm, median_overlap
 from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
 from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
@@ -148,19 +148,23 @@ class PlainSteps:
 def profile_world(workload: Workload, world: WorldConfig | None = None, *, threads: int = 1,
                   repeats: int = 15, warmup: int = 3, optimizer: str = "sgd", seed: int = 0,
                   precision: str = "fp32", compute_basis: str = "slowest", fsdp: bool = False,
-                  shard_unit_mb: float | None = None) -> ProfileRun | None:
+                  shard_unit_mb: float | None = None, host_turns: int = HOST_TURNS
+                  ) -> ProfileRun | None:
     """What the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo) measured
     (:class:`ProfileRun`); None on torchrun ranks other
     than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
     over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
     or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
-    implementation, realrun/fsdp_host_costs.py; ~5-30 s more) with units of ``shard_unit_mb``."""
+    implementation, realrun/fsdp_host_costs.py; ~5-30 s more) with units of ``shard_unit_mb``.
+    ``host_turns``: turns of the DDP implementations' host-cost round-robin
+    (realrun/ddp_host_costs.py), the longest phase: fewer is quicker and noisier."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
     world = WorldConfig() if world is None else world
     world_size = world.world_size
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
                "optimizer": optimizer, "seed": seed, "precision": precision,
+               "host_turns": host_turns,
                TORCH_FSDP: {"shard_unit_mb": shard_unit_mb} if fsdp else None}
     ranks = run_world("realrun.profile_on_ranks:profile_rank", payload, threads_per_rank=threads,
                       **world.launch_args())

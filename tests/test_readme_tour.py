@@ -31,12 +31,13 @@ SMALL = {
     ("calibrate",): ["--max-bytes", "256K", "--iters", "2", "--warmup", "1",
                      "--sequence-count", "4", "--sequence-repeats", "2",
                      "--contention-repeats", "1", "--contention-mlp", "2x256"],
-    ("realrun", "profile"): ["--repeats", "2", "--warmup", "1"],
+    ("realrun", "profile"): ["--repeats", "2", "--warmup", "1", "--host-turns", "2"],
     ("realrun", "bench"): ["--steps", "2", "--warmup", "2"],
     # two strategies, not five: one overlapped row, one bucketed per size (the suite's time,
     # issue 53 item 8; tests/realrun/test_validate.py runs the rest)
     ("realrun", "validate"): ["--steps", "2", "--warmup", "2", "--profile-repeats", "2",
                               "--calibrate-iters", "2", "--timeline-steps", "1",
+                              "--host-turns", "2",
                               "--strategies", "overlap,ddp"],
     ("examples/train_ddp.py",): ["--steps", "2"],
 }
@@ -89,6 +90,11 @@ def test_the_tour_runs_top_to_bottom(tmp_path):
         done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, f"{shlex.join(words)}\n{done.stderr[-1500:]}"
+        if "examples/train_ddp.py" in words:  # as tests/realrun/test_examples.py judges it
+            checksums = re.findall(r"rank (\d): parameter checksum (-?\d+\.\d{10})",
+                                   done.stdout)
+            assert sorted(r for r, _ in checksums) == ["0", "1"], done.stdout
+            assert len({c for _, c in checksums}) == 1, checksums  # the ranks stayed in sync
     assert (tmp_path / "out" / "compare" / "compare.json").exists()
     # the GPT-2's files agree with each other: 52 gradient tensors (wte and lm_head tied)
     profile = load_profile(tmp_path / "out" / "gpt2.json")

@@ -28,7 +28,7 @@ import argparse
 import os
 
 from realrun.commands.common import add_model_args, require_int, resolve_workload
-from realrun.configs import COMPUTE_BASES
+from realrun.configs import COMPUTE_BASES, HOST_TURNS
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.errors import InputError
@@ -55,6 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None, choices=("cpu", "cuda"),
                    help="same as --backend gloo / nccl (nccl: the hooks record CUDA events, "
                         "read after each step)")
+    g.add_argument("--host-turns", type=int, default=HOST_TURNS, metavar="N",
+                   help="turns of 3 steps per DDP implementation when timing their host costs "
+                        "(the longest phase: about half the profile); fewer is quicker and "
+                        "noisier (default %(default)s)")
     g.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
                    help="scale the compute totals to the slowest rank's plain step, per step, "
                         "as realrun bench times a step (default), or rank 0's")
@@ -78,6 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     require_int("--repeats", args.repeats)
     require_int("--warmup", args.warmup, minimum=0)
+    require_int("--host-turns", args.host_turns)
     if args.shard_unit_mb is not None:
         if not args.fsdp:
             raise InputError("--shard-unit-mb: only with --fsdp (it groups FSDP2's units)")
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         out = profile_world(workload, world, threads=args.threads, repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
                             seed=args.seed, precision=args.precision,
                             compute_basis=args.compute_basis, fsdp=args.fsdp,
-                            shard_unit_mb=args.shard_unit_mb)
+                            shard_unit_mb=args.shard_unit_mb, host_turns=args.host_turns)
     except ValueError as e:  # run_world's checks: nccl without GPUs, emulate_hosts != ranks
         raise InputError(str(e).splitlines()[0]) from None
     if out is None:

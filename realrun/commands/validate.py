@@ -40,7 +40,7 @@ import sys
 
 from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workload
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
+from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, HOST_TURNS
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.commands.common import add_beyond_ddp_args, parse_hooks, parse_positive_floats
@@ -64,6 +64,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps per config per round-robin turn (default %(default)s)")
     g.add_argument("--profile-repeats", type=int, default=15,
                    help="profiled steps; per-layer medians (default %(default)s)")
+    g.add_argument("--host-turns", type=int, default=HOST_TURNS, metavar="N",
+                   help="the profile's turns of 3 steps per DDP implementation when timing "
+                        "their host costs, its longest phase; fewer is quicker and noisier "
+                        "(default %(default)s)")
     g.add_argument("--timeline-steps", type=int, default=5,
                    help="steps clocked span by span for the timeline plot; the median one "
                         "is drawn (default %(default)s)")
@@ -133,7 +137,8 @@ def settings_from_args(args: argparse.Namespace):
         comm_hooks=tuple(h.name for h in hooks), shard_unit_mb=args.shard_unit_mb,
         link=link,
         steps=args.steps, warmup=args.warmup, chunk=args.chunk,
-        profile_repeats=args.profile_repeats, timeline_steps=args.timeline_steps,
+        profile_repeats=args.profile_repeats, host_turns=args.host_turns,
+        timeline_steps=args.timeline_steps,
         calibrate_iters=args.calibrate_iters, model_copies=not args.free_copies,
         compute_basis=args.compute_basis, piecewise=args.piecewise,
         lone_alpha=args.lone_alpha, anchor_compute=not args.profile_compute,

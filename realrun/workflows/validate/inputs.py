@@ -74,7 +74,7 @@ def measure_profile(s: ValidateSettings) -> ProfileRun | None:
                          compute_basis=s.compute_basis,
                          # FSDP2's host costs only when a sharded strategy is validated
                          fsdp=s.shards,
-                         shard_unit_mb=s.shard_unit_mb)
+                         shard_unit_mb=s.shard_unit_mb, host_turns=s.host_turns)
 
 
 def scale_to_compute_only(profile: ModelProfile, measured: list

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES,
+from realrun.configs import (BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, HOST_TURNS,
                              bench_configs, runs_torch_ddp, shards)
 from realrun.launch.world import WorldConfig
 from realrun.precision import check_precision
@@ -54,6 +54,7 @@ class ValidateSettings:
     warmup: int = 5
     chunk: int = 5
     profile_repeats: int = 15
+    host_turns: int = HOST_TURNS                     # the profile's host-cost round-robin
     timeline_steps: int = 5
     calibrate_iters: int = 20
     piecewise: bool = False                          # calibrate two α–β lines (see below)
@@ -66,7 +67,7 @@ class ValidateSettings:
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "threads", "steps", "warmup", "chunk",
-                     "profile_repeats", "timeline_steps", "calibrate_iters"):
+                     "profile_repeats", "host_turns", "timeline_steps", "calibrate_iters"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
