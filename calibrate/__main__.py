@@ -1,6 +1,5 @@
 """``python -m calibrate`` (see calibrate.cli for the command lines)."""
-import sys
-
 from calibrate.cli import main
+from realrun.launch.finish import exit_now
 
-sys.exit(main())
+exit_now(main())   # os._exit after a flush: torch's interpreter teardown is slow (finish.py)

@@ -1,3 +1,4 @@
 from realrun.cli import main
+from realrun.launch.finish import exit_now
 
-raise SystemExit(main())
+exit_now(main())   # os._exit after a flush: torch's interpreter teardown is slow (finish.py)

@@ -58,19 +58,22 @@ def abort_on_rank(payload: dict, ctx) -> int:
 
 def abort_after_reporting(payload: dict, ctx) -> int:
     """Every rank reports its value and then aborts in teardown, as torch 2.13's Gloo can
-    ("terminate called without an active exception"): the run still succeeded."""
-    import atexit
+    ("terminate called without an active exception"): the run still succeeded. The worker
+    leaves the group after writing its result, then exits with os._exit (no atexit handler
+    runs), so the abort goes where Gloo's happens: in destroy_process_group."""
+    import torch.distributed as dist
 
     print(f"rank {ctx.rank} printed before returning", flush=False)
-    atexit.register(os.abort)  # runs after the worker wrote the result and left the group
+    dist.destroy_process_group = lambda *args, **kwargs: os.abort()
     return ctx.rank
 
 
 def hang_after_reporting(payload: dict, ctx) -> int:
-    """Every rank reports its value and then hangs at exit (a teardown that never returns)."""
-    import atexit
+    """Every rank reports its value and then hangs in teardown (a destroy_process_group that
+    never returns)."""
+    import torch.distributed as dist
 
-    atexit.register(time.sleep, 3600)
+    dist.destroy_process_group = lambda *args, **kwargs: time.sleep(3600)
     return ctx.rank
 
 
