@@ -126,17 +126,18 @@ class SharedWeights:
 # (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
 HOOK_GROUPS = (("wrapper", "bucket"), (Name.FLAT,), ("torch",))
 PLAIN_KEYS = {"wrapper": "plain_s", Name.FLAT: "flat_plain_s", "torch": "torch_plain_s"}
-# each round-robin: warm-up, then turns of steps (TURNS: the default of --host-turns; the
-# three groups take ~190 steps of the model, 12 s of the mlp-8x1024's 25 s profile here)
-WARMUP_STEPS, TURNS, TURN_STEPS = 3, HOST_TURNS, 3
+# each round-robin: warm-up, then turns (--host-turns, default HOST_TURNS) of steps; at 8 the
+# three groups take ~190 steps of the model, 12 s of the mlp-8x1024's 25 s profile here
+WARMUP_STEPS, TURN_STEPS = 3, 3
 
 
 def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
                   on_group=None) -> dict:
     """Rank side: median step seconds of the plain model and of each solo step
     (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
-    each, then ``payload["host_turns"]`` turns (default :data:`TURNS`, 8) of 3 steps. ``plain_s`` is the plain steps' median beside realrun's
-    wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s`` beside torch's;
+    each, then ``payload["host_turns"]`` turns (default 8) of 3 steps. ``plain_s`` is the plain
+    steps' median beside realrun's wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s``
+    beside torch's;
     ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
     themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
     under the same keys (the profile keeps them per rank: the hook costs follow the box's
@@ -145,7 +146,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     Trainer (its weights are shared by the solo steps; default a new one).
     ``on_group(names)`` runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
-    turns = payload.get("host_turns") or TURNS
+    turns = payload.get("host_turns") or HOST_TURNS
     weights, shared, out = SharedWeights(plain), {}, {}
     for group in HOOK_GROUPS:
         trainers = {"plain": plain, **{name: solo_trainer(name, weights, ctx, payload, shared)
@@ -218,11 +219,10 @@ def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
             trainer.optimizer.state[q] = state[p]
 
 
-def _round_robin(trainers: dict[str, Trainer], ctx, turns: int = TURNS
-                 ) -> dict[str, list[float]]:
+def _round_robin(trainers: dict[str, Trainer], ctx, turns: int) -> dict[str, list[float]]:
     """Step seconds of each trainer, in order: 3 warm-up steps each, then ``turns`` turns of 3
-    steps, each after a barrier. After its turn a trainer's gradients are dropped (untimed), so only
-    the stepping one holds any; the first step of a turn then frees none, for every trainer
+    steps, each after a barrier. After its turn a trainer's gradients are dropped (untimed), so
+    only the stepping one holds any; the first step of a turn then frees none, for every trainer
     alike."""
     for _ in range(WARMUP_STEPS):  # torch DDP rebuilds its buckets in its second step
         for trainer in trainers.values():

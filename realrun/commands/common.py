@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from realrun.configs import PRECISIONS
+from realrun.configs import HOST_TURNS, PRECISIONS
 from simddp.errors import InputError
 from simddp.presets.models import ModelSpec, parse_model
 
@@ -59,6 +59,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="intra-op threads per rank (torch.set_num_threads; default %(default)s)")
     g.add_argument("--seed", type=int, default=0,
                    help="weights seed; rank r's batch uses seed + r (default %(default)s)")
+
+
+def add_host_turns_arg(group) -> None:
+    """``--host-turns N`` of profile and validate (the profile phase's host-cost timing)."""
+    group.add_argument("--host-turns", type=int, default=HOST_TURNS, metavar="N",
+                       help="the profile's turns of 3 steps per DDP implementation when timing "
+                            "their host costs, its longest phase (about half of it); fewer is "
+                            "quicker and noisier (default %(default)s)")
 
 
 def resolve_workload(args: argparse.Namespace):

@@ -27,8 +27,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from realrun.commands.common import add_model_args, require_int, resolve_workload
-from realrun.configs import COMPUTE_BASES, HOST_TURNS
+from realrun.commands.common import (add_host_turns_arg, add_model_args, require_int,
+                                     resolve_workload)
+from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.errors import InputError
@@ -55,10 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None, choices=("cpu", "cuda"),
                    help="same as --backend gloo / nccl (nccl: the hooks record CUDA events, "
                         "read after each step)")
-    g.add_argument("--host-turns", type=int, default=HOST_TURNS, metavar="N",
-                   help="turns of 3 steps per DDP implementation when timing their host costs "
-                        "(the longest phase: about half the profile); fewer is quicker and "
-                        "noisier (default %(default)s)")
+    add_host_turns_arg(g)
     g.add_argument("--compute-basis", choices=COMPUTE_BASES, default="slowest",
                    help="scale the compute totals to the slowest rank's plain step, per step, "
                         "as realrun bench times a step (default), or rank 0's")

@@ -38,9 +38,10 @@ import json
 import os
 import sys
 
-from realrun.commands.common import DEFAULT_MODEL, add_model_args, resolve_workload
+from realrun.commands.common import (DEFAULT_MODEL, add_host_turns_arg, add_model_args,
+                                     resolve_workload)
 from realrun.comm_hooks import check_backend, check_warmup
-from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES, HOST_TURNS
+from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.commands.common import add_beyond_ddp_args, parse_hooks, parse_positive_floats
@@ -64,10 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps per config per round-robin turn (default %(default)s)")
     g.add_argument("--profile-repeats", type=int, default=15,
                    help="profiled steps; per-layer medians (default %(default)s)")
-    g.add_argument("--host-turns", type=int, default=HOST_TURNS, metavar="N",
-                   help="the profile's turns of 3 steps per DDP implementation when timing "
-                        "their host costs, its longest phase; fewer is quicker and noisier "
-                        "(default %(default)s)")
+    add_host_turns_arg(g)
     g.add_argument("--timeline-steps", type=int, default=5,
                    help="steps clocked span by span for the timeline plot; the median one "
                         "is drawn (default %(default)s)")

@@ -35,6 +35,7 @@ def _die_with_parent() -> None:
 
 
 def main(workdir: Path) -> None:
+    from realrun.launch.finish import exit_now
     from realrun.launch.supervise import write_error
 
     rank = int(os.environ["RANK"])
@@ -42,17 +43,12 @@ def main(workdir: Path) -> None:
         _run(workdir, rank)
     except BaseException as e:  # includes SystemExit/KeyboardInterrupt raised by the target
         write_error(workdir, rank, e)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        exit_now(1)
     _tear_down()
     # Out now, not through the interpreter's finalization: with torch loaded it took 0.75 s
     # after the group was down (two ranks, 2-vCPU VM, 2026-11-29), and the parent waits for
-    # every rank's exit, so every world paid it. Nothing is left to run: the result is on
-    # disk and the group is gone.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # every rank's exit, so every world paid it. The result is on disk, the group is gone.
+    exit_now(0)
 
 
 def _tear_down() -> None:
