@@ -96,3 +96,15 @@ def timed_allreduce(payload: dict, ctx) -> dict:
 def allreduce_seconds(payload: dict, ctx) -> list[float]:
     """Only the seconds of timed_allreduce."""
     return timed_allreduce(payload, ctx)["seconds"]
+
+
+def where_am_i(payload: dict, ctx) -> dict:
+    """What the rank was started with (tests/realrun/test_forkserver.py): its parents, working
+    directory, an environment variable, sys.path and session; rank 0 prints a line."""
+    import sys
+    if ctx.rank == 0:
+        print(payload["say"], flush=True)
+    return {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(),
+            "var": os.environ.get(payload["var"]), "sys_path": sys.path,
+            "session": os.getsid(0), "omp": os.environ.get("OMP_NUM_THREADS"),
+            "threads": torch.get_num_threads()}

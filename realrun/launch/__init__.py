@@ -6,7 +6,8 @@
 :mod:`~realrun.launch.run` (run_world), :mod:`~realrun.launch.context` (RankContext: rank,
 device, ``barrier()``), :mod:`~realrun.launch.env` (``is_torchrun()``, no torch),
 :mod:`~realrun.launch.finish` (``finish_torchrun(code)``: end a torchrun rank, no torch),
-:mod:`~realrun.launch.worker` (one spawned rank), :mod:`~realrun.launch.supervise` (first
+:mod:`~realrun.launch.worker` (one spawned rank), :mod:`~realrun.launch.forkserver` (ranks
+forked from a server that imported torch once), :mod:`~realrun.launch.supervise` (first
 failure, blame, no orphans), :mod:`~realrun.launch.errors` (one-line errors) and
 :mod:`~realrun.launch.netns` (an emulated multi-host cluster in network namespaces) and
 :mod:`~realrun.launch.world` (``WorldConfig``: ranks, backend, emulated hosts, link shaping,

@@ -1,4 +1,5 @@
-"""Was this process started by torchrun? The one check, importable without torch.
+"""Was this process started by torchrun? The one check, and the environment a rank realrun
+spawns starts from; importable without torch.
 
     >>> is_torchrun({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "node0"})
     True
@@ -6,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR")
 
@@ -38,3 +40,20 @@ def ranks_on_this_cpu(world_size: int, environ=None) -> int:
     if "REALRUN_PARENT_PID" in environ:
         return world_size
     return int(environ.get("LOCAL_WORLD_SIZE", world_size))
+
+
+def spawn_env(threads_per_rank: int, emulated: bool = False) -> dict[str, str]:
+    """What every rank realrun spawns starts from, before its rank and world variables: this
+    process's environment, its sys.path as PYTHONPATH (children import what the parent can:
+    pytest's rootdir, a notebook's sys.path edits), intra-op threads pinned for OpenMP and MKL
+    (read when torch loads), ``REALRUN_PARENT_PID``, and on this host (not an ``emulated`` one)
+    Gloo on loopback, the one interface sure to reach every rank."""
+    threads = str(threads_per_rank)
+    env = dict(os.environ)
+    paths = [os.path.abspath(p or ".") for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
+               REALRUN_PARENT_PID=str(os.getpid()))
+    if not emulated:
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return env

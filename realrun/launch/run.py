@@ -40,8 +40,9 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
+from realrun.launch import forkserver
 from realrun.launch.context import RankContext, init_group, make_context, require_gpus
-from realrun.launch.env import is_torchrun
+from realrun.launch.env import is_torchrun, spawn_env
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
 from realrun.launch.netns import Cluster, emulated_cluster
 from realrun.launch.supervise import (clear_rank_files, kill_all, pid_alive, result_path,
@@ -201,25 +202,41 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
         master_port = _free_local_port(master_addr)
     else:
         master_addr, master_port = cluster.hosts[0].ip, cluster.free_port(0)
-    procs: list[subprocess.Popen] = []
+    procs: list = []
     try:
         for rank in range(world_size):
             env = _rank_env(rank, world_size, master_addr, master_port, job, cluster)
-            argv = [sys.executable, "-m", "realrun.launch.worker", str(workdir)]
-            if cluster is not None:
-                argv = cluster.exec_argv(rank // (world_size // len(cluster.hosts)), argv)
-            procs.append(subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL,
-                # rank 0 may print (a progress bar on stderr, results on stdout); other ranks
-                # keep stdout quiet but their tracebacks still reach stderr.
-                stdout=None if rank == 0 else subprocess.DEVNULL,
-                # Own process group: Ctrl-C in a terminal reaches only the parent, which
-                # then kills each rank's whole group.
-                start_new_session=True))
+            procs.append(_start_rank(rank, workdir, env, job, cluster, world_size))
         watch(procs, workdir, job["timeout_s"], job["backend"])
         return [_read_result(workdir, rank) for rank in range(world_size)]
     finally:
         kill_all(procs)
+
+
+def _start_rank(rank: int, workdir: Path, env: dict[str, str], job: dict,
+                cluster: Cluster | None, world_size: int):
+    """One rank's process: forked from the fork server (torch already imported,
+    realrun/launch/forkserver.py) for a Gloo world on this host, else a fresh interpreter.
+    Either way rank 0 may print (a progress bar on stderr, results on stdout), the other
+    ranks keep stdout quiet but their tracebacks still reach stderr, and the rank leads its
+    own session: Ctrl-C in a terminal reaches only the parent, which then kills each rank's
+    whole group."""
+    if forkserver.serves(job["backend"], None if cluster is None else len(cluster.hosts)):
+        try:
+            server = forkserver.fork_server(env)
+            if server is not None:   # None: it failed earlier in this process, and said why
+                with open(os.devnull, "wb") as devnull:
+                    return server.start_rank(workdir, env,
+                                             1 if rank == 0 else devnull.fileno(), 2)
+        except forkserver.ServerGone as e:
+            print(f"realrun.launch: {e}; starting the ranks as new processes",
+                  file=sys.stderr)
+    argv = [sys.executable, "-m", "realrun.launch.worker", str(workdir)]
+    if cluster is not None:
+        argv = cluster.exec_argv(rank // (world_size // len(cluster.hosts)), argv)
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                            stdout=None if rank == 0 else subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def _read_result(workdir: Path, rank: int) -> Any:
@@ -232,18 +249,11 @@ def _read_result(workdir: Path, rank: int) -> Any:
 
 def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, job: dict,
               cluster: Cluster | None) -> dict[str, str]:
-    threads = str(job["threads_per_rank"])
-    env = dict(os.environ)
-    # Children import what the parent can import (pytest's rootdir, notebooks' sys.path edits).
-    paths = [os.path.abspath(p or ".") for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = spawn_env(job["threads_per_rank"], emulated=cluster is not None)
     env.update(RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR=master_addr,
-               MASTER_PORT=str(master_port), OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
-               REALRUN_PARENT_PID=str(os.getpid()))
+               MASTER_PORT=str(master_port))
     if cluster is None:
         env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size))
-        # All ranks are on this host, so loopback is the one interface sure to reach them all.
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     else:
         # Host-major: host = rank // k for k ranks a host. The ranks of one host share its
         # NIC (GLOO_SOCKET_IFNAME): they reach each other at its own address, which the

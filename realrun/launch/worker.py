@@ -93,5 +93,9 @@ def _run(workdir: Path, rank: int) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--fork-server":  # realrun/launch/forkserver.py: ranks forked from here
+        from realrun.launch.forkserver import serve
+        serve(int(sys.argv[2]), int(sys.argv[3]), main)
+        sys.exit(0)
     _die_with_parent()
     main(Path(sys.argv[1]))

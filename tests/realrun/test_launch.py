@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from realrun.launch.errors import LaunchError
-from realrun.launch import RankContext, make_context, run_world
+from realrun.launch import RankContext, forkserver, make_context, run_world
 from realrun.launch.finish import finish_torchrun
 from realrun.launch.run import remove_stale_workdirs
 from tests._torchrun import torchrun
@@ -107,13 +107,36 @@ def test_gloo_context_is_cpu_and_synchronize_is_a_no_op():
 
 @pytest.fixture
 def tag(monkeypatch) -> str:
+    """For tests that start a launcher (or torchrun) as a process: a marker in its
+    environment, which its ranks and its fork server inherit."""
     value = uuid.uuid4().hex
     monkeypatch.setenv(TAG_VAR, value)
     return value
 
 
+def ranks_left() -> list[int]:
+    """Processes this process started as ranks and that are still running: a spawned rank has
+    ``REALRUN_PARENT_PID`` = its launcher in its environment, and so has a forked one (its
+    fork server was started with the launcher's); the fork server itself aside, which stays
+    for the next world."""
+    needle = f"REALRUN_PARENT_PID={os.getpid()}".encode()
+    ours = {os.getpid(), *forkserver.server_pids()}
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+        if needle in environ.split(b"\0"):
+            pids.append(int(entry))
+    return pids
+
+
 def tagged_pids(tag: str) -> list[int]:
-    """Processes whose environment carries this test's tag (ranks and any launcher we started)."""
+    """Processes whose environment carries this test's tag (a launcher we started, its fork
+    server and its ranks)."""
     needle = f"{TAG_VAR}={tag}".encode()
     pids = []
     for entry in os.listdir("/proc"):
@@ -129,7 +152,7 @@ def tagged_pids(tag: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_two_ranks_all_reduce_in_rank_order(tag):
+def test_two_ranks_all_reduce_in_rank_order():
     values = run_world(f"{TARGETS}:allreduce_rank", {"n": 3}, world_size=2, threads_per_rank=2,
                        timeout_s=30)
     assert [v["rank"] for v in values] == [0, 1]
@@ -137,7 +160,7 @@ def test_two_ranks_all_reduce_in_rank_order(tag):
     assert [v["threads"] for v in values] == [2, 2]
     assert [v["local_rank"] for v in values] == [0, 1]
     assert len({v["pid"] for v in values} | {os.getpid()}) == 3
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
@@ -145,7 +168,7 @@ def test_two_ranks_all_reduce_in_rank_order(tag):
     ("raise_on_rank", "rank 1 failed: ValueError: boom on rank 1"),
     ("exit_on_rank", "rank 1 failed: exited with code 3 without a Python error"),
 ])
-def test_failing_rank_is_named(tag, target, expected):
+def test_failing_rank_is_named(target, expected):
     with pytest.raises(LaunchError) as info:
         run_world(f"{TARGETS}:{target}", {"rank": 1}, world_size=2, timeout_s=20)
     assert str(info.value).startswith(expected)
@@ -153,46 +176,46 @@ def test_failing_rank_is_named(tag, target, expected):
     assert info.value.rank == 1
     if target == "raise_on_rank":  # the full traceback travels along for --verbose output
         assert "in raise_on_rank" in info.value.traceback
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
-def test_a_rank_that_aborts_after_reporting_is_done(tag, capfd):
+def test_a_rank_that_aborts_after_reporting_is_done(capfd):
     # Every rank aborts at exit after its result is written: judged by the result, not the
     # signal (issue 23: tests/realrun/test_beyond_ddp.py failed "killed by SIGABRT").
     values = run_world(f"{TARGETS}:abort_after_reporting", {}, world_size=2, timeout_s=20)
     assert values == [0, 1]
     assert "rank 0 printed before returning" in capfd.readouterr().out  # flushed in time
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
-def test_a_rank_that_hangs_after_reporting_is_done_and_killed(tag):
+def test_a_rank_that_hangs_after_reporting_is_done_and_killed():
     start_s = time.monotonic()
     assert run_world(f"{TARGETS}:hang_after_reporting", {}, world_size=2, timeout_s=20) == [0, 1]
     assert time.monotonic() - start_s < 20  # the grace after the results, not the timeout
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
-def test_a_rank_that_aborts_before_reporting_fails_clearly(tag):
+def test_a_rank_that_aborts_before_reporting_fails_clearly():
     start_s = time.monotonic()
     with pytest.raises(LaunchError) as info:
         run_world(f"{TARGETS}:abort_on_rank", {"rank": 1}, world_size=2, timeout_s=20)
     assert (str(info.value), info.value.rank) == ("rank 1 failed: killed by SIGABRT", 1)
     assert time.monotonic() - start_s < 20 + 10  # within its timeout, not after it
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
-def test_hanging_rank_is_named_within_bounded_time(tag):
+def test_hanging_rank_is_named_within_bounded_time():
     timeout_s = 5.0
     start_s = time.monotonic()
     with pytest.raises(LaunchError, match=r"^rank 1 failed: stuck, no reply within timeout_s=5 s"):
         run_world(f"{TARGETS}:hang_on_rank", {"rank": 1}, world_size=2, timeout_s=timeout_s)
     # ~3 s to start two torch processes, 5 s gloo timeout, 1 s grace: 3x timeout is generous.
     assert time.monotonic() - start_s < 3 * timeout_s + 10
-    assert tagged_pids(tag) == []
+    assert ranks_left() == []
 
 
 @pytest.mark.slow
@@ -213,11 +236,13 @@ def test_killing_the_launcher_ends_its_ranks(tag, signum):
     launcher = subprocess.Popen([sys.executable, "-c", code], cwd=REPO,
                                 env={**os.environ, "PYTHONPATH": path},   # prepend
                                 stderr=subprocess.DEVNULL)
+    # the launcher, its fork server (realrun/launch/forkserver.py) and 2 ranks
+    processes = 4 if forkserver.enabled() else 3
     try:
         deadline_s = time.monotonic() + 60
-        while len(tagged_pids(tag)) < 3 and time.monotonic() < deadline_s:
-            time.sleep(0.1)  # launcher + 2 ranks; signal as soon as the ranks exist
-        assert len(tagged_pids(tag)) == 3
+        while len(tagged_pids(tag)) < processes and time.monotonic() < deadline_s:
+            time.sleep(0.1)  # signal as soon as the ranks exist
+        assert len(tagged_pids(tag)) == processes
         launcher.send_signal(signum)
         launcher.wait(timeout=30)
         deadline_s = time.monotonic() + 10

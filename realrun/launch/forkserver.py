@@ -1,0 +1,380 @@
+"""Rank processes forked from a server that has imported torch once, instead of each rank
+starting a fresh interpreter that imports it again.
+
+    server = fork_server(env)            # started on first use, kept for later worlds
+    proc = server.start_rank(workdir, env, stdout_fd, stderr_fd)  # a forked
+    proc.poll(); proc.wait(timeout=5)    # realrun.launch.worker.main(workdir), Popen-like
+
+Why: on the project's 2-vCPU VM a rank spent 2.0-2.4 s importing torch and 1.6 s more in
+torch._dynamo, which the first optimizer imports (2026-11-29, docs/BENCHMARKS.md "Where a
+real run's seconds go"), in every world: ``realrun validate`` starts four worlds (calibrate,
+profile, bench, timeline), ``selfcheck`` six, the test suite hundreds. A forked rank is ready
+in ~0.1 s. The server imports :data:`PRELOAD` with no thread of its own running a torch op
+(numpy's BLAS pool registers its own fork handlers), so the fork is as clean as a new
+process: each rank then runs :func:`realrun.launch.worker.main` as a spawned one does, with
+its own session, environment, working directory, ``sys.path`` and standard streams (passed as
+file descriptors with each request), and the server reaps it and reports its exit code.
+
+One server per launcher process and per environment (NOT_THE_SERVERS aside), as some
+variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): another value of any
+variable gets a server started with it. Used for self-spawned Gloo worlds on one host; emulated hosts
+(a rank must start inside its network namespace) and NCCL worlds (not tried on a GPU here)
+start each rank as a fresh process, as does everything with ``REALRUN_FORKSERVER=0``.
+
+No orphans: the server and each rank ask the kernel for SIGKILL when their parent dies
+(PR_SET_PDEATHSIG), and the server kills what it forked when its launcher hangs up.
+
+Protocol, one AF_UNIX SOCK_SEQPACKET message each: the server says ``{"ready": pid}`` once
+its imports are in; the launcher sends ``{"workdir", "env", "cwd", "sys_path"}`` with the
+rank's stdout and stderr descriptors; the server answers ``{"pid": n}`` once the rank has its
+own session, and later ``{"exit": n, "code": c}`` (``c`` as Popen.returncode: negative for a
+signal).
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+# What every rank imports before its target runs: torch, its process groups, torch._dynamo
+# (the first optimizer imports it, 1.6 s a rank here) and the worker's own modules.
+PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "realrun.launch.run",
+           "realrun.launch.finish")
+# Not part of the environment a server is chosen by: set per world or per rank by the
+# launcher (realrun.launch.run._rank_env) and read by a rank after it starts; the launcher's
+# sys.path (PYTHONPATH, which a change of directory moves when it holds ""), which a forked
+# rank gets with its request, while the modules the server preloaded are checked to be the
+# ones the launcher's path finds (module_files); and what only a shell or pytest reads.
+NOT_THE_SERVERS = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                             "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "PWD", "OLDPWD",
+                             "PYTEST_CURRENT_TEST"})
+_READY_TIMEOUT_S = 300.0  # importing torch on a slow disk; a rank would wait as long
+_MESSAGE_BYTES = 1 << 20
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+_POLL_S = 0.01  # how often a launcher waiting on a rank's exit looks again
+
+
+def enabled() -> bool:
+    """Whether self-spawned Gloo worlds fork their ranks from a server (REALRUN_FORKSERVER=0
+    turns it off)."""
+    return os.environ.get("REALRUN_FORKSERVER", "1") != "0" and sys.platform.startswith("linux")
+
+
+class ServerGone(RuntimeError):
+    """The server could not be started, or stopped answering."""
+
+
+class ForkedRank:
+    """A rank forked by the server: the part of subprocess.Popen that the supervision uses
+    (``pid``, ``poll()``, ``wait(timeout)``, ``returncode``)."""
+
+    def __init__(self, server: "ForkServer", pid: int):
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"forked rank {self.pid}", timeout)
+            time.sleep(_POLL_S)
+        return self.returncode
+
+
+class ForkServer:
+    """The launcher's end of one server process."""
+
+    def __init__(self, env: dict[str, str]):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock, self.lock, self.exits = ours, threading.Lock(), {}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "realrun.launch.worker", "--fork-server",
+                 str(theirs.fileno()), str(os.getpid())],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self.modules: dict | None = None  # what it preloaded, once it said it is ready
+
+    def wait_ready(self) -> None:
+        """Return once the server has imported PRELOAD; ServerGone if it never does."""
+        if self.modules is not None:
+            return
+        try:
+            ready = self._receive(_READY_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+        if "ready" not in ready:
+            self.close()
+            raise ServerGone(f"the fork server did not start: {ready.get('error', ready)}")
+        self.modules = ready["modules"]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def start_rank(self, workdir: Path, env: dict[str, str], stdout_fd: int,
+                   stderr_fd: int) -> ForkedRank:
+        request = json.dumps({"workdir": str(workdir), "env": env, "cwd": os.getcwd(),
+                              "sys_path": [os.path.abspath(p or ".") for p in sys.path]})
+        with self.lock:
+            try:
+                socket.send_fds(self.sock, [request.encode()], [stdout_fd, stderr_fd])
+            except OSError as e:
+                raise ServerGone(f"the fork server stopped: {e}") from None
+            while True:
+                reply = self._receive(_READY_TIMEOUT_S)
+                if "pid" in reply:
+                    return ForkedRank(self, reply["pid"])
+
+    def exit_code(self, pid: int) -> int | None:
+        """The rank's exit code once the server has reaped it, else None. A rank of a server
+        that died died with it (its PR_SET_PDEATHSIG): -SIGKILL."""
+        with self.lock:
+            while True:
+                try:
+                    self._take(self.sock.recv(_MESSAGE_BYTES, socket.MSG_DONTWAIT))
+                except OSError:  # BlockingIOError: nothing more for now; else it hung up
+                    break
+        if pid not in self.exits and not self.alive():
+            return -signal.SIGKILL
+        return self.exits.pop(pid, None)
+
+    def close(self) -> None:
+        self.sock.close()  # the server sees end-of-file, kills what it forked and exits
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def _receive(self, timeout_s: float) -> dict:
+        """The next message that is not an exit report (those are kept for exit_code)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise ServerGone(f"the fork server did not answer within {timeout_s:g} s")
+            data = self.sock.recv(_MESSAGE_BYTES)
+            if not data:
+                code = self.proc.wait(timeout=5)
+                raise ServerGone(f"the fork server exited (code {code})")
+            message = self._take(data)
+            if message is not None:
+                return message
+
+    def _take(self, data: bytes) -> dict | None:
+        if not data:
+            raise OSError("the fork server hung up")
+        message = json.loads(data)
+        if "exit" in message:
+            self.exits[message["exit"]] = message["code"]
+            return None
+        return message
+
+
+_servers: dict[tuple, ForkServer] = {}
+_failed: set[tuple] = set()   # environments whose server did not start in this process
+_servers_lock = threading.Lock()
+
+
+def serves(backend: str, emulate_hosts: int | None) -> bool:
+    """Whether a self-spawned world of this backend forks its ranks from the server: Gloo on
+    this host (emulated hosts start each rank inside its network namespace; NCCL worlds are
+    left as fresh processes until tried on GPUs)."""
+    return enabled() and backend == "gloo" and emulate_hosts is None
+
+
+def prestart(env: dict[str, str]) -> None:
+    """Start the server for ranks of this environment now, without waiting: it imports
+    torch while the command does its own start-up, so even its first world forks."""
+    if importlib.util.find_spec("torch") is None:
+        return   # the command says it needs torch
+    try:
+        fork_server(env, wait=False)
+    except (OSError, ServerGone):
+        pass  # the first world says why, and starts fresh processes
+
+
+def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
+    """The server for ranks of this environment (NOT_THE_SERVERS aside), started on first
+    use; ServerGone if it cannot start, and None once it could not (ranks then start fresh,
+    without the same line again)."""
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in NOT_THE_SERVERS))
+    with _servers_lock:
+        if key in _failed:
+            return None
+        try:
+            return _server(key, env, wait)
+        except ServerGone:
+            _failed.add(key)
+            raise
+
+
+def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
+    """fork_server's work, under its lock: the running server of ``key`` if it is alive and
+    preloaded the files this process would import, else a new one (and no other)."""
+    server = _servers.get(key)
+    if server is not None and server.alive() and server.modules is None and wait:
+        server.wait_ready()
+    if (server is None or not server.alive()
+            or (server.modules is not None and server.modules != module_files())):
+        for other in _servers.values():   # one server at a time: each holds torch's memory
+            other.close()
+        _servers.clear()
+        server = _servers[key] = ForkServer(env)
+    if wait:
+        server.wait_ready()
+    return server
+
+
+def module_files() -> dict[str, str | None]:
+    """Where each PRELOAD module is found on this process's sys.path (a module already
+    imported: where it was loaded from): a server whose files differ would hand its ranks
+    other code than a fresh rank would import."""
+    files = {}
+    for name in PRELOAD:
+        module = sys.modules.get(name)
+        spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
+        files[name] = spec.origin if spec is not None else None
+    return files
+
+
+def server_pids() -> list[int]:
+    """The pids of this process's fork servers still running (kept for the next world: they
+    are not ranks, and they end with this process)."""
+    with _servers_lock:
+        return [s.proc.pid for s in _servers.values() if s.alive()]
+
+
+# ---- the server process ---------------------------------------------------------------------
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before prctl took effect
+
+
+def serve(fd: int, launcher_pid: int, rank_main) -> None:
+    """The server process (``python -m realrun.launch.worker --fork-server FD PID``): import
+    PRELOAD, say ready, then fork a rank per request, which runs ``rank_main(workdir)``, until
+    the launcher hangs up; then kill every rank still running (they would get SIGKILL from the
+    kernel anyway when this process exits: each asked for it)."""
+    _die_with_parent(launcher_pid)
+    sock = socket.socket(fileno=fd)
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+    except Exception as e:  # the launcher says it in one line and starts fresh processes
+        sock.send(json.dumps({"error": f"importing {name}: {type(e).__name__}: {e}"}).encode())
+        return
+    gc.freeze()  # the imports' objects: out of the collector's sight in every rank too
+    # Asleep until a request or a rank's exit: SIGCHLD writes a byte to `woken` (no polling)
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    sock.send(json.dumps({"ready": os.getpid(), "modules": module_files()}).encode())
+    running: set[int] = set()
+    try:
+        while True:
+            _reap(sock, running)
+            readable = select.select([sock, woken], [], [])[0]
+            if woken in readable:
+                os.read(woken, 4096)
+            if sock not in readable:
+                continue
+            data, fds, _, _ = socket.recv_fds(sock, _MESSAGE_BYTES, 2)
+            if not data:
+                return
+            try:
+                pid = _fork_rank(json.loads(data), fds, (sock, woken, wake), rank_main)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            running.add(pid)
+            sock.send(json.dumps({"pid": pid}).encode())
+    except OSError:
+        return   # the launcher is gone
+    finally:
+        for pid in running:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _reap(sock: socket.socket, running: set[int]) -> None:
+    while running:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        running.discard(pid)
+        sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+
+
+def _fork_rank(request: dict, fds: list[int], servers: tuple, rank_main) -> int:
+    """Fork one rank; return its pid once it leads its own session (so the launcher can kill
+    its process group from the first moment). ``servers``: the server's own socket and
+    wake-up pipe, which the rank closes."""
+    server_pid = os.getpid()
+    started_r, started_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(started_r)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            sock, woken, wake = servers
+            sock.close()
+            os.close(woken)
+            os.close(wake)
+            os.setsid()  # its own process group: the launcher kills the rank's whole group
+            _die_with_parent(server_pid)
+            os.close(started_w)
+            _become_rank(request, fds)
+            rank_main(Path(request["workdir"]))   # ends the process
+        except BaseException:  # noqa: BLE001 - nothing above a rank may run on
+            import traceback
+            traceback.print_exc()
+        os._exit(1)
+    os.close(started_w)
+    os.read(started_r, 1)  # end-of-file once the rank closed its end: it has its session
+    os.close(started_r)
+    return pid
+
+
+def _become_rank(request: dict, fds: list[int]) -> None:
+    """In the forked child: the streams, environment, directory and path a spawned rank would
+    have."""
+    stdout_fd, stderr_fd = fds
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+    for fd in (devnull, stdout_fd, stderr_fd):
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    sys.path[:] = request["sys_path"]
+    sys.argv = [sys.executable, "-m", "realrun.launch.worker", request["workdir"]]

@@ -1,0 +1,78 @@
+"""Ranks forked from the fork server (realrun/launch/forkserver.py) start as a fresh rank
+would: the launcher's working directory, environment, sys.path and stdout, their own session;
+a server is reused while the environment is the same, restarted when it died, and
+REALRUN_FORKSERVER=0 starts fresh interpreters instead.
+
+test_launch.py's failure, hang and kill tests run through the server as well (it is on by
+default), and test_netns.py's worlds without it (emulated hosts start each rank inside its
+namespace).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import uuid
+
+import pytest
+
+from realrun.launch import forkserver, run_world
+
+TARGET = "tests._launch_targets:where_am_i"
+pytestmark = pytest.mark.skipif(not forkserver.enabled(), reason="REALRUN_FORKSERVER=0")
+
+
+def _world(monkeypatch, tmp_path, threads: int = 1) -> list[dict]:
+    monkeypatch.chdir(tmp_path)
+    return run_world(TARGET, {"say": "hello from rank 0", "var": "FORKSERVER_TEST_VAR"},
+                     world_size=2, threads_per_rank=threads, timeout_s=60)
+
+
+@pytest.mark.slow
+def test_forked_ranks_start_as_fresh_ones_and_a_server_serves_one_environment(
+        monkeypatch, tmp_path, capfd):
+    value = uuid.uuid4().hex
+    monkeypatch.setenv("FORKSERVER_TEST_VAR", value)   # a server of its own, started here
+    ranks = _world(monkeypatch, tmp_path)
+    (server,) = forkserver.server_pids()
+    assert [r["ppid"] for r in ranks] == [server, server]      # forked, not exec'd by us
+    assert all(r["cwd"] == str(tmp_path) and r["var"] == value for r in ranks)
+    assert all(r["session"] == r["pid"] for r in ranks)       # each leads its own session
+    launcher_path = [os.path.abspath(p or ".") for p in sys.path]
+    assert all(r["sys_path"] == launcher_path for r in ranks)
+    assert capfd.readouterr().out.count("hello from rank 0") == 1   # rank 1's stdout is quiet
+    again = _world(monkeypatch, tmp_path)       # the same environment: the same server
+    assert forkserver.server_pids() == [server] and again[0]["ppid"] == server
+    # OMP_NUM_THREADS is read when torch loads: another thread count, another server
+    two = _world(monkeypatch, tmp_path, threads=2)
+    assert [r["omp"] for r in ranks] == ["1", "1"] and [r["omp"] for r in two] == ["2", "2"]
+    assert [r["threads"] for r in two] == [2, 2]
+    (other,) = forkserver.server_pids()
+    assert other != server and two[0]["ppid"] == other
+    os.kill(other, signal.SIGKILL)              # a dead server is replaced
+    deadline_s = time.monotonic() + 10
+    while forkserver.server_pids() and time.monotonic() < deadline_s:
+        time.sleep(0.05)
+    after = _world(monkeypatch, tmp_path, threads=2)
+    (replaced,) = forkserver.server_pids()
+    assert replaced != other and after[0]["ppid"] == replaced
+
+
+@pytest.mark.slow
+def test_with_it_off_each_rank_is_a_fresh_interpreter(monkeypatch, tmp_path):
+    monkeypatch.setenv("REALRUN_FORKSERVER", "0")
+    ranks = _world(monkeypatch, tmp_path)
+    assert [r["ppid"] for r in ranks] == [os.getpid()] * 2
+    assert all(r["cwd"] == str(tmp_path) for r in ranks)
+
+
+@pytest.mark.slow
+def test_the_server_a_command_prestarts_is_the_one_its_worlds_use(monkeypatch, tmp_path):
+    """WorldConfig.prestart (called once a command's flags are checked) must start the server
+    of exactly the environment run_world's ranks get, or the command would start two."""
+    from realrun.launch.world import WorldConfig
+    WorldConfig(world_size=2).prestart(1)
+    (server,) = forkserver.server_pids()
+    ranks = _world(monkeypatch, tmp_path)
+    assert forkserver.server_pids() == [server] and ranks[0]["ppid"] == server
