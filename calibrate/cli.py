@@ -213,6 +213,8 @@ def _main(argv: list[str] | None) -> int:
         if a.from_nccl_tests:
             from calibrate.from_nccl_tests import run_from_args
             return run_from_args(a)
+        # the ranks' fork server imports torch while this process imports its own modules
+        settings.world.prestart(settings.threads_per_rank)
         # torch, scipy and matplotlib only now: --help and bad flags need none of them
         run, print_report, write_outputs = _measuring_modules()
         cal = run(settings)

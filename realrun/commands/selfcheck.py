@@ -88,6 +88,7 @@ def check_args(args: argparse.Namespace):
         raise InputError(f"--bucket-mb {args.bucket_mb}: give two or more sizes (e.g. 1,4): "
                          "the verdict compares them")
     world = world_from_args(args)
+    world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
     workload = resolve_workload(args)
     world.check_local_gpus()
     if world.emulate_hosts is not None:  # no root or no iproute2: bad input, not a failed step

@@ -106,6 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace):
     """ValidateSettings from the flags; InputError (one line) on anything bad."""
+    world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
+    world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
     workload = resolve_workload(args)  # --model or --module, shrink flags, --batch, --seq
     from realrun.workflows.validate import ValidateSettings
     hooks = parse_hooks(args.comm_hook)
@@ -120,7 +122,6 @@ def settings_from_args(args: argparse.Namespace):
     if not args.bucket_mb.strip():
         raise InputError("--bucket-mb: empty grid; give bucket sizes, e.g. 1,10,100")
     buckets = parse_positive_floats(args.bucket_mb, "--bucket-mb")
-    world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
     world.check_local_gpus()  # before minutes of calibration, not after
     link = None
     if args.link is not None:

@@ -24,7 +24,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 
-from realrun.launch.env import is_torchrun
+from realrun.launch.env import is_torchrun, spawn_env
 from simddp.errors import InputError
 
 BACKENDS = ("gloo", "nccl")
@@ -117,6 +117,14 @@ class WorldConfig:
         return {"world_size": self.world_size, "backend": self.backend,
                 "timeout_s": self.timeout_s, "emulate_hosts": self.emulate_hosts,
                 "link_gbit": self.link_gbit}
+
+    def prestart(self, threads_per_rank: int) -> None:
+        """Start the fork server for this world's ranks now, in the background, so it has
+        imported torch by the time the command's first world starts
+        (realrun/launch/forkserver.py); nothing under torchrun or where ranks start fresh."""
+        from realrun.launch import forkserver
+        if not is_torchrun() and forkserver.serves(self.backend, self.emulate_hosts):
+            forkserver.prestart(spawn_env(threads_per_rank))
 
     def check_local_gpus(self) -> None:
         """For nccl, one GPU per rank this host starts (under torchrun, its one), checked
