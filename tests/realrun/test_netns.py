@@ -214,7 +214,12 @@ def test_two_ranks_a_host_share_its_namespace_and_nic(need_netns):
     intra_s = max(v["intra_s"] for v in values)
     inter_s = min(v["inter_s"] for v in values)
     print(f"4 MiB all-reduce: inside a host {intra_s * 1e3:.1f} ms, across {inter_s * 1e3:.1f} ms")
-    assert inter_s > 0.025 and inter_s > 2 * intra_s
+    # A 2-rank ring all-reduce sends the 4 MiB once each way: 33.6 ms at 1 gbit/s. Across
+    # hosts it cannot be faster; inside a host it is unshaped, so it beats that wire time
+    # (here 7-28 ms with 4 ranks on 2 vCPUs, in the suite too; across read 35-67 ms). A
+    # factor between the two failed when both moved with the box's load (19.2 vs 35.4 ms).
+    wire_s = 4 * MIB * 8 / 1e9
+    assert inter_s > 0.9 * wire_s and intra_s < wire_s and intra_s < inter_s
 
 
 def test_emulated_hosts_must_divide_the_world():
