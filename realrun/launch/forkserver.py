@@ -16,10 +16,13 @@ its own session, environment, working directory, ``sys.path`` and standard strea
 file descriptors with each request), and the server reaps it and reports its exit code.
 
 One server per launcher process and per environment (NOT_THE_SERVERS aside), as some
-variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): another value of any
-variable gets a server started with it. Used for self-spawned Gloo worlds on one host; emulated hosts
-(a rank must start inside its network namespace) and NCCL worlds (not tried on a GPU here)
-start each rank as a fresh process, as does everything with ``REALRUN_FORKSERVER=0``.
+variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): another value of
+any variable gets a server started with it. Used for self-spawned Gloo worlds on one host;
+emulated hosts (a rank must start inside its network namespace) and NCCL worlds (not tried on
+a GPU here) start each rank as a fresh process, as does everything with
+``REALRUN_FORKSERVER=0``. The server does not import a user's ``--module`` file or what it
+imports: transformers' GPT-2 modeling import starts a native thread (seen here), and a fork
+with a foreign thread running is not safe.
 
 No orphans: the server and each rank ask the kernel for SIGKILL when their parent dies
 (PR_SET_PDEATHSIG), and the server kills what it forked when its launcher hangs up.
