@@ -2,6 +2,8 @@
 
     RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \\
         python -m realrun.launch.worker /tmp/realrun-abc123    # the dir holds job.json
+    python -m realrun.launch.worker --fork-server FD PID       # the fork server instead,
+                                                               # whose forked ranks run main()
 
 Reads job.json (target, payload, backend, threads_per_rank, timeout_s) from the work dir, pins
 threads, inits the process group, calls the target, waits at a barrier for the other ranks,
