@@ -114,41 +114,34 @@ def tag(monkeypatch) -> str:
     return value
 
 
+def pids_with(variable: str, value: str, but: set[int] = frozenset()) -> list[int]:
+    """Processes (this one and ``but`` aside) whose environment has ``variable=value``."""
+    needle = f"{variable}={value}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in {os.getpid(), *but}:
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+        if needle in environ.split(b"\0"):
+            pids.append(int(entry))
+    return pids
+
+
 def ranks_left() -> list[int]:
     """Processes this process started as ranks and that are still running: a spawned rank has
     ``REALRUN_PARENT_PID`` = its launcher in its environment, and so has a forked one (its
     fork server was started with the launcher's); the fork server itself aside, which stays
     for the next world."""
-    needle = f"REALRUN_PARENT_PID={os.getpid()}".encode()
-    ours = {os.getpid(), *forkserver.server_pids()}
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in ours:
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue  # exited meanwhile
-        if needle in environ.split(b"\0"):
-            pids.append(int(entry))
-    return pids
+    return pids_with("REALRUN_PARENT_PID", str(os.getpid()), set(forkserver.server_pids()))
 
 
 def tagged_pids(tag: str) -> list[int]:
     """Processes whose environment carries this test's tag (a launcher we started, its fork
     server and its ranks)."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue  # exited meanwhile
-        if needle in environ.split(b"\0"):
-            pids.append(int(entry))
-    return pids
+    return pids_with(TAG_VAR, tag)
 
 
 @pytest.mark.slow
