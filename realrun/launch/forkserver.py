@@ -191,7 +191,8 @@ class ForkServer:
         return message
 
 
-_servers: dict[tuple, ForkServer] = {}
+# One server at a time (each holds torch's memory): the environment it serves, and it
+_current: tuple[tuple, ForkServer] | None = None
 _failed: set[tuple] = set()   # environments whose server did not start in this process
 _servers_lock = threading.Lock()
 
@@ -232,15 +233,16 @@ def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
 def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
     """fork_server's work, under its lock: the running server of ``key`` if it is alive and
     preloaded the files this process would import, else a new one (and no other)."""
-    server = _servers.get(key)
+    global _current
+    server = _current[1] if _current is not None and _current[0] == key else None
     if server is not None and server.alive() and server.modules is None and wait:
         server.wait_ready()
     if (server is None or not server.alive()
             or (server.modules is not None and server.modules != module_files())):
-        for other in _servers.values():   # one server at a time: each holds torch's memory
-            other.close()
-        _servers.clear()
-        server = _servers[key] = ForkServer(env)
+        if _current is not None:
+            _current[1].close()
+        server = ForkServer(env)
+        _current = (key, server)
     if wait:
         server.wait_ready()
     return server
@@ -262,7 +264,7 @@ def server_pids() -> list[int]:
     """The pids of this process's fork servers still running (kept for the next world: they
     are not ranks, and they end with this process)."""
     with _servers_lock:
-        return [s.proc.pid for s in _servers.values() if s.alive()]
+        return [_current[1].proc.pid] if _current is not None and _current[1].alive() else []
 
 
 # ---- the server process ---------------------------------------------------------------------
