@@ -100,11 +100,13 @@ def allreduce_seconds(payload: dict, ctx) -> list[float]:
 
 def where_am_i(payload: dict, ctx) -> dict:
     """What the rank was started with (tests/realrun/test_forkserver.py): its parents, working
-    directory, an environment variable, sys.path and session; rank 0 prints a line."""
+    directory, an environment variable, sys.path, session and the user modules it found
+    loaded (realrun.workload.load_fn's names); rank 0 prints a line."""
     import sys
     if ctx.rank == 0:
         print(payload["say"], flush=True)
     return {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(),
             "var": os.environ.get(payload["var"]), "sys_path": sys.path,
             "session": os.getsid(0), "omp": os.environ.get("OMP_NUM_THREADS"),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(),
+            "user_modules": sorted(n for n in sys.modules if n.startswith("realrun_user_"))}

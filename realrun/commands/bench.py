@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     hooks = parse_hooks(args.comm_hook)
     configs = bench_configs(strategies, buckets_mb, hooks, args.shard_unit_mb, args.precision)
     check_args(args, configs, hooks)
-    args.world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
+    # the ranks' fork server imports torch (and --module's imports) meanwhile
+    args.world.prestart(args.threads, args.module)
     workload = resolve_workload(args)  # imports torch, after the cheap checks
     if not is_torchrun() or os.environ["RANK"] == "0":  # last: it moves an earlier run aside
         check_out_dir(args.out, files=("bench.json", "bench.csv"), force=args.force)

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.device is not None:
         args.backend = {"cpu": "gloo", "cuda": "nccl"}[args.device]
     world = world_from_args(args)
-    world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
+    # the ranks' fork server imports torch (and --module's imports) meanwhile
+    world.prestart(args.threads, args.module)
     workload = resolve_workload(args)  # a typo in --module fails before --out is touched
     if not is_torchrun() or os.environ["RANK"] == "0":
         check_out_file(args.out, args.force)

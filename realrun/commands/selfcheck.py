@@ -88,7 +88,8 @@ def check_args(args: argparse.Namespace):
         raise InputError(f"--bucket-mb {args.bucket_mb}: give two or more sizes (e.g. 1,4): "
                          "the verdict compares them")
     world = world_from_args(args)
-    world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
+    # the ranks' fork server imports torch (and --module's imports) meanwhile
+    world.prestart(args.threads, args.module)
     workload = resolve_workload(args)
     world.check_local_gpus()
     if world.emulate_hosts is not None:  # no root or no iproute2: bad input, not a failed step

@@ -107,7 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace):
     """ValidateSettings from the flags; InputError (one line) on anything bad."""
     world = world_from_args(args)  # ValidateSettings asks for 2 ranks or more
-    world.prestart(args.threads)  # the ranks' fork server imports torch meanwhile
+    # the ranks' fork server imports torch (and --module's imports) meanwhile
+    world.prestart(args.threads, args.module)
     workload = resolve_workload(args)  # --model or --module, shrink flags, --batch, --seq
     from realrun.workflows.validate import ValidateSettings
     hooks = parse_hooks(args.comm_hook)

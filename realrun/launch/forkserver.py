@@ -20,9 +20,17 @@ variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): anoth
 any variable gets a server started with it. Used for self-spawned Gloo worlds on one host;
 emulated hosts (a rank must start inside its network namespace) and NCCL worlds (not tried on
 a GPU here) start each rank as a fresh process, as does everything with
-``REALRUN_FORKSERVER=0``. The server does not import a user's ``--module`` file or what it
-imports: transformers' GPT-2 modeling import starts a native thread (seen here), and a fork
-with a foreign thread running is not safe.
+``REALRUN_FORKSERVER=0``.
+
+A command given ``--module FILE.py:FN`` names it when it prestarts the server. The server
+then forks a child that imports that file too and serves the command's worlds the same way, so
+their ranks find what the file imports (transformers: 3.3 s a rank here) already loaded; each
+rank still executes the file itself, as a fresh one would. A fork beside a running thread is not
+safe (a lock it held stays held in the child), so a child whose import of the file started a
+thread, or failed, says so and exits, and the server forks the ranks itself, which import the
+file as before: silently, as nothing but their start-up time changes. (On this VM a rank of one
+thread imports transformers without starting a thread; with ``OMP_NUM_THREADS=2`` its import of
+scipy starts OpenBLAS's pool, so those ranks import it themselves.)
 
 No orphans: the server and each rank ask the kernel for SIGKILL when their parent dies
 (PR_SET_PDEATHSIG), and the server kills what it forked when its launcher hangs up.
@@ -31,7 +39,9 @@ Protocol, one AF_UNIX SOCK_SEQPACKET message each: the server says ``{"ready": p
 its imports are in; the launcher sends ``{"workdir", "env", "cwd", "sys_path"}`` with the
 rank's stdout and stderr descriptors; the server answers ``{"pid": n}`` once the rank has its
 own session, and later ``{"exit": n, "code": c}`` (``c`` as Popen.returncode: negative for a
-signal).
+signal). ``{"preload": "FILE.py:FN"}`` with one end of a new socket pair forks the child that
+imports the file; it speaks the same protocol on that socket (``{"error": why}`` instead of
+ready when it cannot serve).
 """
 from __future__ import annotations
 
@@ -98,22 +108,50 @@ class ForkedRank:
             time.sleep(_POLL_S)
         return self.returncode
 
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
 
 class ForkServer:
-    """The launcher's end of one server process."""
+    """The launcher's end of one server process: started by the launcher (:meth:`spawn`), or
+    forked by another server after importing the user's module too (:meth:`preloading`)."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, sock: socket.socket, proc, parent: "ForkServer | None" = None):
+        self.sock, self.lock, self.exits = sock, threading.Lock(), {}
+        # a Popen, or for a forked server a ForkedRank of its parent once it said ready
+        self.proc, self.parent = proc, parent
+        self.modules: dict | None = None  # what it preloaded, once it said it is ready
+
+    @classmethod
+    def spawn(cls, env: dict[str, str]) -> "ForkServer":
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock, self.lock, self.exits = ours, threading.Lock(), {}
         try:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "realrun.launch.worker", "--fork-server",
                  str(theirs.fileno()), str(os.getpid())],
                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),), start_new_session=True)
         finally:
             theirs.close()
-        self.modules: dict | None = None  # what it preloaded, once it said it is ready
+        return cls(ours, proc)
+
+    def preloading(self, user_module: str) -> "ForkServer":
+        """A server this one forks, which imports ``user_module`` before it says ready (or
+        says why it cannot); the request is queued, nothing waits here."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [json.dumps({"preload": user_module}).encode()],
+                                [theirs.fileno()])
+        except OSError as e:
+            ours.close()
+            raise ServerGone(f"the fork server stopped: {e}") from None
+        finally:
+            theirs.close()
+        return ForkServer(ours, None, parent=self)
 
     def wait_ready(self) -> None:
         """Return once the server has imported PRELOAD; ServerGone if it never does."""
@@ -128,8 +166,12 @@ class ForkServer:
             self.close()
             raise ServerGone(f"the fork server did not start: {ready.get('error', ready)}")
         self.modules = ready["modules"]
+        if self.proc is None:   # forked by self.parent, which reaps it
+            self.proc = ForkedRank(self.parent, ready["ready"])
 
     def alive(self) -> bool:
+        if self.proc is None:   # a forked one that has not said ready: while its parent lives
+            return self.parent.alive()
         return self.proc.poll() is None
 
     def start_rank(self, workdir: Path, env: dict[str, str], stdout_fd: int,
@@ -161,6 +203,8 @@ class ForkServer:
 
     def close(self) -> None:
         self.sock.close()  # the server sees end-of-file, kills what it forked and exits
+        if self.proc is None:
+            return  # a forked one still importing: its first send fails, and it exits
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -175,7 +219,7 @@ class ForkServer:
                 raise ServerGone(f"the fork server did not answer within {timeout_s:g} s")
             data = self.sock.recv(_MESSAGE_BYTES)
             if not data:
-                code = self.proc.wait(timeout=5)
+                code = None if self.proc is None else self.proc.wait(timeout=5)
                 raise ServerGone(f"the fork server exited (code {code})")
             message = self._take(data)
             if message is not None:
@@ -193,8 +237,13 @@ class ForkServer:
 
 # One server at a time (each holds torch's memory): the environment it serves, and it
 _current: tuple[tuple, ForkServer] | None = None
-_failed: set[tuple] = set()   # environments whose server did not start in this process
+# The server it forked for the command's --module: (that module, the forked server)
+_preloading: tuple[str, ForkServer] | None = None
+# Environments whose server did not start in this process; (environment, module) for the
+# forked one of a module
+_failed: set[tuple] = set()
 _servers_lock = threading.Lock()
+_user_module: str | None = None   # the command's --module, as prestart was told it
 
 
 def serves(backend: str, emulate_hosts: int | None) -> bool:
@@ -204,11 +253,15 @@ def serves(backend: str, emulate_hosts: int | None) -> bool:
     return enabled() and backend == "gloo" and emulate_hosts is None
 
 
-def prestart(env: dict[str, str]) -> None:
+def prestart(env: dict[str, str], user_module: str | None = None) -> None:
     """Start the server for ranks of this environment now, without waiting: it imports
-    torch while the command does its own start-up, so even its first world forks."""
+    torch while the command does its own start-up, so even its first world forks. With
+    ``user_module`` (the command's ``--module FILE.py:FN``) this process's worlds are served
+    by a server that imported that file too."""
+    global _user_module
     if importlib.util.find_spec("torch") is None:
         return   # the command says it needs torch
+    _user_module = _absolute(user_module)
     try:
         fork_server(env, wait=False)
     except (OSError, ServerGone):
@@ -218,34 +271,77 @@ def prestart(env: dict[str, str]) -> None:
 def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
     """The server for ranks of this environment (NOT_THE_SERVERS aside), started on first
     use; ServerGone if it cannot start, and None once it could not (ranks then start fresh,
-    without the same line again)."""
+    without the same line again). A server forked to preload the command's --module that could
+    not (its import failed, or started a thread) is left for the plain one, silently: its
+    ranks import the file themselves."""
     key = tuple(sorted((k, v) for k, v in env.items() if k not in NOT_THE_SERVERS))
     with _servers_lock:
         if key in _failed:
             return None
         try:
-            return _server(key, env, wait)
+            server = _server(key, env, wait)
         except ServerGone:
             _failed.add(key)
             raise
+        if _user_module is None or (key, _user_module) in _failed:
+            return server
+        try:
+            return _preloaded(server, _user_module, wait)
+        except ServerGone:
+            _failed.add((key, _user_module))
+            return server
 
 
 def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
     """fork_server's work, under its lock: the running server of ``key`` if it is alive and
     preloaded the files this process would import, else a new one (and no other)."""
-    global _current
+    global _current, _preloading
     server = _current[1] if _current is not None and _current[0] == key else None
     if server is not None and server.alive() and server.modules is None and wait:
         server.wait_ready()
     if (server is None or not server.alive()
             or (server.modules is not None and server.modules != module_files())):
+        if _preloading is not None:
+            _preloading[1].close()
+            _preloading = None
         if _current is not None:
             _current[1].close()
-        server = ForkServer(env)
+        server = ForkServer.spawn(env)
         _current = (key, server)
     if wait:
         server.wait_ready()
     return server
+
+
+def _preloaded(server: ForkServer, user_module: str, wait: bool) -> ForkServer:
+    """The server ``server`` forked to import ``user_module``, asked for on first use; one at
+    a time."""
+    global _preloading
+    if _preloading is not None and (_preloading[1].parent is not server
+                                    or _preloading[0] != user_module
+                                    or not _preloading[1].alive()):
+        _preloading[1].close()
+        _preloading = None
+    if _preloading is None:
+        _preloading = (user_module, server.preloading(user_module))
+    child = _preloading[1]
+    if wait:
+        try:
+            child.wait_ready()
+        except ServerGone:
+            _preloading = None
+            raise
+    return child
+
+
+def _absolute(user_module: str | None) -> str | None:
+    """``FILE.py:FN`` with FILE made absolute: the server may run elsewhere by the time it
+    imports it (a test that changes directory)."""
+    if user_module is None:
+        return None
+    source, sep, fn_name = user_module.rpartition(":")
+    return (f"{os.path.abspath(source)}:{fn_name}" if sep and source.endswith(".py")
+            else user_module)
 
 
 def module_files() -> dict[str, str | None]:
@@ -264,7 +360,8 @@ def server_pids() -> list[int]:
     """The pids of this process's fork servers still running (kept for the next world: they
     are not ranks, and they end with this process)."""
     with _servers_lock:
-        return [_current[1].proc.pid] if _current is not None and _current[1].alive() else []
+        servers = [s for _, s in filter(None, [_current, _preloading])]
+        return [s.proc.pid for s in servers if s.proc is not None and s.alive()]
 
 
 # ---- the server process ---------------------------------------------------------------------
@@ -289,6 +386,12 @@ def serve(fd: int, launcher_pid: int, rank_main) -> None:
     except Exception as e:  # the launcher says it in one line and starts fresh processes
         sock.send(json.dumps({"error": f"importing {name}: {type(e).__name__}: {e}"}).encode())
         return
+    _serve(sock, rank_main)
+
+
+def _serve(sock: socket.socket, rank_main) -> None:
+    """Say ready, then fork what each request asks for (a rank, or a server that preloads a
+    user's module) until the launcher hangs up."""
     gc.freeze()  # the imports' objects: out of the collector's sight in every rank too
     # Asleep until a request or a rank's exit: SIGCHLD writes a byte to `woken` (no polling)
     woken, wake = os.pipe()
@@ -308,8 +411,13 @@ def serve(fd: int, launcher_pid: int, rank_main) -> None:
             data, fds, _, _ = socket.recv_fds(sock, _MESSAGE_BYTES, 2)
             if not data:
                 return
+            request, servers = json.loads(data), (sock, woken, wake)
             try:
-                pid = _fork_rank(json.loads(data), fds, (sock, woken, wake), rank_main)
+                if "preload" in request:  # it says ready (or why not) on its own socket
+                    running.add(_fork(servers, lambda: _preloading_server(
+                        request["preload"], fds[0], rank_main)))
+                    continue
+                pid = _fork(servers, lambda: _run_rank(request, fds, rank_main))
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -325,6 +433,46 @@ def serve(fd: int, launcher_pid: int, rank_main) -> None:
                 pass
 
 
+def _preloading_server(user_module: str, fd: int, rank_main) -> None:
+    """In a forked child: import the user's module, then serve on socket ``fd`` as the
+    server does (or say why not, and end)."""
+    sock = socket.socket(fileno=fd)
+    refused = _preload_user_module(user_module)
+    if refused:
+        sock.send(json.dumps({"error": refused}).encode())
+        return
+    _serve(sock, rank_main)
+
+
+def _preload_user_module(target: str) -> str | None:
+    """Import the user's ``FILE.py:FN`` (realrun.workload.load_fn, as a rank does) with this
+    process's stdout and stderr muted (the command's own check already showed what it
+    prints); why it cannot be preloaded, else None."""
+    from realrun.workload import load_fn
+    threads = _thread_count()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        load_fn(target)
+    except Exception as e:  # noqa: BLE001 - the ranks import it themselves and say why
+        return f"importing {target}: {type(e).__name__}: {e}"
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+    started = _thread_count() - threads
+    if started > 0:
+        return f"importing {target} started {started} thread(s); a fork beside them is unsafe"
+    return None
+
+
+def _thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
 def _reap(sock: socket.socket, running: set[int]) -> None:
     while running:
         try:
@@ -337,10 +485,10 @@ def _reap(sock: socket.socket, running: set[int]) -> None:
         sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _fork_rank(request: dict, fds: list[int], servers: tuple, rank_main) -> int:
-    """Fork one rank; return its pid once it leads its own session (so the launcher can kill
-    its process group from the first moment). ``servers``: the server's own socket and
-    wake-up pipe, which the rank closes."""
+def _fork(servers: tuple, child_main) -> int:
+    """Fork a child that runs ``child_main()`` and ends; return its pid once it leads its
+    own session (so the launcher can kill its process group from the first moment).
+    ``servers``: the server's own socket and wake-up pipe, which the child closes."""
     server_pid = os.getpid()
     started_r, started_w = os.pipe()
     pid = os.fork()
@@ -356,8 +504,8 @@ def _fork_rank(request: dict, fds: list[int], servers: tuple, rank_main) -> int:
             os.setsid()  # its own process group: the launcher kills the rank's whole group
             _die_with_parent(server_pid)
             os.close(started_w)
-            _become_rank(request, fds)
-            rank_main(Path(request["workdir"]))   # ends the process
+            child_main()
+            os._exit(0)
         except BaseException:  # noqa: BLE001 - nothing above a rank may run on
             import traceback
             traceback.print_exc()
@@ -366,6 +514,11 @@ def _fork_rank(request: dict, fds: list[int], servers: tuple, rank_main) -> int:
     os.read(started_r, 1)  # end-of-file once the rank closed its end: it has its session
     os.close(started_r)
     return pid
+
+
+def _run_rank(request: dict, fds: list[int], rank_main) -> None:
+    _become_rank(request, fds)
+    rank_main(Path(request["workdir"]))   # ends the process
 
 
 def _become_rank(request: dict, fds: list[int]) -> None:

@@ -118,13 +118,14 @@ class WorldConfig:
                 "timeout_s": self.timeout_s, "emulate_hosts": self.emulate_hosts,
                 "link_gbit": self.link_gbit}
 
-    def prestart(self, threads_per_rank: int) -> None:
+    def prestart(self, threads_per_rank: int, user_module: str | None = None) -> None:
         """Start the fork server for this world's ranks now, in the background, so it has
-        imported torch by the time the command's first world starts
-        (realrun/launch/forkserver.py); nothing under torchrun or where ranks start fresh."""
+        imported torch (and ``user_module``, the command's --module, with what it imports) by
+        the time the command's first world starts (realrun/launch/forkserver.py); nothing
+        under torchrun or where ranks start fresh."""
         from realrun.launch import forkserver
         if not is_torchrun() and forkserver.serves(self.backend, self.emulate_hosts):
-            forkserver.prestart(spawn_env(threads_per_rank))
+            forkserver.prestart(spawn_env(threads_per_rank), user_module)
 
     def check_local_gpus(self) -> None:
         """For nccl, one GPU per rank this host starts (under torchrun, its one), checked
