@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -109,17 +107,9 @@ def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
 
 
 @pytest.mark.slow
-def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
-    out = tmp_path / "val"
-    cmd = [sys.executable, "-m", "realrun", "validate", *TINY, "--bucket-mb", "0.01,1",
-           "--steps", "4", "--warmup", "2", "--chunk", "2", "--profile-repeats", "3",
-           "--link", link_file, "--out", str(out), "--format", "json"]
-    # prepend: the caller's PYTHONPATH may hold packages installed outside the venv
-    path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_tiny_end_to_end_json_and_plots(tiny_validate):
+    """The shared tiny run (tests/realrun/conftest.py): its report, files and timeline."""
+    doc, out = tiny_validate.doc, tiny_validate.out
     assert set(doc) >= {"rows", "summary"}
     # 2 ranks x (1 thread + Gloo's 3): cautioned below 8 CPUs (simddp/cpu_share.py)
     assert (doc["cpu_note"] is not None) == (len(os.sched_getaffinity(0)) < 8)
@@ -134,7 +124,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
         assert (out / name).stat().st_size > 0, name
     measured = json.loads((out / "measured.json").read_text())
     assert any(r.get("spans") for r in measured["results"]), \
-        f"no measured timeline spans: {doc['validate'].get('timeline_note')!r}; {proc.stderr}"
+        f"no measured timeline spans: {doc['validate'].get('timeline_note')!r}; " \
+        f"{tiny_validate.stderr}"
     (clocked,) = [r for r in measured["results"] if r.get("spans")]   # every rank's step
     assert len(clocked["rank_spans"]) == 2 and clocked["spans"] == \
         clocked["rank_spans"][clocked["spans_rank"]]
@@ -158,7 +149,8 @@ def test_tiny_end_to_end_json_and_plots(tmp_path, link_file):
     assert host["torch"]["hook_us"] >= 0 and "copy_gbps" not in doc["validate"]["link"]
     assert len(host["contention"]) == 2 and min(host["contention"]) >= 1.0
     saved = json.loads((out / "profile.json").read_text())
-    assert set(saved["host_costs"]["implementations"]) == {"realrun", "torch"}
+    # FSDP2's costs too: the shared run has fsdp and zero2 rows
+    assert set(saved["host_costs"]["implementations"]) == {"realrun", "torch", "fsdp"}
     assert len(saved["compute_spread"]) == 2
     assert not any(r["strategy"].startswith("probe:") for r in doc["rows"])
     assert (out / "anchored_predicted.json").stat().st_size > 0
