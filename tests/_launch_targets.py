@@ -100,8 +100,8 @@ def allreduce_seconds(payload: dict, ctx) -> list[float]:
 
 def where_am_i(payload: dict, ctx) -> dict:
     """What the rank was started with (tests/realrun/test_forkserver.py): its parents, working
-    directory, an environment variable, sys.path, session and the user modules it found
-    loaded (realrun.workload.load_fn's names); rank 0 prints a line."""
+    directory, an environment variable, sys.path, session and which of the payload's
+    ``modules`` it found imported; rank 0 prints a line."""
     import sys
     if ctx.rank == 0:
         print(payload["say"], flush=True)
@@ -109,4 +109,4 @@ def where_am_i(payload: dict, ctx) -> dict:
             "var": os.environ.get(payload["var"]), "sys_path": sys.path,
             "session": os.getsid(0), "omp": os.environ.get("OMP_NUM_THREADS"),
             "threads": torch.get_num_threads(),
-            "user_modules": sorted(n for n in sys.modules if n.startswith("realrun_user_"))}
+            "modules": [n for n in payload.get("modules", ()) if n in sys.modules]}

@@ -74,6 +74,7 @@ NOT_THE_SERVERS = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SI
                              "PYTEST_CURRENT_TEST"})
 _READY_TIMEOUT_S = 300.0  # importing torch on a slow disk; a rank would wait as long
 _MESSAGE_BYTES = 1 << 20
+_PRELOADED = "_realrun_preloaded_user_module"  # a user's file while it is preloaded
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 _POLL_S = 0.01  # how often a launcher waiting on a rank's exit looks again
 
@@ -445,20 +446,29 @@ def _preloading_server(user_module: str, fd: int, rank_main) -> None:
 
 
 def _preload_user_module(target: str) -> str | None:
-    """Import the user's ``FILE.py:FN`` (realrun.workload.load_fn, as a rank does) with this
-    process's stdout and stderr muted (the command's own check already showed what it
-    prints); why it cannot be preloaded, else None."""
-    from realrun.workload import load_fn
+    """Import the user's ``FILE.py:FN`` (or ``package.module:FN``) for what it imports, then
+    forget the module itself, so each rank still runs its top level as a fresh rank would
+    (realrun.workload.load_fn); this process's stdout and stderr are muted meanwhile (the
+    command's own check already showed what it prints). Why it cannot be preloaded, else
+    None."""
+    source = target.rpartition(":")[0]
     threads = _thread_count()
     saved = [os.dup(1), os.dup(2)]
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        load_fn(target)
+        if source.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(_PRELOADED, source)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[_PRELOADED] = module   # dataclasses look their module up by name
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(source)
     except Exception as e:  # noqa: BLE001 - the ranks import it themselves and say why
         return f"importing {target}: {type(e).__name__}: {e}"
     finally:
+        sys.modules.pop(_PRELOADED if source.endswith(".py") else source, None)
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for fd in (*saved, devnull):

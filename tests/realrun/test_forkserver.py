@@ -24,9 +24,9 @@ TARGET = "tests._launch_targets:where_am_i"
 pytestmark = pytest.mark.skipif(not forkserver.enabled(), reason="REALRUN_FORKSERVER=0")
 
 
-def _world(monkeypatch, tmp_path, threads: int = 1) -> list[dict]:
+def _world(monkeypatch, tmp_path, threads: int = 1, modules: tuple = ()) -> list[dict]:
     monkeypatch.chdir(tmp_path)
-    return run_world(TARGET, {"say": "hello from rank 0", "var": "OLDPWD"},
+    return run_world(TARGET, {"say": "hello from rank 0", "var": "OLDPWD", "modules": modules},
                      world_size=2, threads_per_rank=threads, timeout_s=60)
 
 
@@ -49,11 +49,11 @@ def test_the_server_a_command_prestarts_is_the_one_its_worlds_use(monkeypatch, t
     assert forkserver.server_pids() == [server] and ranks[0]["ppid"] == server
 
 
-MODULES = {  # what a user's --module file does when imported
-    "imports": "import json\n",
-    "starts a thread": "import threading\n"
+MODULES = {  # what a user's --module file does when imported; `wave`: nothing else imports it
+    "imports": "import wave\n",
+    "starts a thread": "import wave, threading\n"
                        "threading.Thread(target=threading.Event().wait, daemon=True).start()\n",
-    "fails": "raise ImportError('no such package')\n",
+    "fails": "import wave\nraise ImportError('no such package')\n",
 }
 BUILD = "def build():\n    raise AssertionError('not called by these worlds')\n"
 
@@ -62,25 +62,25 @@ BUILD = "def build():\n    raise AssertionError('not called by these worlds')\n"
 @pytest.mark.parametrize("does", list(MODULES))
 def test_a_commands_module_is_preloaded_by_a_forked_server_only_if_that_is_safe(
         monkeypatch, tmp_path, does):
-    """The ranks of a command given --module find it imported (by a server the plain one
-    forked) when its import went well; one that failed or started a thread (a fork beside it
-    is unsafe) leaves them to the plain server, which is still the one the command started."""
+    """The ranks of a command given --module find what it imports already imported (by a
+    server the plain one forked), but not the module itself, whose top level each rank runs;
+    a module whose import failed or started a thread (a fork beside it is unsafe) leaves them
+    to the plain server, which is still the one the command started."""
     from realrun.launch.world import WorldConfig
     monkeypatch.setattr(forkserver, "_user_module", forkserver._user_module)  # restored after
-    stem = f"model_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{stem}.py").write_text(MODULES[does] + BUILD)
+    (tmp_path / "model.py").write_text(MODULES[does] + BUILD)
     monkeypatch.chdir(tmp_path)
-    WorldConfig(world_size=2).prestart(1, f"{stem}.py:build")   # relative, as typed
-    ranks = _world(monkeypatch, tmp_path)
+    WorldConfig(world_size=2).prestart(1, "model.py:build")   # relative, as typed
+    ranks = _world(monkeypatch, tmp_path, modules=("wave", forkserver._PRELOADED))
     servers = forkserver.server_pids()
     if does == "imports":
         plain, forked = servers
         assert [r["ppid"] for r in ranks] == [forked, forked]
-        assert all(r["user_modules"] == [f"realrun_user_{stem}"] for r in ranks)
+        assert all(r["modules"] == ["wave"] for r in ranks)
         assert _ppid(forked) == plain
     else:
         assert [r["ppid"] for r in ranks] == servers * 2 and len(servers) == 1
-        assert all(r["user_modules"] == [] for r in ranks)
+        assert all(r["modules"] == [] for r in ranks)
 
 
 def _ppid(pid: int) -> int:
