@@ -34,15 +34,17 @@ def test_profile_peak_memory_is_near_a_torch_ddp_steps(tmp_path, capsys, monkeyp
                     {"workload": workload.to_json(), "steps": 5}, world_size=2)
     job_bytes = max(r["peak_bytes"] for r in job)
     path = tmp_path / "profile.json"
+    # the fewest repeats and host turns: this model's profile took 32.5 s with 3 and 2, 22.6 s
+    # with 2 and 1 here (2026-11-29); what it holds at its peak does not depend on them
     assert realrun_main(["profile", "--model", MODEL, "--batch", str(BATCH), "--seq", str(SEQ),
-                         "--repeats", "3", "--warmup", "1", "--host-turns", "2",
+                         "--repeats", "2", "--warmup", "1", "--host-turns", "1",
                          "--out", str(path)]) == 0
     assert "# peak memory per rank: profile" in capsys.readouterr().out
     measured = json.loads(path.read_text())["measured"]
     memory = measured["memory"]
-    # --host-turns 2: each implementation's host cost is a median of 2 turns of 3 steps (the
+    # --host-turns 1: each implementation's host cost is a median of 1 turn of 3 steps (the
     # memory bound holds at any count: one group of models at a time)
-    assert {len(t) for r in measured["hooks_per_rank"] for t in r["steps_s"].values()} == {6}
+    assert {len(t) for r in measured["hooks_per_rank"] for t in r["steps_s"].values()} == {3}
     assert 2 * 64 * 2**20 < job_bytes < 6 * 64 * 2**20, job_bytes  # weights + grads + bucket
     assert memory["peak_bytes"] <= 1.25 * job_bytes, (memory, job_bytes)
     # the command's own torch DDP phase is that job's step
