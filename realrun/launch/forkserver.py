@@ -68,10 +68,15 @@ PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "realrun.launch.run",
 # launcher (realrun.launch.run._rank_env) and read by a rank after it starts; the launcher's
 # sys.path (PYTHONPATH, which a change of directory moves when it holds ""), which a forked
 # rank gets with its request, while the modules the server preloaded are checked to be the
-# ones the launcher's path finds (module_files); and what only a shell or pytest reads.
+# ones the launcher's path finds (module_files); what only a shell or pytest reads; and
+# TORCHINDUCTOR_CACHE_DIR, which importing torch._dynamo sets in the importing process when it
+# is unset (torch/_inductor/runtime/cache_dir_utils.py): a command whose own check imports it
+# (a --module with transformers) changed its environment after the prestart and started a
+# second server (2026-11-29), while a rank, whose environment is the launcher's, reads it only
+# when inductor compiles.
 NOT_THE_SERVERS = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                              "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "PWD", "OLDPWD",
-                             "PYTEST_CURRENT_TEST"})
+                             "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})
 _READY_TIMEOUT_S = 300.0  # importing torch on a slow disk; a rank would wait as long
 _MESSAGE_BYTES = 1 << 20
 _PRELOADED = "_realrun_preloaded_user_module"  # a user's file while it is preloaded
@@ -399,9 +404,9 @@ def _serve(sock: socket.socket, rank_main) -> None:
     os.set_blocking(wake, False)
     signal.set_wakeup_fd(wake)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    sock.send(json.dumps({"ready": os.getpid(), "modules": module_files()}).encode())
     running: set[int] = set()
     try:
+        sock.send(json.dumps({"ready": os.getpid(), "modules": module_files()}).encode())
         while True:
             _reap(sock, running)
             readable = select.select([sock, woken], [], [])[0]
@@ -440,7 +445,10 @@ def _preloading_server(user_module: str, fd: int, rank_main) -> None:
     sock = socket.socket(fileno=fd)
     refused = _preload_user_module(user_module)
     if refused:
-        sock.send(json.dumps({"error": refused}).encode())
+        try:
+            sock.send(json.dumps({"error": refused}).encode())
+        except OSError:
+            pass   # the launcher no longer asks
         return
     _serve(sock, rank_main)
 

@@ -49,6 +49,21 @@ def test_the_server_a_command_prestarts_is_the_one_its_worlds_use(monkeypatch, t
     assert forkserver.server_pids() == [server] and ranks[0]["ppid"] == server
 
 
+@pytest.mark.slow
+def test_a_variable_torch_sets_as_the_command_imports_it_starts_no_second_server(
+        monkeypatch, tmp_path):
+    """Importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR when it is unset: a command whose
+    --module check imported it after the prestart used to start a second server."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from realrun.launch.world import WorldConfig
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # as a command starts
+    WorldConfig(world_size=2).prestart(1)
+    (server,) = forkserver.server_pids()
+    cache_dir()   # what importing torch._dynamo does
+    ranks = _world(monkeypatch, tmp_path)
+    assert forkserver.server_pids() == [server] and ranks[0]["ppid"] == server
+
+
 MODULES = {  # what a user's --module file does when imported; `wave`: nothing else imports it
     "imports": "import wave\n",
     "starts a thread": "import wave, threading\n"
