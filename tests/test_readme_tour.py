@@ -70,8 +70,9 @@ def runnable(words: list[str]) -> list[str] | None:
 
 
 @pytest.mark.slow
-# The whole tour is ~15 commands, 227-243 s alone on the 2-vCPU VM and past 300 s (the suite's
-# per-test limit) under load: its own limit, with each command still bounded by its timeout
+# The whole tour is ~15 commands: 227-243 s alone on the 2-vCPU VM before ranks were forked
+# (2026-11-28), ~121-134 s since (2026-11-29), past 300 s (the suite's per-test limit) under
+# load back then: its own limit, with each command still bounded by its timeout
 @pytest.mark.timeout(900)
 def test_the_tour_runs_top_to_bottom(tmp_path):
     pytest.importorskip("transformers")     # the tour's own-model lines use examples/gpt2
