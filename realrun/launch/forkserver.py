@@ -290,6 +290,7 @@ def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
             _failed.add(key)
             raise
         if _user_module is None or (key, _user_module) in _failed:
+            _drop_preloading()   # no longer asked for: it holds the module's memory
             return server
         try:
             return _preloaded(server, _user_module, wait)
@@ -301,15 +302,13 @@ def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
 def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
     """fork_server's work, under its lock: the running server of ``key`` if it is alive and
     preloaded the files this process would import, else a new one (and no other)."""
-    global _current, _preloading
+    global _current
     server = _current[1] if _current is not None and _current[0] == key else None
     if server is not None and server.alive() and server.modules is None and wait:
         server.wait_ready()
     if (server is None or not server.alive()
             or (server.modules is not None and server.modules != module_files())):
-        if _preloading is not None:
-            _preloading[1].close()
-            _preloading = None
+        _drop_preloading()
         if _current is not None:
             _current[1].close()
         server = ForkServer.spawn(env)
@@ -326,8 +325,7 @@ def _preloaded(server: ForkServer, user_module: str, wait: bool) -> ForkServer:
     if _preloading is not None and (_preloading[1].parent is not server
                                     or _preloading[0] != user_module
                                     or not _preloading[1].alive()):
-        _preloading[1].close()
-        _preloading = None
+        _drop_preloading()
     if _preloading is None:
         _preloading = (user_module, server.preloading(user_module))
     child = _preloading[1]
@@ -338,6 +336,13 @@ def _preloaded(server: ForkServer, user_module: str, wait: bool) -> ForkServer:
             _preloading = None
             raise
     return child
+
+
+def _drop_preloading() -> None:
+    global _preloading
+    if _preloading is not None:
+        _preloading[1].close()
+        _preloading = None
 
 
 def _absolute(user_module: str | None) -> str | None:

@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from realrun.launch import forkserver, run_world
+from realrun.launch.env import spawn_env
 
 TARGET = "tests._launch_targets:where_am_i"
 pytestmark = pytest.mark.skipif(not forkserver.enabled(), reason="REALRUN_FORKSERVER=0")
@@ -93,6 +94,9 @@ def test_a_commands_module_is_preloaded_by_a_forked_server_only_if_that_is_safe(
         assert [r["ppid"] for r in ranks] == [forked, forked]
         assert all(r["modules"] == ["wave"] for r in ranks)
         assert _ppid(forked) == plain
+        forkserver.prestart(spawn_env(1))   # the next command has no --module: it ends
+        assert _world(monkeypatch, tmp_path)[0]["ppid"] == plain
+        assert forkserver.server_pids() == [plain]
     else:
         assert [r["ppid"] for r in ranks] == servers * 2 and len(servers) == 1
         assert all(r["modules"] == [] for r in ranks)
