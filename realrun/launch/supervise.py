@@ -20,14 +20,17 @@ first failure it waits _GRACE_S for the peers' follow-on errors, then sorts what
 Then every rank's process group is SIGKILLed.
 
 Also here: `sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that
-`finally` blocks kill child processes and delete network namespaces.
+`finally` blocks kill child processes and delete network namespaces; and `die_with_parent`,
+which a rank and a fork server call first, so neither outlives what started it.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -43,6 +46,17 @@ _POLL_S = 0.05  # the parent polls its children 20 times a second: cheap, far be
 # errors land so the earliest one can be picked, and bounds how long a hung rank is waited for.
 _GRACE_S = 1.0
 _KILL_WAIT_S = 5.0  # SIGKILL cannot be ignored; this only bounds waiting for the reaping
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies, even by kill -9, so no
+    rank (or fork server) outlives its launcher; exit at once if ``parent_pid`` is already
+    gone. Survives `ip netns exec` (it execs, not setuid)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before prctl took effect
 
 
 @contextmanager

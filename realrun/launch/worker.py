@@ -15,26 +15,11 @@ fail without failing the run.
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-
-
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this rank when the launching process dies, even by kill -9,
-    so no rank outlives run_world. Survives `ip netns exec` (it execs, not setuid)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    parent_pid = os.environ.get("REALRUN_PARENT_PID")
-    if parent_pid and os.getppid() != int(parent_pid):
-        os._exit(1)  # the parent died before prctl took effect
-
 
 def main(workdir: Path) -> None:
     from realrun.launch.finish import exit_now
@@ -95,9 +80,11 @@ def _run(workdir: Path, rank: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--fork-server":  # realrun/launch/forkserver.py: ranks forked from here
-        from realrun.launch.forkserver import serve
+    if sys.argv[1] == "--fork-server":  # realrun/launch/forkserver_process.py: ranks forked here
+        from realrun.launch.forkserver_process import serve
         serve(int(sys.argv[2]), int(sys.argv[3]), main)
         sys.exit(0)
-    _die_with_parent()
+    from realrun.launch.supervise import die_with_parent
+    parent = os.environ.get("REALRUN_PARENT_PID")
+    die_with_parent(int(parent) if parent else None)
     main(Path(sys.argv[1]))

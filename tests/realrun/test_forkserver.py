@@ -20,6 +20,7 @@ import pytest
 
 from realrun.launch import forkserver, run_world
 from realrun.launch.env import spawn_env
+from realrun.launch.forkserver_process import PRELOADED
 
 TARGET = "tests._launch_targets:where_am_i"
 pytestmark = pytest.mark.skipif(not forkserver.enabled(), reason="REALRUN_FORKSERVER=0")
@@ -87,7 +88,7 @@ def test_a_commands_module_is_preloaded_by_a_forked_server_only_if_that_is_safe(
     (tmp_path / "model.py").write_text(MODULES[does] + BUILD)
     monkeypatch.chdir(tmp_path)
     WorldConfig(world_size=2).prestart(1, "model.py:build")   # relative, as typed
-    ranks = _world(monkeypatch, tmp_path, modules=("wave", forkserver._PRELOADED))
+    ranks = _world(monkeypatch, tmp_path, modules=("wave", PRELOADED))
     servers = forkserver.server_pids()
     if does == "imports":
         plain, forked = servers
