@@ -1,8 +1,8 @@
 """Every relative link in the docs reaches a file, and every #anchor a heading in it.
 
-Walked: docs/**/*.md, README.md, bench/README.md and experiments/README.md. A link is
-markdown's ``[text](target)`` outside fenced code blocks and inline code; http(s), mailto
-and bare ``#anchor`` links into the same file are checked as the file's own headings.
+Walked: docs/**/*.md, README.md and bench/README.md. A link is markdown's ``[text](target)``
+outside fenced code blocks and inline code; http(s), mailto and bare ``#anchor`` links into
+the same file are checked as the file's own headings.
 
 Anchors follow GitHub's rule for a heading's id, stated here so the test and a reader agree:
 the heading's text (links reduced to their text) is lower-cased; every character that is not
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WALKED = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md",
-          ROOT / "bench" / "README.md", ROOT / "experiments" / "README.md"]
+          ROOT / "bench" / "README.md"]
 SOURCES = ("simddp", "calibrate", "realrun")
 
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")

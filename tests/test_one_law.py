@@ -1,7 +1,7 @@
 """No file outside simddp/law/ computes a collective's time: the law is one package.
 
-The rule, checked on the syntax tree of every .py file under simddp/, calibrate/, realrun/,
-bench/ and experiments/ except simddp/law/ itself (tests compute expected times by hand on
+The rule, checked on the syntax tree of every .py file under simddp/, calibrate/, realrun/
+and bench/ except simddp/law/ itself (tests compute expected times by hand on
 purpose, and are not scanned). A file computes a collective's time when it has:
 
 1. a **bytes-over-busbw division**: ``X / Y`` where Y names busbw (a name or attribute whose
@@ -25,7 +25,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("simddp", "calibrate", "realrun", "bench", "experiments")
+SCANNED = ("simddp", "calibrate", "realrun", "bench")
 LAW = ROOT / "simddp" / "law"
 FACTORS = {"bus_factor", "kind_factor"}
 LINK_METHODS = {"law", "kind_law"}           # only as methods: x.law(...)
