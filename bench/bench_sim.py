@@ -45,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np  # noqa: E402
 import simpy  # noqa: E402
 
-from simddp.engine import simulate  # noqa: E402
+from simddp.sim.engine import simulate  # noqa: E402
 from simddp.presets.links import get_link  # noqa: E402
 from simddp.presets.models import build_profile, parse_model  # noqa: E402
-from simddp.plans import plan  # noqa: E402
-from simddp.strategy import STRATEGIES  # noqa: E402
-from simddp.sweeps import DEFAULT_BUCKET_MB, sweep, sweep_strategies  # noqa: E402
+from simddp.planning.plans import plan  # noqa: E402
+from simddp.planning.strategy import STRATEGIES  # noqa: E402
+from simddp.predict.sweep import DEFAULT_BUCKET_MB, sweep, sweep_strategies  # noqa: E402
 
 SWEEP_STRATEGIES = ("naive", "flat", "overlap", "bucketed", "ddp")
 SWEEP_BUCKETS_MB = tuple(float(f"{x:.3g}") for x in np.geomspace(1, 1000, 20))

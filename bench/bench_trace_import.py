@@ -11,7 +11,7 @@ For each link and round:
    at ``--trace-mb`` (``bucket_cap_mb_list=[1, X]``, as ``realrun bench``'s ddp rows) and
    record ``--trace-steps`` steps with ``torch.profiler.profile(record_shapes=True)`` and a
    schedule (tests/_trace_targets.py); one Chrome trace per rank;
-2. **import**: ``simddp.traceimport.import_traces`` (what ``python -m simddp trace-import``
+2. **import**: ``simddp.ingest.trace.import_traces`` (what ``python -m simddp trace-import``
    runs) gives a profile, a link and host costs; the traced configuration is re-simulated
    and compared with the traced steps (the profiler's overhead kept, as in the trace);
 3. **predict**: the engine runs torch ddp at every ``--bucket-mb`` on the imported profile
@@ -49,10 +49,10 @@ from realrun.configs import bench_configs, config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.launch.world import WorldConfig  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
-from simddp.engine import simulate  # noqa: E402
-from simddp.plans import plan  # noqa: E402
-from simddp.strategy import make_strategy  # noqa: E402
-from simddp.traceimport import import_traces  # noqa: E402
+from simddp.sim.engine import simulate  # noqa: E402
+from simddp.planning.plans import plan  # noqa: E402
+from simddp.planning.strategy import make_strategy  # noqa: E402
+from simddp.ingest.trace import import_traces  # noqa: E402
 
 LINKS = {"loopback": {}, "emulated-2Gbit": {"emulate_hosts": 2, "link_gbit": 2.0}}
 MODULE = os.path.join(ROOT, "examples", "gpt2_tiny.py") + ":build"

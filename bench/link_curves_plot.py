@@ -3,7 +3,7 @@
     python bench/link_curves_plot.py            # writes docs/img/links-*.png (docs/LINKS.md)
 
 Bus bandwidth (GB/s) against message size (bytes): the published table's points, the curve
-simddp charges (simddp.law, 200 sizes between the table's ends) and, over 1–100 MB, the α–β
+simddp charges (simddp.cost, 200 sizes between the table's ends) and, over 1–100 MB, the α–β
 line the closed form reads. busbw = algbw · f(p), as nccl-tests prints it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simddp.law import GB, bytes_s, kind_factor  # noqa: E402
+from simddp.cost import GB, bytes_s, kind_factor  # noqa: E402
 from simddp.presets import LINKS  # noqa: E402
 
 

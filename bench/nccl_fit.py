@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibrate.from_nccl_tests import link_from_logs  # noqa: E402
-from simddp.nccl_tests import read_nccl_tests  # noqa: E402
+from simddp.ingest.nccl_tests import read_nccl_tests  # noqa: E402
 
 FIXTURES = sorted(p for p in (ROOT / "tests" / "data" / "nccl-tests").iterdir()
                   if p.name != "SOURCES.md")

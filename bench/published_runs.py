@@ -7,7 +7,7 @@ Each dataset (tests/data/published-runs/, format simddp.published-run/1, its sou
 file) is predicted the same way, with no per-dataset knob:
 
 - the link: α–β fitted to the write-up's own all-reduce benchmark (least squares on relative
-  error, as simddp.law.fitted fits curves), or, where it printed none, the link preset it
+  error, as simddp.cost.fitted fits curves), or, where it printed none, the link preset it
   names (``link_preset``);
 - compute per setting: the write-up's naive step less its own all-reduce wait, or its
   single-GPU step scaled to a rank's micro-batches; split into forward, backward and
@@ -16,7 +16,7 @@ file) is predicted the same way, with no per-dataset knob:
 - each row predicted by ``simddp.sweep`` with its prediction ranges, as ``simddp sweep
   --device a100`` predicts it: no contention is measured, the compute runs on a GPU, so the
   point takes the published GPU contention (compute x1.189, comm x2.22) and the range runs
-  from none to compute x1.40, comm x2.22 (simddp.contention.default_contention); no
+  from none to compute x1.40, comm x2.22 (simddp.inputs.contention.default_contention); no
   contention is passed in. Beside it, for reference, the same sweep with no device named,
   which keeps no contention (what a GPU sweep predicted before the default).
 
@@ -35,10 +35,10 @@ import sys
 from pathlib import Path
 
 from simddp import Link, build_profile, get_link, parse_model
-from simddp.contention import PUBLISHED_GPU_SOURCE
-from simddp.law.fitted import relative_line
-from simddp.ranges import range_sources
-from simddp.sweeps import sweep
+from simddp.inputs.contention import PUBLISHED_GPU_SOURCE
+from simddp.cost.fitted import relative_line
+from simddp.predict.scenarios import range_sources
+from simddp.predict.sweep import sweep
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published-runs"
 # (dataset, strategy, local batch, seq): why the row is reported apart.

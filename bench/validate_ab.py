@@ -16,7 +16,7 @@ Cumulative, one piece at a time:
 - ``+seq α``: the calibration phase's α — this model's all-reduces issued back to back
   (async for overlapping plans, blocking for the others), busbw fitted with that α held;
 - ``+hooks``: plus the host costs per gradient and per launch (each implementation's
-  ``hook_s`` and ``launch_s``, simddp.host) from the profile phase;
+  ``hook_s`` and ``launch_s``, simddp.inputs.host) from the profile phase;
 - ``+anchor``: plus the compute total set to the compute-only median measured alongside the
   strategies (that row then is an input, not scored);
 - ``+probes``: α, blocking α, busbw and the host costs from the probes run in the same rounds
@@ -40,8 +40,9 @@ from realrun.launch.world import WorldConfig  # noqa: E402
 from realrun.workflows.validate import (ValidateSettings, predict,  # noqa: E402
                                        scale_to_compute_only)
 from simddp.compare import compare_results  # noqa: E402
-from simddp.host import Host, HostCosts  # noqa: E402
-from simddp.io import load_host, load_link, load_profile, load_results  # noqa: E402
+from simddp.inputs.host import Host, HostCosts  # noqa: E402
+from simddp.inputs.io import load_host, load_link, load_profile  # noqa: E402
+from simddp.result import load_results  # noqa: E402
 from simddp.result import COMPUTE_ONLY  # noqa: E402
 
 VARIANTS = (("before", "lone", False, False), ("+seq α", "seq", False, False),

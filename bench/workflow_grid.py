@@ -100,7 +100,7 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
               "overlap": doc.get("overlap") or [],
               "net_of_compute": doc.get("net_of_compute"),  # simddp/compare/drift.py
               "instance_gap_pct": doc.get("instance_gap_pct"),   # realrun/twin.py
-              "cpu_note": doc.get("cpu_note"),   # simddp/cpu_share.py
+              "cpu_note": doc.get("cpu_note"),   # simddp/rig/cpu_share.py
               "halves": doc.get("halves"),   # the bench against itself: simddp/compare/noise.py
               **link_alpha(d / "cal")}
     (d / "workflow.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -18,9 +18,9 @@ from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapp
                                summarize, time_spread)
 from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from calibrate.spreads import alpha_uncertainty, widen
-from simddp.contention import combine_contention
+from simddp.inputs.contention import combine_contention
 from calibrate.settings import CalibrateSettings
-from simddp.link import KindFit, Link
+from simddp.inputs.link import KindFit, Link
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.errors import LaunchError, NetnsUnavailable
 from realrun.launch.finish import finish_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig, add_world_args
-from simddp.cli import join_negative_values
+from simddp.cli.main import join_negative_values
 from simddp.errors import InputError
-from simddp.io import check_out_dir, load_profile
+from simddp.inputs.io import load_profile
+from simddp.report.outdir import check_out_dir
 
 
 class _Parser(argparse.ArgumentParser):

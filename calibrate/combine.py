@@ -13,8 +13,8 @@ import numpy as np
 from calibrate.chain_first import calls_after_first, slowest_calls, wake_mean_s
 from calibrate.shaped_chain import blocking_alpha_s, chain_refill_share
 from calibrate.spreads import factors, spread
-from simddp.law import bytes_s as law_bytes_s
-from simddp.link import ALL_REDUCE, GB
+from simddp.cost import bytes_s as law_bytes_s
+from simddp.inputs.link import ALL_REDUCE, GB
 
 
 def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:
@@ -71,7 +71,7 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
     other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, simddp.law.effects.idle_wake_s), on average (:func:`wake_mean_s`). Where they
+    compute, simddp.rig.gloo_cpu.idle_wake_s), on average (:func:`wake_mean_s`). Where they
     clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
     shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
     (calibrate/shaped_chain.py, :func:`hand_off_refill_s`).
@@ -212,7 +212,7 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
     median) and α; waited for, where the ranks timed that too, the blocking α of the calls
     after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
     busbw, on a shaped link too: simddp charges a kind with its own fit every byte
-    (simddp.law.effects.token_bucket), its busbw having been fitted with the bucket inside.
+    (simddp.rig.gloo_cpu.token_bucket), its busbw having been fitted with the bucket inside.
 
     >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10,
     ...                                 "blocking_s": [0.04], "blocking_first_s": [0.004]}}}

@@ -1,7 +1,7 @@
 """The sweep as the link's measured all-reduce curve, where the curve earns it.
 
 A link file may carry measured curves (docs/FORMATS.md), and simddp charges a collective by
-its curve wherever one exists (simddp/law/single.py). calibrate's own sweep is such a curve:
+its curve wherever one exists (simddp/cost/single.py). calibrate's own sweep is such a curve:
 per size, the slowest rank's median time. It is written into the link when it predicts the
 sizes held out of the fit better than the fitted line does; otherwise the link keeps its α–β
 alone. The two are judged on the same held-out sizes (calibrate/judged.py: those taking at
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simddp.law import ALL_REDUCE, Curve, bytes_s
+from simddp.cost import ALL_REDUCE, Curve, bytes_s
 
 CURVE_SOURCE = "python -m calibrate's sweep: per size the slowest rank's median time"
 # Backends whose sweep may become the link's curve. Gloo's laws on this CPU box (blocking α,

@@ -22,7 +22,7 @@ from calibrate.analysis import Calibration, WorldCalibration
 from calibrate.fit import AlphaBetaFit, PiecewiseFit
 from calibrate.plots import write_plots
 from calibrate.report_table import bandwidths_gbps, wire_fraction
-from simddp.io import link_to_json, save_json, write_atomic
+from simddp.inputs.io import link_to_json, save_json, write_atomic
 
 
 def fit_to_json(fit: AlphaBetaFit | PiecewiseFit | None) -> dict | None:

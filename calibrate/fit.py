@@ -24,8 +24,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from calibrate.settings import MIN_POINTS, heldout_mask
-from simddp.law import alpha_beta_s
-from simddp.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
+from simddp.cost import alpha_beta_s
+from simddp.inputs.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
 # residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.

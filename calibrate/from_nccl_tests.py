@@ -5,14 +5,14 @@
         --out cal --name h100-node7
     python -m simddp collectives --link cal/link.json --measured all_reduce.log
 
-Each log (simddp/nccl_tests.py reads it: all_reduce_perf, reduce_scatter_perf,
+Each log (simddp/ingest/nccl_tests.py reads it: all_reduce_perf, reduce_scatter_perf,
 all_gather_perf) becomes one measured curve of link.json (docs/FORMATS.md): its sizes and
 out-of-place times, its ranks and nodes, and NCCL's algorithm where the log pins one
 (``NCCL_ALGO=Ring`` in it). simddp charges a kind by its curve wherever one exists.
 
 The link's own α and busbw — what the closed form and a kind without a curve read — are the
 least-squares line (on relative error) through the all-reduce curve over DDP's bucket range,
-1–100 MB (simddp.law.fitted); without an all-reduce log, through the first log's kind. Its
+1–100 MB (simddp.cost.fitted); without an all-reduce log, through the first log's kind. Its
 ``source`` says which range that line is good for: outside it, read the curves. Nothing here
 imports torch.
 """
@@ -23,18 +23,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from simddp.errors import InputError
-from simddp.io import link_to_json, save_json
-from simddp.law import GB, Curve, kind_factor
-from simddp.law.fitted import BUCKET_RANGE_BYTES, fit_line
-from simddp.link import Link
-from simddp.nccl_tests import NcclTestsLog, read_nccl_tests
-from simddp.outdir import check_out_dir
+from simddp.inputs.io import link_to_json, save_json
+from simddp.cost import GB, Curve, kind_factor
+from simddp.cost.fitted import BUCKET_RANGE_BYTES, fit_line
+from simddp.inputs.link import Link
+from simddp.ingest.nccl_tests import NcclTestsLog, read_nccl_tests
+from simddp.report.outdir import check_out_dir
 
 _ALGO = re.compile(r"NCCL_ALGO\s*=\s*([A-Za-z]+)")
 
 
 def log_curve(log: NcclTestsLog, algorithm: str | None = None) -> Curve:
-    """The log's rows as a :class:`simddp.law.Curve` (out-of-place unless the log says)."""
+    """The log's rows as a :class:`simddp.cost.Curve` (out-of-place unless the log says)."""
     if len(log.rows) < 2:
         raise InputError(f"{log.source}: one size only; a curve needs at least 2")
     return Curve(log.kind, log.ranks, tuple(r.bytes for r in log.rows),
@@ -47,7 +47,7 @@ def fit_alpha_busbw(link: Link, kind: str, world_size: int,
                     lo_bytes: float = BUCKET_RANGE_BYTES[0],
                     hi_bytes: float = BUCKET_RANGE_BYTES[1]) -> tuple[float, float]:
     """(α s, busbw GB/s) of the line through ``link``'s ``kind`` law over [lo, hi] bytes:
-    least squares on relative error at log-spaced sizes, α ≥ 0 (simddp.law.fitted.fit_line)."""
+    least squares on relative error at log-spaced sizes, α ≥ 0 (simddp.cost.fitted.fit_line)."""
     alpha_s, beta = fit_line(link, world_size, lo_bytes, hi_bytes, kind)
     return alpha_s, kind_factor(kind, world_size) / (beta * GB)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.spreads import spread
-from simddp.law import ALL_REDUCE, bytes_s as law_bytes_s
+from simddp.cost import ALL_REDUCE, bytes_s as law_bytes_s
 
 # Resamples for the median's interval: at 5000 its p95/p5 moved by at most 0.11 over 8 seeds
 # (1.81-1.92 on the widest of the 23 calibrations; 1.29-1.51 at 1000).

@@ -14,9 +14,9 @@ from matplotlib.figure import Figure
 
 from calibrate.analysis import WorldCalibration
 from calibrate.report_table import bandwidths_gbps
-from simddp.io import write_atomic
-from simddp.link import ALL_REDUCE, GB, bus_factor, kind_factor
-from simddp.report.plots import figure_png
+from simddp.inputs.io import write_atomic
+from simddp.inputs.link import ALL_REDUCE, GB, bus_factor, kind_factor
+from simddp.report.sweep_plot import figure_png
 
 
 # One colour per collective kind and per level, the same in every world; worlds differ by

@@ -178,7 +178,7 @@ def _print_fit_notes(run, link_gbit: float | None) -> None:
 
 
 def _print_contention(cont: dict | None, layers: int) -> None:
-    """How much compute and all-reduces slowed each other (simddp.contention)."""
+    """How much compute and all-reduces slowed each other (simddp.inputs.contention)."""
     if cont is None:
         return
     c0 = cont["per_rank"][0]

@@ -28,7 +28,7 @@ from simddp.errors import InputError
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
                "int64": 8, "uint8": 1}
 # The collectives measured besides all-reduce, for sharded strategies (simddp Link.kind_fits);
-# simddp.link's names, kept here as text so the settings need nothing but numpy.
+# simddp.inputs.link's names, kept here as text so the settings need nothing but numpy.
 KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces

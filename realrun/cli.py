@@ -12,7 +12,7 @@ import sys
 
 from realrun.launch.errors import LaunchError, NetnsUnavailable  # torch-free
 from realrun.launch.finish import finish_torchrun  # torch-free
-from simddp.cli import build_parser, run_command
+from simddp.cli.main import build_parser, run_command
 
 COMMANDS = ("profile", "bench", "validate", "selfcheck")
 

@@ -1,7 +1,7 @@
 """DDP communication hooks for real: torch's fp16, bf16 and PowerSGD hooks on torch DDP.
 
-simddp names a hooked strategy "ddp+fp16" or "bucketed+powersgd:2" (simddp/hooks.py says
-what each hook sends and computes); here the same :class:`simddp.hooks.CommHook` becomes
+simddp names a hooked strategy "ddp+fp16" or "bucketed+powersgd:2" (simddp/planning/hooks.py says
+what each hook sends and computes); here the same :class:`simddp.planning.hooks.CommHook` becomes
 ``model.register_comm_hook(state, hook)`` on torch's DistributedDataParallel::
 
     model = DistributedDataParallel(net, bucket_cap_mb=25)
@@ -37,7 +37,7 @@ what each hook sends and computes); here the same :class:`simddp.hooks.CommHook`
 from __future__ import annotations
 
 from simddp.errors import InputError
-from simddp.hooks import PSGD_MIN_START, CommHook
+from simddp.planning.hooks import PSGD_MIN_START, CommHook
 
 POWERSGD_START_ITER = PSGD_MIN_START   # 2: torch refuses less with error feedback/warm start
 # steps before the first timed one: plain steps 0..1, then one compressed step that allocates

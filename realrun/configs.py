@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from simddp.errors import InputError
 from simddp.result import COMPUTE_ONLY
-from simddp.strategies import ALWAYS, names
-from simddp.sharding import PRECISIONS  # noqa: F401  (realrun/precision.py says what each means)
-from simddp.strategy import Strategy, with_precision
-from simddp.sweeps import sweep_strategies
+from simddp.planning.registry import ALWAYS, names
+from simddp.planning.sharding import PRECISIONS  # noqa: F401  (realrun/precision.py says what each means)
+from simddp.planning.strategy import Strategy, with_precision
+from simddp.predict.sweep import sweep_strategies
 
-# What realrun runs for real, in the registry's order (simddp/strategies.py): all but no_sync
+# What realrun runs for real, in the registry's order (simddp/planning/registry.py): all but no_sync
 # and sync_each, a training-loop pattern, not a wrapper of their own. fsdp and zero2 are torch
 # FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed; hierarchical is
 # realrun.DDP's bucketed in two levels (G ranks a node: --gpus-per-node).
@@ -50,7 +50,7 @@ def bench_configs(strategies, bucket_mbs, comm_hooks=(), shard_unit_mb=None,
                   precision: str = "fp32") -> list[dict]:
     """compute-only, then every configuration a sweep of ``strategies`` covers, in its order
     and under its names (``ddp+fp16``), so ``simddp compare`` pairs them row by row; fsdp
-    and zero2 at ``precision`` (:func:`simddp.strategy.with_precision`)."""
+    and zero2 at ``precision`` (:func:`simddp.planning.strategy.with_precision`)."""
     bad = [s for s in strategies if s not in BENCH_STRATEGIES]
     if bad:
         raise InputError(f"--strategies: {bad[0]!r} does not run for real; choose from "
@@ -70,7 +70,7 @@ def config_of(strategy: Strategy | None, bucket_mb: float | None = None) -> dict
     """The configuration that runs ``strategy`` (None: compute-only); ``bucket_mb`` is the
     row's bucket size as typed (default the strategy's own, for bucketed strategies).
 
-    >>> from simddp.strategy import make_strategy
+    >>> from simddp.planning.strategy import make_strategy
     >>> c = config_of(make_strategy("ddp+fp16", 4))
     >>> label(c), Strategy.from_dict(c["spec"]).comm_hook.kind, label(config_of(None))
     ('ddp+fp16-4MB', 'fp16', 'compute-only')

@@ -58,10 +58,10 @@ from realrun.flat_bucket import FlatBucket
 from realrun.launch.two_level import TwoLevel
 from realrun.tensors import module_profile, trainable_parameters
 from simddp.errors import InputError
-from simddp.plans import Collective, Plan, plan as make_plan
-from simddp.profile import ModelProfile
-from simddp.strategies import ALWAYS, TWO_LEVEL, Name, names
-from simddp.strategy import DDP_DEFAULT_BUCKET_MB, Strategy, make_strategy, mb_to_bytes
+from simddp.planning.plans import Collective, Plan, plan as make_plan
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.registry import ALWAYS, TWO_LEVEL, Name, names
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB, Strategy, make_strategy, mb_to_bytes
 
 # What a name may be: simddp's replicated strategies, and bucketed in two levels.
 NAMES = names(offered=(ALWAYS, TWO_LEVEL))
@@ -72,7 +72,7 @@ __all__ = ["DDP"]
 class DDP(nn.Module):
     """Data-parallel wrapper running ``simddp.plan(profile, strategy)``.
 
-    strategy: a simddp :class:`~simddp.strategy.Strategy` that replicates and has no comm hook
+    strategy: a simddp :class:`~simddp.planning.strategy.Strategy` that replicates and has no comm hook
       (the bucket sizes are its own), or one of simddp's names — naive, flat, overlap,
       bucketed, ddp (the bucketed rule with torch's 1 MiB first bucket); no_sync plans like
       ddp (accumulate with :meth:`no_sync`). bucket_mb (default

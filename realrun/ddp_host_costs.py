@@ -1,8 +1,8 @@
 """What a DDP implementation costs the host per step, besides the all-reduces themselves.
 
 Measured by ``realrun validate`` on the ranks (all at once, as in the real run) and handed to
-simddp as a :class:`simddp.host.Host`, whose costs the engine charges on the compute lane for
-the implementation that runs each strategy (simddp.hostwork.host_copies):
+simddp as a :class:`simddp.inputs.host.Host`, whose costs the engine charges on the compute lane for
+the implementation that runs each strategy (simddp.sim.overheads.host_copies):
 
 - :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
   ``scale_gbps``), also timed as probes (realrun/workflows/validate/probes.py);
@@ -29,9 +29,9 @@ import torch.distributed as dist
 from realrun.configs import HOST_TURNS, config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
-from simddp.host import Host, HostCosts
-from simddp.strategies import Name
-from simddp.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
+from simddp.inputs.host import Host, HostCosts
+from simddp.planning.registry import Name
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
 
 
 def copy_passes(tensor_bytes: list[int], ctx, grads: list[torch.Tensor] | None = None):

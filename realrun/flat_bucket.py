@@ -1,6 +1,6 @@
 """One planned all-reduce made real: gradients in, average out.
 
-A :class:`FlatBucket` is a box for the gradients of one ``simddp.plans.Collective``. Each
+A :class:`FlatBucket` is a box for the gradients of one ``simddp.planning.plans.Collective``. Each
 gradient is copied into one flat buffer already divided by the world size, as soon as it is
 ready (``add``, from its hook — torch's reducer does the same fused ``mul_out``); launching
 fills whatever was not added (zeros where a parameter got no gradient) and all-reduces the

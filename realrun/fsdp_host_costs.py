@@ -16,7 +16,7 @@ barrier: ``host = strategy's step - compute-only step - the plan's collectives a
 plan's all-gathers and reduce-scatters on buffers of each unit's size, in its order, each
 waited for, as FSDP2 issues them on CPU), for fsdp and for zero2, within each round (this
 VM's speed drifts between rounds), median over the rounds (:func:`host_over_rounds`). Their copies (simddp's
-:func:`simddp.hostwork.shard_host_s` at the measured ``copy_gbps``) are taken out; fsdp does
+:func:`simddp.sim.overheads.shard_host_s` at the measured ``copy_gbps``) are taken out; fsdp does
 U more all-gathers than zero2, which splits the rest into ``gather_s`` and ``scatter_s``
 (:func:`fsdp_costs`). On CPU/Gloo FSDP2's collectives block the training thread
 (``async_op=False``), so ``blocking_collectives`` is set there; on NCCL they overlap.
@@ -36,12 +36,12 @@ import torch.distributed as dist
 from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.workload import Workload
-from simddp.host import HostCosts
-from simddp.hostwork import shard_host_s
-from simddp.link import ALL_GATHER
-from simddp.plans import Plan, plan as make_plan
+from simddp.inputs.host import HostCosts
+from simddp.sim.overheads import shard_host_s
+from simddp.inputs.link import ALL_GATHER
+from simddp.planning.plans import Plan, plan as make_plan
 from simddp.result import COMPUTE_ONLY
-from simddp.strategy import SHARDED, make_strategy
+from simddp.planning.strategy import SHARDED, make_strategy
 
 # 12 timed steps per item, round-robin in 6 rounds: with 3 rounds of 3 one slow stretch
 # made fsdp's host 2x zero2's+U gathers (mlp-8x1024, 2026-11-23 08:06 UTC)

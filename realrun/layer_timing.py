@@ -45,7 +45,7 @@ from realrun.tensors import trainable_parameters
 from realrun.workload import forward as run_forward
 from realrun.workload import loss_of
 from simddp.errors import InputError
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 
 
 class Clock:

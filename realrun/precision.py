@@ -29,7 +29,7 @@ import torch
 from realrun.configs import PRECISIONS
 from simddp.errors import InputError
 
-# simddp's Strategy.param_dtype (simddp/sharding.py, PARAM_DTYPES) as torch dtypes
+# simddp's Strategy.param_dtype (simddp/planning/sharding.py, PARAM_DTYPES) as torch dtypes
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

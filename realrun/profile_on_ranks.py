@@ -18,7 +18,7 @@ Rank 0's per-layer split is kept, rescaled so that a step's compute is the media
 step of the slowest rank (see :func:`profile_world`); the host costs are the slowest
 rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only step
 (the max over ranks per step, as a step ends with its slowest rank) over its median: what
-``simddp sweep`` turns into prediction ranges (simddp/ranges.py).
+``simddp sweep`` turns into prediction ranges (simddp/predict/scenarios.py).
 """
 from __future__ import annotations
 
@@ -43,12 +43,12 @@ from realrun.steps import Trainer
 from realrun.tensors import trainable_parameters
 from realrun.timing import timed
 from realrun.workload import Workload
-from simddp.contention import combine_contention
-from simddp.engine import compute_only_s
-from simddp.host import Host
-from simddp.io import profile_from_json, profile_to_json
-from simddp.profile import ModelProfile
-from simddp.strategies import TORCH_FSDP
+from simddp.inputs.contention import combine_contention
+from simddp.sim.engine import compute_only_s
+from simddp.inputs.host import Host
+from simddp.inputs.io import profile_from_json, profile_to_json
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.registry import TORCH_FSDP
 
 class ProfileRun(NamedTuple):
     """What :func:`profile_world` measured: the profile, the raw measurements, the host costs."""
@@ -101,7 +101,7 @@ def profile_rank(payload: dict, ctx) -> dict:
                                                 plain=plain.trainer,
                                                 on_group=lambda s: memory.mark(f"fsdp:{s}"))
     measured["plain_steps_s"] = plain.times
-    # what shares this rank's CPUs: simddp sweep's caution (simddp/cpu_share.py)
+    # what shares this rank's CPUs: simddp sweep's caution (simddp/rig/cpu_share.py)
     measured.update(backend=ctx.backend, cpus=usable_cpus(),
                     ranks_on_host=ranks_on_this_cpu(ctx.world_size))
     measured["allocator"] = ctx.allocator

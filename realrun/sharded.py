@@ -1,6 +1,6 @@
 """fsdp and zero2 for real: torch FSDP2 ``fully_shard`` on simddp's shard units, then the root.
 
-Picture simddp's plan for a sharded strategy (simddp/sharding.py): a list of units, each one
+Picture simddp's plan for a sharded strategy (simddp/planning/sharding.py): a list of units, each one
 module with trainable parameters (or several consecutive ones with ``--shard-unit-mb``). Here
 each unit becomes one ``fully_shard`` call, bottom-up, and the root gets the last one, which
 takes every parameter no unit took::
@@ -37,8 +37,8 @@ from torch import nn
 
 from realrun.precision import mixed_precision_policy
 from realrun.tensors import module_profile
-from simddp.plans import Plan, plan as make_plan
-from simddp.strategy import Strategy
+from simddp.planning.plans import Plan, plan as make_plan
+from simddp.planning.strategy import Strategy
 
 ROOT = "(root)"   # module_profile's name for parameters the root module owns itself
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from torch import nn
 
 from simddp.errors import InputError
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 
 
 def trainable_parameters(module: nn.Module) -> list[tuple[str, nn.Parameter]]:

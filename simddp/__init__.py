@@ -23,20 +23,20 @@ links), ``account`` (memory, the closed-form optimal bucket), ``compare`` (predi
 measured), ``report`` (tables, traces, plots), ``commands`` (``python -m simddp``).
 No torch anywhere: the simulator installs and runs in seconds.
 """
-from simddp.closed_form import closed_form_step_s
+from simddp.analytic.closed_form import closed_form_step_s
 from simddp.compare import Comparison, compare_results
-from simddp.engine import simulate
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.host import Host, HostCosts
-from simddp.io import (load_host, load_link, load_profile, load_results, profile_to_json,
-                       save_json)
-from simddp.link import Link, LinkPiece, bus_factor
-from simddp.plans import Collective, Plan, plan
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.io import load_host, load_link, load_profile, profile_to_json, save_json
+from simddp.result import load_results
+from simddp.inputs.link import Link, LinkPiece, bus_factor
+from simddp.planning.plans import Collective, Plan, plan
 from simddp.presets import build_profile, get_link, parse_model
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result, Span
-from simddp.strategy import STRATEGIES, Strategy, make_strategy
-from simddp.sweeps import Recommendation, recommend, sweep, sweep_strategies
+from simddp.planning.strategy import STRATEGIES, Strategy, make_strategy
+from simddp.predict.sweep import Recommendation, recommend, sweep, sweep_strategies
 
 __version__ = "0.1.0"
 __all__ = ["Collective", "Comparison", "Host", "HostCosts", "InputError", "Layer", "Link",

@@ -1,3 +1,3 @@
-from simddp.cli import main
+from simddp.cli.main import main
 
 raise SystemExit(main())

@@ -56,7 +56,7 @@ class SpanKind(_Name):
 
 
 class CollectiveKind(_Name):
-    """What a plan's collective does (its law: simddp/law/)."""
+    """What a plan's collective does (its law: simddp/cost/)."""
 
     ALL_REDUCE = "all_reduce"
     REDUCE_SCATTER = "reduce_scatter"
@@ -66,3 +66,11 @@ class CollectiveKind(_Name):
     def span_kind(self) -> SpanKind:
         """Its kind on a timeline (files spell it with a hyphen)."""
         return SpanKind(self.value.replace("_", "-"))
+
+
+# Which DDP implementation runs a strategy: whose host costs apply (simddp/inputs/host.py keys them
+# so in host files) and which executor realrun wraps the module with (realrun/executors/).
+REALRUN_DDP = "realrun"   # realrun.DDP, the wrapper that executes a plan (realrun/ddp.py)
+TORCH_DDP = "torch"       # torch's DistributedDataParallel (and every comm hook)
+TORCH_FSDP = "fsdp"       # torch FSDP2, fully_shard (realrun/sharded.py)
+IMPLEMENTATIONS = (REALRUN_DDP, TORCH_DDP, TORCH_FSDP)

@@ -16,8 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import os
+from typing import Any
+
+from simddp.errors import InputError
+from simddp.inputs.io import body_of, build, plain, read_json
 from simddp.kinds import Lane, SpanKind
-from simddp.strategy import Strategy, strategy_of
+from simddp.planning.strategy import Strategy, strategy_of
 
 COMPUTE, COMM = Lane.COMPUTE, Lane.COMM
 # What a span is (simddp/kinds.py): compute lane, the model's phases and the DDP
@@ -71,12 +76,12 @@ class Result:
     # Measured step times (each the max over ranks), in the order they ran; () for
     # predictions. With them, compare gives a confidence interval of the regret.
     steps_s: tuple[float, ...] = ()
-    # Predicted step seconds in each input scenario (simddp/ranges.py: low, high, comm_bound,
+    # Predicted step seconds in each input scenario (simddp/predict/scenarios.py: low, high, comm_bound,
     # compute_bound); None when no ranges were computed.
     scenarios_s: dict[str, float] | None = None
     # The configuration itself (``strategy`` is its name, for tables and files): what plots,
     # recommendations and realrun read, so no one parses the name back. Files written before
-    # it existed get it rebuilt from the name once, here (simddp.strategy.strategy_of).
+    # it existed get it rebuilt from the name once, here (simddp.planning.strategy.strategy_of).
     spec: Strategy | None = field(default=None, compare=False)
     # Measured with --timelines on several ranks: every rank's spans of the same step (the
     # median by its slower rank, realrun/step_clock.py), and which of them ``spans`` is: the
@@ -111,3 +116,30 @@ class Result:
     def config(self) -> tuple[str, float | None, int]:
         """What identifies a configuration across predicted and measured files."""
         return (self.strategy, self.bucket_mb, self.accum_steps)
+
+
+RESULTS_FORMAT = "simddp.results/1"
+
+
+def results_to_json(results: list[Result], **extra: Any) -> dict:
+    return {"format": RESULTS_FORMAT, **extra, "results": [plain(r) for r in results]}
+
+
+def results_from_json(data: dict, where: str = "results") -> list[Result]:
+    body = body_of(data, RESULTS_FORMAT, where)
+    if _spans_without_kind(body.get("results")):
+        raise InputError(f"{where}: results from before 2026-11-23 (spans without a kind); "
+                         "re-run simddp sweep --out or realrun bench for a current file")
+    return build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r.get("spans", ()))})
+                                  for r in body["results"]])
+
+
+def _spans_without_kind(results: Any) -> bool:
+    """Whether a span has no kind, as in results written before 2026-11-23."""
+    rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+    return any(isinstance(s, dict) and "kind" not in s
+               for r in rows for s in (r.get("spans") if isinstance(r.get("spans"), list) else ()))
+
+
+def load_results(path: str | os.PathLike) -> list[Result]:
+    return results_from_json(read_json(path), str(path))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 
 MB = 2**20
 # Sizes that hit the bucket rule's edges: tiny, exactly 1 MiB (DDP's first bucket), a few MiB.

@@ -94,7 +94,7 @@ def test_the_layer_rule():
     assert not may_import("realrun.ddp", "calibrate.settings")
     assert may_import("realrun.workflows.validate.inputs", "calibrate.settings")
     assert not may_import("realrun.launch.run", "realrun.steps")
-    assert not may_import("simddp.engine", "realrun.launch")
+    assert not may_import("simddp.sim.engine", "realrun.launch")
 
 
 @pytest.mark.parametrize("layer", list(LEVEL))
@@ -208,3 +208,57 @@ def test_calibrate_arithmetic_imports_no_launcher():
     graph = import_graph()
     assert {m: sorted(t for t in graph[m] if t.startswith("realrun"))
             for m in CALIBRATE_ARITHMETIC} == {m: [] for m in CALIBRATE_ARITHMETIC}
+
+
+# Inside simddp, its folders (and its few top-level modules) by floor, lowest first: a module
+# may import its own floor and the floors before it. ``ls simddp`` reads as this list.
+SIMDDP_FLOORS = (
+    ("errors", "kinds"),   # the one error type; the vocabularies (phases, kinds, lanes)
+    ("cost",),             # the collective law: seconds of one collective
+    ("inputs",),           # profile, link, host costs, topology, contention; their files
+    ("presets",),          # models, devices and links users name
+    ("planning",),         # strategies, the bucket rule, hooks, sharding: the plan
+    ("result",),           # spans and results, predicted and measured
+    ("sim",),              # the SimPy engine and the tables it walks
+    ("rig",),              # Gloo on a shared CPU host: what that host adds
+    ("analytic",),         # closed forms: the recurrence, the optimal bucket, memory, traffic
+    ("predict",),          # inputs resolved, scenarios, the predictor, sweeps, recommendation
+    ("ingest",),           # nccl-tests logs and torch.profiler traces
+    ("report",),           # tables, plots, traces, output folders
+    ("compare",),          # predicted against measured
+    ("cli",),              # python -m simddp
+)
+SIMDDP_FLOOR = {name: i for i, names in enumerate(SIMDDP_FLOORS) for name in names}
+
+
+def simddp_floor(module: str) -> int | None:
+    """The floor of a simddp module (None: the package itself or __main__, which sit on top)."""
+    parts = module.split(".")
+    if parts[0] != "simddp" or len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return SIMDDP_FLOOR[parts[1]]
+
+
+def test_every_simddp_folder_has_a_floor():
+    here = ROOT / "simddp"
+    names = {p.stem for p in here.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists())
+             or (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))}
+    assert names == set(SIMDDP_FLOOR)
+
+
+def test_simddp_imports_point_down_its_floors():
+    graph = import_graph()
+    up = []
+    for a, targets in graph.items():
+        fa = simddp_floor(a)
+        for b in targets:
+            fb = simddp_floor(b)
+            if fa is not None and fb is not None and fb > fa:
+                up.append(f"{a} -> {b}")
+    assert sorted(up) == []
+
+
+def test_ls_simddp_shows_folders_and_at_most_six_modules():
+    modules = [p.name for p in (ROOT / "simddp").glob("*.py")]
+    assert len(modules) <= 6, modules

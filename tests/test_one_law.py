@@ -1,7 +1,7 @@
-"""No file outside simddp/law/ computes a collective's time: the law is one package.
+"""No file outside simddp/cost/ computes a collective's time: the law is one package.
 
 The rule, checked on the syntax tree of every .py file under simddp/, calibrate/, realrun/
-and bench/ except simddp/law/ itself (tests compute expected times by hand on
+and bench/ except simddp/cost/ itself (tests compute expected times by hand on
 purpose, and are not scanned). A file computes a collective's time when it has:
 
 1. a **bytes-over-busbw division**: ``X / Y`` where Y names busbw (a name or attribute whose
@@ -9,13 +9,13 @@ purpose, and are not scanned). A file computes a collective's time when it has:
    and X holds a bus factor: a call of ``bus_factor`` or ``kind_factor``, or a hand-written
    ring factor, a subtraction ``… − 1`` (the p − 1 of 2(p−1)/p). That is the law's bytes term,
    ``f(p)·n / busbw``; solving the law for α needs it too, so fits call
-   ``simddp.law.bytes_s`` instead;
+   ``simddp.cost.bytes_s`` instead;
 2. a **direct read of a link's α–β segment**: a method call ``.law(…)`` or ``.kind_law(…)``
    (Link's, before the law moved), or a call of ``segment(…)`` / ``kind_segment(…)`` by any
    name (which α and busbw apply at a size is the law's choice: a curve may answer instead).
    A plain function a file names ``law`` itself is its own, not a link's.
 
-Calling the law (``simddp.law.collective_s``, ``parts``, ``Link.allreduce_s`` /
+Calling the law (``simddp.cost.collective_s``, ``parts``, ``Link.allreduce_s`` /
 ``collective_s``, which delegate) is how a file gets a time. Turning a measured time into
 busbw (``algbw · f(p)``, as nccl-tests prints it) multiplies and is not a time, so it passes.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("simddp", "calibrate", "realrun", "bench")
-LAW = ROOT / "simddp" / "law"
+LAW = ROOT / "simddp" / "cost"
 FACTORS = {"bus_factor", "kind_factor"}
 LINK_METHODS = {"law", "kind_law"}           # only as methods: x.law(...)
 SEGMENT_READS = {"segment", "kind_segment"}   # by any name
@@ -97,5 +97,5 @@ def test_no_file_outside_the_law_computes_a_collective_time():
                 continue
             for line, why in violations(path.read_text()):
                 found.append(f"{path.relative_to(ROOT)}:{line}: {why}")
-    assert not found, ("a collective's time outside simddp/law/ (call simddp.law instead):\n"
+    assert not found, ("a collective's time outside simddp/cost/ (call simddp.cost instead):\n"
                        + "\n".join(found))

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import simpy
 
-from simddp.contention import (C3_SHARE_OF_IDEAL, GPU_COMPUTE_MEAN, PUBLISHED_GPU,
+from simddp.inputs.contention import (C3_SHARE_OF_IDEAL, GPU_COMPUTE_MEAN, PUBLISHED_GPU,
                                PUBLISHED_GPU_HIGH, Contention, comm_factor_from_speedup)
 from simddp.kinds import Lane
-from simddp.lanes import Lanes
+from simddp.sim.lanes import Lanes
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "published-runs"

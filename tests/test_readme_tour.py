@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from realrun.cli import COMMANDS
-from simddp.cli import build_parser
-from simddp.io import load_profile
+from simddp.cli.main import build_parser
+from simddp.inputs.io import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 # Appended to each command, by its first words: small and quick, same files.

@@ -1,4 +1,4 @@
-"""No strategy name is spelled out in code outside the registry (simddp/strategies.py).
+"""No strategy name is spelled out in code outside the registry (simddp/planning/registry.py).
 
     python -m pytest tests/test_strategy_names.py -q      # reads the source, < 5 s
 
@@ -14,16 +14,16 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from simddp.strategies import ROWS
+from simddp.planning.registry import ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simddp", "realrun", "calibrate")
-REGISTRY = "simddp/strategies.py"
+REGISTRY = "simddp/planning/registry.py"
 NAMES = frozenset(row.name for row in ROWS)
 # (file, literal): the other concept that file defines under the same word. Each must still be
 # found there, so an entry goes when its reason does.
 OTHER_CONCEPTS = {
-    ("simddp/law/hierarchical.py", "hierarchical"):
+    ("simddp/cost/hierarchical.py", "hierarchical"):
         "ALGORITHMS: the all-reduce algorithm (the strategy is bucketed with it)",
     ("simddp/compare/match.py", "overlap"):
         "a comparison's JSON field: how much compute and communication overlap, per row",
@@ -74,7 +74,7 @@ def test_the_scan_sees_a_name_in_code_and_not_in_a_docstring():
 def test_no_strategy_name_is_a_literal_outside_the_registry():
     stray = {f"{path}:{lines[0]}: {literal!r}" for (path, literal), lines in _found().items()
              if (path, literal) not in OTHER_CONCEPTS}
-    assert not stray, ("strategy names spelled out; use simddp.strategies.Name or the rows:\n"
+    assert not stray, ("strategy names spelled out; use simddp.planning.registry.Name or the rows:\n"
                        + "\n".join(sorted(stray)))
 
 

@@ -1,6 +1,6 @@
 """calibrate's contention step: a backward-like workload (an MLP forward + backward, as
 calibrate has no model) against a stream of its gradients' all-reduces; the method is
-realrun/launch/contention_timing.py, the arithmetic simddp/contention.py.
+realrun/launch/contention_timing.py, the arithmetic simddp/inputs/contention.py.
 
 The default workload is eight 1024-wide bias-free Linear layers with ReLU on 16 rows (the
 mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a stream of

@@ -50,12 +50,14 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, WorldConfig, add_world_args, world_from_args
 from realrun.twin import FACTORY as TWIN_FACTORY
 from realrun.twin import TWIN, gap_text, instance_gap
-from simddp.commands.common import (add_beyond_ddp_args, parse_hooks, parse_names,
+from simddp.cli.args import (add_beyond_ddp_args, parse_hooks, parse_names,
                                     parse_positive_floats)
-from simddp.cpu_share import starved_note
+from simddp.rig.cpu_share import starved_note
 from simddp.errors import InputError
-from simddp.strategies import help_lines
-from simddp.io import check_out_dir, results_to_json, save_json, write_atomic
+from simddp.planning.registry import help_lines
+from simddp.inputs.io import save_json, write_atomic
+from simddp.result import results_to_json
+from simddp.report.outdir import check_out_dir
 
 HELP = "measure step time per strategy and bucket size on real ranks (gloo or nccl)"
 

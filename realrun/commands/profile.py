@@ -33,9 +33,9 @@ from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.errors import InputError
-from simddp.strategy import mb_to_bytes
-from simddp.io import PROFILE_FORMAT, profile_to_json, save_json
-from simddp.io import check_out_file as check_profile_file
+from simddp.planning.strategy import mb_to_bytes
+from simddp.inputs.io import PROFILE_FORMAT, profile_to_json, save_json
+from simddp.report.outdir import check_out_file as check_profile_file
 from simddp.report.table import host_line
 
 

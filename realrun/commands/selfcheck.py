@@ -37,16 +37,16 @@ from datetime import datetime, timezone
 from realrun.commands.common import add_model_args, require_int, resolve_workload
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
-from simddp.commands.common import parse_positive_floats
+from simddp.cli.args import parse_positive_floats
 from simddp.errors import InputError
-from simddp.outdir import check_out_dir
+from simddp.report.outdir import check_out_dir
 
 HELP = "check a cluster end to end (init, calibrate, profile, bench, validate); one bundle"
 # Small enough for ~40 s on a 2-core CPU box with 2 Gloo ranks, big enough for buckets to
 # matter: 8 gradients of 1 MiB, so ddp at 1 and 4 MB makes 8 and 3 all-reduces.
 MODEL, BUCKETS = "mlp-8x512", "1,4"
 STEPS = ("init", "calibrate", "profile", "bench", "validate")
-BUNDLE = "selfcheck.json"   # marks a folder as a bundle (simddp/outdir.py's OUT_FILES)
+BUNDLE = "selfcheck.json"   # marks a folder as a bundle (simddp/report/outdir.py's OUT_FILES)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_args(args: argparse.Namespace):
     """(workload, world, bucket sizes, out folder); InputError (one line) on anything bad.
     Nothing is started before this returns; last, an earlier bundle in --out is moved into
-    --out/earlier-<time>/ by the rule every command follows (simddp/outdir.py), and a
+    --out/earlier-<time>/ by the rule every command follows (simddp/report/outdir.py), and a
     folder holding another command's results is refused."""
     for flag in ("steps", "profile_repeats", "calibrate_iters"):
         require_int("--" + flag.replace("_", "-"), getattr(args, flag))
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 def write_bundle(check, steps, seconds: float) -> dict:
     """selfcheck.json, atomically, after every step (a failed one too)."""
     from realrun.workflows.selfcheck import environment
-    from simddp.io import write_atomic
+    from simddp.inputs.io import write_atomic
     bundle = {"format": "realrun.selfcheck/1",
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "ok": not any(s.status == "failed" for s in steps),

@@ -44,9 +44,10 @@ from realrun.comm_hooks import check_backend, check_warmup
 from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
-from simddp.commands.common import add_beyond_ddp_args, parse_hooks, parse_positive_floats
+from simddp.cli.args import add_beyond_ddp_args, parse_hooks, parse_positive_floats
 from simddp.errors import InputError
-from simddp.io import check_out_dir, load_link
+from simddp.inputs.io import load_link
+from simddp.report.outdir import check_out_dir
 
 HELP = "predict, run for real and compare every strategy and bucket size"
 

@@ -2,7 +2,7 @@
 
     wrapped = executor_for(strategy)(module, strategy, ctx, process_group)
 
-Each module here puts a torch module under one implementation (simddp.host.IMPLEMENTATIONS)
+Each module here puts a torch module under one implementation (simddp.inputs.host.IMPLEMENTATIONS)
 and returns a :class:`~realrun.executors.wrapped.Wrapped`: ``realrun_ddp`` (realrun.DDP),
 ``torch_ddp`` (torch's DistributedDataParallel, comm hooks) and ``fsdp`` (torch FSDP2). A new
 implementation is a new module and a new key of :data:`EXECUTORS`; nothing here or in
@@ -14,11 +14,11 @@ from typing import Callable
 
 from realrun.executors import fsdp, realrun_ddp, torch_ddp
 from realrun.executors.wrapped import Wrapped
-from simddp.strategies import REALRUN_DDP, TORCH_DDP, TORCH_FSDP
-from simddp.strategy import Strategy
+from simddp.planning.registry import REALRUN_DDP, TORCH_DDP, TORCH_FSDP
+from simddp.planning.strategy import Strategy
 
 Executor = Callable[..., Wrapped]
-# one per simddp.strategies.IMPLEMENTATIONS (the registry's rows name theirs)
+# one per simddp.planning.registry.IMPLEMENTATIONS (the registry's rows name theirs)
 EXECUTORS: dict[str, Executor] = {REALRUN_DDP: realrun_ddp.wrap, TORCH_DDP: torch_ddp.wrap,
                                   TORCH_FSDP: fsdp.wrap}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from realrun.executors.wrapped import Wrapped
 from realrun.sharded import shard_module
-from simddp.strategy import Strategy
+from simddp.planning.strategy import Strategy
 
 
 def wrap(module, strategy: Strategy, ctx, process_group=None) -> Wrapped:

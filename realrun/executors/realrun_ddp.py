@@ -14,7 +14,7 @@ from realrun.configs import GPUS_PER_NODE_ENV
 from realrun.ddp import DDP
 from realrun.executors.wrapped import Wrapped
 from simddp.errors import InputError
-from simddp.strategy import Strategy
+from simddp.planning.strategy import Strategy
 
 
 def gpus_per_node(environ=None) -> int:

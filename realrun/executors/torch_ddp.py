@@ -8,8 +8,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from realrun import comm_hooks
 from realrun.executors.wrapped import Wrapped
-from simddp.hooks import hook_cost
-from simddp.strategy import MB, Strategy
+from simddp.planning.hooks import hook_cost
+from simddp.planning.strategy import MB, Strategy
 
 
 def torch_ddp_bucket_args(strategy: Strategy) -> dict:
@@ -22,7 +22,7 @@ def torch_ddp_bucket_args(strategy: Strategy) -> dict:
     ``bucket_cap_mb`` alone is right there. Sizes go in as bytes / 2**20 exactly: torch takes
     ``int(mb * 2**20)``, the strategy's own bytes.
 
-    >>> from simddp.strategy import make_strategy
+    >>> from simddp.planning.strategy import make_strategy
     >>> torch_ddp_bucket_args(make_strategy("ddp", 4)), torch_ddp_bucket_args(make_strategy("bucketed", 4))
     ({'bucket_cap_mb_list': [1.0, 4.0]}, {'bucket_cap_mb': 4.0})
     """

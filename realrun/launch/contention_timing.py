@@ -11,7 +11,7 @@ rank, after a barrier each:
 3. together: the stream queued, forward + backward (its end ``D``), the stream waited for
    (``Ts``, from the launch).
 
-:func:`simddp.contention.slowdowns` turns the medians into the engine's two factors. Used by
+:func:`simddp.inputs.contention.slowdowns` turns the medians into the engine's two factors. Used by
 ``realrun profile`` (the model's own backward, stored with its host costs), ``realrun
 validate``'s contention probe, and ``python -m calibrate`` (an MLP: it has no model). Why not
 matmul chunks, as before 2026-11-23: a tight 256x256 matmul loop measured comm x4.6 slower
@@ -47,7 +47,7 @@ def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, floa
 
     The stream's end is stamped by each all-reduce's completion callback, not read after the
     compute: a stream that finished *during* the compute would otherwise seem to end with it.
-    That censored end made :func:`simddp.contention.slowdowns` read a stream slowed to the
+    That censored end made :func:`simddp.inputs.contention.slowdowns` read a stream slowed to the
     compute's length — all-reduces x3.4-4.6 slower under compute where their own completion
     times say x1.3-2 (mlp-8x1024, 2026-11-23; the miss behind issue 15)."""
     ctx.barrier()
@@ -102,7 +102,7 @@ def compute_after_comm(per_rank: list[dict], compute_s: float) -> float | None:
     """How much slower the forward + backward ran after the model's all-reduces (the probe's
     compute alone, which follows the previous repeat's stream) than ``compute_s``, the
     forward + backward the prediction's layers sum to (back-to-back compute-only steps): the
-    slowest rank's median over it, at least 1 (simddp.host.Host.compute_after_comm). None
+    slowest rank's median over it, at least 1 (simddp.inputs.host.Host.compute_after_comm). None
     without a probe or a compute time.
 
     >>> compute_after_comm([{"compute_alone_s": 0.0245}, {"compute_alone_s": 0.0249}], 0.0214)

@@ -22,7 +22,7 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.world import WorldConfig
 from realrun.workflows.selfcheck import Step, run_step, skipped
 from realrun.workload import Workload
-from simddp.strategies import Name
+from simddp.planning.registry import Name
 
 # Steps per round-robin turn of the bench step: 20 steps make 4 turns, so validate's verdict
 # has each row's split halves to judge against (simddp/compare/noise.py).
@@ -160,8 +160,8 @@ def calibrate_step(c: Check) -> Step:
 def profile_step(c: Check) -> Step:
     def work():
         from realrun.profile_on_ranks import profile_world
-        from simddp.engine import compute_only_s
-        from simddp.io import profile_to_json, save_json
+        from simddp.sim.engine import compute_only_s
+        from simddp.inputs.io import profile_to_json, save_json
         a = c.args
         run = profile_world(c.workload, c.world, threads=a.threads, repeats=a.profile_repeats,
                             optimizer=a.optimizer, seed=a.seed, precision=a.precision)
@@ -187,7 +187,8 @@ def bench_step(c: Check) -> Step:
     def work():
         from realrun.bench import run_bench
         from realrun.configs import bench_configs, label
-        from simddp.io import results_to_json, save_json
+        from simddp.inputs.io import save_json
+        from simddp.result import results_to_json
         a = c.args
         configs = bench_configs((Name.DDP,), c.buckets, (), None)  # compute-only, ddp per size
         # warmup 3: torch DDP rebuilds its buckets in its second step (realrun/bench.py)

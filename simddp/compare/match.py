@@ -29,12 +29,12 @@ from dataclasses import dataclass, replace
 from simddp.compare.drift import net_of_compute
 from simddp.compare.fidelity import overlap_rows, timeline_fidelity
 from simddp.compare.inputs import check_result, check_unique, find_result, one_job
-from simddp.layouts import layout_key
+from simddp.predict.layouts import layout_key
 from simddp.compare.metrics import Summary, summarize
 from simddp.compare.noise import halves_apart_pct, halves_summary
 from simddp.compare.text import config_label, config_list, config_sort_key
 from simddp.errors import InputError
-from simddp.profile import ModelProfile
+from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 
 # realrun bench always measures compute-only (no gradient sync) first. A sweep does not list
@@ -56,9 +56,9 @@ class Row:
     samples: int
     is_input: bool = False            # the prediction was set from this measurement: no score
     steps_s: tuple[float, ...] = ()   # the measured steps, when the file has them
-    # the prediction's input scenarios (simddp/ranges.py), when the sweep computed them
+    # the prediction's input scenarios (simddp/predict/scenarios.py), when the sweep computed them
     predicted_scenarios_s: dict[str, float] | None = None
-    # what makes two bucket sizes one configuration (simddp/layouts.py): rows with
+    # what makes two bucket sizes one configuration (simddp/predict/layouts.py): rows with
     # the same layout are scored as one
     layout: tuple = ()
     # how far the medians of its odd and even turns read apart (simddp/compare/noise.py)
@@ -111,7 +111,7 @@ class Comparison:
     predicted: tuple[Result, ...]
     measured: tuple[Result, ...]
     instance_gap_pct: float | None = None   # the bench's twin models' distance (noise.py)
-    cpu_note: str = ""   # the bench's ranks left Gloo's threads no cores (simddp/cpu_share.py)
+    cpu_note: str = ""   # the bench's ranks left Gloo's threads no cores (simddp/rig/cpu_share.py)
     turn_steps: int | None = None   # the bench's turn, when its rows were split (noise.py)
 
     def fidelity(self, timeline: str | None = None) -> dict | None:
@@ -173,7 +173,7 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
     ``inputs``: strategies whose measurement the prediction was built from (realrun validate
     sets the compute total from the compute-only row): tabled, marked, left out of the summary.
     ``profile``: to know which bucket sizes make the same buckets, one configuration in the
-    best-bucket numbers (without: those predicted identically; simddp/layouts.py).
+    best-bucket numbers (without: those predicted identically; simddp/predict/layouts.py).
     Raises :class:`InputError` on mismatched inputs (model, world size, sources), a measured
     configuration with no prediction, a configuration listed twice, or nothing to compare.
     """

@@ -18,9 +18,9 @@ import numpy as np
 
 from simddp.compare.text import config_sort_key
 from simddp.errors import InputError
-from simddp.ranges import robust_pick
-from simddp.strategy import DDP_DEFAULT_BUCKET_MB
-from simddp.sweeps import RECOMMEND_FROM
+from simddp.predict.scenarios import robust_pick
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB
+from simddp.predict.sweep import RECOMMEND_FROM
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ class Summary:
     measured_best_bucket_mb: float | None = None
     regret: float | None = None       # % slower, measured, at the predicted-best bucket
     regret_ci: tuple[float, float] | None = None   # 95 % bootstrap interval of regret, in %
-    # rows whose prediction has a range (simddp/ranges.py), and how many measured medians
+    # rows whose prediction has a range (simddp/predict/scenarios.py), and how many measured medians
     # fall inside it
     with_range: int = 0
     in_range: int = 0
     # bucket sizes of bucket_strategy that make the same buckets, one group each, e.g.
-    # ((1.0, 4.0),): scored as one configuration (simddp/layouts.py)
+    # ((1.0, 4.0),): scored as one configuration (simddp/predict/layouts.py)
     same_layout: tuple[tuple[float, ...], ...] = ()
     # each same_layout group's pooled measured median, in ms: the figure it is judged on
     same_layout_ms: tuple[float, ...] = ()
@@ -86,10 +86,10 @@ def best_bucket(rows: list) -> dict:
     """Predicted-best and measured-best bucket of one bucketed strategy, and the regret in %.
 
     The strategy is the one ``simddp sweep`` recommends a size for: "ddp" if measured, else
-    "bucketed", else "no_sync" (simddp.sweeps.RECOMMEND_FROM); with several accumulation
+    "bucketed", else "no_sync" (simddp.predict.sweep.RECOMMEND_FROM); with several accumulation
     settings the smallest is used. Only measured buckets are candidates, since the regret
     needs the measured time at the predicted-best bucket. With prediction ranges the
-    predicted best is the robust choice ``simddp sweep`` recommends (simddp/ranges.py).
+    predicted best is the robust choice ``simddp sweep`` recommends (simddp/predict/scenarios.py).
     Sizes that make the same buckets (``Row.layout``) are one candidate: its steps pooled,
     named by the size closest to 25 MB, as the recommendation names it; ``same_layout_ms``
     gives each pooled group's median, so the table can show the figure the best is chosen

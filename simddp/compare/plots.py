@@ -36,9 +36,9 @@ from matplotlib.transforms import blended_transform_factory
 from simddp.compare.labels import legend_below, plain_log_labels
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
-from simddp.io import write_atomic
+from simddp.inputs.io import write_atomic
 from simddp.report.gantt import draw_gantt, step_end_ms, timeline_end_ms
-from simddp.report.plots import keep_tick_labels_apart, label_every_size
+from simddp.report.sweep_plot import keep_tick_labels_apart, label_every_size
 from simddp.report.style import strategy_colour
 from simddp.result import Result
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from simddp.compare.drift import net_of_compute, net_text
 from simddp.compare.fidelity import AGREE_PCT, OFF_PCT
-from simddp.layouts import sizes_text
+from simddp.predict.layouts import sizes_text
 from simddp.compare.noise import halves_summary, halves_text, noise_text
 from simddp.report.overlap import overlap_table
 from simddp.result import COMPUTE_ONLY
-from simddp.strategy import ACCUM_BASELINE, STRATEGIES
+from simddp.planning.strategy import ACCUM_BASELINE, STRATEGIES
 
 STRATEGY_ORDER = (COMPUTE_ONLY,) + STRATEGIES + (ACCUM_BASELINE,)
 

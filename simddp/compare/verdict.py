@@ -22,7 +22,7 @@ three configurations. The words, with the margin each needs:
 
 Without split halves (fewer than two turns) the spread is the rows' p5–p95 width, the only
 spread such a run measured. Sizes that make the same buckets are one configuration
-(simddp/layouts.py): their steps are pooled, and neither is the other's "next size".
+(simddp/predict/layouts.py): their steps are pooled, and neither is the other's "next size".
 
     >>> judge(-8.0, -9.5, -6.5, halves_pct=2.0)["claim"]        # 8 % ahead, 2 % spread
     'fastest'
@@ -39,11 +39,11 @@ import numpy as np
 
 from simddp.compare.metrics import paired_interval
 from simddp.compare.noise import halves_apart_pct
-from simddp.layouts import group_by_layout, sizes_text
-from simddp.profile import ModelProfile
+from simddp.predict.layouts import group_by_layout, sizes_text
+from simddp.inputs.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
-from simddp.sweeps import naive_of, recommend
+from simddp.predict.sweep import naive_of, recommend
 
 # How much slower than the measured best a recommendation may measure and still count as
 # right: the validation target for regret (docs/VALIDATION.md).

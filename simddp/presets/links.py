@@ -12,9 +12,9 @@ import json
 from importlib import resources
 
 from simddp.errors import InputError
-from simddp.law import GB, Curve, bus_factor, bytes_s
-from simddp.law.fitted import BUCKET_RANGE_BYTES, fit_line
-from simddp.link import Link
+from simddp.cost import GB, Curve, bus_factor, bytes_s
+from simddp.cost.fitted import BUCKET_RANGE_BYTES, fit_line
+from simddp.inputs.link import Link
 
 CURVES_FORMAT = "simddp.preset-curves/1"
 
@@ -22,9 +22,9 @@ CURVES_FORMAT = "simddp.preset-curves/1"
 def _curve_preset(name: str) -> Link:
     """The preset ``name`` from simddp/presets/curves/NAME.json: each table (a published
     nccl-tests busbw column, cited row by row in the file) becomes a measured curve, the time
-    at each size being what nccl-tests' busbw means, f(p)·n/busbw (simddp.law.bytes_s). α and
+    at each size being what nccl-tests' busbw means, f(p)·n/busbw (simddp.cost.bytes_s). α and
     busbw are the line fitted to the all_reduce curve over DDP's bucket range, 1–100 MB
-    (simddp.law.fitted): what the closed form reads, good for that range only; the curve
+    (simddp.cost.fitted): what the closed form reads, good for that range only; the curve
     answers at every size."""
     data = json.loads(resources.files("simddp.presets").joinpath(
         "curves", f"{name}.json").read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
 from simddp.presets.devices import Device, get_device
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 
 GRAD_BYTES = 4  # fp32 gradients
 VOCAB = 10_000

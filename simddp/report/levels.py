@@ -3,18 +3,18 @@
 One line per configuration that matters: the recommended bucket size under torch DDP's ring,
 and the hierarchical all-reduce at the same size, each with its bytes per step over the
 inter-node link, the seconds its phases take on each link when run alone, and which level
-bounds its communication (simddp.topology.level_load)::
+bounds its communication (simddp.inputs.topology.level_load)::
 
     inter-node link per step and rank, collectives run alone: ddp 25 MB 0.90 GiB, 40.1 ms
     (inter-bound); hierarchical 25 MB 0.11 GiB, 5.02 ms inter + 2.31 ms intra (inter-bound)
 """
 from __future__ import annotations
 
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import ModelProfile
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import ModelProfile
 from simddp.result import Result
-from simddp.topology import Topology, level_load
+from simddp.inputs.topology import Topology, level_load
 
 GIB = 2**30
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from simddp.layouts import sizes_text
-from simddp.plans import plan
-from simddp.profile import ModelProfile
+from simddp.predict.layouts import sizes_text
+from simddp.planning.plans import plan
+from simddp.inputs.profile import ModelProfile
 from simddp.report.frameworks import framework_text
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
-from simddp.strategies import Name
-from simddp.strategy import DDP_FIRST_BUCKET_MB, Strategy
-from simddp.sweeps import Recommendation, StrategyPick, accumulates
+from simddp.planning.registry import Name
+from simddp.planning.strategy import DDP_FIRST_BUCKET_MB, Strategy
+from simddp.predict.sweep import Recommendation, StrategyPick, accumulates
 
 
 def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:
@@ -238,7 +238,7 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
     """Whether sharding, a comm hook or the hierarchical all-reduce beats plain data
     parallelism, and the memory it moves.
 
-    ``states``: each configuration's model states per rank (simddp.account.states), keyed by
+    ``states``: each configuration's model states per rank (simddp.analytic.states), keyed by
     strategy name; a missing one is left out of the sentence. ``hook_compute_charged``: False
     when the host has no copy rate, so a hook's casts and products were free. ``results``:
     the sweep's rows, so a "not faster" sentence names the kinds that were swept (without

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from simddp.link import Link
-from simddp.profile import ModelProfile
+from simddp.inputs.link import Link
+from simddp.inputs.profile import ModelProfile
 
 MIB = 2**20
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*(×|%|ms|s|MB|MiB)?"
@@ -105,7 +105,7 @@ def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
 
 
 def host_line(host) -> str:
-    """What a :class:`simddp.host.Host` charges, on one line ("free" for none)::
+    """What a :class:`simddp.inputs.host.Host` charges, on one line ("free" for none)::
 
         realrun: copies 6.71 GB/s, hooks 88 µs per gradient + 109 µs per launch; torch: ...
     """

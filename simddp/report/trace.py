@@ -15,7 +15,7 @@ import json
 import os
 
 from simddp.errors import InputError
-from simddp.io import write_atomic
+from simddp.inputs.io import write_atomic
 from simddp.result import COMM, COMPUTE, Result
 
 TRACKS = {COMPUTE: 1, COMM: 2}  # tid per lane; compute on top

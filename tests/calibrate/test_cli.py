@@ -16,9 +16,9 @@ import pytest
 
 from calibrate import cli
 from calibrate.settings import parse_bytes, sweep_sizes
-from simddp.contention import combine_contention as combine
+from simddp.inputs.contention import combine_contention as combine
 from realrun.launch.errors import LaunchError
-from simddp.io import load_link
+from simddp.inputs.io import load_link
 from tests._torchrun import torchrun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -148,7 +148,7 @@ def test_small_real_run(tmp_path):
     assert "α of blocking all-reduces (naive, flat)" in proc.stdout
     assert "from 4 (256 KiB in all)" in proc.stdout
     assert link.blocking_alpha_s is not None and "back-to-back" in link.source
-    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.law.effects)
+    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.rig.gloo_cpu)
     assert "the first of them took" in proc.stdout and link.idle_wake_s >= 0.0
     assert "1024..1048576 B x2 (11 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())
@@ -181,7 +181,7 @@ def test_small_real_run(tmp_path):
 def test_profile_sets_the_sequence_and_contention_to_the_models_tensors(tmp_path):
     """--profile: α from one all-reduce per gradient tensor of that model, back to back."""
     from simddp import Layer, ModelProfile
-    from simddp.io import profile_to_json, save_json
+    from simddp.inputs.io import profile_to_json, save_json
     profile = ModelProfile("three", tuple(Layer(f"l{i}", (4 * 128 * 128,), 1e-4, 2e-4)
                                           for i in range(3)))
     save_json(tmp_path / "p.json", profile_to_json(profile))

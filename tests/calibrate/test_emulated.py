@@ -14,7 +14,7 @@ import pytest
 from calibrate import cli
 from realrun.launch import netns
 from realrun.launch.errors import NetnsUnavailable
-from simddp.io import load_link
+from simddp.inputs.io import load_link
 
 pytestmark = pytest.mark.slow
 # 1..32 MiB, 10 iterations: with 16 MiB and 5 iterations one CI run fitted 82% of the wire at
@@ -50,7 +50,7 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         # the wire by more than 40% would mean the shaping or the fit is wrong.
         assert 0.6 * wire_gbps < link.busbw_gbps < 1.02 * wire_gbps, (gbit, link.busbw_gbps)
         assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
-        # the shaper's token bucket travels with the link: simddp charges it (simddp/law/effects.py)
+        # the shaper's token bucket travels with the link: simddp charges it (simddp/rig/gloo_cpu.py)
         assert link.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
         # each waited-for call clocked: what its hand-off refills the bucket by, at most its α
         assert 0 < link.blocking_refill_s <= link.blocking_alpha_s

@@ -17,8 +17,8 @@ from calibrate.fit import (MAX_BUSBW_GBPS, PiecewiseFit, fit_alpha_beta, fit_pie
 from calibrate.analysis import WorldCalibration
 from calibrate.files import csv_text
 from calibrate.report_table import bandwidths_gbps, human_bytes, table
-from simddp.link import Link
-from simddp.io import link_from_json, link_to_json
+from simddp.inputs.link import Link
+from simddp.inputs.io import link_from_json, link_to_json
 
 SIZES = 1024 * 2 ** np.arange(17)  # 1 KiB .. 64 MiB
 ALPHA_S, BUSBW_GBPS = 50e-6, 1.0

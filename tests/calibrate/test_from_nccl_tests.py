@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simddp.io import load_link
+from simddp.inputs.io import load_link
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nccl-tests"

@@ -11,11 +11,11 @@ import pytest
 from calibrate.chain_first import wake_mean_s
 from calibrate.combine import combine_sequence
 from realrun.workflows.validate.probes import inputs_from_probes
-from simddp.engine import simulate
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import make_strategy
+from simddp.sim.engine import simulate
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import make_strategy
 
 
 def test_the_engine_s_naive_chain_comes_back_apart():

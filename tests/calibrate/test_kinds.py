@@ -28,8 +28,8 @@ from calibrate.report import print_report
 from calibrate.report_table import bandwidths_gbps
 from calibrate.settings import CalibrateSettings
 from simddp.errors import InputError
-from simddp.io import link_from_json, link_to_json, load_link
-from simddp.link import KindFit
+from simddp.inputs.io import link_from_json, link_to_json, load_link
+from simddp.inputs.link import KindFit
 
 from tests.calibrate.test_cli import ROOT, SMALL
 

@@ -24,7 +24,7 @@ from calibrate.report import print_report
 from calibrate.settings import CalibrateSettings
 from realrun.launch.world import WorldConfig
 from simddp.errors import InputError
-from simddp.io import load_levels, load_link
+from simddp.inputs.io import load_levels, load_link
 
 SIZES = 1024 * 2 ** np.arange(17)     # 1 KiB .. 64 MiB, the default sweep
 KIND_SIZES = SIZES[:-2]               # the kinds' default: up to a quarter of 64 MiB
@@ -130,7 +130,7 @@ def test_the_link_file_gets_levels_simddp_reads_them(tmp_path, capsys):
     assert "  reduce_scatter: α 100 µs (from its small sizes), busbw 0.500 GB/s" in out
     assert "(x0.50 the level's all-reduce)" in out
     assert "world, the flat ring over all ranks (the link file's top level): α 500 µs" in out
-    from simddp.cli import main
+    from simddp.cli.main import main
     assert main(["sweep", "--model", "mlp-4x1024", "--link", str(tmp_path / "link.json"),
                  "--nodes", "2", "--gpus-per-node", "2", "--bucket-mb", "4",
                  "--strategies", "bucketed,hierarchical", "--format", "json"]) == 0

@@ -20,8 +20,8 @@ from calibrate.files import write_outputs
 from calibrate.fit import predict_s
 from calibrate.settings import CalibrateSettings
 from realrun.launch.world import WorldConfig
-from simddp.io import load_link
-from simddp.law import collective_s
+from simddp.inputs.io import load_link
+from simddp.cost import collective_s
 
 SIZES = 4096 * 4 ** np.arange(9)       # 4 KiB .. 256 MiB
 

@@ -20,7 +20,7 @@ from statistics import median
 import pytest
 import torch
 
-from simddp.io import load_profile
+from simddp.inputs.io import load_profile
 from tests.gpu._cuda import BIG, GPU, big_workload, peak_used_mib, run
 
 pytestmark = GPU

@@ -12,7 +12,7 @@ import pytest
 
 from simddp.errors import InputError
 from simddp.presets import get_link
-from simddp.traceimport import import_traces
+from simddp.ingest.trace import import_traces
 from tests.gpu._cuda import GPU
 
 pytestmark = GPU
@@ -56,7 +56,7 @@ def test_a_trace_recorded_as_tutorials_do_is_timed_by_the_device(tmp_path, model
     from realrun.launch import run_world
     from realrun.workload import Workload
     from simddp.presets.models import parse_model
-    from simddp.traceimport.summary import summary
+    from simddp.ingest.trace.summary import summary
     payload = {"dir": str(tmp_path), "steps": 5, "memory": True, "barrier": True}
     if model != "big":
         payload["workload"] = asdict(Workload.preset(parse_model(model), 64, 1))

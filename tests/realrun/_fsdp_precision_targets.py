@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from realrun.configs import config_of
 from realrun.precision import TORCH_DTYPES
 from realrun.steps import wrap
-from simddp.strategy import make_strategy
+from simddp.planning.strategy import make_strategy
 from tests.realrun._beyond_ddp_targets import PER_RANK, _batch, _build, _params
 
 LR = 0.1

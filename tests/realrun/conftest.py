@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from simddp.io import link_to_json, save_json
-from simddp.link import Link
+from simddp.inputs.io import link_to_json, save_json
+from simddp.inputs.link import Link
 
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 

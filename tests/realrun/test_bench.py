@@ -16,9 +16,9 @@ from realrun.commands.bench import format_table
 from realrun.configs import bench_configs, label
 from realrun.workload import Workload
 from realrun.launch.errors import LaunchError
-from simddp.io import load_results
+from simddp.result import load_results
 from simddp.presets.models import parse_model
-from simddp.strategy import make_strategy
+from simddp.planning.strategy import make_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
@@ -229,7 +229,7 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     assert gap["compute_only_ms"] == pytest.approx(rows[0]["median_ms"])
     written = json.loads((out / "bench.json").read_text())
     assert written["instance_gap"] == gap
-    # rank 0's CPUs and the ranks sharing them, for compare's caution (simddp/cpu_share.py)
+    # rank 0's CPUs and the ranks sharing them, for compare's caution (simddp/rig/cpu_share.py)
     assert written["bench"]["cpus"] == len(os.sched_getaffinity(0))
     assert written["bench"]["ranks_on_host"] == 2
     # one model held at a time (a turn builds its own), and the allocator

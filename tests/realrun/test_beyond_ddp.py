@@ -24,8 +24,8 @@ from realrun.sharded import shard_groups
 from realrun.tensors import module_profile
 from realrun.workflows.validate import ValidateSettings
 from simddp.errors import InputError
-from simddp.plans import plan
-from simddp.strategy import make_strategy
+from simddp.planning.plans import plan
+from simddp.planning.strategy import make_strategy
 from tests.realrun._beyond_ddp_targets import LowRankNet, SharedNet
 
 ATOL = 1e-5
@@ -176,7 +176,7 @@ def test_fp16_hook_trains_within_its_rounding(two_ranks, name):
 
 def test_bf16_check_names_the_backend():
     from realrun.comm_hooks import check_backend
-    from simddp.hooks import parse_comm_hook
+    from simddp.planning.hooks import parse_comm_hook
     check_backend([parse_comm_hook("bf16")], "nccl")   # fine on NCCL
     with pytest.raises(InputError, match="On gloo, use fp16"):
         check_backend([parse_comm_hook("bf16")], "gloo")
@@ -215,8 +215,8 @@ def test_fsdp2_host_costs_are_solved_from_fsdp_and_zero2_steps():
 
 def test_anchored_probes_keep_the_fsdp2_host_costs():
     from realrun.workflows.validate.probes import inputs_from_probes
-    from simddp.host import Host, HostCosts
-    from simddp.link import Link
+    from simddp.inputs.host import Host, HostCosts
+    from simddp.inputs.link import Link
     fsdp = HostCosts(copy_gbps=2.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0), "fsdp": fsdp})
     _, host, _ = inputs_from_probes(Link("cal", 1e-4, 1.0, world_size=2), earlier,
@@ -229,7 +229,7 @@ def test_anchored_probes_keep_the_fsdp2_host_costs():
 def test_profile_measures_fsdp2_host_costs_on_gloo(tmp_path):
     """realrun profile --fsdp: the "fsdp" implementation's costs in the profile's host_costs
     section, blocking on Gloo, read back by simddp."""
-    from simddp.io import load_host
+    from simddp.inputs.io import load_host
     out = tmp_path / "profile.json"
     assert main(["profile", *TINY, "--repeats", "3", "--fsdp", "--out", str(out)]) == 0
     costs = load_host(out).costs("fsdp")

@@ -1,10 +1,10 @@
-"""realrun's side of compute after communication (simddp.host.Host.compute_after_comm):
+"""realrun's side of compute after communication (simddp.inputs.host.Host.compute_after_comm):
 what the profile's and validate's contention probe give it. The profile CLI's own check is in
 tests/realrun/test_profiler.py."""
 import pytest
 
 from realrun.launch.contention_timing import compute_after_comm
-from simddp.link import Link
+from simddp.inputs.link import Link
 from simddp.result import Result
 
 
@@ -22,8 +22,8 @@ def test_the_anchored_prediction_computes_after_comm_at_the_probes_ratio():
     rank computed 54 ms alone: x1.125."""
     from realrun.workflows.validate.pipeline import prediction_inputs
     from realrun.workflows.validate.settings import ValidateSettings
-    from simddp.host import Host
-    from simddp.profile import Layer, ModelProfile
+    from simddp.inputs.host import Host
+    from simddp.inputs.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
                            optimizer_s=0.010)
     row = Result("m", "l", "compute-only", None, 2, 0.060, 0.0, 0, source="measured")

@@ -15,10 +15,10 @@ import sys
 import pytest
 from torch import nn
 
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 from realrun.ddp import DDP, module_profile, trainable_parameters
-from simddp.plans import plan
-from simddp.strategy import make_strategy
+from simddp.planning.plans import plan
+from simddp.planning.strategy import make_strategy
 from tests._ddp_targets import Net
 
 ATOL = 1e-5

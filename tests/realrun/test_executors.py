@@ -9,8 +9,8 @@ import pytest
 from realrun.configs import bench_configs, config_of, spec_of
 from realrun.executors import EXECUTORS, executor_for
 from realrun.executors.torch_ddp import torch_ddp_bucket_args
-from simddp.host import IMPLEMENTATIONS
-from simddp.strategy import Strategy, make_strategy
+from simddp.inputs.host import IMPLEMENTATIONS
+from simddp.planning.strategy import Strategy, make_strategy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

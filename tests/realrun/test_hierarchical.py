@@ -15,8 +15,8 @@ from torch import nn
 from realrun.ddp import DDP
 from realrun.executors.realrun_ddp import gpus_per_node
 from simddp.errors import InputError
-from simddp.plans import plan
-from simddp.strategy import make_strategy
+from simddp.planning.plans import plan
+from simddp.planning.strategy import make_strategy
 from realrun.tensors import module_profile
 from tests._ddp_targets import Net
 

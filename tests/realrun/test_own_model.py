@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from simddp.io import link_to_json, load_profile, load_results, save_json
-from simddp.link import Link
+from simddp.inputs.io import link_to_json, load_profile, save_json
+from simddp.result import load_results
+from simddp.inputs.link import Link
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"cnn": (ROOT / "examples" / "cnn.py", 11)}

@@ -16,7 +16,7 @@ from realrun.cli import main as realrun_main
 from realrun.layer_timing import attribute, profile_workload
 from realrun.tensors import trainable_parameters
 from realrun.workload import Workload
-from simddp.io import load_profile
+from simddp.inputs.io import load_profile
 from simddp.presets.models import parse_model
 
 TINY = parse_model("transformer-small").shrunk(layers=2, d_model=32, d_ff=64, heads=4, vocab=50)
@@ -126,7 +126,7 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
     chunks = doc["measured"]["plain_chunk_ms"]  # the plain steps' 4 stretches (drift_line)
     assert len(chunks) == 4 and all(ms > 0 for ms in chunks)
     assert set(doc["host_costs"]["implementations"]) == {"realrun", "torch"}
-    # what shared the ranks' CPUs, for sweep's caution (simddp/cpu_share.py)
+    # what shared the ranks' CPUs, for sweep's caution (simddp/rig/cpu_share.py)
     measured = doc["measured"]
     assert (measured["backend"], measured["ranks_on_host"]) == ("gloo", 2)
     assert measured["cpus"] == len(os.sched_getaffinity(0))
@@ -137,7 +137,7 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
     assert after == compute_after_comm(measured["contention"]["per_rank"],
                                        profile.forward_s + profile.backward_s)
 
-    from simddp.cli import main as simddp_main
+    from simddp.cli.main import main as simddp_main
     assert simddp_main(["sweep", "--model", str(path), "--format", "json"]) == 0
     sweep = json.loads(capsys.readouterr().out)
     assert sweep["setup"]["model"] == "ffn-2x8x16"

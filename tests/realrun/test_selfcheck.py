@@ -69,7 +69,7 @@ def _no_world(monkeypatch):
 def test_an_earlier_bundle_in_out_moves_aside_as_every_command_does(monkeypatch, capsys,
                                                                      tmp_path):
     """Issue 53 item 7: --out USED was refused where every other command keeps the earlier
-    run in USED/earlier-<time>/ (simddp/outdir.py); the bundle's step folders go with it,
+    run in USED/earlier-<time>/ (simddp/report/outdir.py); the bundle's step folders go with it,
     files that are not the bundle's stay."""
     out = tmp_path / "sc"
     for name in ("selfcheck.json", "calibrate/link.json", "validate/validate.json"):

@@ -14,7 +14,7 @@ import pytest
 
 from simddp.errors import InputError
 from simddp.presets import get_link
-from simddp.traceimport import import_traces
+from simddp.ingest.trace import import_traces
 
 
 @pytest.mark.slow

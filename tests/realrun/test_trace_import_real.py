@@ -19,11 +19,11 @@ import pytest
 from realrun.configs import config_of
 from realrun.launch import run_world
 from realrun.workload import Workload
-from simddp.cli import main
-from simddp.io import load_link, load_profile
+from simddp.cli.main import main
+from simddp.inputs.io import load_link, load_profile
 from simddp.presets.models import ModelSpec
-from simddp.strategy import make_strategy
-from simddp.traceimport import import_traces
+from simddp.planning.strategy import make_strategy
+from simddp.ingest.trace import import_traces
 
 STEPS = 3
 # 2 blocks of width 64, vocabulary 512: 22 gradient tensors, ~0.3 MiB; 2 x 16 tokens per rank.

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from realrun.cli import main as realrun_main
-from simddp.cli import main as simddp_main
+from simddp.cli.main import main as simddp_main
 
 PRESETS = "mlp-DEPTHxWIDTH"
 

@@ -11,8 +11,8 @@ import os
 import pytest
 
 from realrun.cli import main
-from simddp.io import link_to_json, save_json
-from simddp.link import Link
+from simddp.inputs.io import link_to_json, save_json
+from simddp.inputs.link import Link
 from simddp.result import Result
 
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
@@ -69,8 +69,8 @@ def test_malformed_link_file_is_refused(capsys, tmp_path):
 def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
     """bench runs torch DDP with bucket_cap_mb_list=[1, X]: the plan is simddp's ddp rule."""
     from realrun.workflows.validate import ValidateSettings, predict
-    from simddp.io import load_link
-    from simddp.profile import Layer, ModelProfile
+    from simddp.inputs.io import load_link
+    from simddp.inputs.profile import Layer, ModelProfile
     prof = ModelProfile("toy", tuple(Layer(f"l{i}", (2 ** 20,), 1e-3, 2e-3) for i in range(4)))
     s = ValidateSettings(model="mlp-2x64", strategies=("bucketed", "ddp"), bucket_mbs=(2,),
                          link=load_link(link_file))
@@ -85,7 +85,7 @@ def test_a_failed_config_is_named_and_the_others_kept(monkeypatch, link_file):
     from realrun.bench import BenchRun
     from realrun.launch.errors import LaunchError
     from realrun.workflows.validate import ValidateSettings, measure
-    from simddp.io import load_link
+    from simddp.inputs.io import load_link
 
     def fake_run_bench(payload, **world):
         configs = payload["configs"]
@@ -111,7 +111,7 @@ def test_tiny_end_to_end_json_and_plots(tiny_validate):
     """The shared tiny run (tests/realrun/conftest.py): its report, files and timeline."""
     doc, out = tiny_validate.doc, tiny_validate.out
     assert set(doc) >= {"rows", "summary"}
-    # 2 ranks x (1 thread + Gloo's 3): cautioned below 8 CPUs (simddp/cpu_share.py)
+    # 2 ranks x (1 thread + Gloo's 3): cautioned below 8 CPUs (simddp/rig/cpu_share.py)
     assert (doc["cpu_note"] is not None) == (len(os.sched_getaffinity(0)) < 8)
     assert set(doc["summary"]) >= {"median_ape", "max_ape", "spearman",
                                    "predicted_best_bucket_mb", "measured_best_bucket_mb",
@@ -174,7 +174,7 @@ def test_free_copies_runs_no_host_cost_probes():
 
 def test_anchor_compute_scales_every_phase_by_one_factor():
     from realrun.workflows.validate.inputs import scale_to_compute_only
-    from simddp.profile import Layer, ModelProfile
+    from simddp.inputs.profile import Layer, ModelProfile
     profile = ModelProfile("m", (Layer("a", (4,), 0.010, 0.020), Layer("b", (4,), 0.005, 0.005)),
                            optimizer_s=0.010)            # 50 ms of compute per step
     row = Result("m", "l", "compute-only", None, 2, 0.060, 0.0, 0, source="measured")
@@ -208,7 +208,7 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; the α of
     # overlapped all-reduces stays calibrate's (issue 19). Solo steps as in the test above.
     from realrun.workflows.validate.probes import inputs_from_probes
-    from simddp.host import Host, HostCosts
+    from simddp.inputs.host import Host, HostCosts
     link = Link("cal", 5e-3, 0.5, world_size=2)
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0,
                                                     hook_after_backward_s=3e-5)})
@@ -239,7 +239,7 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
 
 def test_the_contention_probe_sets_the_links_slowdowns():
     """Per rank: compute 20 ms alone, comm 20 ms alone; together compute ends at 30 ms and comm
-    at 35 ms: x1.5 and x2 (simddp.contention.slowdowns); on the quieter rank 25 and 30 ms:
+    at 35 ms: x1.5 and x2 (simddp.inputs.contention.slowdowns); on the quieter rank 25 and 30 ms:
     x1.25 and 25/(25 + 20 - 30) = x5/3. The mean over ranks is kept."""
     from realrun.workflows.validate.probes import inputs_from_probes
     rank = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,

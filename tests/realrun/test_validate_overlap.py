@@ -11,8 +11,8 @@ import pytest
 from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import compare_results
-from simddp.link import Link
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.link import Link
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
 MS = 1e-3

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from simddp import (build_profile, get_link, load_host, load_link, load_profile, make_strategy,
                     parse_model, plan, simulate)
-from simddp.host import HostCosts
+from simddp.inputs.host import HostCosts
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 GOLDEN = DATA / "golden-sweeps"

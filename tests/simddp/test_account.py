@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from simddp.cli import main
+from simddp.cli.main import main
 from simddp.errors import InputError
-from simddp.account.memory import (GiB, Precision, activation_terms, fsdp_device_bytes, fsdp_min_world,
+from simddp.analytic.memory import (GiB, Precision, activation_terms, fsdp_device_bytes, fsdp_min_world,
                            fsdp_units, memory_report)
 from simddp.presets.models import ModelSpec, parse_model
 

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from simddp.account.memory import Precision
-from simddp.account.states import state_bytes
-from simddp.account.traffic import comm_rows
-from simddp.link import Link
-from simddp.plans import plan
+from simddp.analytic.memory import Precision
+from simddp.analytic.states import state_bytes
+from simddp.analytic.traffic import comm_rows
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
 from simddp.presets import build_profile, parse_model
-from simddp.strategy import MB, make_strategy
+from simddp.planning.strategy import MB, make_strategy
 from tests.simddp.test_cli import cli
 
 # The hand check: mlp-4x1024 (B = 16 MiB), no compute, α 0, busbw 1 GB/s, 4 ranks.
@@ -135,7 +135,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv):
 
 def test_recommend_strategy_weighs_the_fastest_of_each_kind():
     from simddp.result import Result
-    from simddp.sweeps import recommend_strategy
+    from simddp.predict.sweep import recommend_strategy
 
     def row(strategy, mb, ms):
         return Result("m", "l", strategy, mb, 2, ms / 1e3, 0.0, 1)

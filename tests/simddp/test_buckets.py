@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simddp.buckets import assign_buckets
-from simddp.plans import group_tensors
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import MB, make_strategy
+from simddp.planning.buckets import assign_buckets
+from simddp.planning.plans import group_tensors
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import MB, make_strategy
 
 FP32 = 4  # bytes per element of the torch.empty tensors below
 

@@ -1,6 +1,6 @@
 """``python -m simddp`` sweep, simulate, models, links: what users read, and every bad input.
 
-Commands run in-process through ``simddp.cli.main`` (fast, output via capsys); one test runs
+Commands run in-process through ``simddp.cli.main.main`` (fast, output via capsys); one test runs
 the real entry point in a subprocess. Bad input must end in exit code 2, exactly one line on
 stderr, no traceback, nothing on stdout and no output file.
 """
@@ -16,11 +16,12 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from simddp.cli import main
-from simddp.io import link_to_json, load_results, profile_to_json, save_json
-from simddp.link import Link
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import STRATEGIES
+from simddp.cli.main import main
+from simddp.inputs.io import link_to_json, profile_to_json, save_json
+from simddp.result import load_results
+from simddp.inputs.link import Link
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = "1,10,100,1000"
@@ -271,5 +272,5 @@ def test_top_level_help_is_for_users_not_developers(capsys):
         main(["--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    assert "simddp/commands/" not in out and "add_arguments" not in out
+    assert "simddp/cli/" not in out and "add_arguments" not in out
     assert "python -m simddp sweep --bucket-mb 1,10,100,1000" in out and "exit code 2" in out

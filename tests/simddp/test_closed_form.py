@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import compute_only_s, simulate
-from simddp.link import Link
-from simddp.plans import plan
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import compute_only_s, simulate
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
 from simddp.result import COMM, COMPUTE
-from simddp.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
+from simddp.planning.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
 
 
 def close(a: float, b: float) -> bool:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from simddp.cli import main
-from simddp.commands.collectives import DEFAULT_SIZES, parse_sizes
+from simddp.cli.main import main
+from simddp.cli.collectives import DEFAULT_SIZES, parse_sizes
 from simddp.errors import InputError
 
 
@@ -82,7 +82,7 @@ class _Log:
 
 
 def test_measured_adds_the_log_time_and_error(capsys, tmp_path, monkeypatch):
-    """Against parse_nccl_tests(text, source) -> NcclTestsLog (simddp/nccl_tests.py); where
+    """Against parse_nccl_tests(text, source) -> NcclTestsLog (simddp/ingest/nccl_tests.py); where
     that reader is installed its own parse is used, else a stand-in with its signature."""
     log = tmp_path / "all_reduce_perf.log"
     log.write_text(
@@ -99,13 +99,13 @@ def test_measured_adds_the_log_time_and_error(capsys, tmp_path, monkeypatch):
         "     2097152        524288     float     sum      -1    150.0   13.98   13.98      0"
         "    150.0   13.98   13.98      0\n")
     try:
-        import simddp.nccl_tests  # noqa: F401
+        import simddp.ingest.nccl_tests  # noqa: F401
     except ImportError:
         def parse(text, source):
             rows = [_Row(int(f[0]), float(f[5]), float(f[7])) for f in
                     (line.split() for line in text.splitlines() if line and line[0] != "#")]
             return _Log("all_reduce", 2, 1, rows)
-        monkeypatch.setitem(sys.modules, "simddp.nccl_tests",
+        monkeypatch.setitem(sys.modules, "simddp.ingest.nccl_tests",
                             types.SimpleNamespace(parse_nccl_tests=parse))
     out = json.loads(run_cli(capsys, "--link", "eth-100g", "--measured", str(log),
                              "--format", "json"))

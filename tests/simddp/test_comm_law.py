@@ -12,12 +12,12 @@ import json
 import pytest
 
 from simddp import Layer, Link, ModelProfile, closed_form_step_s, make_strategy, plan, simulate
-from simddp.law.lane import comm_seconds
-from simddp.contention import Contention, split_comm
-from simddp.cli import main
-from simddp.host import Host
+from simddp.sim.comm import comm_seconds
+from simddp.inputs.contention import Contention, split_comm
+from simddp.cli.main import main
+from simddp.inputs.host import Host
 from simddp.errors import InputError
-from simddp.io import link_from_json, link_to_json, profile_to_json
+from simddp.inputs.io import link_from_json, link_to_json, profile_to_json
 
 # l1: one 1 MB gradient; l0: four of 1 kB. Forward and backward 1 ms per layer.
 TOY = ModelProfile("toy", (Layer("l0", (1000,) * 4, 0.001, 0.001),
@@ -56,7 +56,7 @@ def test_the_step_grows_by_one_lone_alpha_per_extra_collective():
     assert alone - bucketed == pytest.approx(3 * 100e-6, abs=1e-9)
 
 
-# Contention split into a collective's α part and its bytes part (simddp.contention.split_comm):
+# Contention split into a collective's α part and its bytes part (simddp.inputs.contention.split_comm):
 # l0 has one 1 MB gradient, l1 one 3 MB; forward 1 ms and backward 4 ms per layer; α 2 ms,
 # 1 GB/s. The model measured comm x2.0 on its stream (2 + 1 and 2 + 3 ms: α 4 ms, bytes 4 ms);
 # the link (calibrate's bytes-dominated stream) x1.0, so the α part's factor is
@@ -109,7 +109,7 @@ def test_sweep_says_and_records_the_split(tmp_path, capsys):
     assert setup["contention_split"] == {"alpha": 3.0, "bytes": 1.0}
 
 
-# A shaped link's token bucket (simddp.law.effects.TokenBucket): TOY and LINK with a 500 kB
+# A shaped link's token bucket (simddp.rig.gloo_cpu.TokenBucket): TOY and LINK with a 500 kB
 # bucket, 0.5 ms at 1 GB/s.
 SHAPED = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6, burst_bytes=500_000)
 

@@ -12,16 +12,17 @@ import math
 import matplotlib.image
 import pytest
 
-from simddp.cli import main
+from simddp.cli.main import main
 from simddp.compare import (Comparison, compare_results, config_label, format_table,
                             pick_timeline)
 from simddp.compare.metrics import rank_average, spearman
 from simddp.compare.plots import (BUCKETS_PNG, CSV_NAME, JSON_NAME, SCATTER_PNG, TIMELINE_PNG,
                                   write_compare_files, write_compare_plots)
 from simddp.errors import InputError
-from simddp.io import results_to_json, save_json
+from simddp.inputs.io import save_json
+from simddp.result import results_to_json
 from simddp.result import Result, Span
-from simddp.strategy import MB
+from simddp.planning.strategy import MB
 
 ALL_OUTPUTS = {SCATTER_PNG, BUCKETS_PNG, TIMELINE_PNG, JSON_NAME, CSV_NAME}
 

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from simddp.cli import main
+from simddp.cli.main import main
 from simddp.compare import compare_results
 from simddp.errors import InputError
-from simddp.io import save_json
+from simddp.inputs.io import save_json
 from tests.simddp.test_compare import grid, meas, res, write_pair
 
 

@@ -1,14 +1,14 @@
 """python -m simddp compare and the bench's own noise floor: how far apart realrun bench's two
 identical compute-only models read (instance_gap, realrun/twin.py; simddp/compare/noise.py),
 how far each row's odd and even turns read apart (noise.py), and whether its ranks left
-Gloo's threads cores of their own (simddp/cpu_share.py)."""
+Gloo's threads cores of their own (simddp/rig/cpu_share.py)."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
 
-from simddp.cli import main
+from simddp.cli.main import main
 from tests.simddp.test_compare import grid, write_pair
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from simddp.cli import main
+from simddp.cli.main import main
 from simddp.compare import compare_results, format_table
 from tests.simddp.test_compare import grid, meas, res, timeline, write_pair
 

@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.host import Host
-from simddp.io import host_from_json, host_to_json
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import make_strategy
+from simddp.inputs.host import Host
+from simddp.inputs.io import host_from_json, host_to_json
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import make_strategy
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
 LINK = Link("l", 0.0, 1.0)

@@ -1,13 +1,13 @@
-"""Contention has one type (simddp/contention.py), read from the link's and the host's fields."""
+"""Contention has one type (simddp/inputs/contention.py), read from the link's and the host's fields."""
 import numpy as np
 import pytest
 
-from simddp.contention import (Contention, combine_contention, contention_for, slowdowns,
+from simddp.inputs.contention import (Contention, combine_contention, contention_for, slowdowns,
                                with_contention)
 from simddp.errors import InputError
-from simddp.host import Host
-from simddp.io import host_from_json, link_from_json
-from simddp.link import Link
+from simddp.inputs.host import Host
+from simddp.inputs.io import host_from_json, link_from_json
+from simddp.inputs.link import Link
 
 LINK = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.1)
 OWN = Host("h", contention=(1.5, 2.0), contention_spread=((1.2, 1.5), (1.8, 2.4)))

@@ -1,12 +1,12 @@
 """Issue 51 item 6: on a curve link, the closed-form optimum (sweep) and `simddp account` say
 which α–β they use: the line fitted to the link's all-reduce curve over DDP's bucket range
-(simddp/law/fitted.py), with its numbers, the same in both commands."""
+(simddp/cost/fitted.py), with its numbers, the same in both commands."""
 from __future__ import annotations
 
 import re
 
-from simddp.cli import main
-from simddp.law.fitted import closed_form_law
+from simddp.cli.main import main
+from simddp.cost.fitted import closed_form_law
 from simddp.presets import get_link
 
 ARGS = ["--model", "transformer-xl", "--link", "nvlink-h100-nvls", "--world-size", "8"]

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from simddp.cli import main
-from simddp.law import bytes_s, kind_factor
+from simddp.cli.main import main
+from simddp.cost import bytes_s, kind_factor
 from simddp.presets import LINKS
 
 CURVE_PRESETS = sorted(p.name[:-5] for p in

@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from simddp.errors import InputError
-from simddp.io import link_from_json, link_to_json
-from simddp.law import collective_s, parts
-from simddp.law.curve import Curve
-from simddp.link import Link
+from simddp.inputs.io import link_from_json, link_to_json
+from simddp.cost import collective_s, parts
+from simddp.cost.curve import Curve
+from simddp.inputs.link import Link
 
 AR = {"kind": "all_reduce", "ranks": 8, "bytes": [1024, 1 << 20, 1 << 30],
       "seconds": [10e-6, 40e-6, 4000e-6]}

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import compute_only_s, simulate
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import compute_only_s, simulate
 from simddp.errors import InputError
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import COMM, COMPUTE
-from simddp.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
+from simddp.planning.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
 
 TOY = ModelProfile("toy3", tuple(Layer(f"l{i}", (MB,), 1e-3, 2e-3) for i in range(3)))
 COMPUTE_LANE = [("compute", "forward", 0.0, 3.0), ("compute", "l2 bwd", 3.0, 5.0),

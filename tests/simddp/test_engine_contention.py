@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
-from simddp.host import Host, HostCosts
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import MB, STRATEGIES, make_strategy
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import MB, STRATEGIES, make_strategy
 from tests.simddp.test_engine import COMPUTE_LANE, TOY, run, step_ms, timeline, unit_link
 
 CONTENDED = unit_link(compute_slowdown=2.0, comm_slowdown=1.5)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simddp.account.optimal_bucket import closed_form_optimum, format_optimum
-from simddp.link import Link
+from simddp.analytic.optimal_bucket import closed_form_optimum, format_optimum
+from simddp.inputs.link import Link
 from simddp.presets.models import parse_model
 from simddp import build_profile
 from simddp.report.recommendation import torch_call_text

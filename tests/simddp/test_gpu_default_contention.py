@@ -13,11 +13,11 @@ from dataclasses import replace
 import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate, sweep
-from simddp.contention import (PUBLISHED_GPU, PUBLISHED_GPU_HIGH, Contention,
+from simddp.inputs.contention import (PUBLISHED_GPU, PUBLISHED_GPU_HIGH, Contention,
                                default_contention)
-from simddp.host import Host
-from simddp.io import load_profile, profile_to_json, save_json
-from simddp.ranges import UNCALIBRATED_CONTENTION, scenarios
+from simddp.inputs.host import Host
+from simddp.inputs.io import load_profile, profile_to_json, save_json
+from simddp.predict.scenarios import UNCALIBRATED_CONTENTION, scenarios
 from tests.simddp.cuda_trace_fixtures import mlp_job
 from tests.simddp.golden import MEASURED
 from tests.simddp.hand_traces import write
@@ -135,7 +135,7 @@ def test_a_cuda_trace_imports_as_gpu_compute(tmp_path, capsys):
 
 def test_simulate_predicts_what_the_sweep_does_and_says_why(capsys):
     # the same configuration, one step time: simulate takes the sweep's default contention
-    from simddp.cli import main as cli
+    from simddp.cli.main import main as cli
     assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0
     sim = json.loads(capsys.readouterr().out)
     assert cli(["sweep", "--strategies", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0

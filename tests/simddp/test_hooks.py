@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from simddp.engine import simulate
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.hooks import CommHook, hook_cost, matrix_view, parse_comm_hook, powersgd_split
-from simddp.host import Host, HostCosts
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.strategy import MB, make_strategy
+from simddp.planning.hooks import CommHook, hook_cost, matrix_view, parse_comm_hook, powersgd_split
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.planning.strategy import MB, make_strategy
 from tests.simddp.test_engine import COMPUTE_LANE, TOY, step_ms, timeline, unit_link
 
 QUARTER_MS_PER_MIB = Host("box", {"torch": HostCosts(copy_gbps=4 * MB / 1e6)})

@@ -1,5 +1,5 @@
 """The wake after compute: a micro-step's first collective issued after compute waits
-``Link.idle_wake_s`` before it runs (simddp.law.effects.idle_wake_s).
+``Link.idle_wake_s`` before it runs (simddp.rig.gloo_cpu.idle_wake_s).
 
 Toy of tests/simddp/test_compute_after_comm.py: two layers, one 1 MB gradient each, forward
 1 ms and backward 2 ms per layer; α = 0, busbw 1 GB/s, 2 ranks (a 1 MB all-reduce takes
@@ -11,16 +11,16 @@ import json
 
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.host import Host
-from simddp.io import link_from_json, link_to_json
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.host import Host
+from simddp.inputs.io import link_from_json, link_to_json
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.table import setup_line
-from simddp.strategy import make_strategy
+from simddp.planning.strategy import make_strategy
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
 WOKEN = Link("l", 0.0, 1.0, idle_wake_s=0.0005)

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from simddp import io
+from simddp.inputs import io
 from simddp.errors import InputError
-from simddp.io import (link_to_json, load_link, load_profile, load_results, profile_to_json,
-                       read_json, results_to_json, save_json, write_atomic)
-from simddp.link import Link, LinkPiece
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.io import link_to_json, load_link, load_profile, profile_to_json, read_json, save_json, write_atomic
+from simddp.result import load_results, results_to_json
+from simddp.inputs.link import Link, LinkPiece
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
 PROFILE = ModelProfile("toy", (

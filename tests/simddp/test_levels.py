@@ -16,13 +16,13 @@ import json
 import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan
-from simddp.cli import main
-from simddp.engine import simulate
+from simddp.cli.main import main
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.io import (levels_from_json, link_from_json, link_to_json, load_levels, load_link,
+from simddp.inputs.io import (levels_from_json, link_from_json, link_to_json, load_levels, load_link,
                        save_json)
-from simddp.link import KindFit
-from simddp.topology import Levels, Topology, collective_s, level_load
+from simddp.inputs.link import KindFit
+from simddp.inputs.topology import Levels, Topology, collective_s, level_load
 
 MIB4 = 4 * 2**20
 B = 4 * MIB4
@@ -172,7 +172,7 @@ def test_the_sweep_says_which_link_the_inter_phase_ran_on(tmp_path, capsys):
 def test_a_range_scales_the_levels_inter_link_and_holds_the_intra_one():
     """A link between nodes spread x0.5-x2 (calibrate's time_spread): the hierarchical
     inter-node phase on the levels' inter link moves with it, as it did on --link."""
-    from simddp.predictor import Predictor
+    from simddp.predict.predictor import Predictor
     spread = dataclasses.replace(WORLD, time_spread=(0.5, 2.0))
     r = Predictor(ZERO, spread, 4, ranges=True, topology=LEVELS.topology(2, 2)).predict(
         make_strategy("hierarchical", 1000))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from simddp.errors import InputError
-from simddp.link import Link, LinkPiece
+from simddp.inputs.link import Link, LinkPiece
 
 
 def test_allreduce_law_on_round_numbers():

@@ -1,4 +1,4 @@
-"""simddp/nccl_tests.py on real published logs (tests/data/nccl-tests/SOURCES.md) and the
+"""simddp/ingest/nccl_tests.py on real published logs (tests/data/nccl-tests/SOURCES.md) and the
 shapes real logs take: launcher prefixes, interleaved NCCL INFO, K/M/G sizes, failed rows."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simddp.errors import InputError
-from simddp.nccl_tests import parse_nccl_tests, read_nccl_tests
+from simddp.ingest.nccl_tests import parse_nccl_tests, read_nccl_tests
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 A3MEGA = DATA / "a3mega-2x8xH100-all_reduce.md"

@@ -11,17 +11,17 @@ import math
 
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.link import Link, LinkPiece
+from simddp.inputs.link import Link, LinkPiece
 from simddp.presets.models import build_profile, parse_model
 from simddp.presets.links import get_link
-from simddp.account.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET, closed_form_optimum,
+from simddp.analytic.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET, closed_form_optimum,
                                    exposed_s, optimal_bucket_bytes, optimum, overhead_s)
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import MB, Strategy, make_strategy
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import MB, Strategy, make_strategy
 
 L, G = 120, 1_000_000
 UNIFORM = ModelProfile("uniform", tuple(Layer(f"l{i}", (G,), 0.0, 1e-4) for i in range(L)))
@@ -165,8 +165,8 @@ def test_closed_form_optimum_keys():
 def test_the_sweep_says_why_the_closed_form_and_the_simulator_disagree(capsys):
     """One 96 MiB embedding ready last and small layers before it: the closed form wants
     small even buckets, the simulator knows the embedding can neither be split nor overlap."""
-    from simddp.account.optimum_gap import gap_line
-    from simddp.sweeps import sweep
+    from simddp.analytic.optimum_gap import gap_line
+    from simddp.predict.sweep import sweep
     layers = (Layer("emb", (96 * MB,), 1e-3, 1e-3),) + tuple(
         Layer(f"l{i}", (MB // 4,), 1e-3, 4e-3) for i in range(16))
     lumpy = ModelProfile("lumpy", layers)

@@ -1,4 +1,4 @@
-"""simddp.outdir: a rerun into the same --out keeps the earlier run; other results refuse."""
+"""simddp.report.outdir: a rerun into the same --out keeps the earlier run; other results refuse."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import os
 import pytest
 
 from simddp.errors import InputError
-from simddp.io import check_out_dir, check_out_file
-from simddp.outdir import OUT_FILES
+from simddp.report.outdir import check_out_dir, check_out_file
+from simddp.report.outdir import OUT_FILES
 
 VALIDATE = ("validate.json",)
 

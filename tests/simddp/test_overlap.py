@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from simddp.engine import simulate
-from simddp.link import Link
-from simddp.plans import plan
-from simddp.profile import Layer, ModelProfile
+from simddp.sim.engine import simulate
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.overlap import (interval_union, overlap_of, overlap_table, side_by_side)
 from simddp.result import Result, Span
-from simddp.strategy import make_strategy
+from simddp.planning.strategy import make_strategy
 
 MS = 1e-3
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 1e-3, 2e-3) for i in range(2)), 1e-3)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from simddp.errors import InputError
-from simddp.plans import Collective, group_tensors, plan
-from simddp.profile import Layer, ModelProfile
-from simddp.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES, Strategy,
+from simddp.planning.plans import Collective, group_tensors, plan
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.strategy import (ACCUM_BASELINE, DDP_DEFAULT_BUCKET_MB, MB, STRATEGIES, Strategy,
                              make_strategy, mb_to_bytes)
 
 TOY = ModelProfile("toy3", tuple(Layer(f"l{i}", (MB,), 1e-3, 2e-3) for i in range(3)))

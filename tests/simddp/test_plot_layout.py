@@ -18,9 +18,9 @@ from simddp import Layer, Link, ModelProfile, make_strategy
 from simddp.compare import compare_results
 from simddp.compare.plots import plot_buckets, plot_scatter, plot_timelines
 from simddp.report.gantt import step_end_ms
-from simddp.report.plots import gantt_figure, sweep_figure
+from simddp.report.sweep_plot import gantt_figure, sweep_figure
 from simddp.result import Result, Span
-from simddp.sweeps import recommend, sweep
+from simddp.predict.sweep import recommend, sweep
 
 PROFILE = ModelProfile("mlp-8x1024", tuple(Layer(f"l{i}", (4 << 20,), 1e-3, 2.5e-3)
                                            for i in range(8)), compute_spread=(0.7, 1.2))

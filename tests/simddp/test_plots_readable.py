@@ -18,7 +18,7 @@ from matplotlib.collections import PolyCollection
 
 from simddp.compare import compare_results
 from simddp.compare.plots import bucket_markers, plot_buckets, plot_scatter
-from simddp.report.plots import sweep_figure, y_window_ms
+from simddp.report.sweep_plot import sweep_figure, y_window_ms
 from simddp.result import Result
 
 SIZES_MB = (1.0, 10.0, 16.0, 25.0, 100.0, 1000.0)
@@ -171,7 +171,7 @@ def test_panels_drawn_on_a_callers_figure_get_apart_once_all_are_placed():
     # before the second was added had its labels run together once the second shrank it
     from matplotlib.figure import Figure
 
-    from simddp.report.plots import draw_sweep, keep_tick_labels_apart
+    from simddp.report.sweep_plot import draw_sweep, keep_tick_labels_apart
     sizes = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 200, 500, 1000)
     fig = Figure(figsize=(16, 4.5), layout="constrained")
     for i in range(2):

@@ -1,4 +1,4 @@
-"""A sweep does each engine run once (simddp/predictor.py): the work is counted, not timed,
+"""A sweep does each engine run once (simddp/predict/predictor.py): the work is counted, not timed,
 and every shortcut gives the step a run of its own would (issue 21)."""
 import dataclasses
 import math
@@ -8,11 +8,11 @@ import simpy
 
 from simddp import (Layer, Link, ModelProfile, build_profile, get_link, load_host, load_link,
                     load_profile, make_strategy, parse_model, plan, simulate, sweep)
-from simddp.host import Host, HostCosts
-from simddp.predictor import Predictor, engine_key, micro_step_plans, runs_alone
-from simddp.profile import Layer as ProfileLayer
-from simddp.ranges import scenario_inputs
-from simddp.topology import Topology
+from simddp.inputs.host import Host, HostCosts
+from simddp.predict.predictor import Predictor, engine_key, micro_step_plans, runs_alone
+from simddp.inputs.profile import Layer as ProfileLayer
+from simddp.predict.scenarios import scenario_inputs
+from simddp.inputs.topology import Topology
 from tests.simddp.golden import MEASURED
 
 XL_STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp", "no_sync"]

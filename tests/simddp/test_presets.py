@@ -65,7 +65,7 @@ def test_the_pcie_pair_is_two_gpus_without_nvlink_from_its_published_log():
 
 @pytest.mark.parametrize("device", ["a100", "h100", "h200"])
 def test_sweep_over_nodes_takes_the_device_nvlink_preset(device, capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", device,
                  "--link", "ib-8xndr", "--model", "mlp-8x1024", "--strategies", "ddp",
                  "--bucket-mb", "25"]) == 0
@@ -73,7 +73,7 @@ def test_sweep_over_nodes_takes_the_device_nvlink_preset(device, capsys):
 
 
 def test_b200_over_nodes_asks_for_the_intra_link(capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", "b200",
                  "--link", "ib-8xndr", "--model", "mlp-8x1024"]) == 2
     assert "no NVLink preset for --device b200" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from simddp.errors import InputError
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 
 def test_profile_numbers_tensors_in_forward_order_and_readies_them_in_reverse():
     p = ModelProfile("m", (Layer("a", (10, 20)), Layer("empty"), Layer("b", (30,))))

@@ -1,13 +1,13 @@
-"""Prediction ranges (simddp/ranges.py) and the robust recommendation built on them."""
+"""Prediction ranges (simddp/predict/scenarios.py) and the robust recommendation built on them."""
 import json
 
 import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, recommend, simulate, sweep
-from simddp.cli import main
+from simddp.cli.main import main
 from simddp.errors import InputError
-from simddp.host import Host
-from simddp.ranges import UNCALIBRATED_CONTENTION, range_sources, scenario_inputs
+from simddp.inputs.host import Host
+from simddp.predict.scenarios import UNCALIBRATED_CONTENTION, range_sources, scenario_inputs
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
 
@@ -110,7 +110,7 @@ def test_sweep_json_rows_carry_the_range(tmp_path, capsys):
     for r in doc["rows"]:
         low, high = r["step_ms_range"]
         assert low <= r["step_ms"] <= high
-    # a preset on the a100: the published GPU contention, not measured (simddp/contention.py)
+    # a preset on the a100: the published GPU contention, not measured (simddp/inputs/contention.py)
     assert "not measured: published GPU figures" in doc["setup"]["ranges"]
     saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert all(set(r["scenarios_s"]) == {"low", "high", "comm_bound", "compute_bound"}

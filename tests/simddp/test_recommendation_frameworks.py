@@ -14,11 +14,11 @@ import re
 import pytest
 
 from simddp import build_profile, get_link, parse_model
-from simddp.profile import Layer, ModelProfile
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.frameworks import framework_calls, framework_text
 from simddp.report.recommendation import recommendation_text
 from simddp.report.table import fmt_mb
-from simddp.sweeps import recommend, sweep
+from simddp.predict.sweep import recommend, sweep
 
 SIZE = re.compile(r"\b(?:ddp_)?bucket_cap_mb=([\d.]+)")
 SIZE_LIST = re.compile(r"bucket_cap_mb_list=\[([\d.]+), ([\d.]+)\]")

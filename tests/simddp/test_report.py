@@ -14,17 +14,17 @@ from dataclasses import replace
 import matplotlib.image
 import pytest
 
-from simddp.engine import simulate
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.link import Link
-from simddp.plans import plan
+from simddp.inputs.link import Link
+from simddp.planning.plans import plan
 from simddp.report.gantt import idle_gaps_s
-from simddp.report.plots import figure_png, gantt_figure, save_png, sweep_figure
-from simddp.profile import Layer, ModelProfile
-from simddp.io import load_results, results_to_json
+from simddp.report.sweep_plot import figure_png, gantt_figure, save_png, sweep_figure
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.result import load_results, results_to_json
 from simddp.result import COMM, COMPUTE, Result
-from simddp.strategy import make_strategy
-from simddp.sweeps import recommend, sweep
+from simddp.planning.strategy import make_strategy
+from simddp.predict.sweep import recommend, sweep
 from simddp.report.trace import save_trace, trace_events
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 1e-3, 2e-3) for i in range(2)), 1e-3)

@@ -13,10 +13,10 @@ import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan
 from simddp.compare import compare_results, format_table
-from simddp.layouts import group_by_layout, layout_key
+from simddp.predict.layouts import group_by_layout, layout_key
 from simddp.compare.verdict import verdict
 from simddp.result import Result
-from simddp.sweeps import recommend, sweep
+from simddp.predict.sweep import recommend, sweep
 
 PROFILE = ModelProfile("m", tuple(Layer(f"l{i}", (4 << 20,), 5e-3, 1e-2) for i in range(8)))
 LINK = Link("l", 1e-4, 5.0)   # each all-reduce hides under a 10 ms backward
@@ -105,8 +105,8 @@ def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
     """4 MB recommended and at the small end: 1 MB was swept too, but makes the same buckets;
     "the smallest size swept" was false (notebook, 2026-11-24)."""
     from simddp.report.recommendation import recommendation_text
-    from simddp.sweeps import Recommendation
-    from simddp.strategy import make_strategy
+    from simddp.predict.sweep import Recommendation
+    from simddp.planning.strategy import make_strategy
     rec = Recommendation("ddp", 4.0, 0.078, 40.0, 0.080, "smallest", None,
                          same_layout_mb=(1.0,), spec=make_strategy("ddp", 4.0))
     text = recommendation_text(rec)

@@ -12,17 +12,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.host import Host, HostCosts
-from simddp.io import host_from_json, host_to_json
-from simddp.link import ALL_GATHER, REDUCE_SCATTER, Link
-from simddp.plans import plan
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.io import host_from_json, host_to_json
+from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER, Link
+from simddp.planning.plans import plan
 from simddp.presets import build_profile, parse_model
-from simddp.profile import Layer, ModelProfile
-from simddp.sharding import shard_units
-from simddp.strategy import MB, make_strategy
+from simddp.inputs.profile import Layer, ModelProfile
+from simddp.planning.sharding import shard_units
+from simddp.planning.strategy import MB, make_strategy
 from tests.simddp.test_engine import TOY, step_ms, timeline, unit_link
 
 
@@ -170,8 +170,8 @@ def test_closed_form_matches_the_engine_on_random_sharded_and_hooked_plans(seed,
 
 
 def test_collective_laws_and_measured_fits_per_kind():
-    from simddp.io import link_from_json, link_to_json
-    from simddp.link import ALL_REDUCE, KindFit, kind_factor
+    from simddp.inputs.io import link_from_json, link_to_json
+    from simddp.inputs.link import ALL_REDUCE, KindFit, kind_factor
 
     link = Link("l", alpha_s=1e-3, busbw_gbps=1.0)          # 1 GB/s = 1e6 bytes per ms
     # 4 ranks: an all-reduce sends 2·3/4 of n, a reduce-scatter or all-gather 3/4
@@ -259,7 +259,7 @@ def test_blocking_collectives_pay_their_own_kinds_waited_for_alpha():
     # calibrate measured each kind waited for: all-gather 0.25 ms, reduce-scatter 0.5 ms of α
     # (the all-reduce's wait, blocking α 2 ms − α 0, is not added to them). zero2, blocking:
     # 3 all-gathers of 0.25 + 0.5 ms and 3 reduce-scatters of 0.5 + 0.5 ms on the 9 ms lane.
-    from simddp.link import KindFit
+    from simddp.inputs.link import KindFit
     link = replace(unit_link(), blocking_alpha_s=2e-3, kind_fits={
         ALL_GATHER: KindFit(0.0, MB / 1e6, 0.25e-3), REDUCE_SCATTER: KindFit(0.0, MB / 1e6, 0.5e-3)})
     host = Host("box", {"fsdp": HostCosts(blocking_collectives=True)})

@@ -15,17 +15,17 @@ import json
 
 import pytest
 
-from simddp.cli import main
-from simddp.closed_form import closed_form_step_s
-from simddp.engine import simulate
+from simddp.cli.main import main
+from simddp.analytic.closed_form import closed_form_step_s
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
-from simddp.host import Host, HostCosts
-from simddp.io import profile_to_json, save_json
-from simddp.link import ALL_GATHER, REDUCE_SCATTER
-from simddp.plans import plan
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.io import profile_to_json, save_json
+from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER
+from simddp.planning.plans import plan
 from simddp.presets import build_profile, get_device, parse_model
-from simddp.sharding import cast_rate, cast_seconds
-from simddp.strategy import MB, Strategy, make_strategy, with_precision
+from simddp.planning.sharding import cast_rate, cast_seconds
+from simddp.planning.strategy import MB, Strategy, make_strategy, with_precision
 from tests.simddp.test_engine import TOY, step_ms, timeline, unit_link
 
 CAST_GBPS = 0.75 * MB / 0.125e-3 / 1e9      # 6.291456 GB/s: 0.75 MiB in 0.125 ms
@@ -177,7 +177,7 @@ def test_simulate_precision_bf16_mirrors_realrun(capsys, tmp_path):
 def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before(capsys):
     # the library: fsdp's rows take the policy, ddp's do not; fp32 is the sweep of before
     from simddp.presets import get_link
-    from simddp.sweeps import sweep
+    from simddp.predict.sweep import sweep
     profile = build_profile(parse_model("transformer-small"), get_device("h100"), 8, 1024)
     link = get_link("pcie-2x2080ti")
     plain = sweep(profile, link, 2, ["ddp", "fsdp"], [25])

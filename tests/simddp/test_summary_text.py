@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simddp.cli import main
-from simddp.hooks import parse_comm_hook
-from simddp.profile import Layer, ModelProfile
+from simddp.cli.main import main
+from simddp.planning.hooks import parse_comm_hook
+from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.recommendation import (cap_changes_plan, fastest_text, recommendation_text,
                                           strategy_text)
 from simddp.result import Result
-from simddp.strategy import make_strategy
-from simddp.sweeps import StrategyPick, recommend
+from simddp.planning.strategy import make_strategy
+from simddp.predict.sweep import StrategyPick, recommend
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "tests/data/validate-default-2026-11-23/profile.json"

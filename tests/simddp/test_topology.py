@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from simddp import Layer, Link, ModelProfile, build_profile, make_strategy, parse_model, plan
-from simddp.engine import simulate
+from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.presets import get_link
-from simddp.topology import Topology, collective_s
+from simddp.inputs.topology import Topology, collective_s
 
 MIB4 = 4 * 2**20
 B = 4 * MIB4        # mlp-4x1024's gradients: 16,777,216 bytes
@@ -102,7 +102,7 @@ def test_bad_topology_is_one_line():
 
 
 def test_simulate_cli_takes_a_two_level_cluster(capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     base = ["simulate", "--strategy", "hierarchical", "--bucket-mb", "1000", "--model",
             "mlp-4x1024", "--forward-ms", "0", "--backward-ms", "0", "--optimizer-ms", "0",
             "--link", "eth-100g", "--alpha-us", "0", "--busbw-gbps", "1", "--format", "json"]
@@ -122,7 +122,7 @@ def test_simulate_cli_takes_a_two_level_cluster(capsys):
 
 
 def test_sweep_on_two_levels_adds_hierarchical_and_says_which_level_bounds(capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     argv = ["sweep", "--nodes", "4", "--gpus-per-node", "8", "--link", "ib-hdr",
             "--bucket-mb", "5,25", "--format", "json"]
     assert main(argv) == 0
@@ -138,7 +138,7 @@ def test_sweep_on_two_levels_adds_hierarchical_and_says_which_level_bounds(capsy
 
 
 def test_sweep_on_one_node_is_the_single_link_sweep(capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     common = ["sweep", "--bucket-mb", "5,25", "--format", "json", "--strategies", "naive,ddp"]
     assert main(common + ["--link", "nvlink-a100", "--world-size", "8"]) == 0
     single = __import__("json").loads(capsys.readouterr().out)
@@ -148,7 +148,7 @@ def test_sweep_on_one_node_is_the_single_link_sweep(capsys):
 
 
 def test_account_says_what_crosses_each_level(capsys):
-    from simddp.cli import main
+    from simddp.cli.main import main
     assert main(["account", "--nodes", "4", "--gpus-per-node", "8", "--link", "ib-hdr",
                  "--format", "json"]) == 0
     levels = {r["strategy"]: r for r in

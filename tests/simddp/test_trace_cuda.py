@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from simddp.presets import get_link
-from simddp.traceimport import import_traces
-from simddp.traceimport.device import union_s
-from simddp.traceimport.summary import render_summary, summary
+from simddp.ingest.trace import import_traces
+from simddp.ingest.trace.device import union_s
+from simddp.ingest.trace.summary import render_summary, summary
 from tests.simddp.cuda_trace_fixtures import (
     COPY_US,
     FILL_US,

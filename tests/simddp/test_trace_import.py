@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from simddp.io import load_link
+from simddp.inputs.io import load_link
 from simddp.presets import get_link
-from simddp.strategy import MB
-from simddp.traceimport import import_traces
+from simddp.planning.strategy import MB
+from simddp.ingest.trace import import_traces
 from tests.simddp.hand_traces import (
     ALPHA_US,
     BUSBW_GBPS,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from simddp.errors import InputError
-from simddp.io import load_link, load_profile
-from simddp.traceimport import import_traces
-from simddp.traceimport.fit import ReplayStep, fit_compute_slowdown, fit_link
-from simddp.traceimport.names import name_gradients
-from simddp.traceimport.traced import _round_in
+from simddp.inputs.io import load_link, load_profile
+from simddp.ingest.trace import import_traces
+from simddp.ingest.trace.fit import ReplayStep, fit_compute_slowdown, fit_link
+from simddp.ingest.trace.names import name_gradients
+from simddp.ingest.trace.traced import _round_in
 from tests.simddp.hand_traces import ROWS, STEPS, cli, job, ready_grads, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,7 +185,7 @@ def test_help_needs_no_torch():
             "        if name == 'torch' or name.startswith('torch.'):\n"
             "            raise ImportError('no torch here')\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from simddp.cli import main\n"
+            "from simddp.cli.main import main\n"
             "main(['trace-import', '--help'])\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

@@ -11,9 +11,9 @@ import calibrate
 from calibrate.settings import KINDS, CalibrateSettings
 from realrun.profile_on_ranks import ProfileRun, profile_world
 from realrun.workflows.validate.settings import ValidateSettings
-from simddp.engine import compute_only_s
-from simddp.link import Link
-from simddp.profile import ModelProfile
+from simddp.sim.engine import compute_only_s
+from simddp.inputs.link import Link
+from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY
 
 

@@ -52,13 +52,13 @@ from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings, bench_payload
 from realrun.workflows.validate.timeline import grid_config, timeline_fields
 from simddp.compare import compare_results, pick_timeline
-from simddp.host import Host
-from simddp.link import Link
-from simddp.profile import ModelProfile
+from simddp.inputs.host import Host
+from simddp.inputs.link import Link
+from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
-from simddp.sharding import cast_rate
-from simddp.strategies import TORCH_FSDP
-from simddp.sweeps import sweep
+from simddp.planning.sharding import cast_rate
+from simddp.planning.registry import TORCH_FSDP
+from simddp.predict.sweep import sweep
 
 
 class MeasureFailed(RuntimeError):
@@ -73,7 +73,7 @@ def predict(profile: ModelProfile, link: Link, host: Host | None,
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
     # fsdp/zero2 at --precision bf16 as the bench runs them; their casts at the measured
-    # host's copy rate (simddp.sharding.cast_rate)
+    # host's copy rate (simddp.planning.sharding.cast_rate)
     copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
     return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True,
                  ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb,

@@ -43,8 +43,8 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from simddp.law.effects import refill_share
-from simddp.contention import combine_contention
+from simddp.rig.gloo_cpu import refill_share
+from simddp.inputs.contention import combine_contention
 from calibrate.ranks.allreduce import zeros
 from realrun.launch.contention_timing import overlap_times
 from calibrate.ranks.sequence import timed_sequence
@@ -53,10 +53,10 @@ from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
 from realrun.ddp_host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
-from simddp.host import Host, HostCosts
-from simddp.link import Link
+from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.link import Link
 from simddp.result import COMPUTE_ONLY
-from simddp.strategies import TORCH_FSDP
+from simddp.planning.registry import TORCH_FSDP
 
 PROBES = ("probe:flat", "probe:seq-blocking", "probe:copy",
           "probe:scale", "probe:solo-wrapper", "probe:solo-bucket", "probe:solo-torch",

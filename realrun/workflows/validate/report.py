@@ -11,15 +11,16 @@ from dataclasses import dataclass, replace
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import Comparison, compare_results, format_table
 from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
-from simddp.cpu_share import section_note
-from simddp.host import Host
-from simddp.io import link_to_json, profile_to_json, results_to_json, write_atomic
-from simddp.link import Link
-from simddp.profile import ModelProfile
+from simddp.rig.cpu_share import section_note
+from simddp.inputs.host import Host
+from simddp.inputs.io import link_to_json, profile_to_json, write_atomic
+from simddp.result import results_to_json
+from simddp.inputs.link import Link
+from simddp.inputs.profile import ModelProfile
 from simddp.report.table import host_line
-from simddp.layouts import sizes_text
+from simddp.predict.layouts import sizes_text
 from simddp.result import COMPUTE_ONLY, Result
-from simddp.strategy import SHARDED
+from simddp.planning.strategy import SHARDED
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class ValidationReport:
     profile = property(lambda self: self.before.profile)
     predicted = property(lambda self: self.before.predicted)
     comparison = property(lambda self: self.before.comparison)
-    # the profile's ranks ran the runs too: their CPUs' caution (simddp/cpu_share.py)
+    # the profile's ranks ran the runs too: their CPUs' caution (simddp/rig/cpu_share.py)
     cpu_note = property(lambda self: section_note(self.profile_measured))
 
     def verdict(self) -> dict:

@@ -22,10 +22,10 @@ from realrun.tensors import tensor_bytes
 from realrun.workflows.validate.probes import HOST_PROBES, PROBES
 from realrun.workload import Workload
 from simddp.errors import InputError
-from simddp.hooks import parse_comm_hook
-from simddp.link import Link
+from simddp.planning.hooks import parse_comm_hook
+from simddp.inputs.link import Link
 from simddp.presets.models import ModelSpec, parse_model
-from simddp.strategy import make_strategy
+from simddp.planning.strategy import make_strategy
 
 
 @dataclass(frozen=True)

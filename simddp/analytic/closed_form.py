@@ -1,0 +1,89 @@
+"""The same plan evaluated without events: a recurrence the engine must match to 1e-9.
+
+Per micro-step, layer i's backward ends at ``t_fwd_end + Σ_{j ≥ i} backward_j``. Collectives
+run back to back in launch order, each starting at ``max(ready, previous end)``. The step
+ends when both the backward and the last collective are done, plus the optimizer::
+
+    start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
+    step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
+
+α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one. A
+collective of another kind takes its own law, a curve where the link has one (simddp/cost/), a
+hook's calls add up.
+
+Sharded plans (simddp/planning/sharding.py) also gate compute: a collective released at the start of
+a layer's forward or backward has that time as its ready time, and a layer whose compute it
+gates starts at ``max(compute time, end_c)``. The comm lane never needs a collective released
+later than the compute that waits for it, so one walk down the compute lane, advancing the
+comm lane as far as each gate needs, is the whole evaluation. The optimizer counts 1/p when
+it updates a shard.
+
+Contention makes the lanes' rates depend on each other and has no such recurrence, and the
+DDP implementation's host costs (:class:`simddp.inputs.host.Host`: copies, hooks) are not in it; this
+evaluator refuses such inputs instead of being silently wrong.
+"""
+from __future__ import annotations
+
+from simddp.sim.schedule import optimizer_share_s
+from simddp.inputs.contention import contention_for
+from simddp.inputs.host import Host, after_comm_factor
+from simddp.cost import collective_s
+from simddp.inputs.link import Link
+from simddp.planning.plans import Plan
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.sharding import AFTER_BACKWARD, BACKWARD, FORWARD, cast_seconds
+
+
+def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
+                       host: Host | None = None) -> float:
+    if (contention_for(link, host).active or link.burst_bytes is not None or link.idle_wake_s
+            or (host is not None and not host.costs(plan.strategy.implementation).free)
+            or after_comm_factor(host, plan) != 1.0):
+        raise ValueError("the closed form models neither contention, host costs, compute "
+                         "after communication, a shaped link's bucket nor the wake after "
+                         "compute; use the engine")
+    blocking = not plan.strategy.overlap
+    colls = plan.collectives
+    dur_s = [sum(collective_s(link, c.kind, n, world_size, blocking) for n in c.calls) + cast_s
+             for c, cast_s in zip(colls, cast_seconds(plan, world_size))]
+    ready_s: list[float | None] = [None] * len(colls)
+    end_s = [0.0] * len(colls)
+    lane = {"next": 0, "end": 0.0}   # the comm lane: next collective to run, when it is free
+
+    def run_comm_through(j: int) -> None:
+        while lane["next"] <= j:
+            i = lane["next"]
+            if ready_s[i] is None:
+                raise ValueError(f"collective {colls[i].label!r} is needed before it is issued")
+            lane["end"] = end_s[i] = max(ready_s[i], lane["end"]) + dur_s[i]
+            lane["next"] += 1
+
+    points: dict[tuple[int, str, int], tuple[list[int], list[int]]] = {}
+    for i, c in enumerate(colls):
+        points.setdefault((c.micro_step, c.ready_at, c.ready_layer), ([], []))[0].append(i)
+        if c.gates:
+            points.setdefault((c.micro_step, *c.gates), ([], []))[1].append(i)
+
+    def reach(t_s: float, key: tuple[int, str, int]) -> float:
+        """Release what is issued at ``key`` at ``t_s``; the time the compute there may start."""
+        released, gated = points.get(key, ((), ()))
+        for i in released:
+            ready_s[i] = t_s
+        for i in gated:
+            run_comm_through(i)
+            t_s = max(t_s, end_s[i])
+        return t_s
+
+    t_s = 0.0
+    n_layers = len(profile.layers)
+    for k in range(plan.micro_steps):
+        for li in range(n_layers):
+            t_s = reach(t_s, (k, FORWARD, li)) + profile.layers[li].forward_s
+        for li in range(n_layers - 1, -1, -1):
+            t_s = reach(t_s, (k, BACKWARD, li)) + profile.layers[li].backward_s
+            reach(t_s, (k, AFTER_BACKWARD, li))
+        mine = [i for i, c in enumerate(colls) if c.micro_step == k]
+        if mine:
+            run_comm_through(mine[-1])
+            t_s = max(t_s, end_s[mine[-1]])
+    return t_s + optimizer_share_s(profile, plan, world_size)

@@ -1,0 +1,295 @@
+"""Flags every subcommand shares: which model, which link, and list parsing with clear errors.
+
+Defaults (the built-in job): transformer-small on an A100 (batch 8 × seq 1024, bf16 compute)
+over 100 Gb/s Ethernet (eth-100g), 2 ranks — a setting where all-reduce time (≈ 47 ms for
+491 MiB of fp32 gradients) is comparable to backward time (≈ 38 ms), so the strategies differ.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+
+from simddp.rig.cpu_share import section_note
+from simddp.errors import InputError
+from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
+from simddp.inputs.host import Host
+from simddp.inputs.io import load_host, load_levels, load_link, load_profile, read_json
+from simddp.inputs.link import Link
+from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
+from simddp.presets import parse_model
+from simddp.presets.devices import get_device
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.sharding import PRECISIONS, cast_rate
+from simddp.planning.registry import TORCH_FSDP
+from simddp.inputs.topology import Levels, Topology
+
+DEFAULT_MODEL = "transformer-small"
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"{MODEL_HELP} (default %(default)s)")
+    g.add_argument("--device", default="a100",
+                   help=f"compute device for preset times: {', '.join(DEVICES)} (default %(default)s)")
+    g.add_argument("--batch", type=int, default=8, help="samples per rank (default %(default)s)")
+    g.add_argument("--seq", type=int, default=1024, help="tokens per sample (default %(default)s)")
+    g.add_argument("--efficiency", type=float, default=None,
+                   help="fraction of the device's peak achieved (default: the device's, 0.4 on GPUs)")
+    g.add_argument("--optimizer", default="adam", choices=("adam", "sgd"),
+                   help="optimizer whose step time is modelled (default %(default)s)")
+    for what in ("forward", "backward", "optimizer"):
+        g.add_argument(f"--{what}-ms", type=float, default=None,
+                       help=f"rescale total {what} time to this many ms (keeps per-layer shares)")
+
+
+def add_link_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("link")
+    g.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"{', '.join(LINKS)} or a link FILE.json from python -m calibrate "
+                        "(default %(default)s)")
+    g.add_argument("--alpha-us", type=float, default=None, help="override α, µs per all-reduce")
+    g.add_argument("--busbw-gbps", type=float, default=None,
+                   help="override bus bandwidth in GB/s (1e9 bytes/s), as nccl-tests prints it")
+    g.add_argument("--world-size", type=int, default=None,
+                   help="ranks (default 2, or --nodes × --gpus-per-node)")
+    g.add_argument("--rescale-link", action="store_true",
+                   help="accept a calibrated link at another world size, by the ring law")
+    c = p.add_argument_group("two-level cluster (docs/TOPOLOGY.md)")
+    c.add_argument("--nodes", type=int, default=None,
+                   help="nodes; --link is then the link between nodes (default: one link)")
+    c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs (ranks) per node")
+    c.add_argument("--intra-link", default=None,
+                   help="the link inside a node: a preset or a link FILE.json (default: the "
+                        "--link file's levels when calibrate measured them, else "
+                        "nvlink-<device> where that preset exists)")
+    c.add_argument("--intra-alpha-us", type=float, default=None, help="override its α, µs")
+    c.add_argument("--intra-busbw-gbps", type=float, default=None,
+                   help="override its bus bandwidth, GB/s")
+
+
+def add_host_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("host costs")
+    g.add_argument("--host", metavar="FILE", default=None,
+                   help="the DDP implementations' host costs (hooks, copies): a simddp.host/1 "
+                        "file or a profile with a host_costs section (default: the --model "
+                        "profile's section, if any; presets have none)")
+    g.add_argument("--free-host", action="store_true",
+                   help="charge no host costs even if the profile has them")
+
+
+def add_beyond_ddp_args(p: argparse.ArgumentParser, one_hook: bool = False) -> None:
+    """--comm-hook and --shard-unit-mb: compression for ddp/bucketed, units for fsdp/zero2."""
+    g = p.add_argument_group("comm hooks and sharding")
+    g.add_argument("--comm-hook", default=None, metavar="HOOK" if one_hook else "LIST",
+                   help=f"torch DDP comm hook{'' if one_hook else 's, comma-separated'} for "
+                        f"ddp and bucketed: {HOOK_HELP} (default none)")
+    g.add_argument("--shard-unit-mb", type=float, default=None, metavar="MB",
+                   help="fsdp/zero2: group layers into units of at least this many MB "
+                        "(2^20 bytes) (default: one layer per unit)")
+
+
+def add_precision_arg(g) -> None:
+    """--precision, as realrun's (simulate and sweep)."""
+    g.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="as realrun's: with fsdp and zero2, bf16 is FSDP2's "
+                        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): "
+                        "all-gathers in bf16 (half the bytes) plus a cast of the shard each; "
+                        "other strategies (autocast) move the same fp32 bytes "
+                        "(default %(default)s)")
+
+
+def casts_of(args: argparse.Namespace, host: Host | None) -> tuple[float | None, str]:
+    """(GB/s the mixed-precision casts are timed at, where it comes from), as
+    :func:`simddp.planning.sharding.cast_rate` says: the measured host's copy rate, else the preset
+    device's memory bandwidth (not for a profile file), else not modelled."""
+    copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
+    device = None if _is_file_arg(args.model) else get_device(args.device)
+    return cast_rate(copy_gbps, device and device.mem_gbps, device.name if device else "")
+
+
+def compute_device(args: argparse.Namespace) -> str | None:
+    """What the profile's compute ran on: a preset's ``--device``; a profile file's
+    ``measured.device`` (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu",
+    "cuda"), else "cuda" where it was measured over NCCL (``measured.backend``); None where
+    the file does not say. On a GPU, contention nobody measured takes the published figures
+    (simddp/inputs/contention.py ``default_contention``)."""
+    if not _is_file_arg(args.model):
+        return args.device
+    doc = read_json(args.model)
+    measured = doc.get("measured") if isinstance(doc, dict) else None
+    if not isinstance(measured, dict):
+        return None
+    if isinstance(measured.get("device"), str):
+        return measured["device"]
+    return "cuda" if measured.get("backend") == "nccl" else None
+
+
+def parse_hooks(text: str | None) -> list[CommHook]:
+    """'fp16,powersgd:2' -> CommHooks; None or '' -> []; one-line InputError otherwise."""
+    if not text:
+        return []
+    return [parse_comm_hook(item) for item in text.split(",") if item.strip()] or \
+        [parse_comm_hook(text)]
+
+
+def _is_file_arg(text: str) -> bool:
+    return text.endswith(".json") or os.sep in text or os.path.exists(text)
+
+
+def resolve_model(args: argparse.Namespace) -> ModelProfile:
+    if ".py:" in args.model or args.model.endswith(".py"):
+        raise InputError(f"--model {args.model}: a Python file is a torch model, not a "
+                         f"profile; measure it first (python -m realrun profile --module "
+                         f"{args.model if ':' in args.model else args.model + ':FN'} --out "
+                         "prof.json), then pass --model prof.json")
+    if _is_file_arg(args.model):
+        profile = load_profile(args.model)
+    else:
+        spec = parse_model(args.model, MODEL_HELP)   # its error names the file form too
+        profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency,
+                                args.optimizer)
+    ms = {k: getattr(args, f"{k}_ms") for k in ("forward", "backward", "optimizer")}
+    for k, v in ms.items():
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise InputError(f"--{k}-ms must be a number >= 0, got {v!r}")
+    return profile.scaled(*(None if v is None else v / 1e3 for v in ms.values()))
+
+
+def resolve_link(args: argparse.Namespace) -> Link:
+    """--link with --alpha-us/--busbw-gbps, checked for --world-size (resolve_world first)."""
+    link = _link(args.link, args.alpha_us, args.busbw_gbps, "")
+    return link.for_world(args.world_size, rescale=args.rescale_link)
+
+
+def _link(name: str | Link, alpha_us: float | None, busbw_gbps: float | None,
+          prefix: str) -> Link:
+    """The named preset or file (or a Link), with the --[prefix]alpha-us/busbw-gbps overrides."""
+    link = name if isinstance(name, Link) else (
+        load_link(name) if _is_file_arg(name) else get_link(name))
+    for flag, v in ((f"--{prefix}alpha-us", alpha_us), (f"--{prefix}busbw-gbps", busbw_gbps)):
+        alpha = flag.endswith("alpha-us")
+        if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or alpha)):
+            raise InputError(f"{flag} must be a number {'>= 0' if alpha else '> 0'}, got {v!r}")
+    return link.with_overrides(alpha_us, busbw_gbps)
+
+
+def resolve_world(args: argparse.Namespace) -> Topology | None:
+    """The cluster the flags describe; sets ``args.world_size`` (default 2, or nodes × GPUs
+    per node). None: one link among all ranks, as without --nodes/--gpus-per-node."""
+    nodes, gpus = getattr(args, "nodes", None), getattr(args, "gpus_per_node", None)
+    if nodes is None and gpus is None:
+        if getattr(args, "intra_link", None) is not None:
+            raise InputError("--intra-link: describe the cluster with --nodes and "
+                             "--gpus-per-node too")
+        args.world_size = 2 if args.world_size is None else args.world_size
+        return None
+    if nodes is None or gpus is None:
+        raise InputError("--nodes and --gpus-per-node go together (world = nodes × GPUs)")
+    levels = _levels_of(args.link) if args.intra_link is None else None
+    if levels is not None:  # calibrated per level: both links from the file (docs/TOPOLOGY.md)
+        topo = _on_levels(levels, nodes, gpus, args)
+    else:
+        device = getattr(args, "device", None)
+        intra_name = args.intra_link or f"nvlink-{device}"
+        if args.intra_link is None and intra_name not in LINKS:
+            raise InputError(f"--intra-link: no NVLink preset for --device {device}; give "
+                             f"the link inside a node ({', '.join(LINKS)} or a FILE.json)")
+        topo = Topology(nodes, gpus, _link(intra_name, args.intra_alpha_us,
+                                           args.intra_busbw_gbps, "intra-"))
+    if args.world_size not in (None, topo.world_size):
+        raise InputError(f"--world-size {args.world_size} is not --nodes {nodes} × "
+                         f"--gpus-per-node {gpus} = {topo.world_size}")
+    args.world_size = topo.world_size
+    return topo
+
+
+def _levels_of(link_arg: str) -> Levels | None:
+    """The --link file's levels section (calibrate on a two-level world), if any."""
+    return load_levels(link_arg) if _is_file_arg(link_arg) else None
+
+
+def _on_levels(levels: Levels, nodes: int, gpus: int, args: argparse.Namespace) -> Topology:
+    """The cluster on a link file's levels: the intra link (with --intra-* overrides) and the
+    hierarchical inter-node phase's link. --alpha-us/--busbw-gbps describe the link between
+    nodes by hand, so they replace the levels' inter fit as well as the ring's."""
+    intra = _link(levels.intra, args.intra_alpha_us, args.intra_busbw_gbps, "intra-")
+    by_hand = args.alpha_us is not None or args.busbw_gbps is not None
+    topo = levels.topology(nodes, gpus, intra, where=f"--link {args.link}")
+    return dataclasses.replace(topo, inter=None) if by_hand else topo
+
+
+def resolve_host(args: argparse.Namespace) -> Host | None:
+    """--host FILE; else the --model profile's host_costs; else the host fields of an old
+    --link file (moved there, with a note on stderr); else None (free)."""
+    if args.free_host:
+        return None
+    if args.host is not None:
+        host = load_host(args.host)
+        if host is None:
+            raise InputError(f"--host {args.host}: the file has no host costs")
+        return host
+    if _is_file_arg(args.model):
+        host = load_host(args.model)
+        if host is not None:
+            return host
+    return None
+
+
+def resolve_cpu_note(args: argparse.Namespace) -> str:
+    """The caution of simddp/rig/cpu_share.py for a measured profile's host (its ``measured``
+    section), '' for a preset or a profile measured where Gloo's threads had cores."""
+    if not _is_file_arg(args.model):
+        return ""
+    doc = read_json(args.model)
+    return section_note(doc.get("measured") if isinstance(doc, dict) else None)
+
+
+def topology_text(topology: Topology | None) -> str:
+    """What the setup line adds for ``--nodes``/``--gpus-per-node``, '' without them. The
+    link inside a node is printed as its preset is (``python -m simddp links``)::
+
+        >>> for part in topology_text(Topology(4, 8, get_link("nvlink-a100"))).split("; "):
+        ...     print(part)
+         | 4 nodes × 8 GPUs, the link above between nodes
+        inside: nvlink-a100 (α 46.3 µs, busbw 152.2 GB/s)
+    """
+    if topology is None:
+        return ""
+    intra, across = topology.intra, topology.inter
+    text = (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
+            f"between nodes; inside: {intra.name} (α {intra.alpha_s * 1e6:g} µs, busbw "
+            f"{intra.busbw_gbps:g} GB/s)")
+    if across is not None:
+        text += (f"; hierarchical's inter-node phase: {across.name} (α "
+                 f"{across.alpha_s * 1e6:g} µs, busbw {across.busbw_gbps:g} GB/s, all "
+                 f"{topology.gpus_per_node} cross-node groups at once)")
+    return text
+
+
+def parse_positive_floats(text: str, flag: str) -> list[float]:
+    """'1,10,100' -> [1.0, 10.0, 100.0]; one-line InputError on anything else."""
+    values = []
+    for item in text.split(","):
+        try:
+            v = float(item)
+        except ValueError:
+            raise InputError(f"{flag}: {item.strip()!r} is not a number (expected e.g. 1,10,100)") from None
+        if not math.isfinite(v) or v <= 0:
+            raise InputError(f"{flag}: {item.strip()!r} must be a finite number > 0")
+        values.append(v)
+    return values
+
+
+def parse_names(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
+    """'naive,ddp' or 'all' -> names, each checked against ``allowed``."""
+    if text.strip() == "all":
+        return list(allowed)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    for name in names:
+        if name not in allowed:
+            raise InputError(f"{flag}: unknown {name!r}; choose from {', '.join(allowed)} or all")
+    if not names:
+        raise InputError(f"{flag}: empty list; choose from {', '.join(allowed)} or all")
+    return names

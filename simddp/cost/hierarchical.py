@@ -1,0 +1,67 @@
+"""The two-level law (docs/TOPOLOGY.md): a collective over nodes × GPUs by an algorithm, each
+phase on the link it crosses, each phase answered by the one-link law (:mod:`simddp.cost.single`).
+
+- **ring**: one ring over all p = N·G ranks, paced by its slowest hop, the link between nodes:
+  the single-link law at p ranks on that link.
+- **hierarchical**: reduce-scatter inside each node (n among G), all-reduce of the node's 1/G
+  share across nodes (n/G among N), all-gather inside. A reduce-scatter is the first two
+  phases (the inter-node one a reduce-scatter of n/G), an all-gather the last two in reverse.
+
+One node is the intra link alone, one GPU per node the inter link alone, for every algorithm.
+The picture, 2 nodes × 2 GPUs, NVLink 100 GB/s inside, 1 GB/s between, 16 MiB::
+
+    >>> from types import SimpleNamespace as Topo
+    >>> from simddp.inputs.link import Link
+    >>> topo = Topo(nodes=2, gpus_per_node=2, world_size=4, intra=Link("nvl", 0.0, 100.0),
+    ...             inter=None)
+    >>> round(collective_s(topo, Link("eth", 0.0, 1.0), "all_reduce", 16_777_216,
+    ...                    "hierarchical") * 1e3, 3)
+    8.556
+"""
+from __future__ import annotations
+
+from simddp.errors import InputError
+from simddp.cost.factors import ALL_GATHER as AG, ALL_REDUCE as AR, REDUCE_SCATTER as RS
+from simddp.cost.single import collective_s as link_s
+
+ALGORITHMS = ("ring", "hierarchical")
+
+
+def across_s(topo, inter, kind: str, n_bytes: float) -> float:
+    """The inter-node phase of a hierarchical ``kind`` collective of ``n_bytes``: each GPU's
+    1/G slice among the N nodes, on the levels' inter link if the file had one."""
+    return link_s(topo.inter or inter, kind, n_bytes / topo.gpus_per_node, topo.nodes,
+                  nodes=topo.nodes)
+
+
+def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
+                 blocking: bool = False) -> float:
+    """Seconds for one ``kind`` collective of ``n_bytes`` on ``topo`` (a
+    :class:`simddp.inputs.topology.Topology`) by ``algorithm``; ``inter``: the link between nodes."""
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    nodes, gpus = topo.nodes, topo.gpus_per_node
+    if nodes == 1:
+        return link_s(topo.intra, kind, n_bytes, gpus, blocking, nodes=1)
+    if gpus == 1 or algorithm == "ring":
+        return link_s(inter, kind, n_bytes, topo.world_size, blocking, nodes=nodes)
+    across = topo.inter or inter   # the levels' inter fit, if the file had one
+
+    def inside(k: str) -> float:
+        return link_s(topo.intra, k, n_bytes, gpus, blocking, nodes=1)
+
+    def between(k: str) -> float:   # each GPU's slice of the node crosses, one rank a node
+        return link_s(across, k, n_bytes / gpus, nodes, blocking, nodes=nodes)
+
+    # realrun runs the three phases one after another on one worker thread, each waited for:
+    # each pays what waiting costs (Link.wait_s; 2 Gloo ranks: +0.4…+1.7 ms a call,
+    # docs/FINDINGS.md#hierarchical-phases; 0 for presets and NCCL).
+    # A plan that waits anyway already pays its links' blocking α.
+    wait_s = 0.0 if blocking else inter.wait_s
+    if kind == AR:
+        return inside(RS) + between(AR) + inside(AG) + 3 * wait_s
+    if kind == RS:
+        return inside(RS) + between(RS) + 2 * wait_s
+    if kind == AG:
+        return between(AG) + inside(AG) + 2 * wait_s
+    raise InputError(f"unknown collective kind {kind!r}")

@@ -1,0 +1,161 @@
+"""One link's law: seconds for one collective of a kind and a size among p ranks.
+
+Two implementations, picked per kind by what the link holds:
+
+- a **measured curve** of that kind (:mod:`simddp.cost.curve`), wherever the link has one. A
+  curve measured at p0 ranks serves p ranks through busbw, which nccl-tests defines so that a
+  ring's stays put across p: ``t_p(n) = t_p0(n) · f(p)/f(p0)``, f the kind's bus factor
+  (2(p−1)/p for an all-reduce, (p−1)/p otherwise); a curve at exactly p is preferred. Where
+  several curves of one point differ only by algorithm (ring, tree, NVLS) the fastest at each
+  size is taken, as NCCL's tuner picks (src/graph/tuning.cc).
+- else **α–β**: ``α + f(p) · n / busbw``, with the link's pieces (a piecewise fit), its kind's
+  own fit (``kind_fits``) and, for a collective waited for before the next (``blocking``),
+  ``blocking_alpha_s`` (:func:`kind_segment`).
+
+A waited-for call on a curve pays what waiting costs the link on top (``Link.wait_s``; 0 for
+presets): a curve times calls issued back to back, as nccl-tests does::
+
+    >>> from simddp.inputs.link import Link
+    >>> collective_s(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
+    0.00105
+    >>> curved = Link("c", 50e-6, 1.0, curves=[{"kind": "all_reduce", "ranks": 2,
+    ...     "bytes": [1000, 1_000_000], "seconds": [20e-6, 800e-6]}])
+    >>> round(collective_s(curved, "all_reduce", 1_000_000, 2) * 1e6, 3)   # the point itself
+    800.0
+    >>> round(collective_s(curved, "all_reduce", 1_000_000, 8) * 1e6, 3)   # × 1.75 / 1.0
+    1400.0
+    >>> round(collective_s(curved, "all_gather", 1_000_000, 2) * 1e6, 3)   # no curve: α–β
+    550.0
+"""
+from __future__ import annotations
+
+import math
+
+from simddp.cost.factors import ALL_REDUCE, GB, bus_factor, kind_factor
+
+
+def alpha_beta_s(alpha_s, busbw_gbps, kind: str, n_bytes, world_size: int):
+    """α + f(p)·n/busbw for one collective (numbers or numpy arrays of sizes)::
+
+        >>> alpha_beta_s(0.0, 1.0, "all_gather", 1e6, 4)
+        0.00075
+    """
+    return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+
+
+def bytes_s(kind: str, n_bytes, world_size: int, busbw_gbps):
+    """The bytes term alone, f(p)·n/busbw: what a fit subtracts to solve for α."""
+    return kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+
+
+def segment(link, n_bytes: float, blocking: bool = False) -> tuple[float, float]:
+    """(α seconds, busbw GB/s) of the all-reduce fit segment ``n_bytes`` falls in (the link's
+    pieces, if any); ``blocking``: issued only after the previous collective was waited for
+    (``blocking_alpha_s``, which replaces every piece's α)."""
+    alpha_s, busbw_gbps = link.alpha_s, link.busbw_gbps
+    for piece in link.pieces:
+        if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
+            alpha_s, busbw_gbps = piece.alpha_s, piece.busbw_gbps
+            break
+    if blocking and link.blocking_alpha_s is not None:
+        alpha_s = link.blocking_alpha_s
+    return alpha_s, busbw_gbps
+
+
+def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False
+                 ) -> tuple[float, float]:
+    """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else the
+    all-reduce's (:func:`segment`). A fit's α is a lone collective's; ``blocking``: the
+    kind's own waited-for α where calibrate measured it, else the lone α plus what waiting
+    for each before the next costs an all-reduce (``Link.wait_s``).
+
+    Why its own: the all-reduce's wait does not carry over to other kinds. In three
+    validates on the emulated 2 Gbit/s link, waited-for all-reduces read 778-897 µs of α
+    against 382-466 lone, and simddp charged FSDP2's 225 waited-for all-gathers and
+    reduce-scatters on the transformer 201-251 ms against 131-154 ms measured (fsdp
+    +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
+    all-reduce's wait was 28 µs (docs/FINDINGS.md#blocking-alpha).
+
+    >>> from simddp.inputs.link import KindFit, Link
+    >>> link = Link("l", 400e-6, 1.0, blocking_alpha_s=800e-6,
+    ...             kind_fits={"all_gather": KindFit(200e-6, 1.0, 300e-6),
+    ...                        "reduce_scatter": KindFit(200e-6, 1.0)})
+    >>> [round(kind_segment(link, k, 1e6, True)[0] * 1e6) for k in ("all_gather", "reduce_scatter")]
+    [300, 600]
+    """
+    fit = link.kind_fits.get(kind)
+    if fit is None:
+        return segment(link, n_bytes, blocking)
+    if blocking and fit.blocking_alpha_s is not None:
+        return fit.blocking_alpha_s, fit.busbw_gbps
+    return fit.alpha_s + (link.wait_s if blocking else 0.0), fit.busbw_gbps
+
+
+def pick_curves(link, kind: str, world_size: int, nodes: int | None = None,
+                algorithm: str | None = None) -> tuple:
+    """The link's curves that answer for ``kind`` at ``world_size`` ranks (on ``nodes``
+    nodes, where known): those at the nearest point (nodes first, then ranks: exact, else
+    nearest in log, the larger on a tie), one per algorithm; () where the link has none of
+    that kind (the α–β law answers). ``algorithm``: only curves of that algorithm."""
+    mine = [c for c in link.curves if c.kind == kind
+            and (algorithm is None or c.algorithm == algorithm)]
+    if not mine:
+        return ()
+
+    def distance(c):
+        return (nodes is not None and c.nodes != nodes, c.ranks != world_size,
+                abs(math.log(c.ranks / world_size)), -c.ranks)
+
+    best = min(distance(c) for c in mine)
+    return tuple(c for c in mine if distance(c) == best)
+
+
+def _curve_s(curves: tuple, kind: str, n_bytes: float, world_size: int) -> float:
+    """The fastest of ``curves`` at ``n_bytes``, each moved to ``world_size`` by busbw."""
+    return min(c.seconds_at(n_bytes) * (kind_factor(kind, world_size)
+                                        / kind_factor(kind, c.ranks)) for c in curves)
+
+
+def parts(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
+          nodes: int | None = None) -> tuple[float, float]:
+    """(fixed seconds, bytes seconds) of one collective; their sum is :func:`collective_s`.
+    The fixed part is α (the segment's, or a curve's low-end α moved to ``world_size``) and
+    the wait of a waited-for call; box effects (contention split, token bucket) read it.
+
+        >>> from simddp.inputs.link import Link
+        >>> parts(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
+        (5e-05, 0.001)
+    """
+    curves = pick_curves(link, kind, world_size, nodes) if link.curves else ()
+    if curves:
+        wait_s = link.wait_s if blocking else 0.0
+        total_s = _curve_s(curves, kind, n_bytes, world_size)
+        fixed_s = min(total_s, min(c.fixed_s * kind_factor(kind, world_size)
+                                   / kind_factor(kind, c.ranks) for c in curves))
+        return fixed_s + wait_s, total_s - fixed_s
+    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking)
+    return alpha_s, kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+
+
+def collective_s(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
+                 nodes: int | None = None) -> float:
+    """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather: the
+    full, unsharded bytes) among ``world_size`` ranks on ``link`` (see the module text)."""
+    if link.curves:
+        curves = pick_curves(link, kind, world_size, nodes)
+        if curves:
+            return (_curve_s(curves, kind, n_bytes, world_size)
+                    + (link.wait_s if blocking else 0.0))
+    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking)
+    return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+
+
+def all_reduce_law(link, world_size: int, blocking: bool = False):
+    """``n_bytes -> seconds`` of an all-reduce on ``link``, worked out once for a plan's many
+    calls: the common path of every sweep (bench/bench_sim.py: the xl 5×20 sweep in ≤ 1 s).
+    The same numbers as :func:`collective_s`, to the bit."""
+    if link.pieces or (link.curves and pick_curves(link, ALL_REDUCE, world_size)):
+        return lambda n: collective_s(link, ALL_REDUCE, n, world_size, blocking)
+    alpha_s, busbw_gbps = segment(link, 0.0, blocking)
+    factor, per_s = bus_factor(world_size), busbw_gbps * GB
+    return lambda n: alpha_s + factor * n / per_s

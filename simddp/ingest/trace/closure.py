@@ -1,0 +1,85 @@
+"""Closing the import on what was measured: the traced step, and the job's own step time.
+
+    link, comm_scale = close_link(traced_profile, link, plan, world, host, measured_s)
+    profile, compute_scale = anchor_compute(profile, link, plan, world, host, logged_s)
+
+**The traced step.** The link is fitted to when each traced all-reduce ended
+(simddp.ingest.trace.fit), step by step, with the ranks' own ready times; the engine then
+runs a typical step (median compute), where queueing on the one communication lane need
+not add up the same way. :func:`close_link` scales α and the bandwidth term by one factor
+so that the traced configuration re-simulates to the traced median step, and the import
+reports that factor and the error before it: a factor far from 1 says the link law fits
+this trace badly.
+
+**The job's step time** (``--step-ms``, from its log, without the profiler). On CPU the
+profiler slows every op, by more than its per-event cost when the host is loaded
+(docs/TRACES.md). :func:`anchor_compute` scales forward, backward and optimizer by one factor
+so that the traced configuration simulates to that time; the link stays, as the profiler
+does not slow the network.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from simddp.sim.engine import simulate
+from simddp.errors import InputError
+from simddp.inputs.host import Host
+from simddp.inputs.link import Link
+from simddp.planning.plans import Plan
+from simddp.inputs.profile import ModelProfile
+
+_LIMIT = 1e3   # a scale beyond 1000x (or below 1/1000) says the inputs disagree, not noise
+
+
+def close_link(profile: ModelProfile, link: Link, plan: Plan, world: int, host: Host | None,
+               target_s: float) -> tuple[Link, float]:
+    """(link with α and the bandwidth term scaled by one factor, the factor) so that
+    ``plan`` simulates to ``target_s``; factor 1 where no factor can (compute alone
+    exceeds the target, or comm is negligible)."""
+    def step(k: float) -> float:
+        return simulate(profile, link.time_scaled(k), plan, world, host=host,
+                        record=False).step_s
+
+    k = _solve(step, target_s, lower=1 / _LIMIT)
+    return (link, 1.0) if k is None else (link.time_scaled(k), k)
+
+
+def anchor_compute(profile: ModelProfile, link: Link, plan: Plan, world: int,
+                   host: Host | None, step_s: float) -> tuple[ModelProfile, float]:
+    """(profile with forward, backward and optimizer scaled by one factor, the factor) so
+    that ``plan`` simulates to ``step_s``; InputError if no factor can."""
+    totals = {"forward_s": sum(layer.forward_s for layer in profile.layers),
+              "backward_s": sum(layer.backward_s for layer in profile.layers)}
+
+    def scaled(k: float) -> ModelProfile:
+        # a zero total stays zero (ModelProfile.scaled refuses to rescale it)
+        return profile.scaled(**{name: total * k for name, total in totals.items() if total},
+                              optimizer_s=profile.optimizer_s * k)
+
+    def step(k: float) -> float:
+        return simulate(scaled(k), link, plan, world, host=host, record=False).step_s
+
+    k = _solve(step, step_s, lower=0.0)
+    if k is None:
+        low = step(0.0)
+        raise InputError(f"--step-ms {step_s * 1e3:g}: " + (
+            f"the traced all-reduces alone take {low * 1e3:.2f} ms per step in the import"
+            if low > step_s else "is over 1000x the traced step") +
+            "; is it the step time of the traced configuration?")
+    return scaled(k), k
+
+
+def _solve(step: Callable[[float], float], target_s: float, lower: float) -> float | None:
+    """The factor k in [lower, 1000] with step(k) = target_s (step grows with k), by
+    bisection to 2^-50 relative; None if the target is out of reach."""
+    lo, hi = lower, 1.0
+    if step(lo) > target_s:
+        return None
+    while step(hi) < target_s:
+        lo, hi = hi, hi * 2
+        if hi > _LIMIT:
+            return None
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if step(mid) < target_s else (lo, mid)
+    return (lo + hi) / 2

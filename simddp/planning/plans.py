@@ -1,0 +1,159 @@
+"""The plan: which gradients go into which collective, ready when, launched in what order.
+
+This is the one place strategy semantics live. The SimPy engine, the closed form and the
+real wrapper (``realrun.DDP``) all execute a :class:`Plan` and never branch on a strategy
+name, so a prediction and a measurement of "bucketed, 25 MB" are about the same thing::
+
+    >>> from simddp import Layer, ModelProfile, make_strategy
+    >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (4 * 2**20,), 0.01, 0.02) for i in range(3)))
+    >>> [(c.tensor_ids, c.ready_layer) for c in plan(toy, make_strategy("bucketed", 8)).collectives]
+    [((2, 1), 1), ((0,), 0)]
+
+``ready_layer`` is the forward index of the layer after whose backward the collective is
+ready: layer 0 ends backward, so strategies that wait for the whole backward use 0.
+
+Beyond all-reduces of gradients (docs/FORMATS.md, "Plans", says how an executor reads them):
+
+- ``kind``: ``all_reduce``, ``reduce_scatter`` or ``all_gather`` (sharded plans,
+  :mod:`simddp.planning.sharding`); ``ready_at`` says which point of ``ready_layer`` releases it
+  (after its backward, or when its forward/backward starts) and ``gates`` which compute
+  waits for it (an all-gather: the forward or backward of its unit's layer);
+- ``hook``: what a comm hook sends and computes for the bucket (:mod:`simddp.planning.hooks`)::
+
+    >>> c = plan(toy, make_strategy("ddp+fp16", 8)).collectives[0]
+    >>> c.nbytes, c.calls, c.hook.pre_work_bytes
+    (4194304, (2097152,), 4194304)
+    >>> [(c.kind, c.ready_at, c.gates) for c in plan(toy, make_strategy("fsdp")).collectives][:2]
+    [('all_gather', 'forward', ('forward', 0)), ('all_gather', 'forward', ('forward', 1))]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simddp.planning.buckets import assign_buckets
+from simddp.planning.hooks import HookCost, hook_cost
+from simddp.inputs.link import ALL_REDUCE
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.sharding import AFTER_BACKWARD, ShardUnit, shard_units, sharded_steps
+from simddp.planning.registry import Name
+from simddp.planning.strategy import Strategy
+
+
+@dataclass(frozen=True, slots=True)   # slots: ~20% quicker to build, and plans build thousands
+class Collective:
+    """One collective: its gradients (tensor ids, in bucket order), bytes and readiness.
+
+    nbytes: the gradients' fp32 bytes (reduce-scatter, all-gather: the whole unit's, as the
+      α–β law counts them).
+    ready_at: "after_backward" of ready_layer (gradients ready), or the start of its
+      "forward" or "backward" (an all-gather issued one unit ahead).
+    gates: (pass, layer) whose compute waits for this collective; None: only the end of
+      the micro-step (the optimizer) waits.
+    hook: the comm hook's calls on the wire and its compute (:class:`simddp.planning.hooks.HookCost`);
+      an all-gather under FSDP2's mixed precision: its call in ``param_dtype`` (half the
+      bytes at bf16); None: one call of ``nbytes``.
+    """
+
+    label: str
+    tensor_ids: tuple[int, ...]
+    nbytes: int
+    ready_layer: int
+    launch_index: int
+    micro_step: int = 0
+    kind: str = ALL_REDUCE
+    ready_at: str = AFTER_BACKWARD
+    gates: tuple[str, int] | None = None
+    hook: HookCost | None = None
+
+    @property
+    def calls(self) -> tuple[int, ...]:
+        """Bytes of each call on the wire, in order (one call of ``nbytes`` without a hook)."""
+        return (self.nbytes,) if self.hook is None else self.hook.wire_bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Collectives in launch order, over ``micro_steps`` forward+backward passes per step."""
+
+    strategy: Strategy
+    collectives: tuple[Collective, ...]
+    micro_steps: int = 1
+    units: tuple[ShardUnit, ...] = ()   # sharded plans: what each fully_shard call groups
+
+    @property
+    def shards_optimizer(self) -> bool:
+        """Whether each rank's optimizer updates only its 1/p shard of the parameters."""
+        return self.strategy.reshard_after_forward is not None
+
+    @property
+    def calls(self) -> int:
+        """Collective calls per optimizer step (a PowerSGD bucket makes three)."""
+        if self.strategy.comm_hook is None:
+            return len(self.collectives)
+        return sum(len(c.calls) for c in self.collectives)
+
+    def per_micro_step(self, micro_step: int) -> tuple[Collective, ...]:
+        return tuple(c for c in self.collectives if c.micro_step == micro_step)
+
+    @property
+    def buckets(self) -> list[tuple[int, ...]]:
+        """Tensor ids of each collective of the synced micro-step, in launch order."""
+        last = self.micro_steps - 1
+        return [c.tensor_ids for c in self.collectives if c.micro_step == last]
+
+
+def group_tensors(profile: ModelProfile, strategy: Strategy) -> list[tuple[int, ...]]:
+    """Tensor ids grouped into collectives, in launch order, for one synced micro-step."""
+    order = profile.ready_order_ids()
+    if strategy.granularity == "all":
+        return [order] if order else []
+    if strategy.granularity == "tensor":
+        return [(tid,) for tid in order]
+    sizes = [profile.tensor_bytes[tid] for tid in order]
+    limits = (strategy.first_bucket_bytes, strategy.bucket_bytes)
+    return [tuple(order[i] for i in bucket) for bucket in assign_buckets(sizes, limits)]
+
+
+def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
+    """The collectives ``strategy`` issues for ``profile``, in launch order."""
+    if strategy.reshard_after_forward is not None:
+        return _sharded_plan(profile, strategy)
+    groups = group_tensors(profile, strategy)
+    synced = range(strategy.accum_steps)
+    if strategy.sync_last_only:
+        synced = [strategy.accum_steps - 1]
+    names, layer_of, size_of = profile.tensor_names, profile.tensor_layer, profile.tensor_bytes
+    hook = strategy.comm_hook
+    buckets = []  # (label, tensor ids, bytes, ready layer, hook cost): the same every micro-step
+    for i, ids in enumerate(groups):
+        sizes = [size_of[t] for t in ids]
+        # Ready when the last of its gradients is: the lowest owning layer ends backward last.
+        ready = min([layer_of[t] for t in ids]) if strategy.overlap else 0
+        buckets.append((_label(strategy.granularity, i, ids, names), ids, sum(sizes), ready,
+                        None if hook is None else hook_cost(hook, sizes)))
+    # Positional, and no hook argument without a hook: a sweep builds thousands of these
+    # (bench/bench_sim.py), and keyword arguments cost a quarter more.
+    collectives = tuple(
+        Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro) if cost is None
+        else Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro, hook=cost)
+        for k, micro in enumerate(synced)
+        for i, (label, ids, nbytes, ready, cost) in enumerate(buckets))
+    return Plan(strategy, collectives, strategy.accum_steps)
+
+
+def _sharded_plan(profile: ModelProfile, strategy: Strategy) -> Plan:
+    """fsdp/zero2: every micro-step gathers and reduce-scatters (simddp/planning/sharding.py)."""
+    units = shard_units(profile, strategy.shard_unit_bytes)
+    steps = sharded_steps(units, strategy.reshard_after_forward, strategy.param_dtype)
+    collectives = tuple(Collective(**fields, launch_index=k * len(steps) + i, micro_step=k)
+                        for k in range(strategy.accum_steps) for i, fields in enumerate(steps))
+    return Plan(strategy, collectives, strategy.accum_steps, units)
+
+
+def _label(granularity: str, index: int, tensor_ids: tuple[int, ...], names: list[str]) -> str:
+    """What a timeline shows: the gradient's name, "bucket3" or "flat"."""
+    if granularity == "all":
+        return Name.FLAT   # the one collective of the flat strategy
+    if granularity == "bucket":
+        return f"bucket{index}"
+    return names[tensor_ids[0]] or f"grad{tensor_ids[0]}"

@@ -1,0 +1,163 @@
+"""The strategy registry: one row per strategy, and every list of names derived from the rows.
+
+A row is data. It says how :func:`simddp.planning.strategy.make_strategy` builds the Strategy
+(granularity, overlap, the first bucket, whose implementation runs it, the all-reduce
+algorithm), where the name is offered (``simddp sweep --strategies all``, ``simddp simulate``,
+``realrun bench``), its colour and curve on every plot, and its help line. Code that means one
+strategy writes ``Name.DDP``, never the string: tests/test_strategy_names.py keeps it so::
+
+    >>> [row.name for row in ROWS if row.offered == ALWAYS]
+    ['naive', 'flat', 'overlap', 'bucketed', 'ddp', 'no_sync']
+    >>> ROW[Name.DDP].implementation, ROW[Name.DDP].first_bucket_mb, names(hookable=True)
+    ('torch', 1.0, ('bucketed', 'ddp'))
+
+Adding a strategy is a :class:`Name` and a row here. If it runs under a DDP implementation
+that realrun has no executor for yet, that is a new key in :data:`IMPLEMENTATIONS`, its host
+costs (simddp/inputs/host.py) and its executor (realrun/executors/); if it needs a plan shape that
+no row has yet (a new granularity), simddp/planning/plans.py plans it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Which DDP implementation runs a strategy (simddp/kinds.py): whose host costs apply and which
+# executor realrun wraps the module with (realrun/executors/).
+from simddp.kinds import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP  # noqa: F401
+
+
+class Name:
+    """Every strategy's name, for code that means one strategy."""
+
+    NAIVE = "naive"
+    FLAT = "flat"
+    OVERLAP = "overlap"
+    BUCKETED = "bucketed"
+    DDP = "ddp"
+    NO_SYNC = "no_sync"
+    SYNC_EACH = "sync_each"
+    FSDP = "fsdp"
+    ZERO2 = "zero2"
+    HIERARCHICAL = "hierarchical"
+
+
+
+# torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: "1MB is a reasonable value"
+DDP_FIRST_BUCKET_MB = 1.0
+
+# Where a name is offered (``offered``):
+ALWAYS = "always"          # swept by --strategies all, a choice everywhere
+ON_REQUEST = "on request"  # named in --strategies only (sharded: other memory, other code)
+TWO_LEVEL = "two-level"    # swept by all on a two-level cluster (--nodes) only
+BASELINE = "baseline"      # never named in a sweep: it comes with the row it is the baseline of
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One strategy: how its Strategy is built, where it is offered, how it is drawn.
+
+    granularity, overlap, sync_last_only, reshard_after_forward, algorithm: the Strategy's
+      fields (:class:`simddp.planning.strategy.Strategy` says what each means).
+    first_bucket_mb: a bucketed strategy's first bucket when none is given (None: the cap).
+    implementation: one of :data:`IMPLEMENTATIONS`, which also names realrun's executor.
+    hookable: takes a DDP comm hook (torch DDP buckets): "ddp+fp16".
+    offered: :data:`ALWAYS`, :data:`ON_REQUEST`, :data:`TWO_LEVEL` or :data:`BASELINE`.
+    colour: its colour on every plot; curve: how its bucket-size curve is drawn (marker, line
+      style, width, marker size, hollow), None: the default.
+    """
+
+    name: str
+    help: str
+    colour: str
+    granularity: str
+    overlap: bool
+    implementation: str = REALRUN_DDP
+    first_bucket_mb: float | None = None
+    sync_last_only: bool = False
+    reshard_after_forward: bool | None = None
+    algorithm: str = "ring"
+    hookable: bool = False
+    offered: str = ALWAYS
+    curve: tuple | None = None
+
+    @property
+    def sharded(self) -> bool:
+        return self.reshard_after_forward is not None
+
+    @property
+    def accumulates(self) -> bool:
+        """About gradient accumulation (no_sync, sync_each): a training-loop pattern, run
+        as K micro-steps, not a wrapper of its own."""
+        return self.sync_last_only or self.offered == BASELINE
+
+    @property
+    def runs_for_real(self) -> bool:
+        """Whether realrun bench runs it as a configuration of its own."""
+        return not self.accumulates
+
+
+# Table order is the order of every list, table row and CLI choice derived from it.
+ROWS = (
+    StrategyRow(Name.NAIVE, "one all-reduce per gradient, all after backward (the baseline)",
+                "#C44E52", "tensor", overlap=False),
+    StrategyRow(Name.FLAT, "one all-reduce of every gradient copied into one buffer, "
+                "after backward", "#8172B2", "all", overlap=False),
+    StrategyRow(Name.OVERLAP, "one all-reduce per gradient, launched in backward as each "
+                "is ready", "#937860", "tensor", overlap=True),
+    # bucketed and ddp coincide wherever the first bucket makes no difference: their curves
+    # differ enough (marker, line, width) that neither hides the other
+    StrategyRow(Name.BUCKETED, "buckets of --bucket-mb, the first one too, launched in "
+                "backward", "#4C72B0", "bucket", overlap=True, hookable=True,
+                curve=("s", "--", 1.6, 5, True)),
+    StrategyRow(Name.DDP, "torch DistributedDataParallel: a 1 MB first bucket, then "
+                "--bucket-mb", "#55A868", "bucket", overlap=True, implementation=TORCH_DDP,
+                first_bucket_mb=DDP_FIRST_BUCKET_MB, hookable=True,
+                curve=("o", "-", 1.4, 4, False)),
+    StrategyRow(Name.NO_SYNC, "ddp over K micro-steps (--accum-steps), synced on the last "
+                "only", "#DA8BC3", "bucket", overlap=True, implementation=TORCH_DDP,
+                first_bucket_mb=DDP_FIRST_BUCKET_MB, sync_last_only=True),
+    StrategyRow(Name.SYNC_EACH, "ddp over K micro-steps, synced on every one (no_sync's "
+                "baseline)", "#64B5CD", "bucket", overlap=True, implementation=TORCH_DDP,
+                first_bucket_mb=DDP_FIRST_BUCKET_MB, offered=BASELINE),
+    # FSDP2 fully_shard, reshard_after_forward True (ZeRO-3) / False (ZeRO-2)
+    StrategyRow(Name.FSDP, "torch FSDP2 (ZeRO-3): parameters gathered per unit, resharded "
+                "after forward", "#8C564B", "unit", overlap=True, implementation=TORCH_FSDP,
+                reshard_after_forward=True, offered=ON_REQUEST),
+    StrategyRow(Name.ZERO2, "torch FSDP2 (ZeRO-2): parameters kept from forward to "
+                "backward", "#E377C2", "unit", overlap=True, implementation=TORCH_FSDP,
+                reshard_after_forward=False, offered=ON_REQUEST),
+    # bucketed with a two-level all-reduce (simddp/cost/hierarchical.py)
+    StrategyRow(Name.HIERARCHICAL, "bucketed, each all-reduce in two levels: inside the "
+                "node, across nodes, inside", "#1F3A93", "bucket", overlap=True,
+                algorithm="hierarchical", offered=TWO_LEVEL,
+                curve=("^", "-.", 1.4, 5, False)),
+)
+ROW = {row.name: row for row in ROWS}
+
+
+def names(*, offered: tuple[str, ...] | str | None = None, hookable: bool | None = None,
+          sharded: bool | None = None, granularity: str | None = None,
+          runs_for_real: bool | None = None) -> tuple[str, ...]:
+    """The names of the rows that match every filter given, in table order.
+
+    >>> names(offered=(ALWAYS, ON_REQUEST))[-3:], names(sharded=True)
+    (('no_sync', 'fsdp', 'zero2'), ('fsdp', 'zero2'))
+    """
+    if isinstance(offered, str):
+        offered = (offered,)
+    return tuple(row.name for row in ROWS
+                 if (offered is None or row.offered in offered)
+                 and (hookable is None or row.hookable == hookable)
+                 and (sharded is None or row.sharded == sharded)
+                 and (granularity is None or row.granularity == granularity)
+                 and (runs_for_real is None or row.runs_for_real == runs_for_real))
+
+
+def help_lines(choices: tuple[str, ...]) -> str:
+    """One line per strategy, for a command's --help.
+
+    >>> print(help_lines((Name.NAIVE, Name.FLAT)))
+    strategies:
+      naive         one all-reduce per gradient, all after backward (the baseline)
+      flat          one all-reduce of every gradient copied into one buffer, after backward
+    """
+    return "\n".join(["strategies:"] + [f"  {n:14}{ROW[n].help}" for n in choices])

@@ -1,0 +1,292 @@
+"""Gradient-sync strategies as data: what to group, when it may launch, how many micro-steps.
+
+A strategy is not a class hierarchy: :func:`simddp.planning.plans.plan` reads these fields, and the
+simulator and the real wrapper only ever execute the plan::
+
+    >>> s = make_strategy("ddp", bucket_mb=25)
+    >>> s.first_bucket_bytes, s.implementation
+    (1048576, 'torch')
+
+``bucket_mb`` follows torch's ``bucket_cap_mb``: 1 MB = 2**20 bytes. Sharded strategies
+(``fsdp``, ``zero2``: :mod:`simddp.planning.sharding`) and comm hooks (``ddp+fp16``,
+``bucketed+powersgd:2``: :mod:`simddp.planning.hooks`) are the same dataclass with more fields set::
+
+    >>> s = make_strategy("bucketed+powersgd:2", bucket_mb=25)
+    >>> s.comm_hook.rank, s.implementation, make_strategy("zero2").reshard_after_forward
+    (2, 'torch', False)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from simddp.errors import InputError
+from simddp.planning.hooks import CommHook, parse_comm_hook
+from simddp.cost.hierarchical import ALGORITHMS
+from simddp.planning.sharding import check_param_dtype, param_dtype_of
+from simddp.planning.registry import (ALWAYS, BASELINE, DDP_FIRST_BUCKET_MB, IMPLEMENTATIONS, ON_REQUEST,
+                               ROW, TORCH_DDP, TWO_LEVEL, Name, names)
+
+
+class UnknownStrategy(InputError):
+    """A strategy name that is none of the strategies (a CLI words its own message)."""
+
+
+MB = 2**20                 # torch's bucket_cap_mb counts MiB
+DDP_DEFAULT_BUCKET_MB = 25.0
+
+# The lists every caller reads, from the registry (simddp/planning/registry.py), in its order:
+# the replicated strategies --strategies all sweeps (naive, flat, overlap, bucketed, ddp,
+# no_sync); bucketed with a two-level all-reduce, swept on a multi-node topology;
+STRATEGIES = names(offered=ALWAYS)
+HIERARCHICAL = Name.HIERARCHICAL
+# the ones a sweep asks a bucket size of; FSDP2 fully_shard (fsdp, zero2); torch DDP with
+# register_comm_hook (bucketed, ddp); every name a sweep or make_strategy takes;
+BUCKETED = names(granularity="bucket", offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
+SHARDED = names(sharded=True)
+HOOKABLE = names(hookable=True)
+SWEEPABLE = names(offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
+# and the baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
+ACCUM_BASELINE = names(offered=BASELINE)[0]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Which gradients go together (granularity), whether they may launch during backward.
+
+    granularity: "tensor" (one collective per gradient), "all" (one flat collective) or
+    "bucket" (torch DDP's size rule with ``first_bucket_bytes`` then ``bucket_bytes``).
+    accum_steps: micro-steps per optimizer step; ``sync_last_only`` skips the others' syncs.
+    implementation: which DDP implementation runs it, so whose host costs apply
+      (:class:`simddp.inputs.host.Host`): "torch" (DistributedDataParallel), "realrun" (realrun.DDP)
+      or "fsdp" (torch FSDP2, ``fully_shard``).
+    reshard_after_forward: sharded (granularity "unit"): FSDP2's argument, True for fsdp
+      (ZeRO-3), False for zero2 (ZeRO-2); None: replicated, every rank holds everything.
+    shard_unit_bytes: layers grouped into units of at least this many bytes; None: one each.
+    comm_hook: the DDP comm hook every bucket goes through (granularity "bucket" only).
+    param_dtype: sharded only: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=
+      fp32)``, "bf16" or "fp16": all-gathers move and compute uses the parameters in it, the
+      shards, the optimizer and the reduce-scatters stay fp32 (simddp/planning/sharding.py); None: fp32.
+    cast_gbps: the memory bandwidth (GB/s) each all-gather's cast to ``param_dtype`` is timed
+      at (:func:`simddp.planning.sharding.cast_seconds`); None: the casts are not timed. Set by the
+      command from the device or the measured host, not by the policy.
+    """
+
+    name: str
+    granularity: str
+    overlap: bool
+    bucket_bytes: int | None = None
+    first_bucket_bytes: int | None = None
+    accum_steps: int = 1
+    sync_last_only: bool = False
+    implementation: str = "realrun"
+    reshard_after_forward: bool | None = None
+    shard_unit_bytes: int | None = None
+    comm_hook: CommHook | None = None
+    # How each all-reduce crosses a two-level cluster (simddp/inputs/topology.py): "ring" over every
+    # rank, as NCCL and Gloo do, or "hierarchical" (reduce-scatter in the node, all-reduce
+    # of 1/G across nodes, all-gather in the node). One node or one GPU per node: the same.
+    algorithm: str = "ring"
+    param_dtype: str | None = None
+    cast_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.granularity not in ("tensor", "all", "bucket", "unit"):
+            raise InputError(f"strategy {self.name!r}: granularity must be tensor, all or "
+                             "bucket, or unit when sharded")
+        if (self.granularity == "unit") != (self.reshard_after_forward is not None):
+            raise InputError(f"strategy {self.name!r}: granularity unit goes with "
+                             "reshard_after_forward True or False, and only it")
+        if self.comm_hook is not None and (self.granularity != "bucket"
+                                           or self.implementation != "torch"):
+            raise InputError(f"strategy {self.name!r}: a comm hook needs buckets under torch "
+                             f"DDP ({', '.join(HOOKABLE)})")
+        if self.granularity == "bucket" and not (self.bucket_bytes and self.first_bucket_bytes
+                                                 and self.bucket_bytes > 0
+                                                 and self.first_bucket_bytes > 0):
+            raise InputError(f"strategy {self.name!r}: a bucketed strategy needs bucket sizes > 0")
+        if not isinstance(self.accum_steps, int) or self.accum_steps < 1:
+            raise InputError(f"--accum-steps must be an integer >= 1, got {self.accum_steps!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise InputError(f"strategy {self.name!r}: algorithm must be ring or hierarchical, "
+                             f"got {self.algorithm!r}")
+        if self.implementation not in IMPLEMENTATIONS:
+            raise InputError(f"strategy {self.name!r}: implementation must be one of "
+                             f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
+        check_param_dtype(self.param_dtype)
+        if self.param_dtype is not None and self.granularity != "unit":
+            raise InputError(f"strategy {self.name!r}: param_dtype (FSDP2's mixed precision) "
+                             f"applies to {' and '.join(SHARDED)} only")
+        if self.cast_gbps is not None and not (
+                isinstance(self.cast_gbps, (int, float)) and not isinstance(self.cast_gbps, bool)
+                and math.isfinite(self.cast_gbps) and self.cast_gbps > 0):
+            raise InputError(f"strategy {self.name!r}: cast_gbps must be a number > 0 GB/s, "
+                             f"got {self.cast_gbps!r}")
+
+    @property
+    def base(self) -> str:
+        """The strategy without its comm hook: 'ddp' for ddp+fp16 (what realrun wraps, what
+        a plot draws it like)."""
+        hook = self.comm_hook
+        return self.name if hook is None else self.name[:-len(hook.name) - 1]
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether it is about gradient accumulation (no_sync, and its sync_each baseline):
+        it runs ``accum_steps`` micro-steps by default."""
+        return self.sync_last_only or self.name == ACCUM_BASELINE
+
+    @property
+    def is_baseline(self) -> bool:
+        """Whether speedups are measured against it: naive per step (one all-reduce per
+        gradient, none launched during backward), sync_each per optimizer step (every
+        micro-step synced; ``accumulates`` tells the two apart).
+
+        >>> [make_strategy(n).is_baseline for n in ("naive", "overlap", "sync_each", "no_sync")]
+        [True, False, True, False]
+        """
+        if self.accumulates:
+            return not self.sync_last_only
+        return self.granularity == "tensor" and not self.overlap
+
+    @property
+    def beyond_ddp(self) -> bool:
+        """Whether it shards (fsdp, zero2), compresses (a comm hook) or all-reduces in two
+        levels (hierarchical): what a sweep recommends as a strategy, beside the bucket size."""
+        return (self.reshard_after_forward is not None or self.comm_hook is not None
+                or self.two_level)
+
+    @property
+    def two_level(self) -> bool:
+        """Whether each all-reduce runs in two levels (the hierarchical algorithm), not
+        one ring over every rank."""
+        return self.algorithm != "ring"
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able fields (a rank's payload); :meth:`from_dict` reads them back.
+
+        >>> s = make_strategy("ddp+powersgd:2", bucket_mb=4)
+        >>> Strategy.from_dict(s.to_dict()) == s, s.base
+        (True, 'ddp')
+        """
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.comm_hook is not None:
+            out["comm_hook"] = {f.name: getattr(self.comm_hook, f.name)
+                                for f in fields(self.comm_hook)}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Strategy":
+        data = dict(data)
+        if data.get("comm_hook") is not None:
+            data["comm_hook"] = CommHook(**data["comm_hook"])
+        return cls(**data)
+
+    @property
+    def bucket_mb(self) -> float | None:
+        # rounded so 0.1 MB (104857 bytes after truncation) reads back as 0.1, matching files
+        return None if self.bucket_bytes is None else round(self.bucket_bytes / MB, 6)
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """A strategy name's base and comm hook: 'ddp+fp16' -> ('ddp', 'fp16'); 'fsdp' -> ('fsdp', None).
+
+    >>> split_name("bucketed+powersgd:2"), split_name("zero2")
+    (('bucketed', 'powersgd:2'), ('zero2', None))
+    """
+    base, _, hook = name.partition("+")
+    return base, hook or None
+
+
+def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
+                ) -> Strategy | None:
+    """The Strategy a result file names, for files written before results carried it
+    (``Result.spec``); None for what is no strategy (compute-only, an unknown name). The one
+    place a strategy's name is read back.
+
+    >>> strategy_of("ddp+fp16", 4.0).comm_hook.kind, strategy_of("compute-only")
+    ('fp16', None)
+    """
+    if split_name(name)[0] not in ROW:
+        return None
+    mb = () if bucket_mb is None else (bucket_mb,)
+    try:
+        return make_strategy(name, *mb, accum_steps=accum_steps)
+    except InputError:
+        return None
+
+
+def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
+    if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not math.isfinite(mb) or mb <= 0:
+        raise InputError(f"{flag}: {mb!r} is not a number > 0 (MB, e.g. 25)")
+    if mb * MB > 2**62:  # beyond any real model; int() of 1e308 would overflow
+        raise InputError(f"{flag}: {mb!r} MB is too large")
+    return max(1, int(mb * MB))
+
+
+def with_precision(strategy: Strategy, precision: str, cast_gbps: float | None = None
+                   ) -> Strategy:
+    """``strategy`` as a run at ``--precision`` runs it: fsdp and zero2 at bf16 take FSDP2's
+    mixed precision (``param_dtype`` bf16, casts timed at ``cast_gbps``); every other
+    strategy, and fp32/tf32, is unchanged (bf16 there is autocast: gradients and their
+    all-reduces stay fp32).
+
+    >>> [with_precision(make_strategy(n), "bf16").param_dtype for n in ("fsdp", "ddp")]
+    ['bf16', None]
+    """
+    dtype = param_dtype_of(precision)
+    if dtype is None or strategy.reshard_after_forward is None:
+        return strategy
+    return replace(strategy, param_dtype=dtype, cast_gbps=cast_gbps)
+
+
+def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
+                  accum_steps: int = 1, first_bucket_mb: float | None = None, *,
+                  comm_hook: str | CommHook | None = None,
+                  shard_unit_mb: float | None = None, param_dtype: str | None = None,
+                  cast_gbps: float | None = None) -> Strategy:
+    """The named strategy. ``bucket_mb`` matters for bucketed, ddp, no_sync and sync_each.
+
+    ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
+    ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
+    its ``no_sync()``); the others are realrun's wrapper, except ``fsdp`` and ``zero2``
+    (FSDP2; ``shard_unit_mb`` groups layers; ``param_dtype``, ``cast_gbps``: its mixed
+    precision) and any strategy with a comm hook: torch DDP.
+    A hook comes as ``comm_hook`` or in the name, "ddp+fp16"; the strategy's name has it.
+    """
+    base, hook_text = split_name(name)
+    if hook_text:
+        if comm_hook is not None:
+            raise InputError(f"strategy {name!r}: give the comm hook once, in the name or apart")
+        comm_hook = hook_text
+    if comm_hook is not None:
+        hook = comm_hook if isinstance(comm_hook, CommHook) else parse_comm_hook(comm_hook)
+        if base not in HOOKABLE:
+            raise InputError(f"--comm-hook {hook.name}: works with {' and '.join(HOOKABLE)} "
+                             f"(torch DDP buckets), not {base}")
+        plain = make_strategy(base, bucket_mb, accum_steps, first_bucket_mb)
+        # torch DDP runs every hook; its bucket_cap_mb makes bucketed's equal first bucket
+        return replace(plain, name=f"{base}+{hook.name}", comm_hook=hook,
+                       implementation=TORCH_DDP)
+    row = ROW.get(name)
+    if row is None:
+        raise UnknownStrategy(f"unknown strategy {name!r}; choose from {', '.join(SWEEPABLE)}")
+    if (param_dtype is not None or cast_gbps is not None) and not row.sharded:
+        raise InputError(f"strategy {name!r}: param_dtype (FSDP2's mixed precision) applies "
+                         f"to {' and '.join(SHARDED)} only")
+    if row.sharded:
+        unit = None if shard_unit_mb is None else mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
+        return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
+                        implementation=row.implementation,
+                        reshard_after_forward=row.reshard_after_forward, shard_unit_bytes=unit,
+                        param_dtype=param_dtype, cast_gbps=cast_gbps)
+    if row.granularity != "bucket":
+        return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
+                        implementation=row.implementation)
+    cap = mb_to_bytes(bucket_mb)
+    if first_bucket_mb is None:
+        first_bucket_mb = row.first_bucket_mb   # None: the first bucket is the cap
+    first = cap if first_bucket_mb is None else mb_to_bytes(first_bucket_mb, "--first-bucket-mb")
+    return Strategy(name, "bucket", row.overlap, cap, first, accum_steps,
+                    sync_last_only=row.sync_last_only, implementation=row.implementation,
+                    algorithm=row.algorithm)
