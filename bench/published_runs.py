@@ -32,9 +32,10 @@ import glob
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from simddp import Link, build_profile, get_link, parse_model
+from simddp import Link, build_profile, get_link, parse_model, resolve
 from simddp.inputs.contention import PUBLISHED_GPU_SOURCE
 from simddp.cost.fitted import relative_line
 from simddp.predict.scenarios import range_sources
@@ -110,9 +111,10 @@ def predict(d: dict, device: str) -> list[dict]:
         names = sorted({r["strategy"] for r in rows})
         mbs = sorted({r["bucket_mb"] for r in rows if r["bucket_mb"] is not None})
         steps, ranges = {}, {}
-        for key, dev in (("default", device), ("none", None)):
-            for res in sweep(p, link, d["world_size"], names, mbs, accum_steps=accum,
-                             ranges=True, device=dev):
+        # "none": the same profile with no device named, so no contention is assumed
+        for key, prof in (("default", p), ("none", replace(p, device=None))):
+            for res in sweep(prof, link, d["world_size"], names, mbs, accum_steps=accum,
+                             ranges=True):
                 steps[(key, res.strategy, res.bucket_mb)] = res.step_s * 1e3
                 if key == "default":
                     ranges[(res.strategy, res.bucket_mb)] = tuple(
@@ -130,7 +132,7 @@ def ranges_line(d: dict, device: str) -> str:
     """What the sweep says its ranges are made of, for this dataset on ``device``."""
     link, _ = dataset_link(d)
     p = build_profile(parse_model(d["model"]["preset"]), device)
-    return range_sources(p, link, None, device)
+    return range_sources(resolve(p, link, d["world_size"]))
 
 
 def ape(row: dict, key: str) -> float:

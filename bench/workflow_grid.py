@@ -17,7 +17,7 @@ Emulated cells add ``--emulate-hosts 2 --link-gbit 2`` to steps 1, 2 and 4 (root
 prints the compare summary (median and max APE, Spearman ρ, regret, measured medians inside
 their predicted range; the compute-only row's miss and the errors net of it, which separate the
 box's drift from the communication model: simddp/compare/drift.py; the link's α, and whether
-calibrate took it from the lone samples' fast mode: calibrate/lone_alpha.py) and the wall
+calibrate took it from the lone samples' fast mode: calibrate/rig/lone_alpha.py) and the wall
 time of predicting (1+2+3) against measuring every configuration (4), and writes D/workflow.json; the last line is a markdown table for the docs.
 The load average before and after each cell is recorded: figures from a busy box are not
 figures.
@@ -114,7 +114,7 @@ def cell(name: str, out: Path, steps: int, timelines: bool = False) -> dict:
 
 def link_alpha(cal: Path) -> dict:
     """The link's overlapped α and whether calibrate took it from the lone samples' fast
-    mode, their median being unresolved (``alpha_modes`` kept: calibrate/lone_alpha.py)."""
+    mode, their median being unresolved (``alpha_modes`` kept: calibrate/rig/lone_alpha.py)."""
     link = json.loads((cal / "link.json").read_text())
     run = json.loads((cal / "allreduce.json").read_text())["runs"][0]
     return {"alpha_us": round(link["alpha_s"] * 1e6),

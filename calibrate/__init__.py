@@ -7,7 +7,8 @@ As a library::
 
     import calibrate
     cal = calibrate.run(calibrate.CalibrateSettings(max_bytes=16 << 20, world_sizes=(2,)))
-    cal.link                  # a simddp.Link: alpha_s, blocking_alpha_s, busbw, contention
+    cal.link                  # a simddp.Link: alpha_s, busbw (the network and its library)
+    cal.link_file             # and what was measured beside it: contention, Gloo's host
     cal.worlds[0].fit         # the α–β fit with 95 % intervals, cal.worlds[0].rows the sweep
 
 Modules: settings (what to measure, validated), calibration (run, measure), ranks/ (what runs

@@ -16,11 +16,13 @@ from calibrate.judged import finished, problems_of
 from calibrate.curves import CurveChoice, choose_curve
 from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapped_alpha,
                                summarize, time_spread)
-from calibrate.lone_alpha import alpha_unresolved, sampled_lone_alpha
+from calibrate.rig.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from calibrate.spreads import alpha_uncertainty, widen
-from simddp.inputs.contention import combine_contention
 from calibrate.settings import CalibrateSettings
+from simddp.inputs.contention import Contention, combine_contention
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link import KindFit, Link
+from simddp.inputs.link_file import LinkFile
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,18 @@ class KindCalibration:
 
     @property
     def kind_fit(self) -> KindFit:
-        return KindFit(self.fit.alpha_s, self.fit.busbw_gbps,
-                       (self.sequence or {}).get("blocking_alpha_s"))
+        return KindFit(self.fit.alpha_s, self.fit.busbw_gbps)
+
+    @property
+    def blocking_alpha_s(self) -> float | None:
+        """Its α when each is waited for before the next (the sequence's), if measured."""
+        return (self.sequence or {}).get("blocking_alpha_s")
 
 
 @dataclass(frozen=True)
 class WorldCalibration:
-    """One world size's calibration: the measured rows, the fits, the link file's Link."""
+    """One world size's calibration: the measured rows, the fits, the link file's Link and
+    what was measured beside it (:attr:`link_file`)."""
 
     world_size: int
     dtype: str
@@ -76,6 +83,24 @@ class WorldCalibration:
     levels: object = None
     # Whether the link carries the sweep as its all-reduce curve, and why (calibrate/curves.py)
     curve: CurveChoice | None = None
+    # What Gloo on this shared CPU host adds (the sequence step's blocking α and wake, the
+    # shaper's bucket): the link file's gloo_host section; None on NCCL and without the step.
+    host: GlooHost | None = None
+
+    @property
+    def link_contention(self) -> Contention | None:
+        """The factors of the contention step, as the link file keeps them; None: not
+        measured, or none (1.0 and 1.0)."""
+        c = self.contention
+        if c is None or (c["compute_slowdown"], c["comm_slowdown"]) == (1.0, 1.0):
+            return None
+        return Contention(c["compute_slowdown"], c["comm_slowdown"], source="link")
+
+    @property
+    def link_file(self) -> LinkFile:
+        """The link file: the link, calibrate's contention, Gloo's host, the levels."""
+        return LinkFile(self.link, self.link_contention, self.host,
+                        None if self.levels is None else self.levels.levels)
 
 
 @dataclass(frozen=True)
@@ -92,12 +117,17 @@ class Calibration:
         """The link of the first (usually only) world size."""
         return self.worlds[0].link
 
+    @property
+    def link_file(self) -> LinkFile:
+        """The first world size's link file: the link and what was measured beside it."""
+        return self.worlds[0].link_file
+
 
 def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
             burst_bytes: int | None = None) -> WorldCalibration:
     """Summaries, fits (held-out scored), contention factors and the Link for one world.
     ``burst_bytes``: the shaped link's token bucket (None unshaped), which serves part of
-    the waited-for chain's bytes (calibrate/shaped_chain.py)."""
+    the waited-for chain's bytes (calibrate/rig/shaped_chain.py)."""
     rows = summarize(ranks)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
@@ -123,13 +153,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     oversubscribed = _oversubscribed(s, world_size, ranks[0])
     tcp = ranks[0].get("tcp", "")   # the ranks' congestion control; "" from older ranks
     link = fitting.to_link(fit, _link_name(s, world_size), world_size, s.backend,
-                           cont["compute_slowdown"] if cont else 1.0,
-                           cont["comm_slowdown"] if cont else 1.0,
                            _source(s, world_size, fit, held, oversubscribed, seq, tcp))
-    if seq is not None:
-        link = dataclasses.replace(link, blocking_alpha_s=seq["blocking_alpha_s"],
-                                   idle_wake_s=seq.get("idle_wake_s"),
-                                   blocking_refill_s=seq.get("blocking_refill_s"))
     spread = time_spread(rows, link.alpha_s)
     if seq is not None:  # how sure the overlapped α is; the blocking α's repeats
         seq["bandwidth_spread"] = spread
@@ -140,6 +164,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
              for kind in ranks[0].get("kinds", {})}
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
+    host = gloo_host(seq, kinds) if s.backend == "gloo" else None
     # The sweep as the link's all-reduce curve, where it predicts the held-out sizes better
     # than the line; moved by the step's α less a lone call's, as the line is
     curve = choose_curve(rows, held, world_size, _nodes(s, world_size),
@@ -162,7 +187,19 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
                      for p in problems_of(lone, lone_held)]
     return WorldCalibration(world_size, s.dtype, rows, fit, held["mask"], held, link, seq,
                             alternative, cont, oversubscribed, lone, lone_held, kinds,
-                            tuple(problems), tcp=tcp, curve=curve)
+                            tuple(problems), tcp=tcp, curve=curve, host=host)
+
+
+def gloo_host(seq: dict | None, kinds: dict[str, KindCalibration]) -> GlooHost:
+    """What Gloo on this shared CPU host adds, from the sequence step where it ran: the
+    waited-for α of each kind, the wake after compute, a shaped link's refill (its bucket
+    comes from the shaper: calibrate.calibration.shaped)."""
+    seq = seq or {}
+    return GlooHost(seq.get("blocking_alpha_s"),
+                    {k: c.blocking_alpha_s for k, c in kinds.items()
+                     if c.blocking_alpha_s is not None},
+                    idle_wake_s=seq.get("idle_wake_s"),
+                    blocking_refill_s=seq.get("blocking_refill_s"))
 
 
 def _nodes(s: CalibrateSettings, world_size: int) -> int:

@@ -58,9 +58,9 @@ def run(s: CalibrateSettings) -> Calibration | None:
 
 
 def shaped(world: WorldCalibration, burst_bytes: int | None) -> WorldCalibration:
-    """``world`` whose link carries the shaper's token bucket (``burst_bytes``,
+    """``world`` whose Gloo host carries the shaper's token bucket (``burst_bytes``,
     docs/FORMATS.md), if there is one."""
-    if burst_bytes is None:
+    if burst_bytes is None or world.host is None:
         return world
-    return dataclasses.replace(world, link=dataclasses.replace(world.link,
+    return dataclasses.replace(world, host=dataclasses.replace(world.host,
                                                                burst_bytes=burst_bytes))

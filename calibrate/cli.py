@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "score the fit (3; 0 = none)")
     p.add_argument("--sequence-count", type=int, default=SEQUENCE_COUNT, help="all-reduces "
                    "per sequence for α as a step sees it (default %(default)s; "
-                   "calibrate/ranks/sequence.py)")
+                   "calibrate/rig/sequence.py)")
     p.add_argument("--sequence-bytes", default=None, help="size of each (default 64K)")
     p.add_argument("--sequence-repeats", type=int, default=SEQUENCE_REPEATS,
                    help="repeats, median (%(default)s)")

@@ -2,7 +2,7 @@
 
 A step ends when its slowest rank ends, so every combination takes each rank's median and
 then the max over ranks, except what a step adds up call by call: the waited-for chain's α
-(:func:`combine_sequence`) and the wake after compute (calibrate/chain_first.py) are means
+(:func:`combine_sequence`) and the wake after compute (calibrate/rig/chain_first.py) are means
 over repeats of the slowest rank. numpy and scipy, no torch: reading a calibration needs no
 GPU stack.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.chain_first import calls_after_first, slowest_calls, wake_mean_s
-from calibrate.shaped_chain import blocking_alpha_s, chain_refill_share
+from calibrate.rig.chain_first import calls_after_first, slowest_calls, wake_mean_s
+from calibrate.rig.shaped_chain import blocking_alpha_s, chain_refill_share
 from calibrate.spreads import factors, spread
 from simddp.cost import bytes_s as law_bytes_s
 from simddp.inputs.link import ALL_REDUCE, GB
@@ -68,13 +68,13 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     transformer's naive rows of 10 cells went from −21 % (all fast) to −9 % on average
     (docs/FINDINGS.md#blocking-alpha).
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
-    bytes (calibrate/shaped_chain.py); the queued one's α is taken less every byte. Where the
+    bytes (calibrate/rig/shaped_chain.py); the queued one's α is taken less every byte. Where the
     ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
     other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, simddp.rig.gloo_cpu.idle_wake_s), on average (:func:`wake_mean_s`). Where they
+    compute, simddp.rig.gloo_shared_cpu.idle_wake_s), on average (:func:`wake_mean_s`). Where they
     clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
     shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
-    (calibrate/shaped_chain.py, :func:`hand_off_refill_s`).
+    (calibrate/rig/shaped_chain.py, :func:`hand_off_refill_s`).
 
     >>> r = combine_sequence([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
@@ -184,7 +184,7 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
     5-12 ms start plus N x 0.23-0.33 ms (N = 8..128), so its total / N, the α used before,
     spread that start over every collective (x2-x3 the lone α at N = 32). The median over
     the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α when the
-    sequence step sampled none (calibrate/lone_alpha.py, docs/CALIBRATE.md). ``spread``:
+    sequence step sampled none (calibrate/rig/lone_alpha.py, docs/CALIBRATE.md). ``spread``:
     (min, max) of those sizes' α over their median. None when no size is that small.
 
     >>> rows = [{"size_bytes": n, "time_s": t} for n, t in
@@ -212,7 +212,7 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
     median) and α; waited for, where the ranks timed that too, the blocking α of the calls
     after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
     busbw, on a shaped link too: simddp charges a kind with its own fit every byte
-    (simddp.rig.gloo_cpu.token_bucket), its busbw having been fitted with the bucket inside.
+    (simddp.rig.gloo_shared_cpu.token_bucket), its busbw having been fitted with the bucket inside.
 
     >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10,
     ...                                 "blocking_s": [0.04], "blocking_first_s": [0.004]}}}
@@ -238,7 +238,7 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
                       kind: str = ALL_REDUCE, sampled: dict | None = None) -> None:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
     lone α (issue 19): ``sampled`` across the sequence step if given
-    (calibrate/lone_alpha.py), else the sweep's sizes up to 64 KiB
+    (calibrate/rig/lone_alpha.py), else the sweep's sizes up to 64 KiB
     (:func:`small_message_alpha`, capped at the queue's total / N); not the queue's total /
     N itself, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without either
     the queue's α stays."""
@@ -249,7 +249,7 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
         seq["alpha_interval_s"] = sampled["interval_s"]
         seq["alpha_from"] = (f"{sampled['sizes']} lone 4 KiB all-reduces sampled across the "
                              "sequence step")
-        if "modes" in sampled:   # their median was unresolved: calibrate/lone_alpha.py
+        if "modes" in sampled:   # their median was unresolved: calibrate/rig/lone_alpha.py
             seq["alpha_modes"], seq["median_alpha_s"] = sampled["modes"], sampled["median_alpha_s"]
             seq["alpha_from"] += ", their fast mode (the median between two modes)"
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None

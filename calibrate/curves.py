@@ -14,7 +14,7 @@ On Gloo the link keeps the line, and allreduce.json records what the curve would
 Two facts the curve is adjusted for, so that it says what the line says where both hold:
 
 - **α as a step sees it.** The sweep times lone all-reduces; with the sequence step the link's
-  α is the step's (calibrate/ranks/sequence.py), which differs from a lone call's. Every point
+  α is the step's (calibrate/rig/sequence.py), which differs from a lone call's. Every point
   moves by (step α − lone α), the difference the line applies too. Moved down, a point is
   charged no less than its bytes at the fitted busbw (the wire cannot be beaten), unless it
   was measured faster than that.

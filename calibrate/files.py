@@ -148,7 +148,7 @@ def results_json(cal: Calibration, links: dict[int, Path]) -> dict:
             "oversubscribed": run.oversubscribed or None, "link_file": str(links[p]),
             "kinds": kinds_json(run), "levels": levels_json(run),
             "curve": run.curve.to_json() if run.curve is not None else None,
-            "link": link_to_json(run.link, run.levels and run.levels.levels)})
+            "link": link_to_json(run.link_file)})
     return out
 
 
@@ -167,6 +167,6 @@ def write_outputs(cal: Calibration, out_dir: str | Path, plots: bool = True) -> 
         paths.append(out_dir / "kinds.csv")
     for run in runs:
         save_json(links[run.world_size],
-                  link_to_json(run.link, run.levels and run.levels.levels))
+                  link_to_json(run.link_file))
         paths.append(links[run.world_size])
     return paths

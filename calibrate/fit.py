@@ -236,7 +236,6 @@ def suggest_piecewise(fit: AlphaBetaFit) -> bool:
 
 
 def to_link(fit: AlphaBetaFit | PiecewiseFit, name: str, world_size: int, backend: str,
-            compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
             source: str = "") -> Link:
     """The simddp Link; a piecewise fit keeps the upper (large-message) line as α/busbw."""
     main = fit.upper if isinstance(fit, PiecewiseFit) else fit
@@ -245,8 +244,7 @@ def to_link(fit: AlphaBetaFit | PiecewiseFit, name: str, world_size: int, backen
         pieces = (LinkPiece(float(fit.breakpoint_bytes), fit.lower.alpha_s, fit.lower.busbw_gbps),
                   LinkPiece(None, fit.upper.alpha_s, fit.upper.busbw_gbps))
     return Link(name=name, alpha_s=main.alpha_s, busbw_gbps=main.busbw_gbps,
-                world_size=world_size, backend=backend, pieces=pieces,
-                compute_slowdown=compute_slowdown, comm_slowdown=comm_slowdown, source=source)
+                world_size=world_size, backend=backend, pieces=pieces, source=source)
 
 
 def _check(sizes_bytes, times_s) -> tuple[np.ndarray, np.ndarray]:

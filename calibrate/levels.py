@@ -3,7 +3,7 @@ into the link file's ``levels`` section (docs/FORMATS.md)::
 
     world = with_levels(settings, analyse(settings, 4, ranks), ranks)   # calibrate.run does
     lv = world.levels                        # a LevelsCalibration, None without the step
-    lv.intra.link, lv.inter.link, lv.levels  # simddp Links; simddp.inputs.topology.Levels
+    lv.intra.link, lv.inter.link, lv.levels  # simddp Links; simddp.inputs.link_file.Levels
 
 Each level is fitted as the world's all-reduce is (calibrate/analysis.py), with its own number
 of ranks in the factor: ``intra`` with G (a node's ranks), ``inter`` with N (one rank per
@@ -29,7 +29,7 @@ from calibrate.judged import finished, problems_of
 from calibrate.combine import small_message_alpha, summarize, time_spread
 from calibrate.settings import CalibrateSettings
 from simddp.inputs.link import ALL_REDUCE, Link
-from simddp.inputs.topology import Levels
+from simddp.inputs.link_file import Levels
 
 # What each level's subgroups are, for the report and the link's source.
 WHERE = {"intra": "inside each node ({p} ranks), all {groups} nodes at once",

@@ -13,7 +13,7 @@ from pathlib import Path
 from calibrate.analysis import Calibration, KindCalibration
 from calibrate.judged import ALL_SIZES
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
-from calibrate.report_alpha import busbw_text, print_alphas
+from calibrate.rig.report import busbw_text, print_alphas
 from calibrate.report_table import human_bytes, table, wire_fraction
 
 # Gloo's flows on bbr: what this project's VMs showed (the ranks report their TCP, ranks/run.py)

@@ -31,7 +31,7 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32":
 # simddp.inputs.link's names, kept here as text so the settings need nothing but numpy.
 KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
-# The sequence step (α as a step sees it, calibrate/ranks/sequence.py): this many all-reduces
+# The sequence step (α as a step sees it, calibrate/rig/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
 # 40 repeats, not 10: one repeat's α ranges x0.2-x2 of the median here, in stretches of
 # seconds, and 10 repeats (1.5 s) gave α of 0.23-2.3 ms from run to run; 40 (~6 s) keep four

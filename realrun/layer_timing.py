@@ -129,7 +129,7 @@ def profile_module(model: torch.nn.Module, inputs, loss_fn=None, *, repeats: int
     plain = [step.plain() for _ in range(repeats)]
     layers, ready_order = _layers_in_replay_order(model, layer_params, timed)
     profile = ModelProfile(name or type(model).__name__, layers, median(timed["optimizer_s"]),
-                           ready_order)
+                           ready_order, device=str(dev))
     measured = {
         "repeats": repeats, "warmup": warmup, "optimizer": optimizer, "device": str(dev),
         "precision": precision, "threads": torch.get_num_threads(), "torch": torch.__version__,

@@ -211,8 +211,9 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         ranks_of_basis = c["per_rank"][:None if compute_basis == "slowest" else 1]
         measured["compute_after_comm"] = after = compute_after_comm(
             ranks_of_basis, profile.forward_s + profile.backward_s)
-        host = dataclasses.replace(host, contention=(c["compute_slowdown"], c["comm_slowdown"]),
-                                   contention_spread=c["spread"], compute_after_comm=after)
+        host = Host(host.name, host.implementations, host.source,
+                    contention=(c["compute_slowdown"], c["comm_slowdown"]),
+                    contention_spread=c["spread"], compute_after_comm=after)
     if "fsdp_steps_s" in measured:
         host = _with_fsdp_costs(host, ranks, workload.build(seed, 0, torch.device("cpu"))[0],
                                 profile, world, shard_unit_mb)

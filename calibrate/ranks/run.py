@@ -14,7 +14,7 @@ from calibrate.ranks.allreduce import measure_sweep
 from calibrate.ranks.mlp_contention import measure_contention
 from calibrate.ranks.kinds import measure_kind_sweep
 from calibrate.ranks.levels import level_steps, measure_levels
-from calibrate.ranks.sequence import measure_sequence
+from calibrate.rig.sequence import measure_sequence
 from realrun.launch.env import ranks_on_this_cpu, usable_cpus
 from realrun.launch.host_stack import congestion_control
 from simddp.report.progress import Progress

@@ -46,7 +46,7 @@ from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.cli.args import add_beyond_ddp_args, parse_hooks, parse_positive_floats
 from simddp.errors import InputError
-from simddp.inputs.io import load_link
+from simddp.inputs.io import load_link_file
 from simddp.report.outdir import check_out_dir
 
 HELP = "predict, run for real and compare every strategy and bucket size"
@@ -127,7 +127,7 @@ def settings_from_args(args: argparse.Namespace):
     world.check_local_gpus()  # before minutes of calibration, not after
     link = None
     if args.link is not None:
-        link = load_link(args.link)  # InputError on a missing or malformed file
+        link = load_link_file(args.link)  # InputError on a missing or malformed file
     shrink = {f: getattr(args, f) for f in ("layers", "d_model", "d_ff", "heads", "vocab")
               if getattr(args, f) is not None}
     return ValidateSettings(

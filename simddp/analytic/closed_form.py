@@ -7,9 +7,9 @@ ends when both the backward and the last collective are done, plus the optimizer
     start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
-α is ``link.blocking_alpha_s`` for plans that don't overlap, when the link has one. A
-collective of another kind takes its own law, a curve where the link has one (simddp/cost/), a
-hook's calls add up.
+Each collective's seconds are the comm lane's (simddp/sim/costs.py): its law, a curve where the
+link has one (simddp/cost/), a hook's calls added up, a waited-for call's blocking α where
+its host has one.
 
 Sharded plans (simddp/planning/sharding.py) also gate compute: a collective released at the start of
 a layer's forward or backward has that time as its ready time, and a layer whose compute it
@@ -19,33 +19,36 @@ comm lane as far as each gate needs, is the whole evaluation. The optimizer coun
 it updates a shard.
 
 Contention makes the lanes' rates depend on each other and has no such recurrence, and the
-DDP implementation's host costs (:class:`simddp.inputs.host.Host`: copies, hooks) are not in it; this
-evaluator refuses such inputs instead of being silently wrong.
+DDP implementation's host costs (:class:`simddp.inputs.host.Host`: copies, hooks) are not in it;
+this evaluator refuses such inputs instead of being silently wrong::
+
+    >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
+    >>> from simddp.inputs.resolved import Inputs
+    >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
+    >>> round(closed_form_step_s(plan(toy, make_strategy("overlap")),
+    ...                          Inputs(toy, Link("l", 0.0, 1.0), 2)) * 1e3, 6)
+    7.0
 """
 from __future__ import annotations
 
-from simddp.sim.schedule import optimizer_share_s
-from simddp.inputs.contention import contention_for
-from simddp.inputs.host import Host, after_comm_factor
-from simddp.cost import collective_s
-from simddp.inputs.link import Link
+from simddp.inputs.resolved import Inputs
 from simddp.planning.plans import Plan
-from simddp.inputs.profile import ModelProfile
-from simddp.planning.sharding import AFTER_BACKWARD, BACKWARD, FORWARD, cast_seconds
+from simddp.planning.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
+from simddp.sim.costs import plan_costs
+from simddp.sim.schedule import optimizer_share_s
 
 
-def closed_form_step_s(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
-                       host: Host | None = None) -> float:
-    if (contention_for(link, host).active or link.burst_bytes is not None or link.idle_wake_s
-            or (host is not None and not host.costs(plan.strategy.implementation).free)
-            or after_comm_factor(host, plan) != 1.0):
+def closed_form_step_s(plan: Plan, inputs: Inputs) -> float:
+    """``plan``'s step seconds on ``inputs`` by the recurrence (see the module text)."""
+    pc = plan_costs(plan, inputs)
+    if (pc.lane.contention.active or pc.lane.bucket is not None or pc.lane.wake_s
+            or not pc.costs.free or pc.compute_factor != 1.0):
         raise ValueError("the closed form models neither contention, host costs, compute "
                          "after communication, a shaped link's bucket nor the wake after "
                          "compute; use the engine")
-    blocking = not plan.strategy.overlap
+    profile, world_size = inputs.profile, inputs.world_size
     colls = plan.collectives
-    dur_s = [sum(collective_s(link, c.kind, n, world_size, blocking) for n in c.calls) + cast_s
-             for c, cast_s in zip(colls, cast_seconds(plan, world_size))]
+    dur_s = pc.comm_s
     ready_s: list[float | None] = [None] * len(colls)
     end_s = [0.0] * len(colls)
     lane = {"next": 0, "end": 0.0}   # the comm lane: next collective to run, when it is free

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from simddp.inputs.contention import link_contention
+from simddp.inputs.contention import Contention
 from simddp.errors import InputError
 from simddp.cost.fitted import closed_form_law
 from simddp.inputs.link import Link
@@ -121,8 +121,10 @@ def _optimum_for(profile: ModelProfile, link: Link, world_size: int) -> tuple[in
     return b_int, overhead_s(profile, link, world_size, b_int), regime
 
 
-def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> dict:
-    """The optimum as a sweep prints it: bucket in MiB (as ``--bucket-mb``), ms, regime.
+def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int,
+                        link_contention: Contention | None = None) -> dict:
+    """The optimum as a sweep prints it: bucket in MiB (as ``--bucket-mb``), ms, regime;
+    ``link_contention``: what the link file measured beside the link, which it ignores.
 
     >>> from simddp.inputs.profile import Layer
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0, 1e-3) for i in range(100)))
@@ -134,7 +136,7 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int) -> d
     if all(alpha_s == 0 for _, _, alpha_s, _ in line.segments):
         regime = NO_LATENCY  # b* would be the 1-byte floor: a floor, not an answer
     note = "α–β closed form, gradients ready evenly over backward, no tensor granularity"
-    if link_contention(link).active:
+    if link_contention is not None and link_contention.active:
         note += "; ignores the link's contention factors"
     out = {"bucket_mb": b / MB, "bucket_bytes": b, "overhead_ms": t_s * 1e3,
            "regime": regime, "buckets": profile.grad_total_bytes / b, "note": note}

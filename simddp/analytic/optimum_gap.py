@@ -6,17 +6,17 @@ knows the real tensors, the order they are ready in, the host costs and contenti
 the two optima differ by more than the sweep's grid can explain, the reasons are among::
 
     >>> from simddp import Layer, Link, ModelProfile
+    >>> from simddp.inputs.resolved import Inputs
     >>> lumpy = ModelProfile("lumpy", (Layer("emb", (64 * 2**20,), 0, 1e-3),
     ...                                Layer("l1", (2**20,), 0, 20e-3)))
-    >>> reasons(lumpy, Link("l", 1e-4, 10.0), None, {"bucket_bytes": 8 * 2**20, "buckets": 8.1})[0]
+    >>> inputs = Inputs(lumpy, Link("l", 1e-4, 10.0), 2)
+    >>> reasons(inputs, {"bucket_bytes": 8 * 2**20, "buckets": 8.1})[0]
     'tensors are never split: the largest gradient is 64 MB, the closed form wants 8 MB buckets'
 """
 from __future__ import annotations
 
-from simddp.inputs.contention import contention_for
-from simddp.inputs.host import Host
-from simddp.inputs.link import Link
 from simddp.inputs.profile import ModelProfile
+from simddp.inputs.resolved import Inputs
 from simddp.result import Result
 from simddp.planning.strategy import MB, Strategy
 
@@ -53,8 +53,10 @@ def uneven_readiness(profile: ModelProfile) -> float:
     return worst
 
 
-def reasons(profile: ModelProfile, link: Link, host: Host | None, opt: dict) -> list[str]:
-    """What the closed form leaves out that matters for this profile, link and host."""
+def reasons(inputs: Inputs, opt: dict) -> list[str]:
+    """What the closed form leaves out that matters for these inputs: the profile, the host
+    costs and the contention the rows were predicted under."""
+    profile, host = inputs.profile, inputs.host
     out = []
     largest = max(profile.tensor_bytes, default=0)
     if largest >= opt["bucket_bytes"]:
@@ -70,7 +72,7 @@ def reasons(profile: ModelProfile, link: Link, host: Host | None, opt: dict) -> 
     if host is not None and not host.free:
         out.append("the DDP implementation's host costs (hooks, gradient copies) are not in "
                    "the closed form")
-    contention = contention_for(link, host)
+    contention = inputs.contention
     if contention.active:
         out.append(f"contention (compute x{contention.compute:.2f}, all-reduce "
                    f"x{contention.comm:.2f} while both run) is not in the closed form")
@@ -87,8 +89,7 @@ def _closed_form_like(spec: Strategy | None) -> bool:
             and spec.algorithm == "ring" and spec.first_bucket_bytes == spec.bucket_bytes)
 
 
-def gap_line(profile: ModelProfile, link: Link, host: Host | None, opt: dict,
-             results: list[Result]) -> str | None:
+def gap_line(inputs: Inputs, opt: dict, results: list[Result]) -> str | None:
     """One line for the sweep when the optima disagree, saying why; None when they agree."""
     rows = [r for r in results if r.bucket_mb is not None and _closed_form_like(r.spec)]
     if not rows or opt.get("regime") == "no-latency":  # no closed-form optimum to differ from
@@ -98,4 +99,4 @@ def gap_line(profile: ModelProfile, link: Link, host: Host | None, opt: dict,
         return None
     return (f"The simulator's best bucketed size, {best.bucket_mb:.3g} MB "
             f"({best.exposed_comm_s * 1e3:.2f} ms exposed), differs from the closed form's "
-            "because " + "; ".join(reasons(profile, link, host, opt)) + ".")
+            "because " + "; ".join(reasons(inputs, opt)) + ".")

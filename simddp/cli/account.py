@@ -119,7 +119,8 @@ def account(args: argparse.Namespace) -> dict:
            "attention": args.attention, "memory": mem, "communication": None,
            "states": None, "bucket_optimum": None}
     if args.world_size >= 2:
-        link = resolve_link(args)
+        link_file = resolve_link(args)
+        link = link_file.link
         out["link"] = {"name": link.name, "alpha_s": link.alpha_s, "busbw_gbps": link.busbw_gbps}
         curves = curve_kinds(link, args.world_size)
         if curves:   # the times below come from them, not from that α and busbw
@@ -132,14 +133,15 @@ def account(args: argparse.Namespace) -> dict:
                               args.accum_steps, hooks, args.shard_unit_mb)}
         if topology is not None:
             out["communication"]["levels"] = level_rows(
-                topology, link, at_dtype(profile, prec.comm_bytes), args.bucket_mb,
+                topology, link_file, at_dtype(profile, prec.comm_bytes), args.bucket_mb,
                 args.shard_unit_mb)
         # the same plans' model states: what each strategy keeps per rank (no activations)
         out["states"] = [{"strategy": s.name, **state_bytes(plan(profile, s), args.world_size,
                                                               PerParam.of(prec))}
                          for s in account_strategies(args.bucket_mb, 1, hooks,
                                                      args.shard_unit_mb)]
-        opt = closed_form_optimum(at_dtype(profile, prec.comm_bytes), link, args.world_size)
+        opt = closed_form_optimum(at_dtype(profile, prec.comm_bytes), link, args.world_size,
+                                  link_file.contention)
         scale = prec.grad_bytes / prec.comm_bytes  # back to gradient bytes, as --bucket-mb counts
         out["bucket_optimum"] = {**opt, "bucket_mb": opt["bucket_mb"] * scale,
                                  "bucket_bytes": round(opt["bucket_bytes"] * scale),
@@ -147,14 +149,14 @@ def account(args: argparse.Namespace) -> dict:
     return out
 
 
-def level_rows(topology, link, profile, bucket_mb: float, shard_unit_mb: float | None
+def level_rows(topology, link_file, profile, bucket_mb: float, shard_unit_mb: float | None
                ) -> list[dict]:
     """What crosses each level per step and rank for ddp (NCCL's ring), hierarchical, fsdp
     and zero2 (simddp.inputs.topology.level_load)."""
     rows = []
     for name in (Name.DDP, Name.HIERARCHICAL, Name.FSDP, Name.ZERO2):
         s = make_strategy(name, bucket_mb, shard_unit_mb=shard_unit_mb)
-        load = level_load(topology, link, plan(profile, s))
+        load = level_load(topology, link_file.link, plan(profile, s), link_file.host)
         rows.append({"strategy": name, "inter_node_bytes": load["inter_node_bytes"],
                      "inter_node_ms": load["inter_node_s"] * 1e3,
                      "intra_node_ms": load["intra_node_s"] * 1e3, "bound_by": load["bound_by"]})

@@ -7,23 +7,25 @@ over 100 Gb/s Ethernet (eth-100g), 2 ranks — a setting where all-reduce time (
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
+from dataclasses import replace
 
-from simddp.rig.cpu_share import section_note
 from simddp.errors import InputError
-from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.inputs.host import Host
-from simddp.inputs.io import load_host, load_levels, load_link, load_profile, read_json
+from simddp.inputs.io import load_host, load_levels, load_link_file, load_profile, read_json
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import Levels, LinkFile, as_link_file
+from simddp.inputs.profile import ModelProfile
+from simddp.inputs.resolved import Inputs
+from simddp.inputs.topology import Topology
+from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
+from simddp.planning.registry import TORCH_FSDP
+from simddp.planning.sharding import PRECISIONS, cast_rate
+from simddp.predict.resolve import resolve
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
 from simddp.presets.devices import get_device
-from simddp.inputs.profile import ModelProfile
-from simddp.planning.sharding import PRECISIONS, cast_rate
-from simddp.planning.registry import TORCH_FSDP
-from simddp.inputs.topology import Levels, Topology
 
 DEFAULT_MODEL = "transformer-small"
 
@@ -109,23 +111,6 @@ def casts_of(args: argparse.Namespace, host: Host | None) -> tuple[float | None,
     return cast_rate(copy_gbps, device and device.mem_gbps, device.name if device else "")
 
 
-def compute_device(args: argparse.Namespace) -> str | None:
-    """What the profile's compute ran on: a preset's ``--device``; a profile file's
-    ``measured.device`` (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu",
-    "cuda"), else "cuda" where it was measured over NCCL (``measured.backend``); None where
-    the file does not say. On a GPU, contention nobody measured takes the published figures
-    (simddp/inputs/contention.py ``default_contention``)."""
-    if not _is_file_arg(args.model):
-        return args.device
-    doc = read_json(args.model)
-    measured = doc.get("measured") if isinstance(doc, dict) else None
-    if not isinstance(measured, dict):
-        return None
-    if isinstance(measured.get("device"), str):
-        return measured["device"]
-    return "cuda" if measured.get("backend") == "nccl" else None
-
-
 def parse_hooks(text: str | None) -> list[CommHook]:
     """'fp16,powersgd:2' -> CommHooks; None or '' -> []; one-line InputError otherwise."""
     if not text:
@@ -157,22 +142,25 @@ def resolve_model(args: argparse.Namespace) -> ModelProfile:
     return profile.scaled(*(None if v is None else v / 1e3 for v in ms.values()))
 
 
-def resolve_link(args: argparse.Namespace) -> Link:
-    """--link with --alpha-us/--busbw-gbps, checked for --world-size (resolve_world first)."""
-    link = _link(args.link, args.alpha_us, args.busbw_gbps, "")
-    return link.for_world(args.world_size, rescale=args.rescale_link)
+def resolve_link(args: argparse.Namespace) -> LinkFile:
+    """--link with --alpha-us/--busbw-gbps, checked for --world-size (resolve_world first):
+    the link, and what its file measured beside it."""
+    found = _link(args.link, args.alpha_us, args.busbw_gbps, "")
+    return replace(found, link=found.link.for_world(args.world_size, rescale=args.rescale_link))
 
 
-def _link(name: str | Link, alpha_us: float | None, busbw_gbps: float | None,
-          prefix: str) -> Link:
+def _link(name: str | Link | LinkFile, alpha_us: float | None, busbw_gbps: float | None,
+          prefix: str) -> LinkFile:
     """The named preset or file (or a Link), with the --[prefix]alpha-us/busbw-gbps overrides."""
-    link = name if isinstance(name, Link) else (
-        load_link(name) if _is_file_arg(name) else get_link(name))
+    if isinstance(name, (Link, LinkFile)):
+        found = as_link_file(name)
+    else:
+        found = load_link_file(name) if _is_file_arg(name) else LinkFile(get_link(name))
     for flag, v in ((f"--{prefix}alpha-us", alpha_us), (f"--{prefix}busbw-gbps", busbw_gbps)):
         alpha = flag.endswith("alpha-us")
         if v is not None and not (math.isfinite(v) and v >= 0 and (v > 0 or alpha)):
             raise InputError(f"{flag} must be a number {'>= 0' if alpha else '> 0'}, got {v!r}")
-    return link.with_overrides(alpha_us, busbw_gbps)
+    return replace(found, link=found.link.with_overrides(alpha_us, busbw_gbps))
 
 
 def resolve_world(args: argparse.Namespace) -> Topology | None:
@@ -196,8 +184,8 @@ def resolve_world(args: argparse.Namespace) -> Topology | None:
         if args.intra_link is None and intra_name not in LINKS:
             raise InputError(f"--intra-link: no NVLink preset for --device {device}; give "
                              f"the link inside a node ({', '.join(LINKS)} or a FILE.json)")
-        topo = Topology(nodes, gpus, _link(intra_name, args.intra_alpha_us,
-                                           args.intra_busbw_gbps, "intra-"))
+        intra = _link(intra_name, args.intra_alpha_us, args.intra_busbw_gbps, "intra-")
+        topo = Topology(nodes, gpus, intra.link, intra_host=intra.host)
     if args.world_size not in (None, topo.world_size):
         raise InputError(f"--world-size {args.world_size} is not --nodes {nodes} × "
                          f"--gpus-per-node {gpus} = {topo.world_size}")
@@ -216,8 +204,8 @@ def _on_levels(levels: Levels, nodes: int, gpus: int, args: argparse.Namespace) 
     nodes by hand, so they replace the levels' inter fit as well as the ring's."""
     intra = _link(levels.intra, args.intra_alpha_us, args.intra_busbw_gbps, "intra-")
     by_hand = args.alpha_us is not None or args.busbw_gbps is not None
-    topo = levels.topology(nodes, gpus, intra, where=f"--link {args.link}")
-    return dataclasses.replace(topo, inter=None) if by_hand else topo
+    topo = levels.topology(nodes, gpus, intra.link, where=f"--link {args.link}")
+    return replace(topo, inter=None, inter_host=None) if by_hand else topo
 
 
 def resolve_host(args: argparse.Namespace) -> Host | None:
@@ -242,30 +230,20 @@ def resolve_cpu_note(args: argparse.Namespace) -> str:
     section), '' for a preset or a profile measured where Gloo's threads had cores."""
     if not _is_file_arg(args.model):
         return ""
+    from simddp.rig.cpu_share import section_note   # a measured profile's host only
+
     doc = read_json(args.model)
     return section_note(doc.get("measured") if isinstance(doc, dict) else None)
 
 
-def topology_text(topology: Topology | None) -> str:
-    """What the setup line adds for ``--nodes``/``--gpus-per-node``, '' without them. The
-    link inside a node is printed as its preset is (``python -m simddp links``)::
-
-        >>> for part in topology_text(Topology(4, 8, get_link("nvlink-a100"))).split("; "):
-        ...     print(part)
-         | 4 nodes × 8 GPUs, the link above between nodes
-        inside: nvlink-a100 (α 46.3 µs, busbw 152.2 GB/s)
-    """
-    if topology is None:
-        return ""
-    intra, across = topology.intra, topology.inter
-    text = (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
-            f"between nodes; inside: {intra.name} (α {intra.alpha_s * 1e6:g} µs, busbw "
-            f"{intra.busbw_gbps:g} GB/s)")
-    if across is not None:
-        text += (f"; hierarchical's inter-node phase: {across.name} (α "
-                 f"{across.alpha_s * 1e6:g} µs, busbw {across.busbw_gbps:g} GB/s, all "
-                 f"{topology.gpus_per_node} cross-node groups at once)")
-    return text
+def resolve_inputs(args: argparse.Namespace) -> tuple[Inputs, LinkFile]:
+    """Every input flag checked and resolved once (simddp/predict/resolve.py): the inputs,
+    and the link file they came from (for what the output says of it)."""
+    topology = resolve_world(args)
+    profile = resolve_model(args)
+    link_file = resolve_link(args)
+    return resolve(profile, link_file, args.world_size, host=resolve_host(args),
+                   topology=topology), link_file
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

@@ -91,7 +91,7 @@ def collectives(args: argparse.Namespace) -> dict:
     if log is not None and args.world_size is None and args.nodes is None:
         args.world_size = log.ranks
     topology = resolve_world(args)
-    link = resolve_link(args)
+    link = resolve_link(args).link
     p = args.world_size
     measured = {r.bytes: r.time_us for r in log.rows} if log else {}
     sizes = (parse_sizes(args.sizes) if args.sizes

@@ -30,17 +30,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simddp.cli.args import (add_beyond_ddp_args, compute_device, add_host_args, add_link_args,
+from simddp.cli.args import (add_beyond_ddp_args, add_host_args, add_link_args,
                                     add_model_args, add_precision_arg, casts_of, parse_hooks,
                                     parse_positive_floats,
                                     resolve_host, resolve_link, resolve_model,
-                                    resolve_world, topology_text)
-from simddp.inputs.contention import PUBLISHED_GPU_SOURCE, default_contention, with_contention
+                                    resolve_world)
+from simddp.inputs.contention import PUBLISHED_GPU_SOURCE
+from simddp.predict.resolve import resolve
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.io import write_atomic
 from simddp.kinds import CollectiveKind
 from simddp.planning.plans import plan
+from simddp.report.levels import topology_text
 from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.planning.plans import Plan
@@ -150,18 +152,14 @@ def run(args: argparse.Namespace) -> int:
     plot_format = None if args.plot is None else _plot_format(args.plot)
     profile = resolve_model(args)
     topology = resolve_world(args)
-    link = resolve_link(args)
+    link_file = resolve_link(args)
     host = resolve_host(args)
     strategy, precision_note = _with_precision(strategy, args, host)
-    # The contention sweep predicts under: on a GPU with none measured, the published figures
-    # (simddp/inputs/contention.py default_contention); a measured one is the link's or host's already
-    contention = default_contention(link, host, compute_device(args))
-    sim_link, sim_host = (with_contention(link, host, contention) if not contention.measured
-                          else (link, host))
+    inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology)
+    contention = inputs.contention
 
     p = plan(profile, strategy)
-    result = simulate(profile, sim_link, p, args.world_size, host=sim_host, record=True,
-                      topology=topology)
+    result = simulate(p, inputs, record=True)
     comm_s = sum(s.duration_s for s in result.spans if s.lane == COMM)
     n_bytes = sum(c.nbytes for c in p.collectives)
     wire_bytes = sum(sum(c.calls) for c in p.collectives)
@@ -194,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             "link": result.link,
             "world_size": result.world_size}, indent=1))
         return 0
-    print(setup_line(profile, link, args.world_size) + topology_text(topology))
+    print(setup_line(profile, link_file, args.world_size) + topology_text(topology))
     if contention.source == "published":
         print(f"contention x{contention.compute:g} compute, x{contention.comm:g} comm while "
               f"they overlap (not measured: {PUBLISHED_GPU_SOURCE})")

@@ -15,7 +15,7 @@ their ready times but no network: ``--link`` names the one to predict with. docs
 says how to record one and what is derived how.
 
 Writes OUT/profile.json (simddp.profile/1, with the traced implementation's launch cost as
-its host_costs), OUT/link.json (simddp.link/1) and OUT/summary.json, and prints the summary:
+its host_costs), OUT/link.json (simddp.link/2) and OUT/summary.json, and prints the summary:
 steps, phases, the compute's basis (CPU: host-timed, the profiler's cost removed; CUDA: the
 kernels' time on the GPU, and how long the GPU sat idle waiting for the host), gradients,
 collectives and their sizes, the fitted link and contention, and the traced
@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
 
     link = None
     if args.link is not None:
-        from simddp.inputs.io import load_link
+        from simddp.inputs.io import load_link_file
         from simddp.presets import get_link
-        link = load_link(args.link) if args.link.endswith(".json") else get_link(args.link)
+        link = load_link_file(args.link) if args.link.endswith(".json") else get_link(args.link)
     imp = import_traces(args.traces, bucket_mb=args.bucket_mb,
                         implementation=args.implementation, name=args.name,
                         step_s=None if args.step_ms is None else args.step_ms / 1e3, link=link,
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     doc = summary(imp)
     profile_doc = profile_to_json(profile, host=imp.host)
     # "device": what simddp sweep reads to know the compute ran on a GPU (its contention
-    # default: simddp/inputs/contention.py default_contention)
+    # default: simddp/predict/resolve.py)
     profile_doc["measured"] = {"source": "simddp trace-import", "device": doc["device"],
                                "backend": doc["backend"], "traces": args.traces,
                                "granularity": imp.granularity,
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                                "grad_shapes_ready_order": [
                                    None if s is None else list(s)
                                    for s in imp.derived.grad_shapes]}
-    files = {"profile.json": profile_doc, "link.json": link_to_json(imp.link),
+    files = {"profile.json": profile_doc, "link.json": link_to_json(imp.link_file),
              "summary.json": doc}
     out_dir = check_out_dir(args.out, files=("summary.json",), force=args.force)
     for name, data in files.items():

@@ -20,7 +20,7 @@ from simddp.compare.text import config_sort_key
 from simddp.errors import InputError
 from simddp.predict.scenarios import robust_pick
 from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB
-from simddp.predict.sweep import RECOMMEND_FROM
+from simddp.predict.recommend import RECOMMEND_FROM
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ from simddp.predict.layouts import group_by_layout, sizes_text
 from simddp.inputs.profile import ModelProfile
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
-from simddp.predict.sweep import naive_of, recommend
+from simddp.predict.sweep import naive_of
+from simddp.predict.recommend import recommend
 
 # How much slower than the measured best a recommendation may measure and still count as
 # right: the validation target for regret (docs/VALIDATION.md).

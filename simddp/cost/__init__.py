@@ -14,7 +14,7 @@ and ``nbytes`` over these ranks, issued overlapped or waited for (blocking)::
 | :mod:`~simddp.cost.single` | one link: its curve for the kind, else α–β (pieces, kind fits, blocking α) |
 | :mod:`~simddp.cost.hierarchical` | two levels: ring or hierarchical, each phase by the one-link law |
 | :mod:`~simddp.sim.comm` | a plan's collectives on the comm lane (the engine's question) |
-| :mod:`~simddp.rig.gloo_cpu` | what a CPU box's link adds (token bucket, wake, split contention): one hook |
+| :mod:`~simddp.rig.gloo_shared_cpu` | what a CPU box's link adds (token bucket, wake, split contention): one hook |
 | :mod:`~simddp.cost.fitted` | the α–β a closed form uses: the link's own, or fitted to its curve |
 
 tests/test_one_law.py keeps it the only place: a file elsewhere that divides a bus factor's

@@ -20,11 +20,28 @@ The picture, 2 nodes × 2 GPUs, NVLink 100 GB/s inside, 1 GB/s between, 16 MiB::
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from simddp.errors import InputError
 from simddp.cost.factors import ALL_GATHER as AG, ALL_REDUCE as AR, REDUCE_SCATTER as RS
 from simddp.cost.single import collective_s as link_s
+from simddp.cost.single import wait_s
 
 ALGORITHMS = ("ring", "hierarchical")
+
+
+class LevelHosts(NamedTuple):
+    """What each link's host adds to a waited-for call (:func:`simddp.cost.single.wait_s`),
+    by link: inside a node, the hierarchical inter-node phase's own (a link file's levels),
+    and the link between nodes. None: nothing (every preset and NCCL link); only the CPU rig
+    (simddp/rig/) passes them."""
+
+    intra: object = None
+    across: object = None
+    inter: object = None
+
+
+NO_HOSTS = LevelHosts()
 
 
 def across_s(topo, inter, kind: str, n_bytes: float) -> float:
@@ -35,33 +52,35 @@ def across_s(topo, inter, kind: str, n_bytes: float) -> float:
 
 
 def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
-                 blocking: bool = False) -> float:
+                 blocking: bool = False, hosts: LevelHosts = NO_HOSTS) -> float:
     """Seconds for one ``kind`` collective of ``n_bytes`` on ``topo`` (a
-    :class:`simddp.inputs.topology.Topology`) by ``algorithm``; ``inter``: the link between nodes."""
+    :class:`simddp.inputs.topology.Topology`) by ``algorithm``; ``inter``: the link between
+    nodes; ``hosts``: what each link's host adds to a waited-for call."""
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     nodes, gpus = topo.nodes, topo.gpus_per_node
     if nodes == 1:
-        return link_s(topo.intra, kind, n_bytes, gpus, blocking, nodes=1)
+        return link_s(topo.intra, kind, n_bytes, gpus, blocking, nodes=1, host=hosts.intra)
     if gpus == 1 or algorithm == "ring":
-        return link_s(inter, kind, n_bytes, topo.world_size, blocking, nodes=nodes)
+        return link_s(inter, kind, n_bytes, topo.world_size, blocking, nodes=nodes,
+                      host=hosts.inter)
     across = topo.inter or inter   # the levels' inter fit, if the file had one
+    across_host = hosts.across if topo.inter is not None else hosts.inter
 
     def inside(k: str) -> float:
-        return link_s(topo.intra, k, n_bytes, gpus, blocking, nodes=1)
+        return link_s(topo.intra, k, n_bytes, gpus, blocking, nodes=1, host=hosts.intra)
 
     def between(k: str) -> float:   # each GPU's slice of the node crosses, one rank a node
-        return link_s(across, k, n_bytes / gpus, nodes, blocking, nodes=nodes)
+        return link_s(across, k, n_bytes / gpus, nodes, blocking, nodes=nodes, host=across_host)
 
     # realrun runs the three phases one after another on one worker thread, each waited for:
-    # each pays what waiting costs (Link.wait_s; 2 Gloo ranks: +0.4…+1.7 ms a call,
-    # docs/FINDINGS.md#hierarchical-phases; 0 for presets and NCCL).
-    # A plan that waits anyway already pays its links' blocking α.
-    wait_s = 0.0 if blocking else inter.wait_s
+    # each pays what waiting costs on the link between nodes (docs/FINDINGS.md#hierarchical-phases;
+    # 0 without a host that says so). A plan that waits anyway already pays its blocking α.
+    waiting_s = 0.0 if blocking else wait_s(inter, hosts.inter)
     if kind == AR:
-        return inside(RS) + between(AR) + inside(AG) + 3 * wait_s
+        return inside(RS) + between(AR) + inside(AG) + 3 * waiting_s
     if kind == RS:
-        return inside(RS) + between(RS) + 2 * wait_s
+        return inside(RS) + between(RS) + 2 * waiting_s
     if kind == AG:
-        return between(AG) + inside(AG) + 2 * wait_s
+        return between(AG) + inside(AG) + 2 * waiting_s
     raise InputError(f"unknown collective kind {kind!r}")

@@ -8,12 +8,14 @@ Two implementations, picked per kind by what the link holds:
   (2(p−1)/p for an all-reduce, (p−1)/p otherwise); a curve at exactly p is preferred. Where
   several curves of one point differ only by algorithm (ring, tree, NVLS) the fastest at each
   size is taken, as NCCL's tuner picks (src/graph/tuning.cc).
-- else **α–β**: ``α + f(p) · n / busbw``, with the link's pieces (a piecewise fit), its kind's
-  own fit (``kind_fits``) and, for a collective waited for before the next (``blocking``),
-  ``blocking_alpha_s`` (:func:`kind_segment`).
+- else **α–β**: ``α + f(p) · n / busbw``, with the link's pieces (a piecewise fit) and its
+  kind's own fit (``kind_fits``).
 
-A waited-for call on a curve pays what waiting costs the link on top (``Link.wait_s``; 0 for
-presets): a curve times calls issued back to back, as nccl-tests does::
+A call waited for before the next is issued (``blocking``) costs more only where its host says
+so (``host``: a :class:`simddp.inputs.gloo_host.GlooHost`, Gloo on a shared CPU host, passed
+by :mod:`simddp.rig`; None everywhere else): its blocking α replaces the segment's
+(:func:`kind_segment`), and a call on a curve pays what waiting costs on top (a curve times
+calls issued back to back, as nccl-tests does)::
 
     >>> from simddp.inputs.link import Link
     >>> collective_s(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
@@ -48,26 +50,32 @@ def bytes_s(kind: str, n_bytes, world_size: int, busbw_gbps):
     return kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
 
 
-def segment(link, n_bytes: float, blocking: bool = False) -> tuple[float, float]:
+def wait_s(link, host=None) -> float:
+    """What waiting for a call before issuing the next costs on ``link`` on top of its lone
+    α: the host's blocking α less the link's, 0 without a host (every preset and NCCL link)."""
+    return 0.0 if host is None else host.wait_s(link.alpha_s)
+
+
+def segment(link, n_bytes: float, blocking: bool = False, host=None) -> tuple[float, float]:
     """(α seconds, busbw GB/s) of the all-reduce fit segment ``n_bytes`` falls in (the link's
     pieces, if any); ``blocking``: issued only after the previous collective was waited for
-    (``blocking_alpha_s``, which replaces every piece's α)."""
+    (the ``host``'s ``blocking_alpha_s``, which replaces every piece's α)."""
     alpha_s, busbw_gbps = link.alpha_s, link.busbw_gbps
     for piece in link.pieces:
         if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
             alpha_s, busbw_gbps = piece.alpha_s, piece.busbw_gbps
             break
-    if blocking and link.blocking_alpha_s is not None:
-        alpha_s = link.blocking_alpha_s
+    if blocking and host is not None and host.blocking_alpha_s is not None:
+        alpha_s = host.blocking_alpha_s
     return alpha_s, busbw_gbps
 
 
-def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False
+def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False, host=None
                  ) -> tuple[float, float]:
     """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else the
     all-reduce's (:func:`segment`). A fit's α is a lone collective's; ``blocking``: the
-    kind's own waited-for α where calibrate measured it, else the lone α plus what waiting
-    for each before the next costs an all-reduce (``Link.wait_s``).
+    kind's own waited-for α where the ``host`` measured it, else the lone α plus what waiting
+    for each before the next costs an all-reduce (:func:`wait_s`).
 
     Why its own: the all-reduce's wait does not carry over to other kinds. In three
     validates on the emulated 2 Gbit/s link, waited-for all-reduces read 778-897 µs of α
@@ -76,19 +84,21 @@ def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False
     +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
     all-reduce's wait was 28 µs (docs/FINDINGS.md#blocking-alpha).
 
+    >>> from simddp.inputs.gloo_host import GlooHost
     >>> from simddp.inputs.link import KindFit, Link
-    >>> link = Link("l", 400e-6, 1.0, blocking_alpha_s=800e-6,
-    ...             kind_fits={"all_gather": KindFit(200e-6, 1.0, 300e-6),
-    ...                        "reduce_scatter": KindFit(200e-6, 1.0)})
-    >>> [round(kind_segment(link, k, 1e6, True)[0] * 1e6) for k in ("all_gather", "reduce_scatter")]
+    >>> link = Link("l", 400e-6, 1.0, kind_fits={"all_gather": KindFit(200e-6, 1.0),
+    ...                                          "reduce_scatter": KindFit(200e-6, 1.0)})
+    >>> host = GlooHost(800e-6, kind_blocking_alpha_s={"all_gather": 300e-6})
+    >>> [round(kind_segment(link, k, 1e6, True, host)[0] * 1e6)
+    ...  for k in ("all_gather", "reduce_scatter")]
     [300, 600]
     """
     fit = link.kind_fits.get(kind)
     if fit is None:
-        return segment(link, n_bytes, blocking)
-    if blocking and fit.blocking_alpha_s is not None:
-        return fit.blocking_alpha_s, fit.busbw_gbps
-    return fit.alpha_s + (link.wait_s if blocking else 0.0), fit.busbw_gbps
+        return segment(link, n_bytes, blocking, host)
+    if blocking and host is not None and host.kind_blocking_alpha_s.get(kind) is not None:
+        return host.kind_blocking_alpha_s[kind], fit.busbw_gbps
+    return fit.alpha_s + (wait_s(link, host) if blocking else 0.0), fit.busbw_gbps
 
 
 def pick_curves(link, kind: str, world_size: int, nodes: int | None = None,
@@ -117,10 +127,11 @@ def _curve_s(curves: tuple, kind: str, n_bytes: float, world_size: int) -> float
 
 
 def parts(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
-          nodes: int | None = None) -> tuple[float, float]:
+          nodes: int | None = None, host=None) -> tuple[float, float]:
     """(fixed seconds, bytes seconds) of one collective; their sum is :func:`collective_s`.
     The fixed part is α (the segment's, or a curve's low-end α moved to ``world_size``) and
-    the wait of a waited-for call; box effects (contention split, token bucket) read it.
+    the wait of a waited-for call; the CPU rig's effects (contention split, token bucket)
+    read it.
 
         >>> from simddp.inputs.link import Link
         >>> parts(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
@@ -128,34 +139,34 @@ def parts(link, kind: str, n_bytes: float, world_size: int, blocking: bool = Fal
     """
     curves = pick_curves(link, kind, world_size, nodes) if link.curves else ()
     if curves:
-        wait_s = link.wait_s if blocking else 0.0
+        waiting_s = wait_s(link, host) if blocking else 0.0
         total_s = _curve_s(curves, kind, n_bytes, world_size)
         fixed_s = min(total_s, min(c.fixed_s * kind_factor(kind, world_size)
                                    / kind_factor(kind, c.ranks) for c in curves))
-        return fixed_s + wait_s, total_s - fixed_s
-    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking)
+        return fixed_s + waiting_s, total_s - fixed_s
+    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking, host)
     return alpha_s, kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
 
 
 def collective_s(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
-                 nodes: int | None = None) -> float:
+                 nodes: int | None = None, host=None) -> float:
     """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather: the
     full, unsharded bytes) among ``world_size`` ranks on ``link`` (see the module text)."""
     if link.curves:
         curves = pick_curves(link, kind, world_size, nodes)
         if curves:
             return (_curve_s(curves, kind, n_bytes, world_size)
-                    + (link.wait_s if blocking else 0.0))
-    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking)
+                    + (wait_s(link, host) if blocking else 0.0))
+    alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking, host)
     return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
 
 
-def all_reduce_law(link, world_size: int, blocking: bool = False):
+def all_reduce_law(link, world_size: int, blocking: bool = False, host=None):
     """``n_bytes -> seconds`` of an all-reduce on ``link``, worked out once for a plan's many
-    calls: the common path of every sweep (bench/bench_sim.py: the xl 5×20 sweep in ≤ 1 s).
-    The same numbers as :func:`collective_s`, to the bit."""
+    calls: the common path of every sweep (bench/bench_sim.py). The same numbers as
+    :func:`collective_s`, to the bit."""
     if link.pieces or (link.curves and pick_curves(link, ALL_REDUCE, world_size)):
-        return lambda n: collective_s(link, ALL_REDUCE, n, world_size, blocking)
-    alpha_s, busbw_gbps = segment(link, 0.0, blocking)
+        return lambda n: collective_s(link, ALL_REDUCE, n, world_size, blocking, host=host)
+    alpha_s, busbw_gbps = segment(link, 0.0, blocking, host)
     factor, per_s = bus_factor(world_size), busbw_gbps * GB
     return lambda n: alpha_s + factor * n / per_s

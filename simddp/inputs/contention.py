@@ -2,22 +2,19 @@
 
 Picture a backward running while an all-reduce is in flight: both share the memory bus and
 the CPU threads (Gloo) or the SMs (NCCL), so each runs slower than alone. The engine
-(simddp/sim/engine.py, through :func:`contention_for` only) slows a lane while the other is
-busy: compute runs at 1/``compute`` of its speed while a collective is in flight, a
-collective at 1/``comm`` while compute runs. :class:`Contention` is the one type that holds
-those two factors, their measured spread and where they come from; the files keep their own
-fields (a link's ``compute_slowdown``/``comm_slowdown``, a profile's ``host_costs.contention``
-and ``contention_spread``: docs/FORMATS.md), read into it here::
+(simddp/sim/lanes.py) slows a lane while the other is busy: compute runs at 1/``compute`` of
+its speed while a collective is in flight, a collective at 1/``comm`` while compute runs.
+:class:`Contention` is the one type that holds those two factors, their measured spread and
+where they come from. Files keep it where it was measured: a link file's ``contention``
+section (calibrate, a generic MLP), a profile's ``host_costs.contention`` and
+``contention_spread`` (the model's own backward: docs/FORMATS.md). Which one a prediction
+runs under is decided once, by :func:`simddp.predict.resolve.resolve`::
 
-    >>> from simddp.inputs.host import Host
-    >>> from simddp.inputs.link import Link
-    >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.1)
-    >>> contention_for(link)                       # calibrate's, with a generic MLP
-    Contention(compute=1.2, comm=1.1, spread=None, source='link', comm_bytes=None)
-    >>> own = Host("h", contention=(1.5, 2.0), contention_spread=((1.2, 1.5), (1.8, 2.4)))
-    >>> c = contention_for(link, own)              # measured with the model itself: it wins
-    >>> c.source, c.measured, c.ends()[1].factors  # the high end of its measured spread
-    ('model', True, (1.8, 2.4))
+    >>> c = Contention(1.5, 2.0, spread=((1.2, 1.5), (1.8, 2.4)), source="model")
+    >>> c.measured, c.ends()[1].factors            # the high end of its measured spread
+    (True, (1.8, 2.4))
+    >>> published_gpu().factors                    # where nothing measured it, on a GPU
+    (1.189, 2.22)
 
 The rest of the module inverts the engine's model: given compute alone (W), comm alone (T),
 and both started together (compute ends at D, comm at Ts), which two factors reproduce them.
@@ -29,7 +26,7 @@ and both started together (compute ends at D, comm at Ts), which two factors rep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,17 +37,9 @@ from simddp.errors import InputError
 MIN_OVERLAP = 0.3
 # Where factors come from: calibrate's generic MLP (a link file), the model's own backward
 # (a profile's host_costs), the published GPU figures below (compute on a GPU, nothing
-# measured: :func:`default_contention`), or nothing ("").
-SOURCES = ("", "link", "model", "published")
+# measured), the user's own (given, not measured), or nothing ("").
+SOURCES = ("", "link", "model", "published", "given")
 MEASURED_SOURCES = ("link", "model")
-# The model's stream tells its α part's factor from its bytes part's only where α is a fair
-# share of its lone time: the solve in :func:`split_comm` multiplies the stream's noise by
-# 1/share. Over 134 kept grid cells the mlp's 8 x 4 MiB read 0.02-0.10 of α, the
-# transformer's 75 all-reduces 0.68-0.82 on loopback and 0.29-0.50 at 2 Gbit/s. At 0.5 the
-# 2 Gbit/s transformer went unsplit in 33 of 34 cells, its 1 MiB buckets slowed like its
-# tiny all-reduces (+8 … +13 % at 0.25-2 MB in three grids; at 0.2: -4 … +5 %,
-# docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
-MIN_ALPHA_SHARE = 0.2
 
 
 # GPU contention from published measurements, for compute on a GPU that nobody measured
@@ -97,8 +86,6 @@ PUBLISHED_GPU_SOURCE = ("compute x1.189 mean, x1.40 max while NCCL overlaps it (
                         "(arXiv 2412.14335)")
 # What the sweep's "prediction ranges" line says the default comes from.
 PUBLISHED_GPU_SHORT = "published GPU figures, arXiv 2507.03114; comm derived from 2412.14335"
-# Device presets that are not GPUs (simddp/presets/devices.py): every other preset is one.
-NOT_GPU_PRESETS = ("cpu",)
 
 
 def _is_factor(value) -> bool:
@@ -139,21 +126,17 @@ class Contention:
     spread: ((compute, comm) low, (compute, comm) high), the p10 and p90 over the repeats
       and ranks of the measurement; None: not measured.
     source: "link" (calibrate, a generic MLP), "model" (the model's own backward against its
-      own all-reduces) or "" (nothing measured: a preset, or factors given by hand as 1.0).
-    comm_bytes: the factor of a collective's bytes part, ``comm`` then being its α part's
-      (:func:`split_comm`); None: ``comm`` slows the whole collective.
+      own all-reduces), "published" (the GPU figures below), "given" (the user's own) or ""
+      (none: a preset on a CPU, or factors given as 1.0).
     """
 
     compute: float = 1.0
     comm: float = 1.0
     spread: tuple[tuple[float, float], tuple[float, float]] | None = None
     source: str = ""
-    comm_bytes: float | None = None
 
     def __post_init__(self) -> None:
         check_factors("contention", "(compute, comm)", (self.compute, self.comm))
-        if self.comm_bytes is not None:
-            check_factor("contention", "comm_bytes", self.comm_bytes)
         if self.spread is not None:
             object.__setattr__(self, "spread", check_spread("contention", self.spread))
         if self.source not in SOURCES:
@@ -184,109 +167,10 @@ class Contention:
                 Contention(*(max(a, b) for a, b in zip(high, self.factors)), source=self.source))
 
 
-def link_contention(link) -> Contention:
-    """A link's factors (calibrate's); measured unless both are 1.0 (a preset, or none)."""
-    c, m = link.compute_slowdown, link.comm_slowdown
-    return Contention(c, m, source="link" if (c, m) != (1.0, 1.0) else "")
-
-
-def contention_for(link, host=None) -> Contention:
-    """The contention a simulation runs under: the model's own (``host.contention``, with
-    its spread), else the link's. The one place that choice is made."""
-    if host is not None and host.contention is not None:
-        return Contention(*host.contention, spread=host.contention_spread, source="model")
-    return link_contention(link)
-
-
-def computes_on_gpu(device: str | None) -> bool:
-    """Whether ``device`` names a GPU: a device preset other than cpu (``--device``,
-    simddp/presets/devices.py), or a torch device "cuda" / "cuda:N" (what ``realrun profile``
-    and ``simddp trace-import`` record as a profile's ``measured.device``). None, or a name
-    neither knows: not known to be one::
-
-        >>> [computes_on_gpu(d) for d in ("a100", "cuda:0", "cuda", "cpu", None, "mps")]
-        [True, True, True, False, False, False]
-    """
-    # here, not at the top: simddp.presets imports simddp.inputs.link, which imports this module
-    from simddp.presets.devices import DEVICES
-
-    if not isinstance(device, str):
-        return False
-    name = device.split(":")[0].strip().lower()
-    return name == "cuda" or (name in DEVICES and name not in NOT_GPU_PRESETS)
-
-
 def published_gpu() -> Contention:
     """The published GPU contention at the point, its spread none … :data:`PUBLISHED_GPU_HIGH`."""
     return Contention(*PUBLISHED_GPU, spread=((1.0, 1.0), PUBLISHED_GPU_HIGH),
                       source="published")
-
-
-def default_contention(link, host=None, device: str | None = None) -> Contention:
-    """The contention a sweep predicts under: a measured one (:func:`contention_for`: the
-    model's own, else calibrate's) always; else, where compute runs on a GPU (``device``,
-    :func:`computes_on_gpu`), the published GPU figures (:func:`published_gpu`); else none,
-    as on the CPU box, where Gloo's contention is this host's and calibrate measures it::
-
-        >>> from simddp.inputs.link import Link
-        >>> bare = Link("l", 0.0, 1.0)
-        >>> c = default_contention(bare, device="a100"); c.source, c.factors, c.measured
-        ('published', (1.189, 2.22), False)
-        >>> default_contention(bare, device="cpu").factors
-        (1.0, 1.0)
-        >>> default_contention(Link("l", 0.0, 1.0, compute_slowdown=1.1), device="a100").source
-        'link'
-    """
-    measured = contention_for(link, host)
-    if measured.measured or not computes_on_gpu(device):
-        return measured
-    return published_gpu()
-
-
-def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_s: float,
-               stream_bytes_s: float) -> Contention:
-    """The model's comm factor split into its α part's and its bytes part's.
-
-    Why: the model's own stream (one all-reduce per gradient tensor, realrun profile) measures
-    one factor for a mix of fixed per-call work and bytes, and the engine used it for every
-    collective of every plan. On the emulated 2 Gbit/s link the two parts contend very
-    differently: the same box's transformer stream (then ~70 % α) read comm ×1.95–2.44, the
-    mlp's 8 × 4 MiB (~94 % bytes) ×1.04–1.16 and calibrate's 8 × 4 MiB ×1.02–1.14 (six grids): a
-    call's fixed part is CPU work beside the backward, its bytes mostly wait on the shaped
-    wire. So a bucketed plan's 1 MiB collectives were slowed like the model's tiny ones
-    (docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
-
-    ``bytes_factor``: the link's comm factor (calibrate's stream is bytes-dominated; 1.0 where
-    it measured less, clamped), None when the link has none measured (a preset);
-    ``stream_alpha_s``/``stream_bytes_s``: the model's stream's lone α and bytes seconds
-    (A, B). The α factor reproduces the model's measurement:
-    c·(A + B) = c_α·A + c_β·B. Unchanged where that cannot be told (not the model's own
-    factors, no link factor, α under :data:`MIN_ALPHA_SHARE` of the stream, or c_α < 1)::
-
-        >>> model = Contention(1.5, 2.44, source="model")
-        >>> round(split_comm(model, 1.14, 0.0916, 0.0403).comm, 2)   # the 2 Gbit/s transformer
-        3.01
-        >>> split_comm(model, 1.14, 0.0096, 0.1416) is model  # the mlp: bytes-dominated
-        True
-    """
-    alpha_s, bytes_s = stream_alpha_s, stream_bytes_s
-    if (contention.source != "model" or contention.comm_bytes is not None
-            or bytes_factor is None or alpha_s < MIN_ALPHA_SHARE * (alpha_s + bytes_s)):
-        return contention
-    comm_alpha = (contention.comm * (alpha_s + bytes_s) - bytes_factor * bytes_s) / alpha_s
-    if comm_alpha < 1.0:
-        return contention
-    return replace(contention, comm=comm_alpha, comm_bytes=bytes_factor)
-
-
-def with_contention(link, host, contention: Contention):
-    """(link, host) whose :func:`contention_for` is ``contention``'s factors: set where the
-    engine reads them (the host's own when it has one, else the link's)."""
-    if host is not None and host.contention is not None:
-        return link, replace(host, contention=contention.factors)
-    if contention.factors == (link.compute_slowdown, link.comm_slowdown):
-        return link, host
-    return replace(link, compute_slowdown=contention.compute, comm_slowdown=contention.comm), host
 
 
 def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,

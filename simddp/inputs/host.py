@@ -23,8 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from simddp.inputs.contention import (check_factors, check_spread, contention_for,
-                                with_contention)
+from simddp.inputs.contention import Contention, check_factors, check_spread
 from simddp.errors import InputError
 from simddp.kinds import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 
@@ -120,12 +119,13 @@ class Host:
     """The host costs of each DDP implementation, measured on one host with one model.
 
     ``contention``: (compute_slowdown, comm_slowdown) measured with this model's own
-    backward against its own all-reduces (realrun/launch/contention_timing.py); when set, the
-    engine uses it instead of the link's, which calibrate measures with a generic MLP.
+    backward against its own all-reduces (realrun/launch/contention_timing.py); a prediction
+    takes it before the link file's, which calibrate measures with a generic MLP.
     ``contention_spread``: the low and high (compute, comm) pairs of that measurement over its
     repeats and ranks (p10, p90), which the prediction ranges take (simddp/predict/scenarios.py).
-    Both are the file's fields (a profile's ``host_costs``); the engine and the ranges read
-    them as one :class:`simddp.inputs.contention.Contention` through ``contention_for(link, host)``.
+    Both are the file's fields (a profile's ``host_costs``), read as one
+    :class:`simddp.inputs.contention.Contention` (:attr:`measured_contention`) by the one
+    function that resolves a prediction's inputs (simddp/predict/resolve.py).
     ``compute_after_comm``: how much slower the forward + backward run in a step that
     communicates than in back-to-back compute-only steps, which the profile's layers are
     scaled to; the engine multiplies every layer's time and the optimizer's by it in a plan
@@ -174,11 +174,13 @@ class Host:
         return (all(c.free for c in self.implementations.values()) and self.contention is None
                 and self.compute_after_comm in (None, 1.0))
 
-    def contended(self, link):
-        """``link`` carrying the contention a simulation on this host runs under (this
-        host's own, if measured): for readers of a link's factors, such as the closed form's
-        refusal. The engine and the ranges ask :func:`simddp.inputs.contention.contention_for`."""
-        return with_contention(link, None, contention_for(link, self))[0]
+    @property
+    def measured_contention(self) -> Contention | None:
+        """The contention measured with this model (``contention``, its spread), as the one
+        type; None where the profile did not measure it."""
+        if self.contention is None:
+            return None
+        return Contention(*self.contention, spread=self.contention_spread, source="model")
 
 
 def after_comm_factor(host: Host | None, plan) -> float:

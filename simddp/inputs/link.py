@@ -20,27 +20,20 @@ busbw unless calibrate measured them per kind (``kind_fits``)::
 
 A link may also carry measured ``curves`` (size → time per kind and rank count, from calibrate
 or nccl-tests); a kind with one is charged by it (simddp/cost/curve.py, docs/FORMATS.md).
-The fields ``burst_bytes``, ``idle_wake_s`` and ``blocking_refill_s`` are what this project's
-CPU boxes add on top, applied as effects at one hook (simddp/rig/gloo_cpu.py); presets have none.
+``alpha_s`` is the per-collective latency of the all-reduces a step issues.
 
-``alpha_s`` is the per-collective latency of all-reduces a step overlaps (calibrate: a small
-one's lone α); ``blocking_alpha_s`` (optional) the mean latency when each is waited for
-before the next (naive, flat), scheduler stalls included (docs/CALIBRATE.md).
-
-Contention factors (calibrated by ``python -m calibrate``) say how much compute slows while a
-collective is in flight and how much the collective slows under compute; 1.0 means none. They
-are stored here as the link file writes them and read as a
-:class:`simddp.inputs.contention.Contention` (``link.contention``; docs/FORMATS.md).
-A link is the network and the collective library only: what a DDP implementation costs the
-host (hooks, gradient copies, launches) is :class:`simddp.inputs.host.Host`. Presets and their
-sources are in ``simddp.presets.links`` and docs/LINKS.md.
+A link is the network and its collective library only. A link file may hold more beside it
+(:class:`simddp.inputs.io.LinkFile`): the contention calibrate measured
+(:class:`simddp.inputs.contention.Contention`) and what Gloo on a shared CPU host adds
+(:class:`simddp.inputs.gloo_host.GlooHost`). What a DDP implementation costs the host (hooks,
+gradient copies, launches) is :class:`simddp.inputs.host.Host`. Presets and their sources are
+in ``simddp.presets.links`` and docs/LINKS.md.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
 
-from simddp.inputs.contention import check_factor, link_contention
 from simddp.errors import InputError
 from simddp.cost import single
 from simddp.cost.curve import Curve, make_curve
@@ -52,9 +45,6 @@ from simddp.inputs.profile import _check_spread
 # GB, the bus factors and the kinds live with the law (simddp/cost/factors.py); imported from
 # here by older code.
 COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
-# Host-cost fields links held before 2026-11-23 (now simddp.inputs.host.Host's): simddp/inputs/io.py
-# refuses a link file holding any, saying how to get current files.
-LEGACY_HOST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
 
 
 def _positive(owner: str, name: str, value: float, allow_zero: bool = False) -> None:
@@ -76,13 +66,10 @@ class LinkPiece:
 
 @dataclass(frozen=True)
 class KindFit:
-    """α and busbw calibrate measured for one collective kind (reduce_scatter, all_gather);
-    ``blocking_alpha_s``: its α when each is waited for before the next (FSDP2 on Gloo),
-    measured on its own chain; None: not measured (the all-reduce's wait is added instead)."""
+    """α and busbw calibrate measured for one collective kind (reduce_scatter, all_gather)."""
 
     alpha_s: float
     busbw_gbps: float
-    blocking_alpha_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,12 +82,7 @@ class Link:
     world_size: int | None = None
     backend: str = ""
     pieces: tuple[LinkPiece, ...] = ()
-    compute_slowdown: float = 1.0
-    comm_slowdown: float = 1.0
     source: str = ""
-    # Per-collective latency when each all-reduce is waited for before the next is issued
-    # (plans that don't overlap: naive, flat); None: alpha_s. Replaces every piece's α too.
-    blocking_alpha_s: float | None = None
     # (p5, p95) of measured all-reduce times over their median (calibrate: the median over
     # sizes of each size's ratios): what a prediction's range takes from the link. None: not
     # measured (a preset).
@@ -109,18 +91,6 @@ class Link:
     # without one takes the all-reduce's α and busbw (nccl-tests' busbw is defined so that
     # it is, ideally, the same for every kind).
     kind_fits: dict[str, KindFit] = field(default_factory=dict, hash=False)
-    # A shaped link's token bucket (Linux tbf, as realrun's emulated hosts set it up): bytes a
-    # rank may send at memory speed after an idle stretch, refilled at busbw; None: a wire.
-    burst_bytes: float | None = None
-    # What the first collective a micro-step issues after compute pays on top of its law:
-    # Gloo's threads, and the peer's, asleep since the last collective, wake up (calibrate:
-    # the first of its waited-for chain after 20 ms of compute, less that call's law). The
-    # engine charges it (simddp.rig.gloo_cpu.idle_wake_s); None: not measured (presets, older files).
-    idle_wake_s: float | None = None
-    # What a waited-for all-reduce's hand-off refills the token bucket by, on average: each
-    # call's α capped at the burst, which a call waiting a scheduler tick overflows
-    # (calibrate/shaped_chain.py). None: blocking_alpha_s (not measured, or a wire).
-    blocking_refill_s: float | None = None
     # Measured size → time curves per kind (calibrate's sweep, nccl-tests logs, presets from
     # published tables; simddp/cost/curve.py): a kind with one is charged by it, not by α–β.
     curves: tuple[Curve, ...] = ()
@@ -141,16 +111,7 @@ class Link:
                        or any(a >= b for a, b in zip(bounds[:-2], bounds[1:-1]))):
             raise InputError(f"link {self.name!r}: pieces must have increasing up_to_bytes "
                              "and end with up_to_bytes null")
-        for name in ("compute_slowdown", "comm_slowdown"):
-            check_factor(f"link {self.name!r}", name, getattr(self, name))
-        if self.blocking_alpha_s is not None:
-            _positive(self.name, "blocking_alpha_s", self.blocking_alpha_s, allow_zero=True)
         _check_spread(f"link {self.name!r}", "time_spread", self, "time_spread")
-        if self.burst_bytes is not None:
-            _positive(self.name, "burst_bytes", self.burst_bytes)
-        for name in ("idle_wake_s", "blocking_refill_s"):
-            if getattr(self, name) is not None:
-                _positive(self.name, name, getattr(self, name), allow_zero=True)
         fits = {}
         for kind, fit in dict(self.kind_fits or {}).items():
             if kind not in (REDUCE_SCATTER, ALL_GATHER):
@@ -161,12 +122,9 @@ class Link:
                     fit = KindFit(**fit)
                 except TypeError:
                     raise InputError(f"link {self.name!r}: kind_fits.{kind} must be "
-                                     "{alpha_s, busbw_gbps[, blocking_alpha_s]}") from None
+                                     "{alpha_s, busbw_gbps}") from None
             _positive(self.name, f"kind_fits.{kind}.alpha_s", fit.alpha_s, allow_zero=True)
             _positive(self.name, f"kind_fits.{kind}.busbw_gbps", fit.busbw_gbps)
-            if fit.blocking_alpha_s is not None:
-                _positive(self.name, f"kind_fits.{kind}.blocking_alpha_s",
-                          fit.blocking_alpha_s, allow_zero=True)
             fits[kind] = fit
         object.__setattr__(self, "kind_fits", fits)
         if not isinstance(self.curves, (list, tuple)):
@@ -178,31 +136,15 @@ class Link:
                                             or self.world_size < 2):
             raise InputError(f"link {self.name!r}: world_size must be an integer >= 2")
 
-    @property
-    def contention(self):
-        """This link's factors as a :class:`simddp.inputs.contention.Contention` (source "link" unless
-        both are 1.0). What a simulation runs under is ``contention_for(link, host)``: a
-        host's own measurement replaces it."""
-        return link_contention(self)
+    def allreduce_s(self, n_bytes: float, world_size: int) -> float:
+        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks (the law:
+        simddp/cost/single.py)."""
+        return single.collective_s(self, ALL_REDUCE, n_bytes, world_size)
 
-    @property
-    def wait_s(self) -> float:
-        """What waiting for a collective before issuing the next costs on top of its lone α:
-        ``blocking_alpha_s − alpha_s``, 0 without a blocking α (presets)."""
-        if self.blocking_alpha_s is None:
-            return 0.0
-        return max(0.0, self.blocking_alpha_s - self.alpha_s)
-
-    def allreduce_s(self, n_bytes: float, world_size: int, blocking: bool = False) -> float:
-        """Seconds for one all-reduce of ``n_bytes`` among ``world_size`` ranks; ``blocking``:
-        issued only after the previous one was waited for (the law: simddp/cost/single.py)."""
-        return single.collective_s(self, ALL_REDUCE, n_bytes, world_size, blocking)
-
-    def collective_s(self, kind: str, n_bytes: float, world_size: int,
-                     blocking: bool = False) -> float:
+    def collective_s(self, kind: str, n_bytes: float, world_size: int) -> float:
         """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather:
         the full, unsharded bytes) among ``world_size`` ranks (simddp/cost/single.py)."""
-        return single.collective_s(self, kind, n_bytes, world_size, blocking)
+        return single.collective_s(self, kind, n_bytes, world_size)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":
         """Check that this link applies to ``world_size`` ranks.
@@ -226,16 +168,10 @@ class Link:
         if factor == 1.0:
             return self
         return replace(self, alpha_s=self.alpha_s * factor, busbw_gbps=self.busbw_gbps / factor,
-                       blocking_alpha_s=None if self.blocking_alpha_s is None
-                       else self.blocking_alpha_s * factor,
-                       blocking_refill_s=None if self.blocking_refill_s is None
-                       else self.blocking_refill_s * factor,
                        pieces=tuple(replace(p, alpha_s=p.alpha_s * factor,
                                             busbw_gbps=p.busbw_gbps / factor)
                                     for p in self.pieces),
-                       kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor,
-                                             None if f.blocking_alpha_s is None
-                                             else f.blocking_alpha_s * factor)
+                       kind_fits={k: KindFit(f.alpha_s * factor, f.busbw_gbps / factor)
                                   for k, f in self.kind_fits.items()},
                        curves=tuple(c.time_scaled(factor) for c in self.curves))
 

@@ -91,6 +91,10 @@ class ModelProfile:
     # (p5, p95) of the measured compute-only step over its median, e.g. (0.9, 1.3): what a
     # prediction's range takes from this profile (simddp/predict/scenarios.py). None: not measured.
     compute_spread: tuple[float, float] | None = None
+    # What the compute was timed on or for: a device preset ("a100", "cpu") or a torch device
+    # ("cuda:0"); None: not known. On a GPU, contention nobody measured takes published
+    # figures (simddp/predict/resolve.py).
+    device: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -98,6 +102,8 @@ class ModelProfile:
             raise InputError(f"model {self.name!r} has no layers")
         _check_seconds(f"model {self.name!r}", "optimizer_s", self.optimizer_s)
         _check_spread(f"model {self.name!r}", "compute_spread", self, "compute_spread")
+        if self.device is not None and not isinstance(self.device, str):
+            raise InputError(f"model {self.name!r}: device must be a name, got {self.device!r}")
         with_ids = [bool(layer.grad_ids) for layer in self.layers if layer.grad_bytes]
         ids = [t for layer in self.layers for t in layer.grad_ids]
         if any(with_ids) and (not all(with_ids) or any(

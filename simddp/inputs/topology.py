@@ -31,14 +31,14 @@ NCCL also runs trees across nodes for small messages and NVLS/CollNet where the 
 has them; neither is modelled here (docs/TOPOLOGY.md).
 
 A link calibrated per level (``python -m calibrate`` on a two-level world, docs/FORMATS.md)
-also carries :class:`Levels`: the intra link measured inside every node at once, and the inter
-link measured with all G cross-node subgroups at once, so that a node's shared NIC is in its
-busbw. ``Levels.topology(N, G)`` puts the latter in ``Topology.inter``, which only the
-hierarchical inter-node phase reads; the ring keeps the link it is given. The case above with
-the two cross-node all-reduces sharing each node's 1 GB/s NIC, measured at 0.5 GB/s each::
+also carries :class:`simddp.inputs.link_file.Levels`: the intra link measured inside every
+node at once, and the inter link measured with all G cross-node subgroups at once, so that a
+node's shared NIC is in its busbw. Its topology puts the latter in ``Topology.inter``, which
+only the hierarchical inter-node phase reads; the ring keeps the link it is given. The case
+above with the two cross-node all-reduces sharing each node's 1 GB/s NIC, measured at
+0.5 GB/s each::
 
-    >>> lv = Levels(2, intra=Link("in", 0.0, 100.0), inter=Link("across", 0.0, 0.5))
-    >>> topo = lv.topology(nodes=2, gpus_per_node=2)
+    >>> topo = Topology(2, 2, intra=Link("in", 0.0, 100.0), inter=Link("across", 0.0, 0.5))
     >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "hierarchical") * 1e3, 3)
     16.945
     >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "ring") * 1e3, 3)
@@ -48,11 +48,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simddp.errors import InputError
 from simddp.cost.factors import kind_factor
+from simddp.errors import InputError
+from simddp.inputs.gloo_host import GlooHost
 # The two-level law itself lives with the others (simddp/cost/hierarchical.py); its names are
 # imported from here by older code.
-from simddp.cost.hierarchical import ALGORITHMS, across_s, collective_s  # noqa: F401
+from simddp.cost.hierarchical import ALGORITHMS, LevelHosts, across_s, collective_s  # noqa: F401
 from simddp.inputs.link import Link
 
 
@@ -62,12 +63,16 @@ class Topology:
     link between nodes is the one every command already takes, ``--link``). ``inter``: the
     link of the hierarchical all-reduce's inter-node phase when it was measured apart from
     the ring's (a link file's levels: all G cross-node subgroups at once); None: that phase
-    runs on the link between nodes, as the ring does."""
+    runs on the link between nodes, as the ring does. ``intra_host``, ``inter_host``: what Gloo
+    on a shared CPU host adds to those two links, where their link files measured it (read
+    once, where a prediction resolves its inputs: simddp/predict/resolve.py)."""
 
     nodes: int
     gpus_per_node: int
     intra: Link
     inter: Link | None = None
+    intra_host: GlooHost | None = None
+    inter_host: GlooHost | None = None
 
     def __post_init__(self) -> None:
         for name in ("nodes", "gpus_per_node"):
@@ -91,7 +96,9 @@ class Topology:
         that phase did when it ran on the link between nodes; the intra link is held."""
         if factor == 1.0 or self.inter is None:
             return self
-        return replace(self, inter=self.inter.time_scaled(factor))
+        return replace(self, inter=self.inter.time_scaled(factor),
+                       inter_host=None if self.inter_host is None
+                       else self.inter_host.time_scaled(factor))
 
     def inter_bytes(self, kind: str, n_bytes: float, algorithm: str) -> float:
         """Bytes one rank sends over the inter-node link for one ``kind`` collective of
@@ -103,50 +110,18 @@ class Topology:
         return kind_factor(kind, self.nodes) * n_bytes / self.gpus_per_node
 
 
-@dataclass(frozen=True)
-class Levels:
-    """A link file's per-level fits (its ``levels`` section, docs/FORMATS.md): measured by
-    ``python -m calibrate`` on ``gpus_per_node`` ranks a node, ``intra`` inside every node at
-    once, ``inter`` across nodes (one rank a node, the same local rank) in all G subgroups at
-    once. The file's top-level link stays the flat ring's over every rank."""
-
-    gpus_per_node: int
-    intra: Link
-    inter: Link
-
-    def __post_init__(self) -> None:
-        g = self.gpus_per_node
-        if isinstance(g, bool) or not isinstance(g, int) or g < 2:
-            raise InputError(f"levels.gpus_per_node must be an integer >= 2, got {g!r}")
-        for name in ("intra", "inter"):
-            if not isinstance(getattr(self, name), Link):
-                raise InputError(f"levels.{name} must be a link's fields")
-        if self.intra.world_size not in (None, g):
-            raise InputError(f"levels.intra.world_size {self.intra.world_size} is not "
-                             f"levels.gpus_per_node {g}")
-
-    def topology(self, nodes: int, gpus_per_node: int, intra: Link | None = None,
-                 inter: Link | None = None, where: str = "the link file") -> Topology:
-        """``nodes`` × ``gpus_per_node`` on these levels (``intra``/``inter``: replacements,
-        e.g. with overrides); InputError unless ``gpus_per_node`` is the one measured."""
-        if gpus_per_node != self.gpus_per_node:
-            raise InputError(f"--gpus-per-node {gpus_per_node}: {where} was calibrated per "
-                             f"level with {self.gpus_per_node} GPUs per node; pass "
-                             f"--gpus-per-node {self.gpus_per_node}, or --intra-link to give "
-                             "the link inside a node yourself")
-        return Topology(nodes, gpus_per_node, intra or self.intra, inter or self.inter)
-
-
-def level_load(topo: Topology, inter: Link, plan) -> dict:
+def level_load(topo: Topology, inter: Link, plan, inter_host: GlooHost | None = None) -> dict:
     """Per optimizer step and rank, what each level carries for ``plan``: bytes sent over
     the inter-node link and seconds of phases on each link (run alone, no overlap), and
-    which level bounds the communication ("inter" or "intra")."""
+    which level bounds the communication ("inter" or "intra"); ``inter_host``: what Gloo on
+    a shared CPU host adds to the link between nodes, where its file measured it."""
+    hosts = LevelHosts(topo.intra_host, topo.inter_host, inter_host)
     inter_bytes = inter_s = intra_s = 0.0
     algorithm = plan.strategy.algorithm
     for c in plan.collectives:
         for n in c.calls:
             inter_bytes += topo.inter_bytes(c.kind, n, algorithm)
-            total = collective_s(topo, inter, c.kind, n, algorithm)
+            total = collective_s(topo, inter, c.kind, n, algorithm, hosts=hosts)
             if topo.nodes == 1:
                 intra_s += total
             elif algorithm == "ring" or topo.gpus_per_node == 1:

@@ -1,11 +1,12 @@
 """A sweep's predictions, each engine run done once: plans, scenarios and rows shared.
 
 Picture the xl sweep: 83 rows, each wanting its step at the point and in four to six input
-scenarios (simddp/predict/scenarios.py). Done row by row that was 415 engine runs and a rebuilt
-profile per scenario per row (issue 21: 5.8 s). Most of it repeats itself:
+scenarios (simddp/predict/scenarios.py). Done row by row that is hundreds of engine runs and a
+rebuilt profile per scenario per row. Most of it repeats itself:
 
 - the scenarios' inputs (a profile scaled by the compute spread, a link by the all-reduce
-  spread, the contention) belong to the sweep, not to a row: built once here;
+  spread, the contention) belong to the sweep, not to a row: the predictor is given them,
+  built once (:class:`simddp.predict.scenarios.ScenarioSet`);
 - scenarios with equal inputs are one run (a preset has no measured spread: ``low`` and
   ``compute_bound`` are the point, ``high`` and ``comm_bound`` one contended run);
 - rows whose plans the engine cannot tell apart (ddp at 1 MB is bucketed at 1 MB; ten big
@@ -19,11 +20,14 @@ under contention while l0's backward does 1 ms of its 2, which ends at 6.5 ms; l
 all-reduce 7.5::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy
+    >>> from simddp.inputs.contention import Contention
+    >>> from simddp.inputs.resolved import Inputs
+    >>> from simddp.predict.scenarios import scenario_set
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002)
     ...                                 for i in range(2)), compute_spread=(0.9, 1.2))
-    >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.5, comm_slowdown=1.5,
-    ...             time_spread=(1.0, 1.2))
-    >>> r = Predictor(toy, link, 2, ranges=True).predict(make_strategy("overlap"))
+    >>> point = Inputs(toy, Link("l", 0.0, 1.0, time_spread=(1.0, 1.2)), 2,
+    ...                Contention(1.5, 1.5, source="link"))
+    >>> r = Predictor(scenario_set(point, ranges=True)).predict(make_strategy("overlap"))
     >>> round(r.step_s * 1e3, 3), {name: round(s * 1e3, 3) for name, s in r.scenarios_s.items()}
     (7.5, {'low': 6.9, 'high': 9.0, 'comm_bound': 7.2, 'compute_bound': 8.7})
 
@@ -35,20 +39,15 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from operator import attrgetter
 
-from simddp.inputs.contention import with_contention
-from simddp.sim.engine import compute_only_s, make_result, simulate
-from simddp.sim.comm import comm_seconds
-from simddp.inputs.host import FREE, Host, HostCosts, after_comm_factor
-from simddp.sim.overheads import host_copies
-from simddp.inputs.link import Link
+from simddp.inputs.host import FREE, HostCosts
 from simddp.planning.plans import Collective, Plan, plan
-from simddp.inputs.profile import ModelProfile
-from simddp.predict.scenarios import build_inputs, point_scenario, scenarios
-from simddp.result import Result
-from simddp.sim.schedule import optimizer_share_s
 from simddp.planning.sharding import AFTER_BACKWARD
 from simddp.planning.strategy import Strategy
-from simddp.inputs.topology import Topology
+from simddp.predict.scenarios import ScenarioSet
+from simddp.result import Result
+from simddp.sim.costs import PlanCosts, plan_costs
+from simddp.sim.engine import compute_only_s, make_result, simulate
+from simddp.sim.schedule import optimizer_share_s
 
 # Strategy fields the engine never reads: the name (docs/DESIGN.md: the engine never branches
 # on it), the granularity and bucket caps (they act through the plan's collectives, which the
@@ -103,123 +102,99 @@ def micro_step_plans(p: Plan) -> list[Plan]:
 
 
 class Predictor:
-    """Predicts configurations of one profile, link, world size and host; with ``ranges``
-    also each input scenario (``Result.scenarios_s``). ``record`` keeps the point's spans;
-    ``stats['events']`` counts the SimPy events of the runs done; ``topology``: a two-level
-    cluster, ``link`` the link between its nodes (as :func:`simddp.sim.engine.simulate`);
-    ``device``: what the compute runs on, which sets the contention when none was measured
-    (:func:`simddp.inputs.contention.default_contention`: the published one on a GPU)."""
+    """Predicts configurations on one :class:`~simddp.predict.scenarios.ScenarioSet`: the
+    point, and with ranges each input scenario (``Result.scenarios_s``). ``record`` keeps the
+    point's spans; ``stats['events']`` counts the SimPy events of the runs done."""
 
-    def __init__(self, profile: ModelProfile, link: Link, world_size: int,
-                 host: Host | None = None, *, ranges: bool = False, record: bool = False,
-                 stats: dict | None = None, topology: Topology | None = None,
-                 device: str | None = None) -> None:
-        self.profile, self.link, self.world_size, self.host = profile, link, world_size, host
-        self.record, self.stats, self.topology = record, stats, topology
-        self.scenarios = scenarios(profile, link, host, device) if ranges else {}
-        point = point_scenario(link, host, device)
-        self.point_key = point.key
-        self.comm_factors = {scn.key: scn.comm_factor for scn in self.scenarios.values()}
-        # Scenario key -> (profile, link, host): built once per sweep, shared by every row.
-        # The point's link or host carries its contention where the engine reads it (the
-        # link and host as given, unless a default applies).
-        self.inputs = {self.point_key: (profile, *with_contention(link, host,
-                                                                  point.contention)),
-                       **build_inputs(profile, link, host, self.scenarios.values())}
+    def __init__(self, scenario_set: ScenarioSet, *, record: bool = False,
+                 stats: dict | None = None) -> None:
+        self.set, self.record, self.stats = scenario_set, record, stats
+        self.point_key = scenario_set.point_key
+        self.inputs = scenario_set.inputs
         # Engine key -> a small id: a lookup with the key itself compares every collective
-        # of a hit (209k Collective.__eq__ calls on the xl sweep, 0.3 s), so it is done once.
+        # of a hit (hundreds of thousands of Collective.__eq__ calls on a large sweep).
         self.ids: dict[tuple, int] = {}
         self.steps: dict[tuple[int, tuple], float] = {}   # (id, scenario key) -> step s
+        self.costs: dict[tuple[int, tuple], PlanCosts] = {}   # (id, scenario key) -> costs
         self.alone: dict[int, bool] = {}                  # id -> runs_alone()
         self.parts: dict[int, list[tuple[int, Plan]]] = {}  # id -> its micro-steps' (id, plan)
         self.work = {"engine_runs": 0, "plans": 0, "scenario_inputs": len(self.inputs) - 1}
 
-    def costs(self, strategy: Strategy) -> HostCosts:
-        return self.host.costs(strategy.implementation) if self.host is not None else FREE
-
     def predict(self, strategy: Strategy) -> Result:
         """``strategy``'s Result: the point, and with ranges its scenarios' steps."""
-        p = plan(self.profile, strategy)
+        point = self.set.point
+        p = plan(point.profile, strategy)
         self.work["plans"] += 1
-        costs = self.costs(strategy)
-        pid = self._id(p, costs)
+        pid = self._id(p, point.costs(strategy.implementation))
         if self.record:   # the whole timeline: one run of the whole plan
-            result = self._run(p, self.point_key, record=True)
+            result = self._run(pid, p, self.point_key, record=True)
             self.steps.setdefault((pid, self.point_key), result.step_s)
         else:
-            result = make_result(self.profile, self.link, p, self.world_size,
-                                 self.step_s(pid, p, costs, self.point_key))
-        if not self.scenarios:
+            result = make_result(point, p, self.step_s(pid, p, self.point_key))
+        if not self.set.names:
             return result
-        return replace(result, scenarios_s={name: self.step_s(pid, p, costs, scn.key)
-                                            for name, scn in self.scenarios.items()})
+        return replace(result, scenarios_s={name: self.step_s(pid, p, key)
+                                            for name, key in self.set.names.items()})
 
-    def step_s(self, pid: int, p: Plan, costs: HostCosts, scenario_key: tuple) -> float:
-        """Step seconds of ``p`` (id ``pid``) under ``costs`` in a scenario, from the runs
-        already done where they tell (see the module text), else from one engine run."""
+    def step_s(self, pid: int, p: Plan, scenario_key: tuple) -> float:
+        """Step seconds of ``p`` (id ``pid``) in a scenario, from the runs already done where
+        they tell (see the module text), else from one engine run."""
         step_s = self.steps.get((pid, scenario_key))
         if step_s is not None:
             return step_s
         if p.micro_steps > 1:
             if pid not in self.parts:
+                costs = self.set.point.costs(p.strategy.implementation)
                 self.parts[pid] = [(self._id(part, costs), part) for part in micro_step_plans(p)]
-            profile, _, host = self.inputs[scenario_key]
+            whole = self.plan_costs(pid, p, scenario_key)
+            profile, world_size = self.inputs[scenario_key].profile, self.set.point.world_size
 
-            def optimizer_s(q: Plan) -> float:   # as the engine charges it in q
-                return optimizer_share_s(profile, q, self.world_size) * after_comm_factor(host, q)
+            def optimizer_s(q: Plan, factor: float) -> float:   # as the engine charges it in q
+                return optimizer_share_s(profile, q, world_size) * factor
 
             def part_s(part_id: int, part: Plan) -> float:
                 # a compute-only micro-step of a plan that communicates computes as its plan
-                s = self.step_s(part_id, part, costs, scenario_key) - optimizer_s(part)
-                return s if part.collectives else s * after_comm_factor(host, p)
-            step_s = sum(part_s(*part) for part in self.parts[pid]) + optimizer_s(p)
-        elif scenario_key != self.point_key and self._runs_alone(pid, p, costs):
-            step_s = (self.step_s(pid, p, costs, self.point_key)
-                      + self._parts_moved_s(p, scenario_key, costs))
+                factor = self.plan_costs(part_id, part, scenario_key).compute_factor
+                s = self.step_s(part_id, part, scenario_key) - optimizer_s(part, factor)
+                return s if part.collectives else s * whole.compute_factor
+            step_s = (sum(part_s(*part) for part in self.parts[pid])
+                      + optimizer_s(p, whole.compute_factor))
+        elif scenario_key != self.point_key and self._runs_alone(pid, p):
+            step_s = (self.step_s(pid, p, self.point_key)
+                      + self._parts_moved_s(pid, p, scenario_key))
         else:
-            step_s = self._run(p, scenario_key).step_s
+            step_s = self._run(pid, p, scenario_key).step_s
         self.steps[pid, scenario_key] = step_s
         return step_s
+
+    def plan_costs(self, pid: int, p: Plan, scenario_key: tuple) -> PlanCosts:
+        """``p``'s costs in a scenario (simddp/sim/costs.py), worked out once."""
+        pc = self.costs.get((pid, scenario_key))
+        if pc is None:
+            pc = self.costs[pid, scenario_key] = plan_costs(p, self.inputs[scenario_key])
+        return pc
 
     def _id(self, p: Plan, costs: HostCosts) -> int:
         return self.ids.setdefault(engine_key(p, costs), len(self.ids))
 
-    def _runs_alone(self, pid: int, p: Plan, costs: HostCosts) -> bool:
+    def _runs_alone(self, pid: int, p: Plan) -> bool:
         if pid not in self.alone:
-            self.alone[pid] = runs_alone(p, host_copies(self.profile, costs, p,
-                                                        self.world_size)[1])
+            self.alone[pid] = runs_alone(p, self.plan_costs(pid, p, self.point_key).copy_out)
         return self.alone[pid]
 
-    def _run(self, p: Plan, scenario_key: tuple, record: bool = False) -> Result:
-        profile, link, host = self.inputs[scenario_key]
+    def _run(self, pid: int, p: Plan, scenario_key: tuple, record: bool = False) -> Result:
         self.work["engine_runs"] += 1
-        return simulate(profile, link, p, self.world_size, host=host, record=record,
-                        stats=self.stats, topology=self._topology(scenario_key))
+        return simulate(p, self.inputs[scenario_key], record=record, stats=self.stats,
+                        costs=self.plan_costs(pid, p, scenario_key))
 
-    def _topology(self, scenario_key: tuple) -> Topology | None:
-        """The cluster a scenario runs on: a link file's per-level inter link scales with the
-        scenario's link between nodes (its comm factor)."""
-        if self.topology is None:
-            return None
-        return self.topology.time_scaled(self.comm_factors.get(scenario_key, 1.0))
-
-    def _parts_moved_s(self, p: Plan, scenario_key: tuple, costs: HostCosts) -> float:
+    def _parts_moved_s(self, pid: int, p: Plan, scenario_key: tuple) -> float:
         """How far a scenario moves a plan that runs its lanes one after the other: its
         compute seconds and its comm lane's seconds there minus at the point (host work is
         held at its measurement; contention never applies, nothing overlaps)."""
         def parts_s(key: tuple) -> float:
-            profile, link, host = self.inputs[key]
-            compute_s = compute_only_s(profile, p.micro_steps,
-                                       optimizer_share_s(profile, p, self.world_size))
-            return (compute_s * after_comm_factor(host, p)
-                    + sum(comm_seconds(p, link, self.world_size, costs, self._topology(key))))
+            inputs, pc = self.inputs[key], self.plan_costs(pid, p, key)
+            compute_s = compute_only_s(inputs.profile, p.micro_steps,
+                                       optimizer_share_s(inputs.profile, p, inputs.world_size))
+            return compute_s * pc.compute_factor + sum(pc.comm_s)
 
         return parts_s(scenario_key) - parts_s(self.point_key)
-
-
-def scenario_steps(profile: ModelProfile, link: Link, world_size: int, strategy: Strategy,
-                   host: Host | None = None, device: str | None = None) -> dict[str, float]:
-    """Step seconds of ``strategy`` in each scenario of simddp/predict/scenarios.py (the point is the
-    plain simulation)."""
-    return Predictor(profile, link, world_size, host, ranges=True,
-                     device=device).predict(strategy).scenarios_s

@@ -6,12 +6,11 @@ spread, the p5 and p95 over the median of many repeats:
 - ``ModelProfile.compute_spread``: the compute-only step (``realrun profile`` on all ranks);
 - ``Link.time_spread``: an all-reduce of the bandwidth-bound sizes (``python -m calibrate``).
 
-Contention, when nothing measured it (a link preset, or α/busbw given by hand, and no
-``Host.contention``), ranges from none to :data:`UNCALIBRATED_CONTENTION` around a point of
-none; where the compute runs on a GPU (the sweep's ``device``) the point is the published
-GPU contention and the range none to its high end
-(:func:`simddp.inputs.contention.default_contention`). When the profile measured it, it ranges
-over its repeats' p10–p90 (``Host.contention_spread``).
+Contention (resolved once: :func:`simddp.predict.resolve.resolve`), when nothing measured it,
+ranges from none to :data:`UNCALIBRATED_CONTENTION` around a point of none; where the compute
+runs on a GPU the point is the published GPU contention and the range none to its high end.
+When the profile measured it, it ranges over its repeats' p10–p90 (``Host.contention_spread``);
+when the user gave it, it is held there.
 
 Each *scenario* is a corner of that box: all fast (``low``), all slow (``high``), and the
 two mixed corners, where compute and communication err in opposite directions; then the
@@ -22,37 +21,38 @@ scenarios (``Result.step_range_s``); the recommendation's worst-case regret is o
 corners only (:func:`worst_regrets` says why)::
 
     >>> from simddp import Layer, Link, ModelProfile
+    >>> from simddp.inputs.contention import Contention
+    >>> from simddp.inputs.resolved import Inputs
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002)
     ...                                 for i in range(2)), compute_spread=(0.9, 1.2))
-    >>> link = Link("l", 0.0, 1.0, compute_slowdown=1.5, comm_slowdown=1.5,
-    ...             time_spread=(1.0, 1.2))
-    >>> {name: (s.compute_factor, s.comm_factor) for name, s in scenarios(toy, link).items()}
+    >>> point = Inputs(toy, Link("l", 0.0, 1.0, time_spread=(1.0, 1.2)), 2,
+    ...                Contention(1.5, 1.5, source="link"))
+    >>> {name: (s.compute_factor, s.comm_factor) for name, s in scenarios(point).items()}
     {'low': (0.9, 1.0), 'high': (1.2, 1.2), 'comm_bound': (0.9, 1.2), 'compute_bound': (1.2, 1.0)}
 
-This module says what each scenario is; :mod:`simddp.predict.predictor` simulates them, each
-distinct input once per sweep, and works out rows that need no engine run.
+This module says what each scenario is and builds each distinct one's inputs once
+(:func:`scenario_set`); :mod:`simddp.predict.predictor` simulates them and works out rows that
+need no engine run.
 
 docs/CLI.md ("Prediction ranges") says what a range is and is not: it is the spread
 of a step from the spread of its inputs, not a confidence interval of the median.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from simddp.inputs.contention import Contention, default_contention, with_contention
-from simddp.inputs.contention import PUBLISHED_GPU_SHORT
-from simddp.inputs.host import Host
-from simddp.inputs.link import Link
-from simddp.inputs.profile import ModelProfile
+from simddp.inputs.contention import PUBLISHED_GPU_SHORT, Contention
+from simddp.inputs.resolved import Inputs, scaled_profile
 
 # (compute_slowdown, comm_slowdown) at the high end when no contention was measured and the
-# compute is not known to run on a GPU (on one: simddp.inputs.contention.PUBLISHED_GPU_HIGH): compute
-# slows by at most 40.0 % while NCCL collectives overlap it (arXiv 2507.03114), the comm side
-# bounded the same way. CPU Gloo here measures more (x1.6 / x2.0): calibrate it.
+# compute is not known to run on a GPU (on one: the published figures' high end), as the
+# published GPU compute's maximum (docs/FINDINGS.md#gpu-contention-under-overlap).
 UNCALIBRATED_CONTENTION = (1.4, 1.4)
 # Scenario name -> (compute end, comm end): 0 the low end of a spread, 1 the high end.
 SCENARIOS = {"low": (0, 0), "high": (1, 1), "comm_bound": (0, 1), "compute_bound": (1, 0)}
+# Contention the user gave (--contention) is held where it was put, as a measurement is.
+HELD_SOURCES = ("link", "model", "given")
 
 
 @dataclass(frozen=True)
@@ -70,16 +70,9 @@ class Scenario:
         return self.compute_factor, self.comm_factor, self.contention.factors
 
 
-def point_scenario(link: Link, host: Host | None = None, device: str | None = None
-                   ) -> Scenario:
-    """The point itself, as a scenario: nothing scaled, the contention measured, else the
-    default for ``device`` (:func:`simddp.inputs.contention.default_contention`)."""
-    return Scenario(1.0, 1.0, default_contention(link, host, device))
-
-
-def contention_measured(link: Link, host: Host | None) -> bool:
-    """Whether a measurement set the contention: calibrate's link, or the model's own."""
-    return default_contention(link, host).measured
+def point_scenario(point: Inputs) -> Scenario:
+    """The point itself, as a scenario: nothing scaled, the resolved contention."""
+    return Scenario(1.0, 1.0, point.contention)
 
 
 def assumed_ends(point: Contention) -> tuple[Contention, Contention]:
@@ -95,65 +88,59 @@ def assumed_ends(point: Contention) -> tuple[Contention, Contention]:
     return point.ends() or (point, Contention(*UNCALIBRATED_CONTENTION))
 
 
-def scenarios(profile: ModelProfile, link: Link, host: Host | None = None,
-              device: str | None = None) -> dict[str, Scenario]:
+def scenarios(point: Inputs) -> dict[str, Scenario]:
     """Each scenario by name: the four corners of compute and all-reduce time. When no
-    contention was measured, the corners with all-reduces at their fast end take its
-    assumed low end and those at their slow end its high end (:func:`assumed_ends`; on a GPU
-    ``device`` the point between them is the published one). When the model's own
-    contention was measured with its spread, the corners take it at the point, and two more
-    scenarios put it at its low and high end with the other inputs at the point
-    (``contention_low``, ``contention_high``): whether an overlapped bucket pays off hinges
-    on it."""
-    compute = profile.compute_spread or (1.0, 1.0)
-    comm = link.time_spread or (1.0, 1.0)
-    point = default_contention(link, host, device)
-    if point.measured:
-        out = {name: Scenario(compute[c], comm[m], point) for name, (c, m) in SCENARIOS.items()}
-        ends = point.ends()
+    contention was measured (or given), the corners with all-reduces at their fast end take
+    its assumed low end and those at their slow end its high end (:func:`assumed_ends`; on a
+    GPU the point between them is the published one). When the model's own contention was
+    measured with its spread, the corners take it at the point, and two more scenarios put
+    it at its low and high end with the other inputs at the point (``contention_low``,
+    ``contention_high``): whether an overlapped bucket pays off hinges on it."""
+    compute = point.profile.compute_spread or (1.0, 1.0)
+    comm = point.link.time_spread or (1.0, 1.0)
+    contention = point.contention
+    if contention.source in HELD_SOURCES:
+        out = {name: Scenario(compute[c], comm[m], contention)
+               for name, (c, m) in SCENARIOS.items()}
+        ends = contention.ends()
         if ends is not None:
             out["contention_low"], out["contention_high"] = (Scenario(1.0, 1.0, e)
                                                              for e in ends)
         return out
-    ends = assumed_ends(point)
+    ends = assumed_ends(contention)
     return {name: Scenario(compute[c], comm[m], ends[m]) for name, (c, m) in SCENARIOS.items()}
 
 
-def scaled_profile(profile: ModelProfile, factor: float) -> ModelProfile:
-    """``profile`` with every compute second x ``factor`` (itself at 1.0)."""
-    if factor == 1.0:
-        return profile
-    return profile.scaled(forward_s=profile.forward_s * factor if profile.forward_s else None,
-                          backward_s=profile.backward_s * factor if profile.backward_s
-                          else None, optimizer_s=profile.optimizer_s * factor)
+@dataclass(frozen=True)
+class ScenarioSet:
+    """A prediction's inputs, each built once: the point's, and with ranges each scenario's.
+    ``names``: scenario name -> key; ``inputs``: key -> inputs (the point's key included;
+    scenarios with equal keys share theirs, and one engine run)."""
+
+    point: Inputs
+    names: dict[str, tuple] = field(default_factory=dict)
+    inputs: dict[tuple, Inputs] = field(default_factory=dict)
+
+    @property
+    def point_key(self) -> tuple:
+        return point_scenario(self.point).key
 
 
-def build_inputs(profile: ModelProfile, link: Link, host: Host | None,
-                 wanted: Iterable[Scenario]) -> dict[tuple, tuple[ModelProfile, Link, Host | None]]:
-    """Scenario key -> the profile, link and host it simulates with (host costs held at
-    their measurement), each built once: a scaled profile is shared by every scenario with
-    its compute factor (it rebuilds every layer: 321,694 of them when built per row, issue
-    21)."""
-    profiles = {1.0: profile}
-    out = {}
-    for scn in wanted:
-        if scn.key in out:
+def scenario_set(point: Inputs, ranges: bool = False) -> ScenarioSet:
+    """The point's inputs and, with ``ranges``, each scenario's, built once each: a scaled
+    profile is shared by every scenario with its compute factor (it rebuilds every layer)."""
+    named = scenarios(point) if ranges else {}
+    profiles = {1.0: point.profile}
+    built = {point_scenario(point).key: point}
+    for scn in named.values():
+        if scn.key in built:
             continue
         f = scn.compute_factor
         if f not in profiles:
-            profiles[f] = scaled_profile(profile, f)
-        out[scn.key] = (profiles[f], *with_contention(link.time_scaled(scn.comm_factor), host,
-                                                      scn.contention))
-    return out
-
-
-def scenario_inputs(profile: ModelProfile, link: Link, host: Host | None = None,
-                    device: str | None = None
-                    ) -> dict[str, tuple[ModelProfile, Link, Host | None]]:
-    """The profile, link and host of each scenario (:func:`scenarios`) by name."""
-    named = scenarios(profile, link, host, device)
-    built = build_inputs(profile, link, host, named.values())
-    return {name: built[scn.key] for name, scn in named.items()}
+            profiles[f] = scaled_profile(point.profile, f)
+        built[scn.key] = replace(point.scaled(1.0, scn.comm_factor, scn.contention),
+                                 profile=profiles[f])
+    return ScenarioSet(point, {name: scn.key for name, scn in named.items()}, built)
 
 
 def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list[float] | None:
@@ -163,14 +150,9 @@ def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list
     together (one profile, one link), so rows are compared within a scenario, not across.
     None unless every row has the same scenarios.
 
-    The contention's two ends widen the ranges but do not enter the regret. They are the
-    p10 and p90 of single repeats' factors, and a comm factor of one repeat is a difference
-    of four times (×1.0 to ×6.0 on the transformer in one profile), while the point takes
-    the median over every repeat. Their worst case steered the pick to buckets that never
-    overlap: over 115 kept grid cells (bench/workflow_grid.py, 2026-11-25..27, each scored
-    against its own bench) the pick regretted 3.23 % on average with them, 2.43 % over the
-    corners alone and 2.83 % at the point estimate (both halves of the cells agree:
-    docs/FINDINGS.md#contention)::
+    The contention's two ends widen the ranges but do not enter the regret: they are the
+    p10 and p90 of single repeats' factors, each a difference of four noisy times, and their
+    worst case steered the pick to buckets that never overlap (docs/FINDINGS.md#contention)::
 
         >>> a = (0.100, {"low": 0.09, "high": 0.13})
         >>> b = (0.101, {"low": 0.09, "high": 0.11})
@@ -200,35 +182,38 @@ def robust_pick(rows: Sequence[tuple[float, dict[str, float] | None]]
     return min(range(len(rows)), key=lambda i: (round(regrets[i], 3), i)), regrets
 
 
-def range_sources(profile: ModelProfile, link: Link, host: Host | None = None,
-                  device: str | None = None) -> str:
+def range_sources(point: Inputs) -> str:
     """One line: what the ranges are made of, for the sweep's output and JSON; on a GPU
     with nothing measured, the contention the point takes, its range and where it comes
     from::
 
-        >>> from simddp import Layer
+        >>> from simddp import Layer, Link, ModelProfile
+        >>> from simddp.inputs.contention import published_gpu
         >>> toy = ModelProfile("toy", (Layer("l0", (8,), 1e-3, 2e-3),))
-        >>> range_sources(toy, Link("l", 0.0, 1.0), device="cpu")
+        >>> range_sources(Inputs(toy, Link("l", 0.0, 1.0), 2))
         'contention none to x1.4 compute, x1.4 comm (not calibrated)'
-        >>> text = range_sources(toy, Link("l", 0.0, 1.0), device="h100")
+        >>> text = range_sources(Inputs(toy, Link("l", 0.0, 1.0), 2, published_gpu()))
         >>> text[:text.index(" (")]
         'contention x1.19 compute, x2.22 comm, from none to x1.40 compute, x2.22 comm'
         >>> text[text.index(" (") + 2:-1]
         'not measured: published GPU figures, arXiv 2507.03114; comm derived from 2412.14335'
     """
     parts = []
-    if profile.compute_spread is not None:
-        lo, hi = profile.compute_spread
+    if point.profile.compute_spread is not None:
+        lo, hi = point.profile.compute_spread
         parts.append(f"compute x{lo:.2f}–x{hi:.2f} (profile p5–p95)")
-    if link.time_spread is not None:
-        lo, hi = link.time_spread
+    if point.link.time_spread is not None:
+        lo, hi = point.link.time_spread
         parts.append(f"all-reduce x{lo:.2f}–x{hi:.2f} (calibrate p5–p95)")
-    contention = default_contention(link, host, device)
+    contention = point.contention
     if contention.source == "published":
         (c1, m1) = assumed_ends(contention)[1].factors
         parts.append(f"contention x{contention.compute:.2f} compute, x{contention.comm:.2f} "
                      f"comm, from none to x{c1:.2f} compute, x{m1:.2f} comm (not measured: "
                      f"{PUBLISHED_GPU_SHORT})")
+    elif contention.source == "given":
+        parts.append(f"contention x{contention.compute:.2f} compute, x{contention.comm:.2f} "
+                     "comm (given, held)")
     elif not contention.measured:
         c, m = UNCALIBRATED_CONTENTION
         parts.append(f"contention none to x{c:g} compute, x{m:g} comm (not calibrated)")

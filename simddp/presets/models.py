@@ -170,4 +170,4 @@ def build_profile(spec: ModelSpec, device: str | Device = "a100", batch: int = 8
                             tuple(f"{name}.weight" for _ in grads)))
     optimizer_s = dev.seconds(0, spec.n_params * OPTIMIZER_BYTES_PER_PARAM[optimizer])
     label = f"{spec.name}@{dev.name},b{batch}s{seq}"
-    return ModelProfile(label, tuple(layers), optimizer_s)
+    return ModelProfile(label, tuple(layers), optimizer_s, device=dev.name)

@@ -11,6 +11,7 @@ bounds its communication (simddp.inputs.topology.level_load)::
 from __future__ import annotations
 
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.planning.plans import plan
 from simddp.inputs.profile import ModelProfile
 from simddp.result import Result
@@ -19,7 +20,7 @@ from simddp.inputs.topology import Topology, level_load
 GIB = 2**30
 
 
-def topology_json(topology: Topology, link: Link, profile: ModelProfile, rec,
+def topology_json(topology: Topology, link: Link | LinkFile, profile: ModelProfile, rec,
                   results: list[Result]) -> dict:
     """The cluster and the per-level load of the recommended row and of hierarchical at the
     same bucket size (or its first row)."""
@@ -32,8 +33,9 @@ def topology_json(topology: Topology, link: Link, profile: ModelProfile, rec,
         same = [r for r in hier if rec is not None and r.bucket_mb == rec.bucket_mb]
         picks.append((same or hier)[0])
     levels = []
+    found = as_link_file(link)
     for r in picks:
-        load = level_load(topology, link, plan(profile, r.spec))
+        load = level_load(topology, found.link, plan(profile, r.spec), found.host)
         levels.append({"strategy": r.strategy, "bucket_mb": r.bucket_mb,
                        "inter_node_bytes": load["inter_node_bytes"],
                        "inter_node_ms": load["inter_node_s"] * 1e3,
@@ -64,3 +66,26 @@ def levels_line(doc: dict) -> str:
                      f"({lv['bound_by']}-bound)")
     return ("inter-node link per step and rank, collectives run alone: "
             + ("; ".join(parts) or "no collectives"))
+
+
+def topology_text(topology: Topology | None) -> str:
+    """What the setup line adds for ``--nodes``/``--gpus-per-node``, '' without them. The
+    link inside a node is printed as its preset is (``python -m simddp links``)::
+
+        >>> from simddp.presets import get_link
+        >>> for part in topology_text(Topology(4, 8, get_link("nvlink-a100"))).split("; "):
+        ...     print(part)
+         | 4 nodes × 8 GPUs, the link above between nodes
+        inside: nvlink-a100 (α 46.3 µs, busbw 152.2 GB/s)
+    """
+    if topology is None:
+        return ""
+    intra, across = topology.intra, topology.inter
+    text = (f" | {topology.nodes} nodes × {topology.gpus_per_node} GPUs, the link above "
+            f"between nodes; inside: {intra.name} (α {intra.alpha_s * 1e6:g} µs, busbw "
+            f"{intra.busbw_gbps:g} GB/s)")
+    if across is not None:
+        text += (f"; hierarchical's inter-node phase: {across.name} (α "
+                 f"{across.alpha_s * 1e6:g} µs, busbw {across.busbw_gbps:g} GB/s, all "
+                 f"{topology.gpus_per_node} cross-node groups at once)")
+    return text

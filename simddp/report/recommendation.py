@@ -25,7 +25,8 @@ from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
 from simddp.planning.registry import Name
 from simddp.planning.strategy import DDP_FIRST_BUCKET_MB, Strategy
-from simddp.predict.sweep import Recommendation, StrategyPick, accumulates
+from simddp.predict.sweep import accumulates
+from simddp.predict.recommend import Recommendation, StrategyPick
 
 
 def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:

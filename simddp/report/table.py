@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.inputs.profile import ModelProfile
 
 MIB = 2**20
@@ -88,15 +89,18 @@ def fmt_sig(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def setup_line(profile: ModelProfile, link: Link, world_size: int) -> str:
-    """One line naming everything a prediction depends on."""
+def setup_line(profile: ModelProfile, link: Link | LinkFile, world_size: int) -> str:
+    """One line naming everything a prediction depends on (a link file's Gloo host effects
+    included)."""
+    found = as_link_file(link)
+    link, host = found.link, found.host
     link_law = (f"α {fmt_sig(link.alpha_s * 1e6)} µs, busbw {fmt_sig(link.busbw_gbps)} GB/s"
                 if not link.pieces
                 else f"piecewise α–β fit ({len(link.pieces)} pieces)")
-    if link.burst_bytes is not None:
-        link_law += f", shaped with a {link.burst_bytes / 1e3:.0f} kB token bucket"
-    if link.idle_wake_s:
-        link_law += f", {fmt_sig(link.idle_wake_s * 1e3)} ms wake after compute"
+    if host is not None and host.burst_bytes is not None:
+        link_law += f", shaped with a {host.burst_bytes / 1e3:.0f} kB token bucket"
+    if host is not None and host.idle_wake_s:
+        link_law += f", {fmt_sig(host.idle_wake_s * 1e3)} ms wake after compute"
     return (f"model {profile.name}: {profile.n_tensors} gradient tensors, "
             f"{profile.grad_total_bytes / MIB:.1f} MiB of gradients, forward "
             f"{fmt_ms(profile.forward_s, 1)} ms, backward {fmt_ms(profile.backward_s, 1)} ms, "

@@ -8,43 +8,39 @@ lane runs collectives one at a time, in launch order, each for its cost law
 the step is done::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
+    >>> from simddp.inputs.resolved import Inputs
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
-    >>> r = simulate(toy, Link("l", 0.0, 1.0), plan(toy, make_strategy("overlap")), world_size=2)
+    >>> r = simulate(plan(toy, make_strategy("overlap")), Inputs(toy, Link("l", 0.0, 1.0), 2))
     >>> round(r.step_ms, 6)    # 2 ms fwd, bwd l1 ends 4 ms, l0 ends 6 ms, comm 1 ms each
     7.0
 
-Everything a strategy, a comm hook, sharding or the host changes is in the
-:class:`~simddp.sim.schedule.Schedule` built from the plan before the first event: this module
-only walks it. :class:`_Step`'s methods are the processes, as SimPy's examples write them:
-``compute`` (the training thread: layers, host work, releases, waits), ``comm`` (the
-collective stream) and the two helpers the compute lane calls where the schedule says so,
-``release`` and ``reach``. Contention (simddp/inputs/contention.py, simddp/sim/lanes.py) slows a lane
-while the other is busy; a collective by its own mix of the α part's and the bytes part's
-factors where the model's were split (simddp/rig/gloo_cpu.py). With a
-:class:`~simddp.inputs.host.Host`, the DDP implementation that runs the plan
-(``strategy.implementation``) also pays its hooks, launches and gradient copies on
-the compute lane (simddp/sim/overheads.py), and a plan with collectives computes at the host's
-speed after communication (``Host.compute_after_comm``). A micro-step's first collective
-issued after compute waits for the link's wake (``Link.idle_wake_s``). The box effects (split
-contention, a shaped link's token bucket, the wake) are applied at one hook,
-:func:`simddp.rig.gloo_cpu.box_effects`, before it runs. The engine never looks at a strategy's name.
+The inputs come resolved (:class:`~simddp.inputs.resolved.Inputs`: the contention decided, the
+host's costs and effects chosen), and everything a strategy, a comm hook, sharding or the host
+changes is in the :class:`~simddp.sim.schedule.Schedule` built from the plan and its
+:class:`~simddp.sim.costs.PlanCosts` before the first event: this module only walks it.
+:class:`_Step`'s methods are the processes, as SimPy's examples write them: ``compute`` (the
+training thread: layers, host work, releases, waits), ``comm`` (the collective stream) and
+the two helpers the compute lane calls where the schedule says so, ``release`` and ``reach``.
+Contention slows a lane while the other is busy (simddp/sim/lanes.py). Where the host adds
+its own effects (simddp/rig/), the plan's costs carry them: each collective's own factor
+under contention, a shaped link's token bucket, the wake of a micro-step's first collective
+after compute. The engine never looks at a strategy's name.
 """
 from __future__ import annotations
 
 import simpy
 
-from simddp.inputs.contention import contention_for
+from typing import Any
+
 from simddp.errors import InputError
-from simddp.inputs.host import FREE, Host, after_comm_factor
-from simddp.kinds import Lane, Phase, SpanKind
-from simddp.rig.gloo_cpu import TokenBucket, box_effects
-from simddp.sim.lanes import Lanes
-from simddp.inputs.link import Link
-from simddp.planning.plans import Plan
 from simddp.inputs.profile import ModelProfile
+from simddp.inputs.resolved import Inputs
+from simddp.kinds import Lane, Phase, SpanKind
+from simddp.planning.plans import Plan
 from simddp.result import Result, Span
+from simddp.sim.costs import PlanCosts, plan_costs
+from simddp.sim.lanes import Lanes
 from simddp.sim.schedule import Schedule, build_schedule, optimizer_share_s
-from simddp.inputs.topology import Topology
 
 __all__ = ["compute_only_s", "make_result", "simulate"]
 
@@ -52,27 +48,20 @@ COMPUTE, COMM = Lane.COMPUTE, Lane.COMM
 FORWARD, BACKWARD, COPY = SpanKind.FORWARD, SpanKind.BACKWARD, SpanKind.COPY
 
 
-def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
-             host: Host | None = None, record: bool = True, stats: dict | None = None,
-             topology: Topology | None = None) -> Result:
-    """Run one optimizer step of ``plan``; ``stats['events']`` gets the events processed.
-
-    ``host``: the DDP implementations' host costs (None: free, as for presets).
-    ``topology``: nodes × GPUs per node with their intra-node link; ``link`` is then the link
-    between nodes and ``world_size`` must be nodes × GPUs (None: one link among all ranks).
-    """
-    if topology is not None and topology.world_size != world_size:
-        raise InputError(f"world size {world_size} is not {topology.nodes} nodes × "
+def simulate(plan: Plan, inputs: Inputs, *, record: bool = True, stats: dict | None = None,
+             costs: PlanCosts | None = None) -> Result:
+    """Run one optimizer step of ``plan`` on ``inputs``; ``stats['events']`` gets the events
+    processed; ``costs``: the plan's costs on these inputs, if already worked out."""
+    topology = inputs.topology
+    if topology is not None and topology.world_size != inputs.world_size:
+        raise InputError(f"world size {inputs.world_size} is not {topology.nodes} nodes × "
                          f"{topology.gpus_per_node} GPUs per node")
-    costs = host.costs(plan.strategy.implementation) if host is not None else FREE
-    schedule = build_schedule(profile, link, plan, world_size, costs, topology,
-                              after_comm_factor(host, plan))
-    # the one hook where a box's link fields act (none for presets): simddp/rig/gloo_cpu.py
-    fx = box_effects(profile, link, plan, world_size, costs, schedule.comm_s,
-                     contention_for(link, host), two_level=topology is not None)
+    pc = plan_costs(plan, inputs) if costs is None else costs
+    schedule = build_schedule(inputs.profile, plan, inputs.world_size, pc)
+    lane = pc.lane
     env = simpy.Environment()
-    step = _Step(env, schedule, Lanes(env, fx.contention), record, fx.slowdowns, fx.bucket,
-                 fx.wake_s)
+    step = _Step(env, schedule, Lanes(env, lane.contention), record, lane.slowdowns,
+                 None if lane.bucket is None else lane.bucket.fresh(), lane.wake_s)
     step.start()
     events = 0
     advance = env.step
@@ -84,8 +73,7 @@ def simulate(profile: ModelProfile, link: Link, plan: Plan, world_size: int, *,
         pass
     if stats is not None:
         stats["events"] = stats.get("events", 0) + events
-    return make_result(profile, link, plan, world_size, step.end_s,
-                       step.lanes.spans if record else ())
+    return make_result(inputs, plan, step.end_s, step.lanes.spans if record else ())
 
 
 class _Step:
@@ -97,9 +85,9 @@ class _Step:
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
                  record: bool, comm_slowdowns: list[float] | None = None,
-                 bucket: TokenBucket | None = None, wake_s: float = 0.0) -> None:
+                 bucket: Any = None, wake_s: float = 0.0) -> None:
         self.env, self.s, self.lanes, self.record = env, schedule, lanes, record
-        self.comm_slowdowns = comm_slowdowns     # per collective (split contention), or None
+        self.comm_slowdowns = comm_slowdowns     # per collective (a host's own), or None
         self.bucket = bucket                     # a shaped link's token bucket, or None
         self.wake_s = wake_s                     # the first collective after compute waits
         self.computed = False                    # compute ran in this micro-step (wake)
@@ -250,14 +238,13 @@ def compute_only_s(profile: ModelProfile, micro_steps: int, optimizer_s: float |
     return micro_steps * (profile.forward_s + profile.backward_s) + optimizer_s
 
 
-def make_result(profile: ModelProfile, link: Link, plan: Plan, world_size: int, step_s: float,
-                spans=()) -> Result:
+def make_result(inputs: Inputs, plan: Plan, step_s: float, spans=()) -> Result:
     """Wrap a predicted step time (engine or closed form) into a :class:`Result`; ``spans``:
     (lane, label, start_s, end_s, kind) tuples or Spans."""
-    strategy = plan.strategy
+    strategy, profile, world_size = plan.strategy, inputs.profile, inputs.world_size
     compute_s = compute_only_s(profile, plan.micro_steps,
                                optimizer_share_s(profile, plan, world_size))
-    return Result(model=profile.name, link=link.name, strategy=strategy.name,
+    return Result(model=profile.name, link=inputs.link.name, strategy=strategy.name,
                   bucket_mb=strategy.bucket_mb if strategy.granularity == "bucket" else None,
                   world_size=world_size, step_s=step_s,
                   exposed_comm_s=max(0.0, step_s - compute_s),

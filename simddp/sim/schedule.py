@@ -8,8 +8,11 @@ waits for when the layer's forward or backward starts (``at_start``: FSDP's all-
 issued one unit ahead, and the compute they gate)::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
+    >>> from simddp.inputs.resolved import Inputs
+    >>> from simddp.sim.costs import plan_costs
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
-    >>> s = build_schedule(toy, Link("l", 0.0, 1.0), plan(toy, make_strategy("overlap")), 2)
+    >>> p = plan(toy, make_strategy("overlap"))
+    >>> s = build_schedule(toy, p, 2, plan_costs(p, Inputs(toy, Link("l", 0.0, 1.0), 2)))
     >>> s.after_backward, [label for label, _, _ in s.backward], s.comm_s
     ([{1: [0], 0: [1]}], ['l1 bwd', 'l0 bwd'], [0.001, 0.001])
 """
@@ -17,14 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simddp.sim.comm import comm_seconds, span_kinds
-from simddp.inputs.host import FREE, HostCosts
-from simddp.sim.overheads import host_copies, shard_host_s
-from simddp.kinds import Phase, SpanKind
-from simddp.inputs.link import Link
-from simddp.planning.plans import Collective, Plan
 from simddp.inputs.profile import ModelProfile
-from simddp.inputs.topology import Topology
+from simddp.kinds import Phase, SpanKind
+from simddp.planning.plans import Collective, Plan
+from simddp.sim.comm import span_kinds
+from simddp.sim.costs import PlanCosts
+from simddp.sim.overheads import shard_host_s
 
 # per micro-step: layer -> (collectives released there, collectives the compute waits for)
 Points = list[dict[int, tuple[list[int], list[int]]]]
@@ -69,15 +70,13 @@ class Schedule:
         return any(self.at_start[Phase.BACKWARD])
 
 
-def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: int,
-                   costs: HostCosts = FREE, topology: Topology | None = None,
-                   compute_factor: float = 1.0) -> Schedule:
-    """The tables of one step of ``plan`` on ``link`` under ``costs`` (see the module text);
-    ``topology``: a two-level cluster, ``link`` the link between its nodes;
-    ``compute_factor``: every layer's forward and backward and the optimizer's seconds x it
-    (a host's compute after communication, :func:`simddp.inputs.host.after_comm_factor`)."""
+def build_schedule(profile: ModelProfile, plan: Plan, world_size: int, pc: PlanCosts
+                   ) -> Schedule:
+    """The tables of one step of ``plan`` with its costs ``pc`` (see the module text): every
+    layer's forward and backward and the optimizer's seconds x ``pc.compute_factor`` (a
+    host's compute after communication)."""
     collectives, micro = plan.collectives, plan.micro_steps
-    copy_in, copy_out = host_copies(profile, costs, plan, world_size)
+    costs, copy_in, copy_out, compute_factor = pc.costs, pc.copy_in, pc.copy_out, pc.compute_factor
     hold = costs.blocking_collectives
     after_backward: list[dict[int, list[int]]] = [{} for _ in range(micro)]
     at_start: dict[Phase, Points] = {Phase.FORWARD: [{} for _ in range(micro)],
@@ -101,7 +100,7 @@ def build_schedule(profile: ModelProfile, link: Link, plan: Plan, world_size: in
         backward=[(f"{layer.name} bwd", layer.backward_s * compute_factor, li)
                   for li, layer in reversed(list(enumerate(profile.layers)))],
         after_backward=after_backward, at_start=at_start,
-        comm_s=comm_seconds(plan, link, world_size, costs, topology),
+        comm_s=pc.comm_s,
         comm_kinds=span_kinds(plan),
         copy_in=copy_in,
         copy_in_label="hooks+copy-in" if costs.hook_s or costs.launch_s else "copy-in",

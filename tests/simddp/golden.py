@@ -12,8 +12,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from simddp import (build_profile, get_link, load_host, load_link, load_profile, make_strategy,
-                    parse_model, plan, simulate)
+from simddp import (build_profile, get_link, load_host, load_link_file, load_profile,
+                    make_strategy, parse_model, plan, simulate)
 from simddp.inputs.host import HostCosts
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -25,7 +25,7 @@ def cases():
     """(name, profile, link, strategy, world size, host) of each engine path."""
     small = build_profile(parse_model("mlp-6x512"))
     prof = load_profile(MEASURED / "profile.json")
-    link, host = load_link(MEASURED / "link.json"), load_host(MEASURED / "profile.json")
+    link, host = load_link_file(MEASURED / "link.json"), load_host(MEASURED / "profile.json")
     eth = get_link("eth-100g")
     fsdp_host = dataclasses.replace(host, implementations={
         **host.implementations,
@@ -55,7 +55,9 @@ def cases():
 def timelines() -> dict:
     out = {}
     for name, profile, link, strategy, world, host in cases():
-        r = simulate(profile, link, plan(profile, strategy), world, host=host)
+        # the engine's own paths: no contention assumed where none was measured
+        r = simulate(profile, link, plan(profile, strategy), world, host=host,
+                     contention=None if host is not None else "none")
         out[name] = {"step_s": r.step_s, "exposed_comm_s": r.exposed_comm_s,
                      "spans": [[s.lane, s.label, s.start_s, s.end_s, s.kind] for s in r.spans]}
     return out

@@ -12,23 +12,23 @@ from calibrate.settings import KINDS, CalibrateSettings
 from realrun.profile_on_ranks import ProfileRun, profile_world
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.sim.engine import compute_only_s
-from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY
 
 
 def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
                    piecewise: bool = False, lone_alpha: bool = False
-                   ) -> tuple[Link, dict] | tuple[None, None]:
-    """A short in-process ``python -m calibrate`` on the same world: (Link, its summary);
-    (None, None) on torchrun ranks other than 0.
+                   ) -> tuple[LinkFile, dict] | tuple[None, None]:
+    """A short in-process ``python -m calibrate`` on the same world: (its link file, a
+    summary); (None, None) on torchrun ranks other than 0.
 
     calibrate's short preset (``CalibrateSettings.short``, calibrate/settings.py): sizes
     4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power of two,
     1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, and, as
     ``calibrate --profile`` does, the sequence step on *this model's* gradients (one
     all-reduce per tensor, back to back, async and blocking: the α of each pattern,
-    calibrate/ranks/sequence.py) and contention with a stream of them.
+    calibrate/rig/sequence.py) and contention with a stream of them.
     ``lone_alpha`` skips the sequence step (α = the sweep's intercept, as before 2026-11-22).
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
     default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
@@ -44,6 +44,7 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
         return None, None
     run = cal.worlds[0]
     link, held = run.link, run.heldout
+    contention = run.link_contention
     r2 = held.get("r2_log")
     # R² as calibrate judges the line: on the held-out sizes it claims (calibrate/judged.py);
     # NaN (fewer than 3 of them) is null, so validate.json stays strict JSON
@@ -55,10 +56,11 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
             "rows": [{"size_bytes": r["size_bytes"], "time_us": r["time_s"] * 1e6,
                       "fit_us": link.allreduce_s(r["size_bytes"], s.world_size) * 1e6}
                      for r in run.rows],
-            "compute_slowdown": link.compute_slowdown, "comm_slowdown": link.comm_slowdown,
+            "compute_slowdown": 1.0 if contention is None else contention.compute,
+            "comm_slowdown": 1.0 if contention is None else contention.comm,
             "sizes": f"4K..{settings.max_bytes}", "iters": s.calibrate_iters,
             "sequence": run.sequence}
-    return link, info
+    return run.link_file, info
 
 
 def _finite(x):

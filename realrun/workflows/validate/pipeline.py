@@ -53,7 +53,7 @@ from realrun.workflows.validate.settings import ValidateSettings, bench_payload
 from realrun.workflows.validate.timeline import grid_config, timeline_fields
 from simddp.compare import compare_results, pick_timeline
 from simddp.inputs.host import Host
-from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 from simddp.planning.sharding import cast_rate
@@ -65,17 +65,17 @@ class MeasureFailed(RuntimeError):
     """Every configuration's real run failed."""
 
 
-def predict(profile: ModelProfile, link: Link, host: Host | None,
+def predict(profile: ModelProfile, link_file: LinkFile, host: Host | None,
             s: ValidateSettings) -> list[Result]:
     """simddp's prediction of every configuration, with ranges (spans kept for the timeline
-    plot)."""
-    link = link.for_world(s.world_size)
+    plot), on inputs resolved as ``simddp sweep`` resolves them."""
+    link_file = dataclasses.replace(link_file, link=link_file.link.for_world(s.world_size))
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
     # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
     # fsdp/zero2 at --precision bf16 as the bench runs them; their casts at the measured
     # host's copy rate (simddp.planning.sharding.cast_rate)
     copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
-    return sweep(profile, link, s.world_size, s.strategies, mbs, host=host, record=True,
+    return sweep(profile, link_file, s.world_size, s.strategies, mbs, host=host, record=True,
                  ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb,
                  precision=s.precision, cast_gbps=cast_rate(copy_gbps, None)[0])
 
@@ -135,6 +135,7 @@ def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
     if link is None:
         log("validate: calibrating the link (short sweep, same world)...")
         link, link_info = calibrate_link(s, piecewise=s.piecewise, lone_alpha=s.lone_alpha)
+    link = None if link is None else as_link_file(link)
     if profile_run is None:
         log("validate: profiling the model on every rank...")
         profile_run = measure_profile(s)
@@ -204,7 +205,8 @@ def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[
     probes nor the compute anchor ran (it would equal the one before running)."""
     if not probes and not s.anchor_compute:
         return None
-    inputs = prediction_inputs(s, before.link, before.profile, before.host, measured, probes)
+    inputs = prediction_inputs(s, before.link_file, before.profile, before.host, measured,
+                               probes)
     predicted = predict(inputs["profile"], inputs["link"], inputs["host"], s)
     return Prediction("anchored", inputs["link"], inputs["host"], inputs["profile"], predicted,
                       compare_results(predicted, measured, inputs=inputs["scored_out"],
@@ -212,7 +214,7 @@ def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[
                       inputs["scored_out"], inputs["anchor"], inputs["probes"])
 
 
-def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
+def prediction_inputs(s: ValidateSettings, link: LinkFile, profile: ModelProfile,
                       host: Host | None, measured: list[Result], probes: dict[str, dict]) -> dict:
     """The link, host costs and profile of the anchored prediction: the profile phase's, then
     what the probes measured alongside the runs, then the compute total anchored to the
@@ -232,6 +234,7 @@ def prediction_inputs(s: ValidateSettings, link: Link, profile: ModelProfile,
         after = per_rank and compute_after_comm(per_rank,
                                                 sim_profile.forward_s + sim_profile.backward_s)
         if host is not None and after:   # against the compute it is anchored to, same rounds
-            host = dataclasses.replace(host, compute_after_comm=after)
+            host = Host(host.name, host.implementations, host.source, host.contention,
+                        host.contention_spread, compute_after_comm=after)
     return {"link": link, "host": host, "profile": sim_profile, "anchor": anchor,
             "probes": probe_info, "scored_out": scored_out}

@@ -20,21 +20,21 @@ probe:contention      the model's forward + backward alone, its gradients' all-r
 ====================  =====================================================================
 
 The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
-(calibrate/ranks/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
-medians into Link and Host fields: with S the gradient bytes, N the tensors and
-b = S·2(p−1)/p/busbw,
+(calibrate/rig/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
+medians into the link file's fields (the link's busbw, Gloo's host, the contention) and the
+Host's: with S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
     (on a shaped link each less what its token bucket serves, as simddp charges them:
-    calibrate.shaped_chain.chain_and_whole)
+    calibrate.rig.shaped_chain.chain_and_whole)
     copy = 2S / copy_gbps,  scale = S / scale_gbps
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
     bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
 
 The α of overlapped all-reduces is not probed: it is calibrate's, a small all-reduce's lone
-α (issue 19, docs/FINDINGS.md#lone-alpha). The model's gradients queued
-at once after compute (the probe that set it until 2026-11-25) cost a fixed start plus
-N x the marginal α, and that total / N charged the start to every all-reduce of a step.
+α (docs/FINDINGS.md#lone-alpha): the model's gradients queued at once after compute cost a
+fixed start plus N x the marginal α, and that total / N charged the start to every
+all-reduce of a step.
 """
 from __future__ import annotations
 
@@ -43,18 +43,19 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from simddp.rig.gloo_cpu import refill_share
-from simddp.inputs.contention import combine_contention
+from simddp.inputs.contention import Contention, combine_contention
+from simddp.inputs.gloo_host import GlooHost
+from simddp.inputs.link_file import LinkFile
+from simddp.rig.gloo_shared_cpu import refill_share
 from calibrate.ranks.allreduce import zeros
 from realrun.launch.contention_timing import overlap_times
-from calibrate.ranks.sequence import timed_sequence
-from calibrate.shaped_chain import chain_and_whole
+from calibrate.rig.sequence import timed_sequence
+from calibrate.rig.shaped_chain import chain_and_whole
 from realrun.configs import config_of
 from realrun.steps import Trainer
 from realrun.tensors import tensor_bytes
 from realrun.ddp_host_costs import copy_passes, copy_rates, hook_fields, solo_trainer
 from simddp.inputs.host import Host, HostCosts
-from simddp.inputs.link import Link
 from simddp.result import COMPUTE_ONLY
 from simddp.planning.registry import TORCH_FSDP
 
@@ -129,60 +130,91 @@ class Probe:
         return 0
 
 
-def inputs_from_probes(link: Link, host: Host | None, medians_s: dict[str, float],
+def inputs_from_probes(link_file: LinkFile, host: Host | None, medians_s: dict[str, float],
                        tensor_bytes: list[int], world_size: int,
                        contention: list[dict] | None = None
-                       ) -> tuple[Link, Host | None, dict]:
-    """``link`` with α, blocking α, busbw and (from ``contention``, the contention probe's
-    per-rank medians) the slowdowns, and ``host`` with the copy rates and hook costs, set from
-    the probes' medians (``medians_s`` also holds "compute-only"); what was derived, for the
-    report. A quantity whose probe is missing, or that comes out unphysical (≤ 0), keeps its
-    earlier value."""
+                       ) -> tuple[LinkFile, Host | None, dict]:
+    """``link_file`` with busbw, blocking α and (from ``contention``, the contention probe's
+    per-rank medians) the slowdowns, and ``host`` with the copy rates, hook costs and that
+    contention, each a new measurement made from the probes' medians (``medians_s`` also
+    holds "compute-only"); what was derived, for the report. A quantity whose probe is
+    missing, or that comes out unphysical (≤ 0), keeps its earlier value."""
     m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
-    fields = _link_fields(link, m, tensor_bytes, world_size)
+    fields = _link_fields(link_file, m, tensor_bytes, world_size)
     if contention is not None:
         slowdowns, out["contention"] = _contention_fields(contention)
         fields.update(slowdowns)
     out["fields"] = dict(fields)
-    out["calibrated"] = {k: getattr(link, k) for k in fields}
+    out["calibrated"] = {k: _field(link_file, k) for k in fields}
     before = host or Host("none")
+    probed = None if contention is None else (fields["compute_slowdown"],
+                                              fields["comm_slowdown"])
     copy = _copy_rates(m, tensor_bytes, before)
     hooks_probed = COMPUTE_ONLY in m and "probe:solo-wrapper" in m
     if copy is not None and (_COPY_PROBES <= m.keys() or hooks_probed):
-        host = _probed_host(before, copy, m if hooks_probed else None, tensor_bytes)
+        host = _probed_host(before, copy, m if hooks_probed else None, tensor_bytes, probed)
         out["host"] = {impl: dataclasses.asdict(c) for impl, c in host.implementations.items()}
         out["host_before"] = {impl: dataclasses.asdict(c)
                               for impl, c in before.implementations.items()}
-    if contention is not None and host is not None:
-        # the host's contention wins in the engine: the in-run measurement replaces it too
-        host = dataclasses.replace(host, contention=(fields["compute_slowdown"],
-                                                     fields["comm_slowdown"]))
-    return dataclasses.replace(link, **fields), host, out
+    elif probed is not None and host is not None:
+        # the model's contention wins where a prediction resolves it: the in-run one too
+        host = Host(host.name, host.implementations, host.source, contention=probed,
+                    contention_spread=host.contention_spread,
+                    compute_after_comm=host.compute_after_comm)
+    return _probed_link_file(link_file, fields), host, out
 
 
 _COPY_PROBES = {"probe:copy", "probe:scale"}
+_GLOO_FIELDS = ("blocking_alpha_s", "blocking_refill_s")
 
 
-def _link_fields(link: Link, m: dict[str, float], tensor_bytes: list[int],
+def _field(link_file: LinkFile, name: str) -> float | None:
+    """A probed field's value before the probes: the link's, Gloo's host's, the contention's."""
+    if name in _GLOO_FIELDS:
+        return None if link_file.host is None else getattr(link_file.host, name)
+    if name.endswith("_slowdown"):
+        c = link_file.contention
+        return 1.0 if c is None else c.compute if name.startswith("compute") else c.comm
+    return getattr(link_file.link, name)
+
+
+def _probed_link_file(link_file: LinkFile, fields: dict) -> LinkFile:
+    """A new link file from the probes' ``fields``; what they did not measure carries over."""
+    link = link_file.link
+    if "busbw_gbps" in fields:
+        link = dataclasses.replace(link, busbw_gbps=fields["busbw_gbps"])
+    host = link_file.host
+    gloo = {k: fields[k] for k in _GLOO_FIELDS if k in fields}
+    if gloo:
+        host = GlooHost(**{**dataclasses.asdict(host or GlooHost()), **gloo})
+    contention = link_file.contention
+    if "compute_slowdown" in fields:
+        factors = (fields["compute_slowdown"], fields["comm_slowdown"])
+        contention = None if factors == (1.0, 1.0) else Contention(*factors, source="link")
+    return LinkFile(link, contention, host, link_file.levels)
+
+
+def _link_fields(link_file: LinkFile, m: dict[str, float], tensor_bytes: list[int],
                  world_size: int) -> dict:
     """Blocking α and busbw from the chain of the model's all-reduces against the whole
     gradient in one; none when either probe is missing or the model has one tensor."""
     fields: dict = {}
     if not ({"probe:flat", "probe:seq-blocking"} <= m.keys() and len(tensor_bytes) > 1):
         return fields
+    link, gloo = link_file.link, link_file.host or GlooHost()
     # the chain follows 20 ms of compute: its first call paid the wake, charged apart
-    chain_s = m["probe:seq-blocking"] - (link.idle_wake_s or 0.0)
+    chain_s = m["probe:seq-blocking"] - (gloo.idle_wake_s or 0.0)
     # the calibration's share of α that refills the bucket (its tail) holds for the probe
-    share = refill_share(link)
+    share = refill_share(gloo)
     alpha_b, busbw_gbps = chain_and_whole(chain_s, m["probe:flat"],
-                                          tensor_bytes, world_size, link.burst_bytes,
+                                          tensor_bytes, world_size, gloo.burst_bytes,
                                           link.busbw_gbps, share)
     if busbw_gbps is not None:
         fields["busbw_gbps"] = busbw_gbps
-    if alpha_b >= 0:
+    if alpha_b >= 0 and link_file.host is not None:   # a waited-for call's α: Gloo's host
         fields["blocking_alpha_s"] = alpha_b
-        if link.blocking_refill_s is not None:
+        if gloo.blocking_refill_s is not None:
             fields["blocking_refill_s"] = share * alpha_b
     return fields
 
@@ -208,7 +240,8 @@ def _copy_rates(m: dict[str, float], tensor_bytes: list[int], before: Host) -> d
 
 
 def _probed_host(before: Host, copy: dict, m: dict[str, float] | None,
-                 tensor_bytes: list[int]) -> Host:
+                 tensor_bytes: list[int], contention: tuple[float, float] | None = None
+                 ) -> Host:
     """``before`` with the copy rates ``copy`` and, when ``m`` (the medians) holds the solo
     probes, the hook and launch costs they give; the rest carries over."""
     hook_s, launch_s = before.costs("realrun").hook_s, before.costs("realrun").launch_s
@@ -230,4 +263,5 @@ def _probed_host(before: Host, copy: dict, m: dict[str, float] | None,
                            "torch": HostCosts(**copies, hook_s=torch_hook_s), **fsdp},
                 source="probes run alongside the strategies "
                        "(realrun/workflows/validate/probes.py)",
-                contention=before.contention, compute_after_comm=before.compute_after_comm)
+                contention=contention or before.contention,
+                compute_after_comm=before.compute_after_comm)

@@ -16,6 +16,8 @@ from simddp.inputs.host import Host
 from simddp.inputs.io import link_to_json, profile_to_json, write_atomic
 from simddp.result import results_to_json
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
+from simddp.inputs.resolved import NONE
 from simddp.inputs.profile import ModelProfile
 from simddp.report.table import host_line
 from simddp.predict.layouts import sizes_text
@@ -28,7 +30,7 @@ class Prediction:
     """One prediction of every configuration: its inputs, results and comparison."""
 
     label: str                       # "before running" or "anchored"
-    link: Link
+    link_file: LinkFile              # the link and what was measured beside it
     host: Host | None                # the DDP implementations' host costs (None: free)
     profile: ModelProfile
     predicted: list[Result]
@@ -43,16 +45,21 @@ class Prediction:
             self.predicted, measured, inputs=self.scored_out, profile=self.profile)
             .split_halves(self.comparison.turn_steps))
 
+    @property
+    def link(self) -> Link:
+        return self.link_file.link
+
     def inputs_json(self) -> dict:
-        l = self.link
+        l, gloo = self.link, self.link_file.host
+        contention = self.link_file.contention or NONE
         return {
             "link": {"name": l.name, "alpha_us": l.alpha_s * 1e6,
-                     "blocking_alpha_us": (None if l.blocking_alpha_s is None
-                                           else l.blocking_alpha_s * 1e6),
-                     "idle_wake_ms": (None if l.idle_wake_s is None
-                                      else l.idle_wake_s * 1e3),
-                     "busbw_gbps": l.busbw_gbps, "compute_slowdown": l.compute_slowdown,
-                     "comm_slowdown": l.comm_slowdown, "time_spread": l.time_spread},
+                     "blocking_alpha_us": (None if gloo is None or gloo.blocking_alpha_s is None
+                                           else gloo.blocking_alpha_s * 1e6),
+                     "idle_wake_ms": (None if gloo is None or gloo.idle_wake_s is None
+                                      else gloo.idle_wake_s * 1e3),
+                     "busbw_gbps": l.busbw_gbps, "compute_slowdown": contention.compute,
+                     "comm_slowdown": contention.comm, "time_spread": l.time_spread},
             "host_costs": None if self.host is None else {
                 "contention": self.host.contention, **{
                     impl: {"copy_gbps": c.copy_gbps, "scale_gbps": c.scale_gbps,
@@ -112,6 +119,7 @@ class ValidationReport:
 
     # The prediction made before running is the report's: these name its parts.
     link = property(lambda self: self.before.link)
+    link_file = property(lambda self: self.before.link_file)
     host = property(lambda self: self.before.host)
     profile = property(lambda self: self.before.profile)
     predicted = property(lambda self: self.before.predicted)
@@ -207,17 +215,18 @@ class ValidationReport:
         return out
 
     def detail_lines(self) -> list[str]:
-        s, l = self.settings, self.link
+        s, l, gloo = self.settings, self.link, self.link_file.host
+        contention = self.link_file.contention or NONE
         spread = self.profile.compute_spread
         lines = ["# prediction made BEFORE the runs, from the calibration and the profile "
                  "alone (what calibrate + realrun profile + simddp sweep give a user):",
                  f"#   link {l.name}: α {l.alpha_s * 1e6:.0f} µs"
-                 + ("" if l.blocking_alpha_s is None else
-                    f" (blocking {l.blocking_alpha_s * 1e6:.0f} µs)")
-                 + ("" if not l.idle_wake_s else
-                    f", wake after compute {l.idle_wake_s * 1e3:.2f} ms") + ", busbw "
-                 f"{l.busbw_gbps:.3g} GB/s, contention compute x{l.compute_slowdown:.2f} "
-                 f"comm x{l.comm_slowdown:.2f}",
+                 + ("" if gloo is None or gloo.blocking_alpha_s is None else
+                    f" (blocking {gloo.blocking_alpha_s * 1e6:.0f} µs)")
+                 + ("" if gloo is None or not gloo.idle_wake_s else
+                    f", wake after compute {gloo.idle_wake_s * 1e3:.2f} ms") + ", busbw "
+                 f"{l.busbw_gbps:.3g} GB/s, contention compute x{contention.compute:.2f} "
+                 f"comm x{contention.comm:.2f}",
                  *link_warnings(l),
                  f"#   host costs: {host_line(self.host)}",
                  f"#   profile: forward {self.profile.forward_s * 1e3:.2f} ms, backward "
@@ -251,7 +260,7 @@ class ValidationReport:
                  **({} if self.anchored is None else
                     {"anchored_predicted.json": results_to_json(self.anchored.predicted)}),
                  "measured.json": results_to_json(self.measured),
-                 "link.json": link_to_json(self.link),
+                 "link.json": link_to_json(self.link_file),
                  "profile.json": {**profile_to_json(self.profile, host=self.host),
                                   "measured": self.profile_measured}}
         for name, doc in files.items():

@@ -24,6 +24,7 @@ from realrun.workload import Workload
 from simddp.errors import InputError
 from simddp.planning.hooks import parse_comm_hook
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.presets.models import ModelSpec, parse_model
 from simddp.planning.strategy import make_strategy
 
@@ -49,7 +50,7 @@ class ValidateSettings:
     # timeout is a step's, a minute, for the calibration and profile phases too
     world: WorldConfig = field(default_factory=WorldConfig)
     precision: str = "fp32"
-    link: Link | None = None                         # None: calibrate first
+    link: Link | LinkFile | None = None              # None: calibrate first
     steps: int = 30
     warmup: int = 5
     chunk: int = 5
@@ -85,7 +86,8 @@ class ValidateSettings:
             if not (isinstance(mb, (int, float)) and math.isfinite(mb) and mb > 0):
                 raise InputError(f"--bucket-mb: {mb!r} is not a number of MB > 0")
         if self.link is not None:
-            self.link.for_world(self.world_size)  # InputError if calibrated at another size
+            # InputError if calibrated at another size
+            as_link_file(self.link).link.for_world(self.world_size)
         check_precision(self.precision)
         hooks = [parse_comm_hook(h) for h in self.comm_hooks]
         check_backend(hooks, self.backend)

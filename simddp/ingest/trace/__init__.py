@@ -4,9 +4,9 @@ Trace a few steps of the real job on every rank (docs/TRACES.md says how), then:
 
     from simddp.ingest.trace import import_traces
     imp = import_traces(["trace.rank0.json", "trace.rank1.json"])
-    imp.profile, imp.link, imp.host       # simddp's inputs, measured by the job itself
+    imp.profile, imp.link_file, imp.host  # simddp's inputs, measured by the job itself
     imp.traced.strategy, imp.resimulated.step_s, imp.measured_step_s
-    simddp.sweep(imp.profile, imp.link, 2, ["ddp"], [1, 4, 16], host=imp.host)
+    simddp.sweep(imp.profile, imp.link_file, 2, ["ddp"], [1, 4, 16], host=imp.host)
 
 Torch-free: it reads the Chrome-trace JSON (CPU with Gloo, or CUDA with NCCL kernels). The
 pipeline, one module each: events (load) -> timeline (lanes per rank: lanes, cpu, cuda) ->
@@ -23,12 +23,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from simddp.sim.engine import simulate
 from simddp.errors import InputError
+from simddp.inputs.contention import Contention
 from simddp.inputs.host import Host
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.inputs.profile import ModelProfile
+from simddp.inputs.resolved import NONE, Inputs
 from simddp.result import Result
+from simddp.sim.engine import simulate
 from simddp.ingest.trace.closure import anchor_compute, close_link
 from simddp.ingest.trace.collectives import JointStep, join_ranks
 from simddp.ingest.trace.derive import Derived, derive
@@ -47,6 +50,7 @@ class TraceImport:
 
     profile: ModelProfile          # the profiler's overhead removed: the job without it
     link: Link
+    contention: Contention         # the traced contention beside the link (source "link")
     host: Host | None
     traced: TracedConfig
     derived: Derived
@@ -63,6 +67,11 @@ class TraceImport:
     compute_scale: float = 1.0     # applied to the overhead-corrected compute to match it
     replayed_step_s: float = 0.0   # the traced configuration on the replay-fitted link
     comm_scale: float = 1.0        # applied to that link's costs to reproduce the trace
+
+    @property
+    def link_file(self) -> LinkFile:
+        """The link and the contention traced beside it, as a link file holds them."""
+        return LinkFile(self.link, self.contention if self.contention.measured else None)
 
     @property
     def world_size(self) -> int:
@@ -87,7 +96,8 @@ class TraceImport:
 
 def import_traces(paths, *, bucket_mb: float | None = None, implementation: str | None = None,
                   name: str | None = None, step_s: float | None = None,
-                  link: Link | None = None, alpha_s: float | None = None) -> TraceImport:
+                  link: Link | LinkFile | None = None, alpha_s: float | None = None
+                  ) -> TraceImport:
     """Read one trace per rank; InputError (one line) if they lack what the import needs.
 
     ``bucket_mb``: the traced bucket_cap_mb, if known (else inferred from the buckets);
@@ -108,6 +118,7 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
     if step_s is not None and not (isinstance(step_s, (int, float)) and 0 < step_s < 1e6):
         raise InputError(f"--step-ms must be a number > 0, got {step_s!r}")
     paths = [str(p) for p in paths]
+    link = None if link is None else as_link_file(link)
     timelines = _read_timelines(paths, link, implementation)
     steps = [find_steps(tl) for tl in timelines]
     hosts = {tl.trace.host for tl in timelines}
@@ -136,7 +147,7 @@ def import_traces(paths, *, bucket_mb: float | None = None, implementation: str 
                     granularity, notes)
 
 
-def _read_timelines(paths: list[str], link: Link | None,
+def _read_timelines(paths: list[str], link: LinkFile | None,
                     implementation: str | None) -> list[Timeline]:
     """One timeline per trace, in rank order, each with an all-reduce; ``link`` checked
     against what the traces can give."""
@@ -154,27 +165,32 @@ def _read_timelines(paths: list[str], link: Link | None,
     return timelines
 
 
-def _predict(timelines, joint, derived, traced, link: Link | None, steps_s: list[float],
+def _predict(timelines, joint, derived, traced, link: LinkFile | None, steps_s: list[float],
              measured_s: float, step_s: float | None, granularity: str,
              notes: list[str]) -> TraceImport:
     """Replay the traced configuration, close the link on it (multi-rank traces), anchor
-    the compute to ``step_s`` if given, and predict."""
+    the compute to ``step_s`` if given, and predict. The traced contention is the job's own:
+    no default replaces it."""
     if link is None:
-        world, traced_link = derived.link.world_size or len(timelines), derived.link
+        traced_inputs = Inputs(derived.traced_profile, derived.link,
+                               derived.link.world_size or len(timelines), derived.contention,
+                               derived.host)
     else:   # one rank: its all-reduces took no time, so the traced step is re-run without
-        world, traced_link = 1, Link(f"{link.name} at one rank", 0.0, link.busbw_gbps)
-    replayed = simulate(derived.traced_profile, traced_link, traced.plan, world,
-                        host=derived.host, record=False)
-    traced_link, comm_scale = (traced_link, 1.0) if link is not None else close_link(
-        derived.traced_profile, traced_link, traced.plan, world, derived.host, measured_s)
-    resim = simulate(derived.traced_profile, traced_link, traced.plan, world, host=derived.host)
-    profile, scale = derived.profile, 1.0
+        traced_inputs = Inputs(derived.traced_profile,
+                               Link(f"{link.link.name} at one rank", 0.0, link.link.busbw_gbps),
+                               1, NONE, derived.host)
+    replayed = simulate(traced.plan, traced_inputs, record=False)
+    traced_inputs, comm_scale = (traced_inputs, 1.0) if link is not None else close_link(
+        traced_inputs, traced.plan, measured_s)
+    resim = simulate(traced.plan, traced_inputs)
+    inputs, scale = replace(traced_inputs, profile=derived.profile), 1.0
     if step_s is not None:
-        profile, scale = anchor_compute(derived.profile, traced_link, traced.plan, world,
-                                        derived.host, step_s)
-    predicted = simulate(profile, traced_link, traced.plan, world, host=derived.host)
-    link = link or traced_link
-    return TraceImport(profile, link, derived.host, traced, derived, tuple(timelines),
+        inputs, scale = anchor_compute(inputs, traced.plan, step_s)
+    predicted = simulate(traced.plan, inputs)
+    out_link = traced_inputs.link if link is None else link.link
+    contention = derived.contention if link is None else link.contention or NONE
+    return TraceImport(inputs.profile, out_link, contention, derived.host, traced, derived,
+                       tuple(timelines),
                        tuple(joint), measured_s, float(np.percentile(steps_s, 5)),
                        float(np.percentile(steps_s, 95)), resim, predicted, granularity,
                        tuple(notes) + traced.notes, step_s, scale, replayed.step_s, comm_scale)
@@ -196,7 +212,7 @@ def _ordered(timelines: list[Timeline]) -> list[Timeline]:
     return timelines
 
 
-def _check_link(timelines: list[Timeline], link: Link | None) -> None:
+def _check_link(timelines: list[Timeline], link: LinkFile | None) -> None:
     """A one-GPU trace needs ``link``; a trace with a network to fit refuses one."""
     local = [tl.local_comms for tl in timelines]
     if all(local) and link is None:
@@ -204,7 +220,7 @@ def _check_link(timelines: list[Timeline], link: Link | None) -> None:
                          "no gradient over a network, so it gives sizes and ready times but no "
                          "link; add --link PRESET|link.json (python -m simddp links)")
     if not any(local) and link is not None:
-        raise InputError(f"--link {link.name}: the traces come from "
+        raise InputError(f"--link {link.link.name}: the traces come from "
                          f"{timelines[0].trace.world_size or len(timelines)} ranks and the "
                          "link is fitted from them; --link is for one-rank traces")
 

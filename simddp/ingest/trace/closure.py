@@ -1,7 +1,7 @@
 """Closing the import on what was measured: the traced step, and the job's own step time.
 
-    link, comm_scale = close_link(traced_profile, link, plan, world, host, measured_s)
-    profile, compute_scale = anchor_compute(profile, link, plan, world, host, logged_s)
+    inputs, comm_scale = close_link(traced_inputs, plan, measured_s)
+    inputs, compute_scale = anchor_compute(inputs, plan, logged_s)
 
 **The traced step.** The link is fitted to when each traced all-reduce ended
 (simddp.ingest.trace.fit), step by step, with the ranks' own ready times; the engine then
@@ -21,33 +21,35 @@ from __future__ import annotations
 
 from typing import Callable
 
-from simddp.sim.engine import simulate
+from dataclasses import replace
+
 from simddp.errors import InputError
-from simddp.inputs.host import Host
-from simddp.inputs.link import Link
-from simddp.planning.plans import Plan
 from simddp.inputs.profile import ModelProfile
+from simddp.inputs.resolved import Inputs
+from simddp.planning.plans import Plan
+from simddp.sim.engine import simulate
 
 _LIMIT = 1e3   # a scale beyond 1000x (or below 1/1000) says the inputs disagree, not noise
 
 
-def close_link(profile: ModelProfile, link: Link, plan: Plan, world: int, host: Host | None,
-               target_s: float) -> tuple[Link, float]:
-    """(link with α and the bandwidth term scaled by one factor, the factor) so that
-    ``plan`` simulates to ``target_s``; factor 1 where no factor can (compute alone
+def close_link(inputs: Inputs, plan: Plan, target_s: float) -> tuple[Inputs, float]:
+    """(``inputs`` with the link's α and bandwidth term scaled by one factor, the factor) so
+    that ``plan`` simulates to ``target_s``; factor 1 where no factor can (compute alone
     exceeds the target, or comm is negligible)."""
+    def at(k: float) -> Inputs:
+        return replace(inputs, link=inputs.link.time_scaled(k))
+
     def step(k: float) -> float:
-        return simulate(profile, link.time_scaled(k), plan, world, host=host,
-                        record=False).step_s
+        return simulate(plan, at(k), record=False).step_s
 
     k = _solve(step, target_s, lower=1 / _LIMIT)
-    return (link, 1.0) if k is None else (link.time_scaled(k), k)
+    return (inputs, 1.0) if k is None else (at(k), k)
 
 
-def anchor_compute(profile: ModelProfile, link: Link, plan: Plan, world: int,
-                   host: Host | None, step_s: float) -> tuple[ModelProfile, float]:
-    """(profile with forward, backward and optimizer scaled by one factor, the factor) so
+def anchor_compute(inputs: Inputs, plan: Plan, step_s: float) -> tuple[Inputs, float]:
+    """(``inputs`` with forward, backward and optimizer scaled by one factor, the factor) so
     that ``plan`` simulates to ``step_s``; InputError if no factor can."""
+    profile = inputs.profile
     totals = {"forward_s": sum(layer.forward_s for layer in profile.layers),
               "backward_s": sum(layer.backward_s for layer in profile.layers)}
 
@@ -57,7 +59,7 @@ def anchor_compute(profile: ModelProfile, link: Link, plan: Plan, world: int,
                               optimizer_s=profile.optimizer_s * k)
 
     def step(k: float) -> float:
-        return simulate(scaled(k), link, plan, world, host=host, record=False).step_s
+        return simulate(plan, replace(inputs, profile=scaled(k)), record=False).step_s
 
     k = _solve(step, step_s, lower=0.0)
     if k is None:
@@ -66,7 +68,7 @@ def anchor_compute(profile: ModelProfile, link: Link, plan: Plan, world: int,
             f"the traced all-reduces alone take {low * 1e3:.2f} ms per step in the import"
             if low > step_s else "is over 1000x the traced step") +
             "; is it the step time of the traced configuration?")
-    return scaled(k), k
+    return replace(inputs, profile=scaled(k)), k
 
 
 def _solve(step: Callable[[float], float], target_s: float, lower: float) -> float | None:

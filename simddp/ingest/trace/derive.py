@@ -34,7 +34,10 @@ import statistics
 from dataclasses import dataclass
 
 from simddp.inputs.host import Host, HostCosts
+from simddp.inputs.contention import Contention
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
+from simddp.inputs.resolved import NONE
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.ingest.trace.collectives import JointStep, busy_overlap
 from simddp.ingest.trace.fit import (ComputeFit, LinkFit, ReplayStep, fit_compute_slowdown,
@@ -47,6 +50,7 @@ class Derived:
     profile: ModelProfile
     traced_profile: ModelProfile
     link: Link
+    contention: Contention          # the traced contention (source "link"; none: 1.0, 1.0)
     host: Host | None
     link_fit: LinkFit
     compute_fit: ComputeFit
@@ -60,7 +64,7 @@ class Derived:
 
 def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
            grad_bytes: tuple[int, ...], segment_grads: tuple[tuple[int, ...], ...],
-           given_link: Link | None = None, alpha_s: float | None = None) -> Derived:
+           given_link: LinkFile | None = None, alpha_s: float | None = None) -> Derived:
     """Build the profile, link and host costs from the steps every rank traced.
 
     ``grad_bytes``: each gradient's bytes in ready order; ``segment_grads``: which of them
@@ -76,8 +80,9 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
     world = len(timelines) if timelines[0].trace.world_size is None \
         else timelines[0].trace.world_size
     link_fit = fit_link([_replay_step(j) for j in joint], world, alpha_s) if given_link is None \
-        else LinkFit(given_link.alpha_s, given_link.busbw_gbps, given_link.comm_slowdown,
-                     sizes_separable=True, slowdown_measured=False, residuals=())
+        else LinkFit(given_link.link.alpha_s, given_link.link.busbw_gbps,
+                     (given_link.contention or NONE).comm, sizes_separable=True,
+                     slowdown_measured=False, residuals=())
 
     # Each segment's compute seconds on every rank of every step, and its share beside comm.
     obs: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
@@ -117,13 +122,18 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
 
     profile = _profile(name, segment_grads, grad_bytes, labels, clean, forward_clean, post_clean)
     traced = _profile(name, segment_grads, grad_bytes, labels, kept, forward_kept, post_kept)
-    link = given_link or Link(
-        name=f"trace:{name}", alpha_s=link_fit.alpha_s, busbw_gbps=link_fit.busbw_gbps,
-        world_size=world, backend=timelines[0].trace.backend or "",
-        compute_slowdown=slow, comm_slowdown=link_fit.comm_slowdown,
-        source=f"simddp trace-import of {len(timelines)} rank trace(s), "
-               f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
-    return Derived(profile, traced, link, _host(timelines, joint), link_fit, compute_fit,
+    if given_link is not None:
+        link, contention = given_link.link, given_link.contention or NONE
+    else:
+        link = Link(name=f"trace:{name}", alpha_s=link_fit.alpha_s,
+                    busbw_gbps=link_fit.busbw_gbps, world_size=world,
+                    backend=timelines[0].trace.backend or "",
+                    source=f"simddp trace-import of {len(timelines)} rank trace(s), "
+                           f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
+        factors = (slow, link_fit.comm_slowdown)
+        contention = NONE if factors == (1.0, 1.0) else Contention(*factors, source="link")
+    return Derived(profile, traced, link, contention, _host(timelines, joint), link_fit,
+                   compute_fit,
                    overhead_s, grad_bytes, tuple(shapes), segment_grads, _phases(joint),
                    _device_phases(joint))
 

@@ -10,7 +10,7 @@ calibrate/judged.py.
 from __future__ import annotations
 
 from calibrate.fit import MAX_BUSBW_GBPS
-from calibrate.lone_alpha import alpha_unresolved
+from calibrate.rig.lone_alpha import alpha_unresolved
 from calibrate.report_table import human_bytes
 from calibrate.spreads import alpha_uncertainty
 
@@ -79,7 +79,7 @@ def print_alphas(run, seq: dict, fit, held: dict) -> None:
               f"ms -> {seq['queued_alpha_s'] * 1e6:.0f} µs each; a queue's fixed start, spread "
               "over its all-reduces, would be charged to every one of a step's")
     print(f"link file uses: α {run.link.alpha_s * 1e6:.0f} µs (overlapped), blocking "
-          f"{run.link.blocking_alpha_s * 1e6:.0f} µs; the lone fit's intercept was "
+          f"{seq['blocking_alpha_s'] * 1e6:.0f} µs; the lone fit's intercept was "
           f"{seq['lone_alpha_s'] * 1e6:.0f} µs; busbw {busbw_text(fit).split('busbw = ')[-1]}, " + (
               f"from {held['busbw_from']}" if held.get("busbw_from") else
               "refitted with that α held (the large sizes decide it)"))

@@ -1,7 +1,7 @@
 """The α of overlapped collectives from lone small all-reduces, and whether they decide it.
 
 calibrate's sequence step times 4 lone 4 KiB all-reduces in each of its repeats
-(calibrate/ranks/sequence.py); α is their median (each sample its slowest rank) less the
+(calibrate/rig/sequence.py); α is their median (each sample its slowest rank) less the
 bytes term. On this 2-vCPU VM the samples have two modes, 0.5-0.9 ms and one 4 ms scheduler
 tick later, 3.2-4.0 ms (its kernel runs at CONFIG_HZ=250), whatever the CPU did just before
 (``python experiments/lone_modes.py``: after a barrier, 2 ms of matmuls or 2 ms asleep, 48-52 %

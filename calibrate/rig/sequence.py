@@ -13,7 +13,7 @@ naive one waits for each before issuing the next. Each repeat, on every rank::
 
 blocking_s gives Link.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
 all-reduces: what a small one costs alone, issue 19); async_s is reported, not used;
-blocking_calls_s, on a shaped link, Link.blocking_refill_s (calibrate/shaped_chain.py).
+blocking_calls_s, on a shaped link, Link.blocking_refill_s (calibrate/rig/shaped_chain.py).
 The first waited-for call pays what a step's first collective after compute pays: Gloo's
 threads wake (+1.2…+3.4 ms here after 20 ms of compute, the second call nothing). Its excess
 over the other calls is Link.idle_wake_s, and the blocking α comes from the other calls.

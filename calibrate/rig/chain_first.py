@@ -1,6 +1,6 @@
 """A waited-for chain's first call, apart from the others: the wake after compute.
 
-calibrate/ranks/sequence.py clocks the first call of each waited-for chain on its own
+calibrate/rig/sequence.py clocks the first call of each waited-for chain on its own
 (``blocking_first_s``). The calls after it give a blocking α (calibrate/combine.py); the
 first one's excess over that law is the wake (``Link.idle_wake_s``). On the CPU it clocks
 each of the others too (``blocking_calls_s``): their tail (:func:`slowest_calls`). numpy and

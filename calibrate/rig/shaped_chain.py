@@ -1,11 +1,11 @@
 """The blocking α of a shaped link: what a chain of waited-for all-reduces pays its bucket.
 
 calibrate's blocking α is a chain's total less its bytes, over its calls
-(calibrate/ranks/sequence.py: 32 × 64 KiB, each waited for, after 20 ms of compute). On a
+(calibrate/rig/sequence.py: 32 × 64 KiB, each waited for, after 20 ms of compute). On a
 wire every byte goes at busbw. On realrun's emulated link, tbf lets ``burst`` bytes pass at
 memory speed (250 kB at 2 Gbit/s) and refills while the link idles, which in a waited-for
 chain is each call's hand-off, its α. simddp charges the chain that way
-(simddp.rig.gloo_cpu.TokenBucket: a call pays α plus what of its bytes the bucket leaves), so
+(simddp.rig.gloo_shared_cpu.TokenBucket: a call pays α plus what of its bytes the bucket leaves), so
 calibrate must take the α out of the chain the same way. Subtracting every byte at busbw
 charged the bucket twice: the 64 KiB bytes (275 µs each at 0.238 GB/s) were taken out of the
 measured chain although the bucket had served them, and simddp then let the bucket serve
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simddp.rig.gloo_cpu import TokenBucket
+from simddp.rig.gloo_shared_cpu import TokenBucket
 from simddp.inputs.link import GB, bus_factor
 
 
@@ -100,7 +100,7 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
     a bucket, each pays what the bucket leaves: α from the chain at a busbw, busbw from the
     whole at that α, in turn from ``busbw_gbps`` until they settle (each round shrinks the
     error by about the bucket's share of the whole's bytes); each hand-off refills the bucket
-    by ``refill_share`` of α (the link's: simddp.rig.gloo_cpu.refill_share)::
+    by ``refill_share`` of α (the link's: simddp.rig.gloo_shared_cpu.refill_share)::
 
         >>> alpha, busbw = chain_and_whole(6e-3, 4.5e-3, [10 ** 6] * 4, 2, 500_000, 0.8)
         >>> round(alpha * 1e3, 4), round(busbw, 4)     # a wire's formulas: 0.5 ms, 1.0 GB/s

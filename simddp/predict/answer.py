@@ -1,0 +1,136 @@
+"""A sweep's whole answer, worked out once: the rows, the bucket size, the strategy, the why.
+
+``simddp sweep`` is resolve → sweep → :func:`answer` → render: the table, the sentences and
+the JSON all render from one :class:`SweepAnswer` (simddp/report/sweep_text.py,
+sweep_json.py), so they cannot disagree::
+
+    >>> from simddp import build_profile, get_link, parse_model, resolve
+    >>> from simddp.predict.sweep import configurations, sweep_inputs
+    >>> inputs = resolve(build_profile(parse_model("transformer-small")), get_link("eth-100g"))
+    >>> results = sweep_inputs(inputs, configurations(["naive", "ddp"], [10, 25, 100]), ranges=True)
+    >>> a = answer(inputs, results)
+    >>> a.recommendation.bucket_mb, a.naive.strategy, a.optimum["regime"]
+    (10.0, 'naive', 'comm-bound')
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simddp.analytic.optimal_bucket import closed_form_optimum
+from simddp.analytic.optimum_gap import gap_line
+from simddp.analytic.states import FP32_ADAM, PerParam, state_bytes
+from simddp.inputs.link_file import LinkFile
+from simddp.inputs.resolved import Inputs
+from simddp.planning.plans import plan
+from simddp.planning.registry import Name
+from simddp.predict.recommend import (Recommendation, StrategyPick, recommend,
+                                      recommend_strategy)
+from simddp.predict.sweep import (DEFAULT_BUCKET_MB, configurations, naive_of, sweep_inputs,
+                                  sweep_rows)
+from simddp.result import Result
+
+
+@dataclass(frozen=True)
+class SweepAnswer:
+    """Everything a sweep answers (see the module text).
+
+    inputs, link_file: what it predicted on, and the link file they came from; results: one
+    per configuration, in table order; naive: the speedup baseline (a row, or simulated
+    aside); recommendation: the bucket size (None: nothing bucketed swept); pick: whether a
+    strategy beyond plain DDP is faster (None: none swept); states: the model states per rank
+    of the pick and what it is weighed against; optimum: the α–β closed form's bucket, with
+    ``differs_from_simulator`` (the gap's reason, or None); request: how the sweep was asked
+    for (accumulation, hooks, units, the precision note, the CPU caution)."""
+
+    inputs: Inputs
+    link_file: LinkFile
+    results: list[Result]
+    naive: Result
+    recommendation: Recommendation | None
+    pick: StrategyPick | None
+    states: dict[str, dict[str, int]]
+    optimum: dict
+    request: "SweepRequest"
+
+    @property
+    def rows(self) -> list[dict]:
+        """One plain dict per result, ms on the outside (the JSON's and the CSV's rows)."""
+        return sweep_rows(self.results, self.naive)
+
+    @property
+    def gap(self) -> str | None:
+        """Why the closed form's optimum and the simulator's best differ; None: they agree."""
+        return self.optimum.get("differs_from_simulator")
+
+    @property
+    def split(self) -> dict | None:
+        """The comm factors of a collective's α part and bytes part, where the model's own
+        contention was split (Gloo on a shared CPU host: simddp/rig/); None where one factor
+        slows it all (on two levels too)."""
+        inputs = self.inputs
+        if inputs.topology is not None or inputs.effects is None:
+            return None
+        c, bytes_factor = inputs.effects.split(inputs.contention, inputs.profile, inputs.link,
+                                               inputs.world_size)
+        return None if bytes_factor is None else {"alpha": c.comm, "bytes": bytes_factor}
+
+    @property
+    def mixed_precision(self) -> str:
+        """The line saying which rows run FSDP2's mixed precision and how their casts are
+        timed; "" where none does."""
+        specs = [r.spec for r in self.results if r.spec is not None and r.spec.param_dtype]
+        if not specs:
+            return ""
+        r = self.request
+        rows = ", ".join(sorted({s.name for s in specs}))
+        return (f"precision {r.precision}: {rows} under FSDP2's MixedPrecisionPolicy "
+                f"({specs[0].param_dtype} all-gathers, fp32 reduce-scatters), casts "
+                f"{'at ' if r.cast_gbps else ''}{r.casts}")
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """How a sweep was asked for, besides its configurations: micro-steps per optimizer step,
+    comm hooks and FSDP unit size (as given), ``--precision`` and how FSDP2's casts are timed
+    (``cast_gbps`` and where it comes from, ``casts``), whether the optimizer keeps state
+    (Adam), and the CPU host's caution (simddp/rig/cpu_share.py)."""
+
+    accum_steps: int = 4
+    comm_hooks: tuple[str, ...] = ()
+    shard_unit_mb: float | None = None
+    precision: str = "fp32"
+    cast_gbps: float | None = None
+    casts: str = ""
+    adam: bool = True
+    cpu_note: str = ""
+
+
+def answer(inputs: Inputs, results: Sequence[Result], request: SweepRequest | None = None,
+           link_file: LinkFile | None = None) -> SweepAnswer:
+    """The answer to a sweep of ``results`` on ``inputs`` (see the module text)."""
+    request = request or SweepRequest()
+    link_file = link_file or LinkFile(inputs.link)
+    results = list(results)
+    naive = naive_of(results)
+    if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
+        naive = sweep_inputs(inputs, configurations([Name.NAIVE], DEFAULT_BUCKET_MB))[0]
+    rec = recommend(results)
+    pick = recommend_strategy(results)
+    optimum = closed_form_optimum(inputs.profile, inputs.link, inputs.world_size,
+                                  link_file.contention)
+    # the reasons name the contention the rows were predicted under (a default included)
+    optimum["differs_from_simulator"] = gap_line(inputs, optimum, results)
+    return SweepAnswer(inputs, link_file, results, naive, rec, pick,
+                       model_states(pick, inputs, request.adam), optimum, request)
+
+
+def model_states(pick: StrategyPick | None, inputs: Inputs, adam: bool = True
+                 ) -> dict[str, dict[str, int]]:
+    """Model states per rank of the strategy pick and the plain configuration it is weighed
+    against, from their plans (simddp/analytic/states.py), by strategy name."""
+    if pick is None:
+        return {}
+    per = FP32_ADAM if adam else PerParam(optimizer=0)  # SGD: no state
+    return {r.strategy: state_bytes(plan(inputs.profile, r.spec), inputs.world_size, per)
+            for r in (pick.best, pick.versus) if r is not None}

@@ -1,0 +1,144 @@
+"""Which bucket_cap_mb to set, and whether a strategy beyond plain DDP is worth it.
+
+Picture a user who just swept: :func:`recommend` picks the bucket size of the knob they set
+(torch DDP's, else bucketed's, else no_sync's), robust over the prediction ranges, with the
+runner-up it beats; :func:`recommend_strategy` says whether sharding, a comm hook or the
+hierarchical all-reduce beats the best plain configuration::
+
+    >>> from simddp import build_profile, get_link, parse_model, sweep
+    >>> profile = build_profile(parse_model("transformer-small"))
+    >>> results = sweep(profile, get_link("eth-100g"), 2, ["naive", "ddp"], [10, 25, 100])
+    >>> rec = recommend(results); rec.bucket_mb, rec.runner_up_mb
+    (10.0, 100.0)
+
+Both read measured Results too (realrun validate's verdict).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simddp.inputs.profile import ModelProfile
+from simddp.planning.registry import Name
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB, Strategy
+from simddp.predict.layouts import group_by_layout
+from simddp.predict.scenarios import robust_pick
+from simddp.predict.sweep import accumulates
+from simddp.result import Result
+
+# Which strategy's bucket size is "the" recommendation: ddp's, since bucket_cap_mb is the knob
+# users set on torch DDP; bucketed (no small first bucket), then no_sync, stand in when ddp was
+# not swept.
+RECOMMEND_FROM = (Name.DDP, Name.BUCKETED, Name.NO_SYNC)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The bucket size to set, the runner-up it beats, and the fastest configuration overall."""
+
+    strategy: str                 # whose bucket size is recommended: "ddp" (or "bucketed")
+    bucket_mb: float
+    step_s: float
+    runner_up_mb: float | None    # None when only one bucket size was swept
+    runner_up_step_s: float | None
+    edge: str | None              # "smallest"/"largest" when the best is at the swept range's end
+    fastest: Result | None        # over the per-step strategies; None if only accumulation
+    step_range_s: tuple[float, float] | None = None  # the recommended row's prediction range
+    # With ranges: the recommended size's worst-case regret over the scenarios, and, when the
+    # lowest point estimate is another size, that size and its worst-case regret.
+    worst_regret: float | None = None
+    point_best_mb: float | None = None
+    point_best_worst_regret: float | None = None
+    # The other swept sizes that make the same buckets as bucket_mb (simddp/predict/layouts.py):
+    # one configuration, so none of them is the runner-up.
+    same_layout_mb: tuple[float, ...] = ()
+    spec: Strategy | None = None  # the recommended row's configuration (its Result's spec)
+
+    @property
+    def margin_s(self) -> float | None:
+        return None if self.runner_up_step_s is None else self.runner_up_step_s - self.step_s
+
+
+def recommend(results: Sequence[Result], profile: ModelProfile | None = None
+              ) -> Recommendation | None:
+    """The bucket_cap_mb minimising ddp's step (else bucketed's, else no_sync's); None if none.
+
+    With prediction ranges, the size with the lowest worst-case regret over them (a robust
+    choice; ``point_best_mb`` names the lowest point estimate when that is another size).
+    Ties (comm fully hidden at several sizes) go to the size closest to torch's default 25 MB,
+    the one a user need not change. Sizes that make the same buckets are one configuration
+    (``profile``: by the plan's buckets; without, by identical predictions): the runner-up
+    is another layout, and ``same_layout_mb`` names the recommended one's other sizes.
+    """
+    per_step = [r for r in results if not accumulates(r)]
+    for name in RECOMMEND_FROM:
+        rows = [r for r in results if r.strategy == name and r.bucket_mb is not None]
+        if rows:
+            break
+    else:
+        return None
+    rows.sort(key=lambda r: (r.step_s, abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))))
+    groups = group_by_layout(rows, profile)   # each group's first row is its best by the key
+    firsts = [g[0] for g in groups]
+    i, regrets = robust_pick([(r.step_s, r.scenarios_s) for r in firsts])
+    best = firsts[i]
+    same = tuple(sorted(r.bucket_mb for r in groups[i] if r is not best))
+    worst = point_best_mb = point_worst = None
+    if regrets is not None:
+        worst = regrets[i]
+        if i != 0:
+            point_best_mb, point_worst = firsts[0].bucket_mb, regrets[0]
+    runner = next((r for r in firsts if r is not best), None)
+    sizes = sorted(r.bucket_mb for r in rows)
+    edge = None
+    if runner is not None and runner.step_s > best.step_s:  # a strict optimum at an end
+        mine = {best.bucket_mb, *same}
+        edge = "smallest" if sizes[0] in mine else "largest" if sizes[-1] in mine else None
+    # Fastest overall; on a tie the recommended configuration itself (bucketed and ddp coincide
+    # whenever the first bucket is no smaller than the cap would make it).
+    fastest = min(per_step, key=lambda r: (r.step_s, r is not best,
+                                           r.spec is None or r.spec.base != Name.DDP),
+                  default=None)
+    return Recommendation(name, best.bucket_mb, best.step_s,
+                          runner.bucket_mb if runner else None,
+                          runner.step_s if runner else None, edge, fastest,
+                          best.step_range_s, worst, point_best_mb, point_worst, same, best.spec)
+
+
+@dataclass(frozen=True)
+class StrategyPick:
+    """The fastest sharded or hooked configuration, against the fastest plain one (ddp,
+    bucketed, overlap, …; None when the sweep had none). ``faster``: whether to switch."""
+
+    best: Result
+    versus: Result | None
+
+    @property
+    def faster(self) -> bool:
+        return self.versus is None or self.best.step_s < self.versus.step_s
+
+    @property
+    def gain(self) -> float | None:
+        """The share of the plain configuration's step the pick saves (0.12: 12 % less time;
+        negative when it is slower)."""
+        if self.versus is None or self.versus.step_s <= 0:
+            return None
+        return 1.0 - self.best.step_s / self.versus.step_s
+
+
+def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
+    """Whether sharding (fsdp, zero2) or a comm hook beats plain data parallelism, per step;
+    None when the sweep had neither. Ties go to the plain configuration (less to change),
+    then to torch DDP's bucket rule, then to the size closest to torch's default 25 MB."""
+    per_step = [r for r in results if not accumulates(r)]
+    beyond = [r for r in per_step if r.spec is not None and r.spec.beyond_ddp]
+    if not beyond:
+        return None
+    plain = [r for r in per_step if r.spec is None or not r.spec.beyond_ddp]
+
+    def key(r: Result) -> tuple:
+        near_25 = 0.0 if r.bucket_mb is None else abs(math.log(r.bucket_mb / DDP_DEFAULT_BUCKET_MB))
+        return r.step_s, r.spec is None or r.spec.base != Name.DDP, near_25
+
+    return StrategyPick(min(beyond, key=key), min(plain, key=key, default=None))
