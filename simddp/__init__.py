@@ -26,28 +26,43 @@ prediction's, resolved), :class:`Strategy`, :class:`Plan` of :class:`Collective`
 rest by concept (docs/DESIGN.md). No torch anywhere: the simulator installs and runs in
 seconds.
 """
-from simddp.compare import Comparison, compare_results
-from simddp.errors import InputError
-from simddp.inputs.host import Host, HostCosts
-from simddp.inputs.io import (load_host, load_link, load_link_file, load_profile, profile_to_json,
-                              save_json)
-from simddp.inputs.link import Link, LinkPiece, bus_factor
-from simddp.inputs.link_file import LinkFile
-from simddp.inputs.profile import Layer, ModelProfile
-from simddp.inputs.resolved import Inputs
-from simddp.planning.plans import Collective, Plan, plan
-from simddp.planning.strategy import STRATEGIES, Strategy, make_strategy
-from simddp.predict.resolve import closed_form_step_s, resolve, simulate
-from simddp.predict.sweep import sweep, sweep_strategies
-from simddp.predict.recommend import Recommendation, recommend
-from simddp.presets import build_profile, get_link, parse_model
-from simddp.result import Result, Span, load_results
+import importlib
 
 __version__ = "0.1.0"
-__all__ = ["Collective", "Comparison", "Host", "HostCosts", "Inputs", "InputError", "Layer",
-           "Link", "LinkFile", "LinkPiece", "ModelProfile", "Plan", "Recommendation", "Result",
-           "STRATEGIES", "Span", "Strategy", "build_profile", "bus_factor", "closed_form_step_s",
-           "compare_results", "get_link", "load_host", "load_link", "load_link_file",
-           "load_profile", "load_results", "make_strategy", "parse_model", "plan",
-           "profile_to_json", "recommend", "resolve", "save_json", "simulate", "sweep",
-           "sweep_strategies"]
+
+# Exported name -> module that defines it. Imported on first use, so a command (python -m
+# simddp sweep) loads only what it runs: not the comparison's numpy, nor matplotlib.
+_LAZY = {
+    "Comparison": "simddp.compare", "compare_results": "simddp.compare",
+    "InputError": "simddp.errors",
+    "Host": "simddp.inputs.host", "HostCosts": "simddp.inputs.host",
+    "load_host": "simddp.inputs.io", "load_link": "simddp.inputs.io",
+    "load_link_file": "simddp.inputs.io", "load_profile": "simddp.inputs.io",
+    "profile_to_json": "simddp.inputs.io", "save_json": "simddp.inputs.io",
+    "Link": "simddp.inputs.link", "LinkPiece": "simddp.inputs.link",
+    "bus_factor": "simddp.inputs.link", "LinkFile": "simddp.inputs.link_file",
+    "Layer": "simddp.inputs.profile", "ModelProfile": "simddp.inputs.profile",
+    "Inputs": "simddp.inputs.resolved",
+    "Collective": "simddp.planning.plans", "Plan": "simddp.planning.plans",
+    "plan": "simddp.planning.plans",
+    "STRATEGIES": "simddp.planning.strategy", "Strategy": "simddp.planning.strategy",
+    "make_strategy": "simddp.planning.strategy",
+    "closed_form_step_s": "simddp.predict.resolve", "resolve": "simddp.predict.resolve",
+    "simulate": "simddp.predict.resolve",
+    "Recommendation": "simddp.predict.recommend", "recommend": "simddp.predict.recommend",
+    "sweep": "simddp.predict.sweep", "sweep_strategies": "simddp.predict.sweep",
+    "build_profile": "simddp.presets", "get_link": "simddp.presets",
+    "parse_model": "simddp.presets",
+    "Result": "simddp.result", "Span": "simddp.result", "load_results": "simddp.result",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'simddp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -66,13 +66,20 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str = "python -m simddp", description: str = DESCRIPTION,
-                 package: str = "simddp.cli",
-                 commands: tuple[str, ...] = COMMANDS) -> argparse.ArgumentParser:
-    """A parser with one subcommand per module ``<package>.<name>`` (realrun uses it too)."""
+                 package: str = "simddp.cli", commands: tuple[str, ...] = COMMANDS,
+                 argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """A parser with one subcommand per module ``<package>.<name>`` (realrun uses it too).
+    Where ``argv`` names one of them, only that module is imported (the others are listed by
+    name): a command starts without importing every other command's dependencies."""
     parser = OneLineParser(prog=prog, description=description,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = next((a for a in argv or () if not a.startswith("-")), None)
+    chosen = chosen if chosen in commands else None
     for name in commands:
+        if chosen is not None and name != chosen:
+            sub.add_parser(name)
+            continue
         module_name = f"{package}.{name.replace('-', '_')}"   # trace-import: trace_import.py
         try:
             module = importlib.import_module(module_name)
@@ -104,4 +111,5 @@ def run_command(args: argparse.Namespace, exit_codes: dict | None = None) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser().parse_args(argv))
+    argv = sys.argv[1:] if argv is None else argv
+    return run_command(build_parser(argv=argv).parse_args(argv))

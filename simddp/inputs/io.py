@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simddp.errors import InputError
-from simddp.inputs.contention import Contention, check_factors
+from simddp.inputs.contention import Contention, check_factor, check_factors
 from simddp.inputs.gloo_host import SECTION as GLOO_HOST, GlooHost
 from simddp.inputs.host import Host
 from simddp.inputs.link import KindFit, Link, LinkPiece
@@ -165,6 +165,8 @@ def _from_link_1(data: dict, where: str) -> dict:
     body = {k: v for k, v in data.items()
             if k not in LINK_1_GLOO_FIELDS + LINK_1_CONTENTION_FIELDS + ("levels",)}
     factors = tuple(data.get(k, 1.0) for k in LINK_1_CONTENTION_FIELDS)
+    for name, value in zip(LINK_1_CONTENTION_FIELDS, factors):
+        check_factor(f"{where}: link {data.get('name')!r}", name, value)
     if factors != (1.0, 1.0):
         body["contention"] = {"compute": factors[0], "comm": factors[1]}
     gloo = {k: data[k] for k in LINK_1_GLOO_FIELDS if data.get(k) is not None}

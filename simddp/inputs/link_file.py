@@ -37,6 +37,13 @@ class LinkFile:
     host: GlooHost | None = None
     levels: "Levels | None" = None
 
+    def __post_init__(self) -> None:
+        for name, kind in (("link", Link), ("contention", Contention), ("host", GlooHost),
+                           ("levels", Levels)):
+            value = getattr(self, name)
+            if not isinstance(value, kind) and (name == "link" or value is not None):
+                raise TypeError(f"LinkFile.{name} must be a {kind.__name__}, got {value!r}")
+
 
 def as_link_file(link: "Link | LinkFile") -> LinkFile:
     """``link`` as a LinkFile: a bare Link (a preset) has nothing measured beside it."""

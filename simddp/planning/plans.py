@@ -83,7 +83,7 @@ class Plan:
     @property
     def shards_optimizer(self) -> bool:
         """Whether each rank's optimizer updates only its 1/p shard of the parameters."""
-        return self.strategy.reshard_after_forward is not None
+        return self.strategy.shards_optimizer
 
     @property
     def calls(self) -> int:

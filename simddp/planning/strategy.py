@@ -157,6 +157,11 @@ class Strategy:
                 or self.two_level)
 
     @property
+    def shards_optimizer(self) -> bool:
+        """Whether each rank's optimizer updates only its 1/p shard (fsdp, zero2)."""
+        return self.reshard_after_forward is not None
+
+    @property
     def two_level(self) -> bool:
         """Whether each all-reduce runs in two levels (the hierarchical algorithm), not
         one ring over every rank."""

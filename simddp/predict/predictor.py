@@ -39,14 +39,14 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from operator import attrgetter
 
-from simddp.inputs.host import FREE, HostCosts
+from simddp.inputs.host import FREE, HostCosts, after_comm_factor
 from simddp.planning.plans import Collective, Plan, plan
 from simddp.planning.sharding import AFTER_BACKWARD
 from simddp.planning.strategy import Strategy
 from simddp.predict.scenarios import ScenarioSet
 from simddp.result import Result
 from simddp.sim.costs import PlanCosts, plan_costs
-from simddp.sim.engine import compute_only_s, make_result, simulate
+from simddp.sim.engine import compute_only_s, make_result, result_of, simulate
 from simddp.sim.schedule import optimizer_share_s
 
 # Strategy fields the engine never reads: the name (docs/DESIGN.md: the engine never branches
@@ -89,16 +89,21 @@ def runs_alone(p: Plan, copy_out_s: list[float]) -> bool:
     return True
 
 
-def micro_step_plans(p: Plan) -> list[Plan]:
-    """Each micro-step of ``p`` as a plan of its own (one micro-step, its collectives
-    renumbered from 0). The engine ends a micro-step only when its collectives are done
-    (DDP's finalize_backward), so the next starts on two idle lanes and a step is the sum
-    of its micro-steps run alone, plus the optimizer: sync_each's four are ddp's one, and
-    no_sync's first three are compute only."""
-    one = replace(p.strategy, accum_steps=1, sync_last_only=False)
-    return [Plan(one, tuple(replace(c, micro_step=0, launch_index=j)
-                            for j, c in enumerate(p.per_micro_step(k))), 1, p.units)
-            for k in range(p.micro_steps)]
+def micro_step_strategies(strategy: Strategy) -> list[Strategy | None]:
+    """Each micro-step of ``strategy``'s step as a strategy of one micro-step, or None for one
+    that only computes. The engine ends a micro-step only when its collectives are done
+    (DDP's finalize_backward), so the next starts on two idle lanes and a step is the sum of
+    its micro-steps run alone, plus the optimizer: sync_each's four are ddp's one, and
+    no_sync's first three are compute only::
+
+        >>> from simddp import make_strategy
+        >>> [s and s.accum_steps for s in micro_step_strategies(make_strategy("no_sync", 25, 3))]
+        [None, None, 1]
+    """
+    one = replace(strategy, accum_steps=1, sync_last_only=False)
+    last = strategy.accum_steps - 1
+    return [one if not strategy.sync_last_only or k == last else None
+            for k in range(strategy.accum_steps)]
 
 
 class Predictor:
@@ -118,47 +123,44 @@ class Predictor:
         self.costs: dict[tuple[int, tuple], PlanCosts] = {}   # (id, scenario key) -> costs
         self.alone: dict[int, bool] = {}                  # id -> runs_alone()
         self.parts: dict[int, list[tuple[int, Plan]]] = {}  # id -> its micro-steps' (id, plan)
+        self.plans: dict[tuple, Plan] = {}                # strategy but its name -> plan
         self.work = {"engine_runs": 0, "plans": 0, "scenario_inputs": len(self.inputs) - 1}
 
     def predict(self, strategy: Strategy) -> Result:
         """``strategy``'s Result: the point, and with ranges its scenarios' steps."""
         point = self.set.point
-        p = plan(point.profile, strategy)
-        self.work["plans"] += 1
-        pid = self._id(p, point.costs(strategy.implementation))
-        if self.record:   # the whole timeline: one run of the whole plan
-            result = self._run(pid, p, self.point_key, record=True)
-            self.steps.setdefault((pid, self.point_key), result.step_s)
+        costs = point.costs(strategy.implementation)
+        if strategy.accum_steps > 1 and not self.record:   # its micro-steps, each run alone
+            parts = self._parts_of(strategy)
+            pid = self.ids.setdefault(("micro-steps", *(i for i, _ in parts)), len(self.ids))
+            self.parts.setdefault(pid, parts)
+            result = result_of(point, strategy, len(parts), sum(q.calls for _, q in parts),
+                               self.step_s(pid, None, self.point_key))
+            p = None
         else:
-            result = make_result(point, p, self.step_s(pid, p, self.point_key))
+            p = self._plan(strategy)
+            pid = self._id(p, costs)
+            if self.record:   # the whole timeline: one run of the whole plan
+                result = self._run(pid, p, self.point_key, record=True)
+                self.steps.setdefault((pid, self.point_key), result.step_s)
+            else:
+                result = make_result(point, p, self.step_s(pid, p, self.point_key))
         if not self.set.names:
             return result
         return replace(result, scenarios_s={name: self.step_s(pid, p, key)
                                             for name, key in self.set.names.items()})
 
-    def step_s(self, pid: int, p: Plan, scenario_key: tuple) -> float:
-        """Step seconds of ``p`` (id ``pid``) in a scenario, from the runs already done where
-        they tell (see the module text), else from one engine run."""
+    def step_s(self, pid: int, p: Plan | None, scenario_key: tuple) -> float:
+        """Step seconds of ``p`` (id ``pid``; None for a step registered as its micro-steps)
+        in a scenario, from the runs already done where they tell (see the module text),
+        else from one engine run."""
         step_s = self.steps.get((pid, scenario_key))
         if step_s is not None:
             return step_s
-        if p.micro_steps > 1:
-            if pid not in self.parts:
-                costs = self.set.point.costs(p.strategy.implementation)
-                self.parts[pid] = [(self._id(part, costs), part) for part in micro_step_plans(p)]
-            whole = self.plan_costs(pid, p, scenario_key)
-            profile, world_size = self.inputs[scenario_key].profile, self.set.point.world_size
-
-            def optimizer_s(q: Plan, factor: float) -> float:   # as the engine charges it in q
-                return optimizer_share_s(profile, q, world_size) * factor
-
-            def part_s(part_id: int, part: Plan) -> float:
-                # a compute-only micro-step of a plan that communicates computes as its plan
-                factor = self.plan_costs(part_id, part, scenario_key).compute_factor
-                s = self.step_s(part_id, part, scenario_key) - optimizer_s(part, factor)
-                return s if part.collectives else s * whole.compute_factor
-            step_s = (sum(part_s(*part) for part in self.parts[pid])
-                      + optimizer_s(p, whole.compute_factor))
+        if p is not None and p.micro_steps > 1 and pid not in self.parts:
+            self.parts[pid] = self._parts_of(p.strategy)
+        if pid in self.parts:
+            step_s = self._micro_steps_s(self.parts[pid], scenario_key)
         elif scenario_key != self.point_key and self._runs_alone(pid, p):
             step_s = (self.step_s(pid, p, self.point_key)
                       + self._parts_moved_s(pid, p, scenario_key))
@@ -166,6 +168,43 @@ class Predictor:
             step_s = self._run(pid, p, scenario_key).step_s
         self.steps[pid, scenario_key] = step_s
         return step_s
+    def _plan(self, strategy: Strategy) -> Plan:
+        """``strategy``'s plan; its collectives shared with a strategy that differs only in
+        name (sync_each's micro-step is ddp's plan)."""
+        key = tuple(getattr(strategy, f.name) for f in fields(strategy) if f.name != "name")
+        known = self.plans.get(key)
+        if known is None:
+            self.work["plans"] += 1
+            known = self.plans[key] = plan(self.set.point.profile, strategy)
+            return known
+        return Plan(strategy, known.collectives, known.micro_steps, known.units)
+
+    def _parts_of(self, strategy: Strategy) -> list[tuple[int, Plan]]:
+        """(id, plan) of each micro-step of ``strategy`` (:func:`micro_step_strategies`); a
+        compute-only one is an empty plan."""
+        costs = self.set.point.costs(strategy.implementation)
+        plans = [None if s is None else self._plan(s) for s in micro_step_strategies(strategy)]
+        one = next(q for q in plans if q is not None)
+        plans = [q or Plan(one.strategy, (), 1, one.units) for q in plans]
+        return [(self._id(q, costs), q) for q in plans]
+
+    def _micro_steps_s(self, parts: list[tuple[int, Plan]], scenario_key: tuple) -> float:
+        """A step of several micro-steps: each run alone, plus the optimizer once, as the
+        engine charges it in the whole step (its compute after communication included)."""
+        inputs = self.inputs[scenario_key]
+        profile, world_size = inputs.profile, inputs.world_size
+        synced = next((q for _, q in parts if q.collectives), parts[0][1])
+        whole_factor = after_comm_factor(inputs.host, synced)
+
+        def optimizer_s(q: Plan, factor: float) -> float:   # as the engine charges it in q
+            return optimizer_share_s(profile, q, world_size) * factor
+
+        def part_s(part_id: int, part: Plan) -> float:
+            # a compute-only micro-step of a plan that communicates computes as its plan
+            factor = after_comm_factor(inputs.host, part)
+            s = self.step_s(part_id, part, scenario_key) - optimizer_s(part, factor)
+            return s if part.collectives else s * whole_factor
+        return sum(part_s(*part) for part in parts) + optimizer_s(synced, whole_factor)
 
     def plan_costs(self, pid: int, p: Plan, scenario_key: tuple) -> PlanCosts:
         """``p``'s costs in a scenario (simddp/sim/costs.py), worked out once."""

@@ -37,6 +37,7 @@ from simddp.inputs.profile import ModelProfile
 from simddp.inputs.resolved import Inputs
 from simddp.kinds import Lane, Phase, SpanKind
 from simddp.planning.plans import Plan
+from simddp.planning.strategy import Strategy
 from simddp.result import Result, Span
 from simddp.sim.costs import PlanCosts, plan_costs
 from simddp.sim.lanes import Lanes
@@ -241,12 +242,19 @@ def compute_only_s(profile: ModelProfile, micro_steps: int, optimizer_s: float |
 def make_result(inputs: Inputs, plan: Plan, step_s: float, spans=()) -> Result:
     """Wrap a predicted step time (engine or closed form) into a :class:`Result`; ``spans``:
     (lane, label, start_s, end_s, kind) tuples or Spans."""
-    strategy, profile, world_size = plan.strategy, inputs.profile, inputs.world_size
-    compute_s = compute_only_s(profile, plan.micro_steps,
-                               optimizer_share_s(profile, plan, world_size))
+    return result_of(inputs, plan.strategy, plan.micro_steps, plan.calls, step_s, spans)
+
+
+def result_of(inputs: Inputs, strategy: Strategy, micro_steps: int, calls: int,
+              step_s: float, spans=()) -> Result:
+    """:func:`make_result` for a step of ``micro_steps`` and ``calls`` collective calls,
+    without its plan (the predictor sums one of several micro-steps from their own)."""
+    profile, world_size = inputs.profile, inputs.world_size
+    compute_s = compute_only_s(profile, micro_steps,
+                               optimizer_share_s(profile, strategy, world_size))
     return Result(model=profile.name, link=inputs.link.name, strategy=strategy.name,
                   bucket_mb=strategy.bucket_mb if strategy.granularity == "bucket" else None,
                   world_size=world_size, step_s=step_s,
                   exposed_comm_s=max(0.0, step_s - compute_s),
-                  collectives=plan.calls, accum_steps=plan.micro_steps,
+                  collectives=calls, accum_steps=micro_steps,
                   compute_s=compute_s, spans=tuple(Span(*s) for s in spans), spec=strategy)

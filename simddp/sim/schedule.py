@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from simddp.inputs.profile import ModelProfile
 from simddp.kinds import Phase, SpanKind
 from simddp.planning.plans import Collective, Plan
+from simddp.planning.strategy import Strategy
 from simddp.sim.comm import span_kinds
 from simddp.sim.costs import PlanCosts
 from simddp.sim.overheads import shard_host_s
@@ -124,6 +125,7 @@ def forward_segments(profile: ModelProfile, points: set[int]) -> list[tuple[int,
             for a, b in zip(starts, ends)]
 
 
-def optimizer_share_s(profile: ModelProfile, plan: Plan, world_size: int) -> float:
-    """The optimizer's seconds on one rank: all of it, or 1/p when it updates a shard."""
+def optimizer_share_s(profile: ModelProfile, plan: Plan | Strategy, world_size: int) -> float:
+    """The optimizer's seconds on one rank of ``plan`` (or of its strategy): all of it, or
+    1/p when it updates a shard."""
     return profile.optimizer_s / (world_size if plan.shards_optimizer else 1)

@@ -135,7 +135,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv):
 
 def test_recommend_strategy_weighs_the_fastest_of_each_kind():
     from simddp.result import Result
-    from simddp.predict.sweep import recommend_strategy
+    from simddp.predict.recommend import recommend_strategy
 
     def row(strategy, mb, ms):
         return Result("m", "l", strategy, mb, 2, ms / 1e3, 0.0, 1)

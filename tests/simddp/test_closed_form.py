@@ -7,19 +7,22 @@ import pytest
 
 from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import compute_only_s, simulate
+from simddp.inputs.contention import Contention
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.result import COMM, COMPUTE
 from simddp.planning.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
+from simddp.predict.resolve import resolve
 
 
 def close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 + 1e-9 * abs(b)
 
 
-def random_link(rng: np.random.RandomState, **contention) -> Link:
+def random_link(rng: np.random.RandomState) -> Link:
     alpha_s = 0.0 if rng.rand() < 0.3 else float(rng.uniform(0, 1e-3))
-    return Link("random", alpha_s, float(10 ** rng.uniform(-1, 2)), **contention)
+    return Link("random", alpha_s, float(10 ** rng.uniform(-1, 2)))
 
 
 def check_lanes(r, profile, p, link, world_size) -> None:
@@ -46,9 +49,10 @@ def test_engine_matches_closed_form_and_strategies_order(seed, random_profile):
         steps = {}
         for n in dict.fromkeys((name, slower, faster)):
             p = plan(profile, make_strategy(n, bucket_mb, accum_steps=k))
-            r = simulate(profile, link, p, world_size)
+            inputs = resolve(profile, link, world_size)
+            r = simulate(p, inputs)
             where = f"seed {seed} case {case} {n} K={k} {bucket_mb} MB"
-            assert close(r.step_s, closed_form_step_s(profile, link, p, world_size)), where
+            assert close(r.step_s, closed_form_step_s(p, inputs)), where
             assert r.exposed_comm_s >= 0 and r.collectives == len(p.collectives)
             assert r.step_s >= compute_only_s(profile, k) * (1 - 1e-12), where
             assert close(r.exposed_comm_s, max(0.0, r.step_s - compute_only_s(profile, k)))
@@ -73,15 +77,14 @@ def test_contention_lies_between_no_contention_and_the_worst_slowdown(seed, rand
             world_size, link = 2, Link("grid", float(rng.randint(0, 3)) * 0.5e-3, MB / 1e6)
         else:
             world_size, link = int(rng.randint(2, 17)), random_link(rng)
-        contended = Link(link.name, link.alpha_s, link.busbw_gbps,
-                         compute_slowdown=cs, comm_slowdown=ms)
+        contended = LinkFile(link, Contention(cs, ms, source="link"))
         name = STRATEGIES[rng.randint(len(STRATEGIES))]
         p = plan(profile, make_strategy(name, float(rng.choice([0.5, 2, 25])),
                                         accum_steps=int(rng.randint(1, 4))))
-        plain = closed_form_step_s(profile, link, p, world_size)
-        r = simulate(profile, contended, p, world_size)
+        plain = closed_form_step_s(p, resolve(profile, link, world_size))
+        r = simulate(p, resolve(profile, contended, world_size))
         where = f"seed {seed} case {case} {name} slowdowns {cs} {ms}"
         assert plain * (1 - 1e-9) <= r.step_s <= max(cs, ms) * plain * (1 + 1e-9) + 1e-12, where
-        check_lanes(r, profile, p, contended, world_size)
+        check_lanes(r, profile, p, contended.link, world_size)
         if not p.strategy.overlap:
             assert close(r.step_s, plain), where     # the lanes never overlap: no cost at all

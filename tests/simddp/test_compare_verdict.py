@@ -16,7 +16,8 @@ from simddp import Layer, Link, ModelProfile, make_strategy
 from simddp.compare import compare_results, format_table
 from simddp.compare.verdict import MARGIN_PCT, judge, verdict
 from simddp.result import Result
-from simddp.predict.sweep import recommend, sweep
+from simddp.predict.sweep import sweep
+from simddp.predict.recommend import recommend
 
 PROFILE = ModelProfile("m", tuple(Layer(f"l{i}", (4 << 20,), 5e-3, 1e-2) for i in range(8)))
 LINK = Link("l", 1e-4, 5.0)

@@ -20,6 +20,7 @@ from simddp.inputs.link import Link
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.strategy import make_strategy
+from simddp.predict.resolve import resolve
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
 LINK = Link("l", 0.0, 1.0)
@@ -27,7 +28,7 @@ SLOWER = Host("box", compute_after_comm=1.5)
 
 
 def run(strategy: str, host: Host | None = SLOWER, **kw):
-    r = simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), 2, host=host)
+    r = simulate(plan(TOY, make_strategy(strategy, **kw)), resolve(TOY, LINK, 2, host=host))
     return r, sorted((s.lane, s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                      for s in r.spans)
 
@@ -59,7 +60,8 @@ def test_no_factor_and_a_factor_of_one_change_nothing():
 
 def test_the_closed_form_refuses_it():
     with pytest.raises(ValueError, match="compute after communication"):
-        closed_form_step_s(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=SLOWER)
+        closed_form_step_s(plan(TOY, make_strategy("overlap")),
+                           resolve(TOY, LINK, 2, host=SLOWER))
 
 
 def test_it_round_trips_and_is_checked():
@@ -73,7 +75,7 @@ def test_it_round_trips_and_is_checked():
 def test_the_optimizer_is_slower_too():
     # optimizer 2 ms -> 3 ms, after the last all-reduce ends at 10 ms
     toy = ModelProfile("toy", TOY.layers, optimizer_s=0.002)
-    r = simulate(toy, LINK, plan(toy, make_strategy("overlap")), 2, host=SLOWER)
+    r = simulate(plan(toy, make_strategy("overlap")), resolve(toy, LINK, 2, host=SLOWER))
     assert r.step_ms == pytest.approx(13.0)
     assert r.compute_s * 1e3 == pytest.approx(8.0)
 

@@ -1,16 +1,26 @@
-"""Contention has one type (simddp/inputs/contention.py), read from the link's and the host's fields."""
+"""Contention has one type (simddp/inputs/contention.py), read from the link file's and the
+host's fields, and chosen once (simddp/predict/resolve.py)."""
 import numpy as np
 import pytest
 
-from simddp.inputs.contention import (Contention, combine_contention, contention_for, slowdowns,
-                               with_contention)
+from simddp import Layer, ModelProfile, make_strategy, plan, resolve, simulate
+from simddp.inputs.contention import Contention
+from simddp.inputs.contention_measurement import combine_contention, slowdowns
 from simddp.errors import InputError
 from simddp.inputs.host import Host
-from simddp.inputs.io import host_from_json, link_from_json
+from simddp.inputs.io import host_from_json, link_file_from_json
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile, as_link_file
+from simddp.inputs.resolved import Inputs
+from simddp.predict.resolve import choose_contention
 
-LINK = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.1)
+LINK = LinkFile(Link("l", 0.0, 1.0), Contention(1.2, 1.1, source="link"))
 OWN = Host("h", contention=(1.5, 2.0), contention_spread=((1.2, 1.5), (1.8, 2.4)))
+
+
+def contention_for(link_file, host=None) -> Contention:
+    """What a prediction runs under, nothing chosen and no device: the measured one."""
+    return choose_contention(as_link_file(link_file), host, None)
 
 
 def test_the_model_s_own_contention_replaces_the_link_s():
@@ -29,20 +39,27 @@ def test_ends_bracket_the_point():
     assert Contention(1.5, 1.5).ends() is None
 
 
-def test_with_contention_sets_it_where_the_engine_reads_it():
+def test_a_scenario_s_contention_is_set_where_the_engine_reads_it():
+    # the engine reads Inputs.contention: a scenario's (Inputs.scaled) or the user's (resolve)
+    toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
+    p = plan(toy, make_strategy("overlap"))
     c = Contention(1.3, 1.4)
-    link, host = with_contention(LINK, OWN, c)
-    assert link is LINK and host.contention == (1.3, 1.4)
-    assert contention_for(link, host).factors == (1.3, 1.4)
-    link, host = with_contention(LINK, None, c)
-    assert host is None and (link.compute_slowdown, link.comm_slowdown) == (1.3, 1.4)
-    assert with_contention(LINK, None, LINK.contention)[0] is LINK
-    assert OWN.contended(LINK).comm_slowdown == 2.0   # the old name still answers
+    for host in (OWN, None):
+        point = resolve(toy, LINK, 2, host=host)
+        assert point.contention == contention_for(LINK, host)
+        scenario = point.scaled(contention=c)
+        assert scenario.contention is c and scenario.link is point.link
+        assert scenario.host is host      # the host's measurement stays as it was
+        assert resolve(toy, LINK, 2, host=host, contention=c).contention is c
+        bare = Inputs(toy, LINK.link, 2, c, host)
+        assert simulate(p, scenario).step_s == simulate(p, bare).step_s
+        assert point.scaled().contention is point.contention
 
 
 def test_the_files_fields_still_load():
-    link = link_from_json({"format": "simddp.link/1", "name": "l", "alpha_s": 1e-5,
-                           "busbw_gbps": 2.0, "compute_slowdown": 1.3, "comm_slowdown": 1.2})
+    link = link_file_from_json({"format": "simddp.link/1", "name": "l", "alpha_s": 1e-5,
+                                "busbw_gbps": 2.0, "compute_slowdown": 1.3,
+                                "comm_slowdown": 1.2})
     host = host_from_json({"format": "simddp.host/1", "name": "h", "implementations": {},
                            "contention": [1.4, 1.6],
                            "contention_spread": [[1.2, 1.3], [1.7, 1.9]]})

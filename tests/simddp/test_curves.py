@@ -13,14 +13,15 @@ from simddp.errors import InputError
 from simddp.inputs.io import link_from_json, link_to_json
 from simddp.cost import collective_s, parts
 from simddp.cost.curve import Curve
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link import Link
 
 AR = {"kind": "all_reduce", "ranks": 8, "bytes": [1024, 1 << 20, 1 << 30],
       "seconds": [10e-6, 40e-6, 4000e-6]}
 
 
-def curved(*curves, **kw) -> Link:
-    return Link("c", 30e-6, 370.0, curves=list(curves), **kw)
+def curved(*curves) -> Link:
+    return Link("c", 30e-6, 370.0, curves=list(curves))
 
 
 def test_points_are_exact_and_between_them_log_log():
@@ -69,8 +70,9 @@ def test_parts_split_a_curve_into_its_low_end_alpha_and_the_rest():
 
 
 def test_a_waited_for_call_on_a_curve_pays_the_link_wait():
-    link = curved(AR, blocking_alpha_s=50e-6)
-    assert collective_s(link, "all_reduce", 1 << 20, 8, blocking=True) == pytest.approx(60e-6)
+    link, host = curved(AR), GlooHost(blocking_alpha_s=50e-6)
+    assert collective_s(link, "all_reduce", 1 << 20, 8, blocking=True,
+                        host=host) == pytest.approx(60e-6)
 
 
 def test_round_trip_and_files_without_curves_unchanged():

@@ -17,28 +17,33 @@ from __future__ import annotations
 import pytest
 
 from simddp.analytic.closed_form import closed_form_step_s
+from simddp.cost.factors import ALL_REDUCE
+from simddp.cost.single import collective_s
 from simddp.sim.engine import compute_only_s, simulate
 from simddp.errors import InputError
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import COMM, COMPUTE
 from simddp.planning.strategy import ACCUM_BASELINE, MB, STRATEGIES, make_strategy
+from simddp.predict.resolve import resolve
 
 TOY = ModelProfile("toy3", tuple(Layer(f"l{i}", (MB,), 1e-3, 2e-3) for i in range(3)))
 COMPUTE_LANE = [("compute", "forward", 0.0, 3.0), ("compute", "l2 bwd", 3.0, 5.0),
                 ("compute", "l1 bwd", 5.0, 7.0), ("compute", "l0 bwd", 7.0, 9.0)]
 
 
-def unit_link(alpha_ms: float = 0.0, **contention) -> Link:
+def unit_link(alpha_ms: float = 0.0) -> Link:
     """1 MiB takes 1 ms (+ α) between 2 ranks."""
-    return Link("unit", alpha_ms * 1e-3, MB / 1e6, **contention)
+    return Link("unit", alpha_ms * 1e-3, MB / 1e6)
 
 
-def run(name: str, link: Link | None = None, profile: ModelProfile = TOY, world_size: int = 2,
-        **strategy_kw):
+def run(name: str, link: Link | LinkFile | None = None, profile: ModelProfile = TOY,
+        world_size: int = 2, **strategy_kw):
     p = plan(profile, make_strategy(name, **strategy_kw))
-    return simulate(profile, link or unit_link(), p, world_size)
+    return simulate(p, resolve(profile, link or unit_link(), world_size))
 
 
 def timeline(result) -> list[tuple[str, str, float, float]]:
@@ -69,7 +74,7 @@ def test_blocking_alpha_applies_to_plans_that_wait_for_each_collective():
     # α 0.25 ms for overlapped all-reduces, 0.5 ms when each is waited for before the next:
     # naive (blocking) runs grad2 9-10.5, grad1 10.5-12, grad0 12-13.5; overlap is untouched
     # (grad2 5-6.25, grad1 7-8.25, grad0 9-10.25), and the closed form agrees with both.
-    link = Link("unit", 0.25e-3, MB / 1e6, blocking_alpha_s=0.5e-3)
+    link = LinkFile(Link("unit", 0.25e-3, MB / 1e6), host=GlooHost(blocking_alpha_s=0.5e-3))
     naive = run("naive", link)
     assert timeline(naive)[4:] == [("comm", "grad2", 9.0, 10.5), ("comm", "grad1", 10.5, 12.0),
                                    ("comm", "grad0", 12.0, 13.5)]
@@ -79,11 +84,12 @@ def test_blocking_alpha_applies_to_plans_that_wait_for_each_collective():
     assert step_ms(run("flat", link)) == 12.5       # one 3 MiB all-reduce: 9 + 0.5 + 3
     for name, r in (("naive", naive), ("overlap", overlap)):
         assert r.step_s == pytest.approx(
-            closed_form_step_s(TOY, link, plan(TOY, make_strategy(name)), 2), rel=1e-9)
-    assert link.allreduce_s(MB, 2) == pytest.approx(1.25e-3)
-    assert link.allreduce_s(MB, 2, blocking=True) == pytest.approx(1.5e-3)
+            closed_form_step_s(plan(TOY, make_strategy(name)), resolve(TOY, link, 2)), rel=1e-9)
+    assert link.link.allreduce_s(MB, 2) == pytest.approx(1.25e-3)
+    assert collective_s(link.link, ALL_REDUCE, MB, 2, blocking=True,
+                        host=link.host) == pytest.approx(1.5e-3)
     with pytest.raises(InputError, match="blocking_alpha_s"):
-        Link("bad", 0.0, 1.0, blocking_alpha_s=-1e-3)
+        GlooHost(blocking_alpha_s=-1e-3)
 
 
 def test_flat_all_reduces_everything_at_once_after_the_backward():
@@ -222,7 +228,7 @@ def test_four_micro_steps_no_sync_saves_the_exposed_sync_of_three():
 def test_result_fields_and_switches():
     stats: dict = {}
     p = plan(TOY, make_strategy("bucketed", 2))
-    r = simulate(TOY, unit_link(), p, 2, record=False, stats=stats)
+    r = simulate(p, resolve(TOY, unit_link(), 2), record=False, stats=stats)
     assert (r.model, r.link, r.strategy, r.bucket_mb, r.world_size) == ("toy3", "unit",
                                                                        "bucketed", 2.0, 2)
     assert (r.spans, r.source, r.accum_steps, r.collectives) == ((), "predicted", 1, 2)

@@ -6,14 +6,17 @@ import pytest
 
 from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import simulate
+from simddp.inputs.contention import Contention
 from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.strategy import MB, STRATEGIES, make_strategy
+from simddp.predict.resolve import resolve
 from tests.simddp.test_engine import COMPUTE_LANE, TOY, run, step_ms, timeline, unit_link
 
-CONTENDED = unit_link(compute_slowdown=2.0, comm_slowdown=1.5)
+CONTENDED = LinkFile(unit_link(), Contention(2.0, 1.5, source="link"))
 
 
 def test_contended_overlap_by_hand():
@@ -64,7 +67,7 @@ def test_collective_ending_as_compute_switches_layers():
     # speed and ends exactly when l1 ends and l0 starts; bucket1 is not ready until 9. Two
     # compute flips at 7 once sent two interrupts, the second landing while comm waited for
     # bucket1 (an uncaught simpy.Interrupt). The delay had slack: the step stays 11 ms.
-    r = run("ddp", unit_link(compute_slowdown=1.0, comm_slowdown=2.0))
+    r = run("ddp", LinkFile(unit_link(), Contention(1.0, 2.0, source="link")))
     assert timeline(r) == COMPUTE_LANE + [
         ("comm", "bucket0", 5.0, 7.0), ("comm", "bucket1", 9.0, 11.0)]
     assert step_ms(r) == 11.0
@@ -72,15 +75,17 @@ def test_collective_ending_as_compute_switches_layers():
 
 def test_closed_form_refuses_a_contended_link_or_host_costs():
     with pytest.raises(ValueError, match="neither contention, host costs"):
-        closed_form_step_s(TOY, CONTENDED, plan(TOY, make_strategy("overlap")), 2)
+        closed_form_step_s(plan(TOY, make_strategy("overlap")), resolve(TOY, CONTENDED, 2))
     copying = Host("box", {"realrun": HostCosts(copy_gbps=4.0)})
     free_link = Link("free", alpha_s=0.0, busbw_gbps=1.0)
     with pytest.raises(ValueError, match="neither contention, host costs"):
-        closed_form_step_s(TOY, free_link, plan(TOY, make_strategy("overlap")), 2, host=copying)
+        closed_form_step_s(plan(TOY, make_strategy("overlap")),
+                           resolve(TOY, free_link, 2, host=copying))
     # torch's costs were not given: ddp runs free, so the closed form applies
     ddp = plan(TOY, make_strategy("ddp", 1))
-    assert closed_form_step_s(TOY, free_link, ddp, 2, host=copying) == pytest.approx(
-        simulate(TOY, free_link, ddp, 2, host=copying).step_s, abs=1e-12)
+    copied = resolve(TOY, free_link, 2, host=copying)
+    assert closed_form_step_s(ddp, copied) == pytest.approx(
+        simulate(ddp, copied).step_s, abs=1e-12)
 
 
 def test_a_model_without_gradients_is_compute_only():
@@ -93,5 +98,6 @@ def test_a_model_without_gradients_is_compute_only():
 
 def test_slowdowns_of_exactly_one_are_no_contention_at_all():
     p = plan(TOY, make_strategy("overlap"))
-    same = Link("unit", 0.0, MB / 1e6, compute_slowdown=1.0, comm_slowdown=1.0)
-    assert timeline(simulate(TOY, same, p, 2)) == timeline(simulate(TOY, unit_link(), p, 2))
+    same = LinkFile(Link("unit", 0.0, MB / 1e6), Contention(1.0, 1.0, source="link"))
+    assert timeline(simulate(p, resolve(TOY, same, 2))) == timeline(
+        simulate(p, resolve(TOY, unit_link(), 2)))

@@ -12,10 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate, sweep
-from simddp.inputs.contention import (PUBLISHED_GPU, PUBLISHED_GPU_HIGH, Contention,
-                               default_contention)
+from simddp import Layer, Link, ModelProfile, make_strategy, plan, resolve, simulate, sweep
+from simddp.inputs.contention import PUBLISHED_GPU, PUBLISHED_GPU_HIGH, Contention
 from simddp.inputs.host import Host
+from simddp.inputs.link_file import LinkFile, as_link_file
+from simddp.inputs.resolved import Inputs
+from simddp.predict.resolve import choose_contention
 from simddp.inputs.io import load_profile, profile_to_json, save_json
 from simddp.predict.scenarios import UNCALIBRATED_CONTENTION, scenarios
 from tests.simddp.cuda_trace_fixtures import mlp_job
@@ -29,24 +31,29 @@ TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in 
 BARE = Link("l", 0.0, 1.0)
 
 
+def default_contention(link, host=None, device=None) -> Contention:
+    """The contention a prediction runs under on ``device`` where nobody chose one."""
+    return choose_contention(as_link_file(link), host, device)
+
+
 def test_the_default_by_device_and_what_wins_over_it():
     assert default_contention(BARE, device="h100") == Contention(
         *PUBLISHED_GPU, spread=((1.0, 1.0), PUBLISHED_GPU_HIGH), source="published")
     assert default_contention(BARE, device="cuda:1").source == "published"
     for device in ("cpu", None, "tpu"):
         assert default_contention(BARE, device=device) == Contention()
-    calibrated = Link("l", 0.0, 1.0, compute_slowdown=1.05, comm_slowdown=1.3)
+    calibrated = LinkFile(BARE, Contention(1.05, 1.3, source="link"))
     assert default_contention(calibrated, device="h100").factors == (1.05, 1.3)
     own = Host("h", contention=(1.5, 1.1))
     assert default_contention(BARE, own, device="h100").factors == (1.5, 1.1)
 
 
 def test_on_a_gpu_the_point_is_the_published_contention_and_the_corners_its_ends():
-    on_gpu = scenarios(TOY, BARE, device="a100")
+    on_gpu = scenarios(resolve(replace(TOY, device="a100"), BARE))
     assert {k: s.contention.factors for k, s in on_gpu.items()} == {
         "low": (1.0, 1.0), "compute_bound": (1.0, 1.0),
         "high": PUBLISHED_GPU_HIGH, "comm_bound": PUBLISHED_GPU_HIGH}
-    on_cpu = scenarios(TOY, BARE, device="cpu")    # as before the default: none .. x1.4
+    on_cpu = scenarios(resolve(replace(TOY, device="cpu"), BARE))  # as before: none .. x1.4
     assert {k: s.contention.factors for k, s in on_cpu.items()} == {
         "low": (1.0, 1.0), "compute_bound": (1.0, 1.0),
         "high": UNCALIBRATED_CONTENTION, "comm_bound": UNCALIBRATED_CONTENTION}
@@ -54,10 +61,10 @@ def test_on_a_gpu_the_point_is_the_published_contention_and_the_corners_its_ends
 
 def test_the_sweeps_point_is_the_engine_under_the_published_factors():
     (r,) = sweep(TOY, BARE, 2, ["overlap"], ranges=True, device="a100")
-    contended = replace(BARE, compute_slowdown=PUBLISHED_GPU[0], comm_slowdown=PUBLISHED_GPU[1])
     p = plan(TOY, make_strategy("overlap"))
-    point = simulate(TOY, contended, p, 2).step_s
-    none = simulate(TOY, BARE, p, 2).step_s
+    # the bare engine, under the published factors and under none
+    point = simulate(p, Inputs(TOY, BARE, 2, Contention(*PUBLISHED_GPU))).step_s
+    none = simulate(p, Inputs(TOY, BARE, 2)).step_s
     assert r.step_s == pytest.approx(point) and point > none
     assert r.step_range_s[0] == pytest.approx(none)
     (cpu,) = sweep(TOY, BARE, 2, ["overlap"], ranges=True)
@@ -126,8 +133,9 @@ def test_a_cuda_trace_imports_as_gpu_compute(tmp_path, capsys):
                        "--link", "nvlink-h100", "--strategies", "overlap", "--format", "json")
     assert code == 0 and "published GPU figures" in json.loads(out)["setup"]["ranges"]
     # the same profile with its device left out predicts as before
-    save_json(tmp_path / "bare.json", profile_to_json(load_profile(tmp_path / "imp" /
-                                                                   "profile.json")))
+    imported = load_profile(tmp_path / "imp" / "profile.json")
+    assert imported.device == "cuda"
+    save_json(tmp_path / "bare.json", profile_to_json(replace(imported, device=None)))
     code, out, _ = cli(capsys, "sweep", "--model", str(tmp_path / "bare.json"), "--link",
                        "nvlink-h100", "--strategies", "overlap", "--format", "json")
     assert code == 0 and "not calibrated" in json.loads(out)["setup"]["ranges"]

@@ -16,14 +16,15 @@ from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.link import Link
 from simddp.planning.plans import plan
 from simddp.planning.strategy import MB, make_strategy
+from simddp.predict.resolve import resolve
 from tests.simddp.test_engine import COMPUTE_LANE, TOY, step_ms, timeline, unit_link
 
 QUARTER_MS_PER_MIB = Host("box", {"torch": HostCosts(copy_gbps=4 * MB / 1e6)})
 
 
 def run(name: str, host: Host | None = None, link: Link | None = None, **kw):
-    return simulate(TOY, link or unit_link(), plan(TOY, make_strategy(name, **kw)), 2,
-                    host=host)
+    return simulate(plan(TOY, make_strategy(name, **kw)),
+                    resolve(TOY, link or unit_link(), 2, host=host))
 
 
 def test_fp16_halves_every_all_reduce():

@@ -19,6 +19,7 @@ from simddp.inputs.link import Link
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.strategy import make_strategy
+from simddp.predict.resolve import resolve
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
 LINK = Link("l", 0.0, 1.0)
@@ -26,7 +27,7 @@ COPIES = Host("box", {"realrun": HostCosts(copy_gbps=1.0), "torch": HostCosts(co
 
 
 def spans_ms(strategy: str, host: Host = COPIES, **kw):
-    r = simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), 2, host=host)
+    r = simulate(plan(TOY, make_strategy(strategy, **kw)), resolve(TOY, LINK, 2, host=host))
     return r.step_ms, sorted((s.lane, s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                              for s in r.spans)
 
@@ -58,7 +59,7 @@ def test_torchs_reducer_copies_a_one_gradient_bucket_in_and_out():
                                     for i in range(2)))
 
     def run(strategy: str, host: Host):
-        r = simulate(big, LINK, plan(big, make_strategy(strategy, 1)), 2, host=host)
+        r = simulate(plan(big, make_strategy(strategy, 1)), resolve(big, LINK, 2, host=host))
         return r.step_ms, sorted((s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                                  for s in r.spans if s.lane == "compute" and "copy" in s.label)
 
@@ -79,8 +80,9 @@ def test_an_overlapping_bucket_copies_each_gradient_in_from_its_hook():
     assert ("compute", "l0 bwd", 5.0, 7.0) in spans
     assert ("comm", "bucket0", 8.0, 10.0) in spans
     assert ("compute", "bucket0 copy-out", 10.0, 12.0) in spans
-    kinds = {s.kind for s in simulate(TOY, LINK, plan(TOY, make_strategy("bucketed", 8)), 2,
-                                      host=COPIES).spans if "copy" in s.label}
+    kinds = {s.kind for s in simulate(plan(TOY, make_strategy("bucketed", 8)),
+                                      resolve(TOY, LINK, 2, host=COPIES)).spans
+             if "copy" in s.label}
     assert kinds == {"copy"}
 
 
@@ -113,10 +115,10 @@ def test_a_plan_launched_after_the_backward_pays_its_own_hook_cost():
 def test_no_host_or_free_costs_change_nothing():
     for name in ("naive", "flat", "overlap", "bucketed", "ddp"):
         p = plan(TOY, make_strategy(name))
-        free = simulate(TOY, LINK, p, 2).step_s
-        assert simulate(TOY, LINK, p, 2, host=Host("empty")).step_s == free
-        assert simulate(TOY, LINK, p, 2, host=Host("zeros", {"realrun": HostCosts()})).step_s \
-            == free
+        free = simulate(p, resolve(TOY, LINK, 2)).step_s
+        assert simulate(p, resolve(TOY, LINK, 2, host=Host("empty"))).step_s == free
+        zeros = Host("zeros", {"realrun": HostCosts()})
+        assert simulate(p, resolve(TOY, LINK, 2, host=zeros)).step_s == free
 
 
 def test_host_costs_round_trip_and_are_checked(tmp_path):
@@ -143,8 +145,9 @@ def test_host_costs_round_trip_and_are_checked(tmp_path):
 
 
 def test_an_old_link_file_with_host_fields_is_refused_saying_how_to_get_a_current_one(tmp_path):
-    """Links written before 2026-11-23 held the host costs: such a link is refused in one
-    line, as a link and as host costs, naming what to re-run; a current link has no host."""
+    """The first simddp.link/1 files held the host costs: such a link is refused in one line,
+    as a link and as host costs, naming its format and what to re-run; a current link has no
+    host."""
     old = {"format": "simddp.link/1", "name": "cal", "alpha_s": 1e-4, "busbw_gbps": 1.0,
            "copy_gbps": 2.0, "scale_gbps": 4.0, "hook_s": 1e-4, "ddp_hook_s": 3e-5,
            "launch_s": 5e-5}
@@ -155,7 +158,7 @@ def test_an_old_link_file_with_host_fields_is_refused_saying_how_to_get_a_curren
             read()
         message = str(e.value)
         assert len(message.splitlines()) == 1
-        assert "before 2026-11-23" in message and "copy_gbps, scale_gbps" in message
+        assert "early simddp.link/1" in message and "copy_gbps, scale_gbps" in message
         assert "re-run python -m calibrate" in message and "realrun profile" in message
     path.write_text(json.dumps(link_to_json(Link("cal", 1e-4, 1.0))))
     assert load_link(path) == Link("cal", 1e-4, 1.0) and load_host(path) is None
@@ -163,7 +166,7 @@ def test_an_old_link_file_with_host_fields_is_refused_saying_how_to_get_a_curren
 
 def test_in_place_scaling_has_its_own_rate():
     fast = Host("box", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0)})  # 1 MB in 0.5 ms
-    r = simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=fast)
+    r = simulate(plan(TOY, make_strategy("overlap")), resolve(TOY, LINK, 2, host=fast))
     assert r.step_ms == pytest.approx(8.0)   # bwd 2-4, scale 4-4.5, bwd 4.5-6.5, scale -7, comm -8
 
 
@@ -174,17 +177,18 @@ def test_each_implementation_pays_its_own_hook_cost():
     # take 1.1 ms each. Hooks alone (no copy rate) are charged too.
     hooked = Host("box", {"realrun": HostCosts(copy_gbps=1.0, hook_s=0.5e-3),
                           "torch": HostCosts(copy_gbps=1.0, hook_s=0.1e-3)})
-    r = simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=hooked)
+    r = simulate(plan(TOY, make_strategy("overlap")), resolve(TOY, LINK, 2, host=hooked))
     spans = sorted((s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                    for s in r.spans if s.label == "hooks+copy-in")
     assert spans == [("hooks+copy-in", 4.0, 5.5), ("hooks+copy-in", 7.5, 9.0)]
     assert r.step_ms == pytest.approx(10.0)
-    ddp = simulate(TOY, LINK, plan(TOY, make_strategy("ddp", bucket_mb=8)), 2, host=hooked)
+    ddp = simulate(plan(TOY, make_strategy("ddp", bucket_mb=8)), resolve(TOY, LINK, 2, host=hooked))
     assert sorted(round(s.duration_s * 1e3, 6) for s in ddp.spans
                   if s.label == "hooks+copy-in") == [1.1, 1.1]
     only = Host("box", {"realrun": HostCosts(hook_s=1e-3)})
-    assert simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), 2, host=only).step_ms == \
-        pytest.approx(9.0)   # bwd 2-4, hook 4-5, bwd 5-7, hook 7-8, grad0 8-9
+    # bwd 2-4, hook 4-5, bwd 5-7, hook 7-8, grad0 8-9
+    assert simulate(plan(TOY, make_strategy("overlap")),
+                    resolve(TOY, LINK, 2, host=only)).step_ms == pytest.approx(9.0)
 
 
 def test_launch_cost_per_collective_of_the_implementation_that_has_one():
@@ -194,7 +198,8 @@ def test_launch_cost_per_collective_of_the_implementation_that_has_one():
     host = Host("box", {"realrun": HostCosts(launch_s=1e-3)})
 
     def step(name, **kw):
-        return simulate(TOY, LINK, plan(TOY, make_strategy(name, **kw)), 2, host=host).step_ms
+        return simulate(plan(TOY, make_strategy(name, **kw)),
+                        resolve(TOY, LINK, 2, host=host)).step_ms
     assert step("overlap") == pytest.approx(9.0)
     assert step("bucketed", bucket_mb=8) == pytest.approx(9.0)
     assert step("ddp", bucket_mb=8) == pytest.approx(8.0)

@@ -1,5 +1,5 @@
 """The wake after compute: a micro-step's first collective issued after compute waits
-``Link.idle_wake_s`` before it runs (simddp.rig.gloo_cpu.idle_wake_s).
+its link file's ``GlooHost.idle_wake_s`` before it runs (simddp.rig.gloo_shared_cpu).
 
 Toy of tests/simddp/test_compute_after_comm.py: two layers, one 1 MB gradient each, forward
 1 ms and backward 2 ms per layer; α = 0, busbw 1 GB/s, 2 ranks (a 1 MB all-reduce takes
@@ -15,19 +15,22 @@ from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.host import Host
-from simddp.inputs.io import link_from_json, link_to_json
+from simddp.inputs.gloo_host import GlooHost
+from simddp.inputs.io import link_file_from_json, link_to_json
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.table import setup_line
 from simddp.planning.strategy import make_strategy
+from simddp.predict.resolve import resolve
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
-WOKEN = Link("l", 0.0, 1.0, idle_wake_s=0.0005)
+WOKEN = LinkFile(Link("l", 0.0, 1.0), host=GlooHost(idle_wake_s=0.0005))
 
 
-def run(strategy: str, link: Link = WOKEN, host: Host | None = None, **kw):
-    r = simulate(TOY, link, plan(TOY, make_strategy(strategy, **kw)), 2, host=host)
+def run(strategy: str, link: Link | LinkFile = WOKEN, host: Host | None = None, **kw):
+    r = simulate(plan(TOY, make_strategy(strategy, **kw)), resolve(TOY, link, 2, host=host))
     return r, [(s.label, round(s.start_s * 1e3, 6), round(s.end_s * 1e3, 6))
                for s in r.spans if s.lane == "comm"]
 
@@ -78,20 +81,21 @@ def test_the_wake_does_not_contend_with_compute():
 
 
 def test_none_and_zero_change_nothing():
-    for link in (Link("l", 0.0, 1.0), Link("l", 0.0, 1.0, idle_wake_s=0.0)):
+    for link in (Link("l", 0.0, 1.0),
+                 LinkFile(Link("l", 0.0, 1.0), host=GlooHost(idle_wake_s=0.0))):
         assert run("naive", link)[0].step_ms == pytest.approx(8.0)
 
 
 def test_the_link_file_keeps_it_and_refuses_a_bad_one():
     doc = link_to_json(WOKEN)
-    assert doc["idle_wake_s"] == 0.0005
-    assert link_from_json(json.loads(json.dumps(doc))) == WOKEN
-    assert "idle_wake_s" not in link_to_json(Link("l", 0.0, 1.0))   # older files: absent
+    assert doc["gloo_host"]["idle_wake_s"] == 0.0005
+    assert link_file_from_json(json.loads(json.dumps(doc))) == WOKEN
+    assert "gloo_host" not in link_to_json(Link("l", 0.0, 1.0))   # not measured: absent
     with pytest.raises(InputError, match="idle_wake_s"):
-        Link("l", 0.0, 1.0, idle_wake_s=-0.001)
+        GlooHost(idle_wake_s=-0.001)
 
 
 def test_the_closed_form_refuses_it_and_the_setup_line_says_it():
     with pytest.raises(ValueError, match="wake"):
-        closed_form_step_s(TOY, WOKEN, plan(TOY, make_strategy("naive")), 2)
+        closed_form_step_s(plan(TOY, make_strategy("naive")), resolve(TOY, WOKEN, 2))
     assert "0.5 ms wake after compute" in setup_line(TOY, WOKEN, 2)

@@ -8,9 +8,14 @@ import pytest
 
 from simddp.inputs import io
 from simddp.errors import InputError
-from simddp.inputs.io import link_to_json, load_link, load_profile, profile_to_json, read_json, save_json, write_atomic
+from simddp.inputs.io import (link_file_from_json, link_from_json, link_to_json, load_link,
+                              load_link_file, load_profile, profile_to_json, read_json,
+                              save_json, write_atomic)
 from simddp.result import load_results, results_to_json
-from simddp.inputs.link import Link, LinkPiece
+from simddp.inputs.contention import Contention
+from simddp.inputs.gloo_host import GlooHost
+from simddp.inputs.link import KindFit, Link, LinkPiece
+from simddp.inputs.link_file import Levels, LinkFile
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
@@ -20,7 +25,18 @@ PROFILE = ModelProfile("toy", (
     Layer("head", (40,), 0.0, 0.5e-3)), optimizer_s=4e-3)
 LINK = Link("gloo-p2", alpha_s=6.1e-05, busbw_gbps=2.3, world_size=2, backend="gloo",
             pieces=(LinkPiece(65536, 4e-05, 1.1), LinkPiece(None, 9e-05, 2.4)),
-            compute_slowdown=1.3, comm_slowdown=1.2, source="calibrate, R2=0.998")
+            source="calibrate, R2=0.998")
+# the link and calibrate's contention beside it, as its file holds them
+LINK_FILE = LinkFile(LINK, Contention(1.3, 1.2, source="link"))
+# the same link file as the first format wrote it: one flat object
+LINK_1_JSON = {"format": "simddp.link/1", "name": "gloo-p2", "alpha_s": 6.1e-05,
+               "busbw_gbps": 2.3, "world_size": 2, "backend": "gloo",
+               "pieces": [{"up_to_bytes": 65536, "alpha_s": 4e-05, "busbw_gbps": 1.1},
+                          {"up_to_bytes": None, "alpha_s": 9e-05, "busbw_gbps": 2.4}],
+               "compute_slowdown": 1.3, "comm_slowdown": 1.2, "source": "calibrate, R2=0.998",
+               "blocking_alpha_s": None, "time_spread": None}
+GLOO_HOST = GlooHost(blocking_alpha_s=2e-3, kind_blocking_alpha_s={"reduce_scatter": 1.5e-3},
+                     burst_bytes=250_000.0, idle_wake_s=6e-4, blocking_refill_s=1e-3)
 RESULTS = [
     Result("toy", "gloo-p2", "ddp", 25.0, 2, 0.071, 0.009, 21, accum_steps=1, compute_s=0.062,
            spans=(Span("compute", "forward", 0.0, 0.019, "forward"),
@@ -51,13 +67,81 @@ def test_profile_optional_fields_default(tmp_path):
     assert load_profile(path) == ModelProfile("m", (Layer("l0", (8,)),))
 
 
-@pytest.mark.parametrize("link", [LINK, Link("preset", 0.0, 1.0)])
-def test_link_round_trip(tmp_path, link):
+@pytest.mark.parametrize("link_file", [
+    LINK_FILE, LinkFile(Link("preset", 0.0, 1.0)),
+    LinkFile(Link("kinds", 1e-5, 3.0, time_spread=(0.9, 1.4),
+                  kind_fits={"all_gather": KindFit(2e-5, 2.5)}), host=GLOO_HOST),
+    LinkFile(LINK, LINK_FILE.contention, GLOO_HOST),
+    LinkFile(Link("flat", 2e-5, 1.0, world_size=4), LINK_FILE.contention, GlooHost(),
+             Levels(2, intra=LinkFile(Link("in", 1e-5, 20.0, world_size=2)),
+                    inter=LinkFile(Link("across", 3e-5, 0.8), Contention(1.1, 1.4,
+                                                                          source="link"),
+                                   GlooHost(blocking_alpha_s=5e-5))))],
+    ids=["contention", "preset", "gloo_host", "both", "levels"])
+def test_link_round_trip(tmp_path, link_file):
     path = tmp_path / "link.json"
-    save_json(path, link_to_json(link))
-    assert load_link(path) == link
+    save_json(path, link_to_json(link_file))
+    assert load_link_file(path) == link_file
+    assert load_link(path) == link_file.link
+    link = link_file.link
     assert load_link(path).allreduce_s(10**6, 2) == link.allreduce_s(10**6, 2)
-    assert json.loads(path.read_text())["format"] == "simddp.link/1"
+    data = json.loads(path.read_text())
+    assert data["format"] == "simddp.link/2"
+    # each section only where it was measured
+    assert ("contention" in data) is (link_file.contention is not None)
+    assert ("gloo_host" in data) is (link_file.host is not None)
+    assert ("levels" in data) is (link_file.levels is not None)
+
+
+def test_link_file_sections():
+    data = link_to_json(LinkFile(LINK, LINK_FILE.contention, GLOO_HOST))
+    assert data["contention"] == {"compute": 1.3, "comm": 1.2}
+    assert data["gloo_host"] == {"blocking_alpha_s": 2e-3,
+                                 "kind_blocking_alpha_s": {"reduce_scatter": 1.5e-3},
+                                 "burst_bytes": 250_000.0, "idle_wake_s": 6e-4,
+                                 "blocking_refill_s": 1e-3}
+    assert not {"compute_slowdown", "comm_slowdown", "blocking_alpha_s"} & set(data)
+    # a bare link is a link file with nothing beside it; levels may be given beside it
+    assert link_to_json(LINK) == link_to_json(LinkFile(LINK))
+    levels = Levels(2, intra=Link("in", 1e-5, 20.0), inter=Link("across", 3e-5, 0.8))
+    assert link_file_from_json(link_to_json(LINK, levels=levels)) == LinkFile(LINK,
+                                                                              levels=levels)
+    # contention (1.0, 1.0) is none: stored as None
+    assert link_file_from_json(dict(link_to_json(LINK), contention={"compute": 1.0,
+                                                                    "comm": 1.0})) == \
+        LinkFile(LINK)
+
+
+def test_a_link_1_file_loads_into_the_sections(tmp_path):
+    path = tmp_path / "link.json"
+    path.write_text(json.dumps(LINK_1_JSON))
+    # measured contention comes with a (possibly empty) gloo_host
+    assert load_link_file(path) == LinkFile(LINK, LINK_FILE.contention, GlooHost())
+    assert load_link(path) == LINK == link_from_json(LINK_1_JSON)
+    assert load_link(path).allreduce_s(10**6, 2) == LINK.allreduce_s(10**6, 2)
+    # every rig field into gloo_host, the kinds' blocking α too
+    rig = dict(LINK_1_JSON, blocking_alpha_s=2e-3, burst_bytes=250_000.0, idle_wake_s=6e-4,
+               blocking_refill_s=1e-3, kind_fits={"reduce_scatter": {
+                   "alpha_s": 1e-5, "busbw_gbps": 2.0, "blocking_alpha_s": 1.5e-3}})
+    assert link_file_from_json(rig) == LinkFile(
+        Link(**{**LINK.__dict__, "kind_fits": {"reduce_scatter": KindFit(1e-5, 2.0)}}),
+        LINK_FILE.contention, GLOO_HOST)
+    # a /1 file with neither: the link alone
+    bare = {k: v for k, v in LINK_1_JSON.items() if k not in ("compute_slowdown",
+                                                              "comm_slowdown")}
+    assert link_file_from_json(bare) == LinkFile(LINK)
+    assert link_file_from_json(dict(bare, compute_slowdown=1.0, comm_slowdown=1.0)) == \
+        LinkFile(LINK)
+    # levels: each level's own /1 body into its sections
+    intra = {"name": "in", "alpha_s": 1e-5, "busbw_gbps": 20.0, "world_size": 2}
+    inter = {"name": "across", "alpha_s": 3e-5, "busbw_gbps": 0.8, "compute_slowdown": 1.1,
+             "comm_slowdown": 1.4, "blocking_alpha_s": 5e-5}
+    lv = link_file_from_json(dict(bare, levels={"gpus_per_node": 2, "intra": intra,
+                                                "inter": inter})).levels
+    assert lv == Levels(2, intra=LinkFile(Link("in", 1e-5, 20.0, world_size=2)),
+                        inter=LinkFile(Link("across", 3e-5, 0.8),
+                                       Contention(1.1, 1.4, source="link"),
+                                       GlooHost(blocking_alpha_s=5e-5)))
 
 
 def test_results_round_trip_with_spans_and_extra_fields(tmp_path):
@@ -83,7 +167,7 @@ def test_non_finite_floats_are_written_as_null(tmp_path):
 # --- bad files: one-line InputError naming the file ----------------------------------------
 
 PROFILE_JSON = profile_to_json(PROFILE)
-LINK_JSON = link_to_json(LINK)
+LINK_JSON = link_to_json(LINK_FILE)
 
 
 def with_layer(**changes):
@@ -95,8 +179,9 @@ def with_layer(**changes):
     (load_profile, '{"format": "simddp.profile/1", "name": ', "not valid JSON \\(line 1"),
     (load_profile, "", "not valid JSON"),
     (load_profile, "[1, 2]", 'expected a JSON object with "format": "simddp.profile/1"'),
-    (load_profile, json.dumps(LINK_JSON), "format is 'simddp.link/1', expected 'simddp.profile/1'"),
-    (load_link, json.dumps(PROFILE_JSON), "format is 'simddp.profile/1', expected 'simddp.link/1'"),
+    (load_profile, json.dumps(LINK_1_JSON), "format is 'simddp.link/1', expected 'simddp.profile/1'"),
+    (load_profile, json.dumps(LINK_JSON), "format is 'simddp.link/2', expected 'simddp.profile/1'"),
+    (load_link, json.dumps(PROFILE_JSON), "format is 'simddp.profile/1', expected 'simddp.link/2'"),
     (load_results, json.dumps({"results": []}), "format is None, expected 'simddp.results/1'"),
     (load_profile, json.dumps({k: v for k, v in PROFILE_JSON.items() if k != "layers"}),
      "missing field 'layers'"),
@@ -118,7 +203,13 @@ def with_layer(**changes):
      "not a valid file"),
     (load_link, json.dumps(dict(LINK_JSON, pieces=[
         {"up_to_bytes": 10, "alpha_s": 0, "busbw_gbps": 1}])), "end with up_to_bytes null"),
-    (load_link, json.dumps(dict(LINK_JSON, comm_slowdown=0.5)), "comm_slowdown must be >= 1.0"),
+    (load_link, json.dumps(dict(LINK_1_JSON, comm_slowdown=0.5)), "comm_slowdown must be >= 1.0"),
+    (load_link, json.dumps(dict(LINK_JSON, contention={"compute": 1.3, "comm": 0.5})),
+     "contention must be two slowdowns >= 1.0"),
+    (load_link, json.dumps(dict(LINK_JSON, compute_slowdown=1.3)),
+     "unknown link field\\(s\\) compute_slowdown"),
+    (load_link, json.dumps(dict(LINK_JSON, gloo_host={"idle_wake_s": -1})),
+     "gloo_host: idle_wake_s must be a finite number >= 0"),
     (load_results, json.dumps({"format": "simddp.results/1"}), "missing field 'results'"),
     (load_results, json.dumps({"format": "simddp.results/1", "results": [{"model": "m"}]}),
      "not a valid file"),

@@ -15,14 +15,15 @@ import json
 
 import pytest
 
-from simddp import Layer, Link, ModelProfile, make_strategy, plan
+from simddp import Layer, Link, ModelProfile, make_strategy, plan, resolve
 from simddp.cli.main import main
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.io import (levels_from_json, link_from_json, link_to_json, load_levels, load_link,
                        save_json)
 from simddp.inputs.link import KindFit
-from simddp.inputs.topology import Levels, Topology, collective_s, level_load
+from simddp.inputs.link_file import Levels
+from simddp.inputs.topology import Topology, collective_s, level_load
 
 MIB4 = 4 * 2**20
 B = 4 * MIB4
@@ -45,6 +46,11 @@ def ms(seconds: float) -> float:
     return round(seconds * 1e3, 8)
 
 
+def run(link, p, world_size, topology=None, record=True):
+    """ZERO's step under ``p`` on ``link`` (the link between nodes, with ``topology``)."""
+    return simulate(p, resolve(ZERO, link, world_size, topology=topology), record=record)
+
+
 def test_the_hand_computed_figures():
     assert (round(RING_MS, 8), round(HIER_MS, 8)) == (25.665824, 18.48053248)
 
@@ -59,9 +65,8 @@ def test_hierarchical_inter_phase_takes_the_levels_inter_fit_the_ring_the_world_
     assert ms(collective_s(alone, WORLD, "all_reduce", B, "hierarchical")) == round(
         RS_MS + 0.5 + B / 2 / 1e9 * 1e3 + AG_MS, 8)
     # the engine runs the same law: one bucket, no compute
-    hier = simulate(ZERO, WORLD, plan(ZERO, make_strategy("hierarchical", 1000)), 4,
-                    topology=topo)
-    flat = simulate(ZERO, WORLD, plan(ZERO, make_strategy("bucketed", 1000)), 4, topology=topo)
+    hier = run(WORLD, plan(ZERO, make_strategy("hierarchical", 1000)), 4, topology=topo)
+    flat = run(WORLD, plan(ZERO, make_strategy("bucketed", 1000)), 4, topology=topo)
     assert (ms(hier.step_s), ms(flat.step_s)) == (round(HIER_MS, 8), round(RING_MS, 8))
     load = level_load(topo, WORLD, plan(ZERO, make_strategy("hierarchical", 1000)))
     assert ms(load["inter_node_s"]) == round(ACROSS_MS, 8)
@@ -71,10 +76,10 @@ def test_hierarchical_inter_phase_takes_the_levels_inter_fit_the_ring_the_world_
 @pytest.mark.parametrize("name", ["bucketed", "hierarchical", "fsdp", "ddp"])
 def test_one_node_or_one_gpu_per_node_ignores_the_inter_fit(name):
     p = plan(ZERO, make_strategy(name, 4))
-    one_node = simulate(ZERO, WORLD, p, 2, topology=Topology(1, 2, INTRA, INTER), record=False)
-    assert one_node.step_s == simulate(ZERO, INTRA, p, 2, record=False).step_s
-    spread = simulate(ZERO, WORLD, p, 4, topology=Topology(4, 1, INTRA, INTER), record=False)
-    assert spread.step_s == simulate(ZERO, WORLD, p, 4, record=False).step_s
+    one_node = run(WORLD, p, 2, topology=Topology(1, 2, INTRA, INTER), record=False)
+    assert one_node.step_s == run(INTRA, p, 2, record=False).step_s
+    spread = run(WORLD, p, 4, topology=Topology(4, 1, INTRA, INTER), record=False)
+    assert spread.step_s == run(WORLD, p, 4, record=False).step_s
 
 
 def test_round_trip_and_the_top_level_link_unchanged():
@@ -173,9 +178,10 @@ def test_a_range_scales_the_levels_inter_link_and_holds_the_intra_one():
     """A link between nodes spread x0.5-x2 (calibrate's time_spread): the hierarchical
     inter-node phase on the levels' inter link moves with it, as it did on --link."""
     from simddp.predict.predictor import Predictor
+    from simddp.predict.scenarios import scenario_set
     spread = dataclasses.replace(WORLD, time_spread=(0.5, 2.0))
-    r = Predictor(ZERO, spread, 4, ranges=True, topology=LEVELS.topology(2, 2)).predict(
-        make_strategy("hierarchical", 1000))
+    point = resolve(ZERO, spread, 4, topology=LEVELS.topology(2, 2))
+    r = Predictor(scenario_set(point, ranges=True)).predict(make_strategy("hierarchical", 1000))
     assert {k: ms(v) for k, v in r.scenarios_s.items() if k in ("low", "high")} == {
         "low": round(RS_MS + ACROSS_MS / 2 + AG_MS, 8),
         "high": round(RS_MS + 2 * ACROSS_MS + AG_MS, 8)}

@@ -1,10 +1,16 @@
 """The link law on round numbers, piecewise fits, bad links, world sizes and overrides."""
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from simddp.cli.args import resolve_link
 from simddp.errors import InputError
+from simddp.inputs.contention import Contention
+from simddp.inputs.io import link_file_from_json
 from simddp.inputs.link import Link, LinkPiece
+from simddp.inputs.link_file import LinkFile
 
 
 def test_allreduce_law_on_round_numbers():
@@ -33,8 +39,6 @@ def test_piecewise_link_picks_the_first_piece_that_holds_the_size():
     (dict(alpha_s=float("nan")), "alpha_s"),
     (dict(busbw_gbps=0.0), "busbw_gbps must be a finite number > 0"),
     (dict(busbw_gbps=float("inf")), "busbw_gbps"),
-    (dict(compute_slowdown=0.5), "compute_slowdown must be >= 1.0, got 0.5"),
-    (dict(comm_slowdown=float("nan")), "comm_slowdown"),
     (dict(world_size=1), "world_size must be an integer >= 2"),
     (dict(world_size=2.0), "world_size must be an integer >= 2"),
     (dict(pieces=(LinkPiece(10, 0.0, 1.0),)), "end with up_to_bytes null"),
@@ -49,6 +53,20 @@ def test_bad_link_is_a_one_line_input_error_naming_it(kwargs, match):
     with pytest.raises(InputError, match=match) as e:
         Link(**fields)
     assert "'eth'" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("section, match", [
+    ({"compute": 0.5, "comm": 1.0}, "contention must be two slowdowns >= 1.0 \\(compute, comm\\), "
+                                    "got \\(0.5, 1.0\\)"),
+    ({"compute": 1.0, "comm": float("nan")}, "contention must be two slowdowns >= 1.0"),
+])
+def test_bad_contention_beside_a_link_is_a_one_line_input_error_naming_its_file(section, match):
+    # the slowdowns live beside the link now, in its file's contention section
+    doc = {"format": "simddp.link/2", "name": "eth", "alpha_s": 0.0, "busbw_gbps": 1.0,
+           "contention": section}
+    with pytest.raises(InputError, match=match) as e:
+        link_file_from_json(doc, "eth.json")
+    assert str(e.value).startswith("eth.json: ") and "\n" not in str(e.value)
 
 
 def test_for_world_checks_the_calibrated_size():
@@ -67,13 +85,17 @@ def test_for_world_checks_the_calibrated_size():
 
 
 def test_with_overrides_replaces_alpha_and_busbw_and_drops_pieces():
-    link = Link("eth", 1e-3, 1.0, world_size=4, pieces=(LinkPiece(None, 5e-3, 3.0),),
-                compute_slowdown=1.2)
+    link = Link("eth", 1e-3, 1.0, world_size=4, pieces=(LinkPiece(None, 5e-3, 3.0),))
     assert link.with_overrides() is link
     faster = link.with_overrides(alpha_us=50)
     assert (faster.name, faster.busbw_gbps, faster.pieces) == ("eth*", 1.0, ())
     assert faster.alpha_s == pytest.approx(50e-6, rel=1e-12)
-    assert (faster.world_size, faster.compute_slowdown) == (4, 1.2)
+    assert faster.world_size == 4
+    # the contention measured beside the link is kept through the overrides (--alpha-us)
+    measured = LinkFile(link, Contention(1.2, 1.0, source="link"))
+    overridden = resolve_link(argparse.Namespace(link=measured, alpha_us=50, busbw_gbps=None,
+                                                 world_size=4, rescale_link=False))
+    assert overridden.link == faster and overridden.contention == measured.contention
     wider = link.with_overrides(busbw_gbps=10.0)
     assert (wider.alpha_s, wider.busbw_gbps) == (1e-3, 10.0)
     assert wider.allreduce_s(10**7, 2) == pytest.approx(1e-3 + 1e-3)

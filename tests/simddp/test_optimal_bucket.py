@@ -15,6 +15,7 @@ from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.link import Link, LinkPiece
+from simddp.inputs.resolved import Inputs
 from simddp.presets.models import build_profile, parse_model
 from simddp.presets.links import get_link
 from simddp.analytic.optimal_bucket import (COMM_BOUND, COMPUTE_BOUND, ONE_BUCKET, closed_form_optimum,
@@ -34,7 +35,9 @@ def bucketed(k_layers: int) -> Strategy:
 
 
 def des_exposed_s(profile: ModelProfile, link: Link, strategy: Strategy) -> float:
-    return simulate(profile, link, plan(profile, strategy), 2, record=False).exposed_comm_s
+    # the bare engine: no contention, as the closed form assumes
+    return simulate(plan(profile, strategy), Inputs(profile, link, 2),
+                    record=False).exposed_comm_s
 
 
 def test_comm_bound_hand_computed():
@@ -112,7 +115,7 @@ def test_des_and_recurrence_agree_on_the_grid():
     link = Link("l", 300e-6, 2.0)
     for k in (1, 7, 13, 40, 120):
         st = bucketed(k)
-        recurrence_s = closed_form_step_s(UNIFORM, link, plan(UNIFORM, st), 2) - B
+        recurrence_s = closed_form_step_s(plan(UNIFORM, st), Inputs(UNIFORM, link, 2)) - B
         assert des_exposed_s(UNIFORM, link, st) == pytest.approx(recurrence_s, rel=1e-9)
 
 
@@ -173,11 +176,11 @@ def test_the_sweep_says_why_the_closed_form_and_the_simulator_disagree(capsys):
     link = Link("l", 2e-4, 10.0)
     opt = closed_form_optimum(lumpy, link, 2)
     results = sweep(lumpy, link, 2, ["bucketed"], [0.25, 1, 4, 16, 64, 256])
-    line = gap_line(lumpy, link, None, opt, results)
+    line = gap_line(Inputs(lumpy, link, 2), opt, results)
     assert line is not None and "tensors are never split" in line
     assert "not ready evenly" in line
     # 100 even 1 MiB layers, α 2 ms: closed form 2.23 MB, 2.234 ms; simulated 5 MB, 2.52 ms
     even = ModelProfile("even", tuple(Layer(f"l{i}", (MB,), 0, 1e-3) for i in range(100)))
     slow = Link("slow", 2e-3, 10.0)
-    assert gap_line(even, slow, None, closed_form_optimum(even, slow, 2),
+    assert gap_line(Inputs(even, slow, 2), closed_form_optimum(even, slow, 2),
                     sweep(even, slow, 2, ["bucketed"], [1, 2, 5, 10, 25, 50])) is None

@@ -19,6 +19,7 @@ from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.overlap import (interval_union, overlap_of, overlap_table, side_by_side)
 from simddp.result import Result, Span
 from simddp.planning.strategy import make_strategy
+from simddp.predict.resolve import resolve
 
 MS = 1e-3
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 1e-3, 2e-3) for i in range(2)), 1e-3)
@@ -70,10 +71,10 @@ def test_interval_union_drops_empty_and_merges_touching():
 
 
 def test_engine_toy_overlap_and_naive():
-    result = simulate(TOY, LINK, plan(TOY, make_strategy("overlap")), world_size=2)
+    result = simulate(plan(TOY, make_strategy("overlap")), resolve(TOY, LINK, world_size=2))
     assert ms(overlap_of(result.spans)) == [8.0, 7.0, 2.0, 1.0, 1.0, 0.0, 50.0]
     # naive: both all-reduces after the backward (6–8), none hidden
-    naive = simulate(TOY, LINK, plan(TOY, make_strategy("naive")), world_size=2)
+    naive = simulate(plan(TOY, make_strategy("naive")), resolve(TOY, LINK, world_size=2))
     o = overlap_of(naive.spans)
     assert (o.overlapped_s, o.exposed_comm_s / MS, o.overlap_pct) == (0, pytest.approx(2.0), 0.0)
 

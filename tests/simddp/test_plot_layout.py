@@ -17,15 +17,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from simddp import Layer, Link, ModelProfile, make_strategy
 from simddp.compare import compare_results
 from simddp.compare.plots import plot_buckets, plot_scatter, plot_timelines
+from simddp.inputs.contention import Contention
+from simddp.inputs.link_file import LinkFile
 from simddp.report.gantt import step_end_ms
 from simddp.report.sweep_plot import gantt_figure, sweep_figure
 from simddp.result import Result, Span
-from simddp.predict.sweep import recommend, sweep
+from simddp.predict.sweep import sweep
+from simddp.predict.recommend import recommend
 
 PROFILE = ModelProfile("mlp-8x1024", tuple(Layer(f"l{i}", (4 << 20,), 1e-3, 2.5e-3)
                                            for i in range(8)), compute_spread=(0.7, 1.2))
-LINK = Link("vm-gloo-p2", 1.4e-3, 1.2, compute_slowdown=1.8, comm_slowdown=1.9,
-            time_spread=(0.3, 2.0))
+LINK = LinkFile(Link("vm-gloo-p2", 1.4e-3, 1.2, time_spread=(0.3, 2.0)),
+                Contention(1.8, 1.9, source="link"))
 MBS = (1.0, 4.0, 10.0, 40.0)
 STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp", "no_sync"]
 

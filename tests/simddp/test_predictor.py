@@ -6,12 +6,15 @@ import math
 import pytest
 import simpy
 
-from simddp import (Layer, Link, ModelProfile, build_profile, get_link, load_host, load_link,
-                    load_profile, make_strategy, parse_model, plan, simulate, sweep)
+from simddp import (Layer, Link, ModelProfile, build_profile, get_link, load_host,
+                    load_link_file, load_profile, make_strategy, parse_model, plan, resolve,
+                    simulate, sweep)
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.host import Host, HostCosts
-from simddp.predict.predictor import Predictor, engine_key, micro_step_plans, runs_alone
+from simddp.inputs.link_file import LinkFile
+from simddp.predict.predictor import Predictor, engine_key, micro_step_strategies, runs_alone
 from simddp.inputs.profile import Layer as ProfileLayer
-from simddp.predict.scenarios import scenario_inputs
+from simddp.predict.scenarios import scenario_set, scenarios
 from simddp.inputs.topology import Topology
 from tests.simddp.golden import MEASURED
 
@@ -46,7 +49,8 @@ def test_the_xl_sweep_with_ranges_runs_the_engine_eleven_times(counted):
     # and ddp's coincide): naive, flat, overlap and 3 layouts at the point (6); overlap and
     # the layouts contended (4); sync_each and no_sync are ddp's micro-step repeated, plus one
     # compute-only micro-step (1). naive and flat overlap nothing: no contended run.
-    profile = build_profile(parse_model("transformer-xl"))
+    # no device: contention not known, as the sweep assumed before (none … x1.4)
+    profile = dataclasses.replace(build_profile(parse_model("transformer-xl")), device=None)
     counted["layers"] = 0
     stats = {}
     rows = sweep(profile, get_link("eth-100g"), 2, XL_STRATEGIES, range(1, 21), ranges=True,
@@ -59,7 +63,7 @@ def test_the_xl_sweep_with_ranges_runs_the_engine_eleven_times(counted):
 
 def test_a_measured_spread_rebuilds_the_profile_once_per_factor(counted):
     profile = dataclasses.replace(build_profile(parse_model("transformer-small")),
-                                  compute_spread=(0.9, 1.2))
+                                  compute_spread=(0.9, 1.2), device=None)
     counted["layers"] = 0
     stats = {}
     sweep(profile, get_link("eth-100g"), 2, XL_STRATEGIES, [1, 10, 100], ranges=True,
@@ -70,11 +74,12 @@ def test_a_measured_spread_rebuilds_the_profile_once_per_factor(counted):
 
 
 def brute_force(profile, link, world, strategy, host, topology=None):
-    """The old way: every scenario simulated from scratch."""
+    """The old way: every scenario's inputs built and simulated from scratch."""
+    point = resolve(profile, link, world, host=host, topology=topology)
     out = {}
-    for name, (p, lk, h) in scenario_inputs(profile, link, host).items():
-        out[name] = simulate(p, lk, plan(p, strategy), world, host=h, record=False,
-                             topology=topology).step_s
+    for name, scn in scenarios(point).items():
+        inputs = point.scaled(scn.compute_factor, scn.comm_factor, scn.contention)
+        out[name] = simulate(plan(inputs.profile, strategy), inputs, record=False).step_s
     return out
 
 
@@ -84,9 +89,10 @@ def toy(spread=None):
 
 
 def setups():
-    measured = (load_profile(MEASURED / "profile.json"), load_link(MEASURED / "link.json"),
+    measured = (load_profile(MEASURED / "profile.json"), load_link_file(MEASURED / "link.json"),
                 load_host(MEASURED / "profile.json"))
-    spread_link = Link("l", 20e-6, 2.0, blocking_alpha_s=40e-6, time_spread=(0.9, 1.6))
+    spread_link = LinkFile(Link("l", 20e-6, 2.0, time_spread=(0.9, 1.6)),
+                           host=GlooHost(blocking_alpha_s=40e-6))
     copies = Host("copies", {"realrun": HostCosts(copy_gbps=2.0, hook_s=2e-5, launch_s=1e-5),
                              "torch": HostCosts(copy_gbps=3.0, hook_s=1e-5),
                              "fsdp": HostCosts(copy_gbps=4.0, gather_s=1e-4,
@@ -94,7 +100,9 @@ def setups():
                   contention=(1.3, 1.6), contention_spread=((1.1, 1.2), (1.7, 2.2)))
     two_nodes = Topology(2, 2, get_link("nvlink-a100"))
     yield "measured", *measured, 2, None
-    yield "preset", build_profile(parse_model("mlp-6x512")), get_link("eth-100g"), None, 4, None
+    # no device: no contention assumed at the point, as before
+    yield "preset", dataclasses.replace(build_profile(parse_model("mlp-6x512")), device=None), \
+        get_link("eth-100g"), None, 4, None
     yield "spreads", toy((0.85, 1.3)), spread_link, None, 4, None
     yield "host", toy((0.9, 1.1)), spread_link, copies, 2, None
     yield "2x2", toy((0.9, 1.1)), spread_link, copies, 4, two_nodes
@@ -104,7 +112,8 @@ def setups():
         after, 2, None
     # the wake of the first collective after compute: once per micro-step (sync_each,
     # no_sync), under contention, and not for FSDP's first all-gather (before any compute)
-    woken = dataclasses.replace(spread_link, idle_wake_s=3e-4)
+    woken = dataclasses.replace(spread_link, host=GlooHost(blocking_alpha_s=40e-6,
+                                                           idle_wake_s=3e-4))
     yield "wake", toy((0.9, 1.1)), woken, copies, 2, None
     yield "wake 2x2", toy((0.9, 1.1)), woken, copies, 4, two_nodes
 
@@ -139,12 +148,12 @@ def test_runs_alone_only_where_nothing_overlaps():
 
 def test_sync_each_is_ddp_micro_step_repeated():
     profile = toy()
-    sync_each = plan(profile, make_strategy("sync_each", 1, accum_steps=3))
     ddp = plan(profile, make_strategy("ddp", 1))
-    parts = micro_step_plans(sync_each)
+    parts = [plan(profile, s) for s in micro_step_strategies(make_strategy("sync_each", 1, 3))]
     assert len(parts) == 3 and all(engine_key(p) == engine_key(ddp) for p in parts)
-    no_sync = micro_step_plans(plan(profile, make_strategy("no_sync", 1, accum_steps=3)))
-    assert [len(p.collectives) for p in no_sync] == [0, 0, len(ddp.collectives)]
+    no_sync = micro_step_strategies(make_strategy("no_sync", 1, accum_steps=3))
+    assert no_sync[:2] == [None, None] and engine_key(plan(profile, no_sync[2])) == \
+        engine_key(ddp)
     # a name or a label never splits a key; host costs do
     overlap = plan(profile, make_strategy("overlap"))
     assert engine_key(overlap) == engine_key(plan(profile, make_strategy("bucketed", 0.001)))
@@ -153,7 +162,7 @@ def test_sync_each_is_ddp_micro_step_repeated():
 
 def test_record_keeps_each_row_s_own_timeline():
     profile = toy()
-    pred = Predictor(profile, get_link("eth-100g"), 2, record=True)
+    pred = Predictor(scenario_set(resolve(profile, get_link("eth-100g"), 2)), record=True)
     overlap, bucketed = (pred.predict(make_strategy(n, 0.001)) for n in ("overlap", "bucketed"))
     assert overlap.step_s == bucketed.step_s      # one layout, two names for its all-reduces
     assert {s.label for s in overlap.spans} >= {"grad0"}
@@ -164,7 +173,7 @@ def test_a_two_level_cluster_s_hierarchical_rows_too():
     topology = Topology(2, 2, get_link("nvlink-a100"))
     link = Link("l", 20e-6, 2.0, time_spread=(0.9, 1.6))
     profile = toy((0.9, 1.1))
-    pred = Predictor(profile, link, 4, ranges=True, topology=topology)
+    pred = Predictor(scenario_set(resolve(profile, link, 4, topology=topology), ranges=True))
     for strategy in (make_strategy("hierarchical", 1), make_strategy("hierarchical", 4)):
         r = pred.predict(strategy)
         want = brute_force(profile, link, 4, strategy, None, topology)
@@ -178,11 +187,13 @@ def test_sharded_micro_steps_run_alone_too(name):
     blocking = Host("h", {"fsdp": HostCosts(copy_gbps=4.0, gather_s=1e-4, scatter_s=2e-4,
                                             blocking_collectives=True)},
                     contention=(1.3, 1.6), contention_spread=((1.1, 1.2), (1.7, 2.2)))
-    link = Link("l", 20e-6, 2.0, blocking_alpha_s=40e-6, time_spread=(0.9, 1.6))
+    link = LinkFile(Link("l", 20e-6, 2.0, time_spread=(0.9, 1.6)),
+                    host=GlooHost(blocking_alpha_s=40e-6))
     profile = toy((0.9, 1.2))
     for host in (None, blocking):
         strategy = make_strategy(name, accum_steps=3, shard_unit_mb=0.5)
-        r = Predictor(profile, link, 4, host, ranges=True).predict(strategy)
+        point = resolve(profile, link, 4, host=host)
+        r = Predictor(scenario_set(point, ranges=True)).predict(strategy)
         assert r.scenarios_s == pytest.approx(brute_force(profile, link, 4, strategy, host),
                                               rel=1e-9)
         assert r.step_s == pytest.approx(simulate(profile, link, plan(profile, strategy), 4,

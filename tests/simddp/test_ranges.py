@@ -3,11 +3,17 @@ import json
 
 import pytest
 
-from simddp import Layer, Link, ModelProfile, make_strategy, plan, recommend, simulate, sweep
+from simddp import (Layer, Link, ModelProfile, make_strategy, plan, recommend, resolve,
+                    simulate, sweep)
 from simddp.cli.main import main
+from simddp.cost.factors import ALL_REDUCE
+from simddp.cost.single import collective_s
 from simddp.errors import InputError
+from simddp.inputs.contention import Contention
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.host import Host
-from simddp.predict.scenarios import UNCALIBRATED_CONTENTION, range_sources, scenario_inputs
+from simddp.inputs.link_file import LinkFile
+from simddp.predict.scenarios import UNCALIBRATED_CONTENTION, range_sources, scenario_set
 from simddp.report.recommendation import recommendation_text
 from simddp.result import Result
 
@@ -19,19 +25,27 @@ def toy(spread=None) -> ModelProfile:
                         compute_spread=spread)
 
 
+def scenario_contention(profile, link, host=None) -> dict:
+    """Each scenario's contention factors, by name."""
+    built = scenario_set(resolve(profile, link, 2, host=host), ranges=True)
+    return {name: built.inputs[key].contention for name, key in built.names.items()}
+
+
 def test_time_scaled_link_is_a_longer_all_reduce():
-    link = Link("l", alpha_s=50e-6, busbw_gbps=1.0, blocking_alpha_s=80e-6)
-    slow = link.time_scaled(1.5)
+    link, host = Link("l", alpha_s=50e-6, busbw_gbps=1.0), GlooHost(blocking_alpha_s=80e-6)
+    slow, slow_host = link.time_scaled(1.5), host.time_scaled(1.5)
     for blocking in (False, True):
-        assert slow.allreduce_s(10**6, 2, blocking) == pytest.approx(
-            1.5 * link.allreduce_s(10**6, 2, blocking))
+        assert collective_s(slow, ALL_REDUCE, 10**6, 2, blocking, host=slow_host) == \
+            pytest.approx(1.5 * collective_s(link, ALL_REDUCE, 10**6, 2, blocking, host=host))
     assert link.time_scaled(1.0) is link
+    assert host.time_scaled(1.0) is host
 
 
 def test_flat_is_scaled_exactly_by_the_corners():
     # flat: 6 ms of compute, then one 2 MB all-reduce of 2 ms (α 0, 1 GB/s, 2 ranks): 8 ms.
     # Compute x0.9..x1.2, all-reduce x0.8..x1.5, contention measured (none overlaps anyway).
-    link = Link("l", 0.0, 1.0, compute_slowdown=1.2, comm_slowdown=1.2, time_spread=(0.8, 1.5))
+    link = LinkFile(Link("l", 0.0, 1.0, time_spread=(0.8, 1.5)),
+                    Contention(1.2, 1.2, source="link"))
     flat = make_strategy("flat")
     r = sweep(toy((0.9, 1.2)), link, 2, ["flat"], ranges=True)[0]
     assert r.step_s == pytest.approx(0.008)
@@ -44,23 +58,25 @@ def test_flat_is_scaled_exactly_by_the_corners():
 
 
 def test_no_spread_and_measured_contention_gives_a_point():
-    link = Link("l", 0.0, 1.0, compute_slowdown=1.5, comm_slowdown=1.5)
+    link = LinkFile(Link("l", 0.0, 1.0), Contention(1.5, 1.5, source="link"))
     for r in sweep(toy(), link, 2, ["naive", "overlap", "ddp"], [1], ranges=True):
         assert r.step_range_s == pytest.approx((r.step_s, r.step_s))
-    assert range_sources(toy(), link).startswith("none")
+    assert range_sources(resolve(toy(), link, 2)).startswith("none")
 
 
 def test_uncalibrated_contention_only_at_the_comm_high_corners():
-    inputs = scenario_inputs(toy(), Link("l", 0.0, 1.0))
-    for name, (_, link, _) in inputs.items():
+    contention = scenario_contention(toy(), Link("l", 0.0, 1.0))
+    assert set(contention) == {"low", "high", "comm_bound", "compute_bound"}
+    for name, c in contention.items():
         expect = UNCALIBRATED_CONTENTION if name in ("high", "comm_bound") else (1.0, 1.0)
-        assert (link.compute_slowdown, link.comm_slowdown) == expect
+        assert c.factors == expect
     # measured on the host (the model's own backward): no assumption is added
     host = Host("h", contention=(1.1, 1.3))
-    assert all(lk.comm_slowdown == 1.0 for _, lk, _ in
-               scenario_inputs(toy(), Link("l", 0.0, 1.0), host).values())
-    assert "not calibrated" in range_sources(toy(), Link("l", 0.0, 1.0))
-    assert "not calibrated" not in range_sources(toy(), Link("l", 0.0, 1.0), host)
+    assert all(c == host.measured_contention for c in
+               scenario_contention(toy(), Link("l", 0.0, 1.0), host).values())
+    assert "not calibrated" in range_sources(resolve(toy(), Link("l", 0.0, 1.0), 2))
+    assert "not calibrated" not in range_sources(resolve(toy(), Link("l", 0.0, 1.0), 2,
+                                                         host=host))
 
 
 def test_every_range_holds_its_point():
@@ -139,7 +155,7 @@ def test_the_measured_contention_spread_is_two_more_scenarios():
     assert overlap.scenarios_s["contention_low"] == pytest.approx(0.0072)
     assert overlap.scenarios_s["contention_high"] == pytest.approx(0.008)
     assert flat.scenarios_s["contention_low"] == flat.scenarios_s["contention_high"] == flat.step_s
-    assert "x1.20–x2.00 compute" in range_sources(toy(), link, host)
+    assert "x1.20–x2.00 compute" in range_sources(resolve(toy(), link, 2, host=host))
     with pytest.raises(InputError, match="contention_spread"):
         Host("h", contention=(1.5, 1.5), contention_spread=((1.2, 0.9), (2.0, 2.0)))
 

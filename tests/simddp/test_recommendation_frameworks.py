@@ -18,7 +18,8 @@ from simddp.inputs.profile import Layer, ModelProfile
 from simddp.report.frameworks import framework_calls, framework_text
 from simddp.report.recommendation import recommendation_text
 from simddp.report.table import fmt_mb
-from simddp.predict.sweep import recommend, sweep
+from simddp.predict.sweep import sweep
+from simddp.predict.recommend import recommend
 
 SIZE = re.compile(r"\b(?:ddp_)?bucket_cap_mb=([\d.]+)")
 SIZE_LIST = re.compile(r"bucket_cap_mb_list=\[([\d.]+), ([\d.]+)\]")
@@ -40,7 +41,10 @@ def framework_lines(text: str) -> list[str]:
 ])
 def test_framework_lines_print_the_recommended_size(model, link, world, mbs, expected):
     profile = model if isinstance(model, ModelProfile) else build_profile(parse_model(model))
-    results = sweep(profile, get_link(link), world, ["naive", "bucketed", "ddp"], mbs)
+    # the sizes as the sweep picks them without contention (a preset profile is on the a100,
+    # which would take the published GPU figures)
+    results = sweep(profile, get_link(link), world, ["naive", "bucketed", "ddp"], mbs,
+                    contention="none")
     rec = recommend(results)
     text = recommendation_text(rec, results[0], results=results, profile=profile)
     lines = framework_lines(text)
@@ -72,9 +76,10 @@ def test_which_row_each_size_runs():
 def test_no_framework_lines_where_no_torch_ddp_row_is_recommended():
     profile = build_profile(parse_model("transformer-small"))
     link = get_link("eth-100g")
-    bucketed = sweep(profile, link, 2, ["naive", "bucketed"], [1, 10])   # realrun.DDP's rows
+    bucketed = sweep(profile, link, 2, ["naive", "bucketed"], [1, 10],   # realrun.DDP's rows
+                     contention="none")
     assert "Trainer" not in recommendation_text(recommend(bucketed), bucketed[0])
-    accum = sweep(profile, link, 2, ["no_sync"], [1, 10])   # per optimizer step
+    accum = sweep(profile, link, 2, ["no_sync"], [1, 10], contention="none")   # per optimizer step
     assert "Trainer" not in recommendation_text(recommend(accum))
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from simddp import load_host, load_link, load_profile, load_results, recommend, sweep
+from simddp import load_host, load_link_file, load_profile, load_results, recommend, sweep
 from simddp.compare import compare_results, find_result
+from simddp.inputs.contention import Contention
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "validate-default-2026-11-23"
 STRATEGIES = ["naive", "flat", "overlap", "bucketed", "ddp"]
@@ -30,11 +31,10 @@ MARGIN_PCT = 3.0               # realrun.workflows.validate.report.MARGIN_PCT
 def replay(old: bool) -> tuple[float, float]:
     """(recommended bucket MB, its measured regret in %) of one prediction of the recording."""
     profile = load_profile(DATA / "profile.json")
-    link, host = load_link(DATA / "link.json"), load_host(DATA / "profile.json")
+    link, host = load_link_file(DATA / "link.json"), load_host(DATA / "profile.json")
     if old:
         host = dataclasses.replace(host, contention=None)
-        link = dataclasses.replace(link, compute_slowdown=OLD_CONTENTION[0],
-                                   comm_slowdown=OLD_CONTENTION[1])
+        link = dataclasses.replace(link, contention=Contention(*OLD_CONTENTION, source="link"))
     predicted = sweep(profile, link, 2, STRATEGIES, [1, 4, 10, 40], host=host, ranges=True)
     rec = recommend(predicted)
     measured = load_results(DATA / "measured.json")

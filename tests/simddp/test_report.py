@@ -17,6 +17,7 @@ import pytest
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.link import Link
+from simddp.inputs.resolved import Inputs
 from simddp.planning.plans import plan
 from simddp.report.gantt import idle_gaps_s
 from simddp.report.sweep_plot import figure_png, gantt_figure, save_png, sweep_figure
@@ -24,15 +25,17 @@ from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import load_results, results_to_json
 from simddp.result import COMM, COMPUTE, Result
 from simddp.planning.strategy import make_strategy
-from simddp.predict.sweep import recommend, sweep
+from simddp.predict.sweep import sweep
+from simddp.predict.recommend import recommend
 from simddp.report.trace import save_trace, trace_events
 
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 1e-3, 2e-3) for i in range(2)), 1e-3)
 LINK = Link("unit", 0.0, 1.0)  # 1e6 bytes at p=2: 2·(1/2)·1e6 / 1e9 = 1 ms
+INPUTS = Inputs(TOY, LINK, 2)  # the bare engine: no contention
 
 
 def toy_result(strategy: str = "overlap", **kw) -> Result:
-    return simulate(TOY, LINK, plan(TOY, make_strategy(strategy, **kw)), world_size=2)
+    return simulate(plan(TOY, make_strategy(strategy, **kw)), INPUTS)
 
 
 # --- trace ---------------------------------------------------------------------------------
@@ -69,7 +72,7 @@ def test_trace_durations_match_the_spans_of_a_real_model():
 
 
 def test_a_result_without_spans_cannot_be_traced():
-    result = simulate(TOY, LINK, plan(TOY, make_strategy("naive")), 2, record=False)
+    result = simulate(plan(TOY, make_strategy("naive")), INPUTS, record=False)
     with pytest.raises(InputError, match="no timeline"):
         trace_events(result)
 
@@ -124,7 +127,7 @@ def test_gantt_of_a_measured_result_with_micro_steps():
 
 def test_gantt_without_spans_is_an_input_error():
     with pytest.raises(InputError, match="no timeline"):
-        gantt_figure(simulate(TOY, LINK, plan(TOY, make_strategy("naive")), 2, record=False))
+        gantt_figure(simulate(plan(TOY, make_strategy("naive")), INPUTS, record=False))
 
 
 def test_sweep_plot_draws_predicted_and_measured_with_spread(tmp_path):

@@ -16,7 +16,8 @@ from simddp.compare import compare_results, format_table
 from simddp.predict.layouts import group_by_layout, layout_key
 from simddp.compare.verdict import verdict
 from simddp.result import Result
-from simddp.predict.sweep import recommend, sweep
+from simddp.predict.sweep import sweep
+from simddp.predict.recommend import recommend
 
 PROFILE = ModelProfile("m", tuple(Layer(f"l{i}", (4 << 20,), 5e-3, 1e-2) for i in range(8)))
 LINK = Link("l", 1e-4, 5.0)   # each all-reduce hides under a 10 ms backward
@@ -105,7 +106,7 @@ def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
     """4 MB recommended and at the small end: 1 MB was swept too, but makes the same buckets;
     "the smallest size swept" was false (notebook, 2026-11-24)."""
     from simddp.report.recommendation import recommendation_text
-    from simddp.predict.sweep import Recommendation
+    from simddp.predict.recommend import Recommendation
     from simddp.planning.strategy import make_strategy
     rec = Recommendation("ddp", 4.0, 0.078, 40.0, 0.080, "smallest", None,
                          same_layout_mb=(1.0,), spec=make_strategy("ddp", 4.0))

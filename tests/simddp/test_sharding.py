@@ -15,29 +15,33 @@ import pytest
 from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.io import host_from_json, host_to_json
 from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER, Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.presets import build_profile, parse_model
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.sharding import shard_units
 from simddp.planning.strategy import MB, make_strategy
+from simddp.predict.resolve import resolve
 from tests.simddp.test_engine import TOY, step_ms, timeline, unit_link
 
 
 def run(name: str, profile: ModelProfile = TOY, **kw):
-    return simulate(profile, unit_link(), plan(profile, make_strategy(name, **kw)), 2)
+    return simulate(plan(profile, make_strategy(name, **kw)), resolve(profile, unit_link(), 2))
 
 
 def test_the_issue_hand_check():
     # mlp-4x1024 (4 × 4 MiB, B = 16 MiB) with no compute, α 0, busbw 1 GB/s, 4 ranks: every
-    # collective runs back to back on the one comm lane.
+    # collective runs back to back on the one comm lane (no contention: the laws alone).
     profile = build_profile(parse_model("mlp-4x1024")).scaled(0.0, 0.0, 0.0)
     link, b = Link("hand", 0.0, 1.0), 16 * MB
+    inputs = resolve(profile, link, 4, contention="none")
 
     def ms(name: str) -> float:
-        return simulate(profile, link, plan(profile, make_strategy(name, 25)), 4).step_ms
+        return simulate(plan(profile, make_strategy(name, 25)), inputs).step_ms
 
     assert ms("flat") == pytest.approx(2 * 3 / 4 * b / 1e6)          # 25.166 ms
     assert ms("fsdp") == pytest.approx(3 * 3 / 4 * b / 1e6)          # 37.749: AG, AG', RS
@@ -163,13 +167,15 @@ def test_closed_form_matches_the_engine_on_random_sharded_and_hooked_plans(seed,
                                  shard_unit_mb=None if rng.rand() < 0.5 else 3.0)
         p = plan(profile, strategy)
         world = int(rng.choice([2, 3, 8]))
-        r = simulate(profile, link, p, world, record=False)
-        assert r.step_s == pytest.approx(closed_form_step_s(profile, link, p, world),
+        inputs = resolve(profile, link, world)
+        r = simulate(p, inputs, record=False)
+        assert r.step_s == pytest.approx(closed_form_step_s(p, inputs),
                                          rel=1e-9, abs=1e-12), f"seed {seed} case {case} {name}"
         assert r.step_s >= r.compute_s * (1 - 1e-12)
 
 
 def test_collective_laws_and_measured_fits_per_kind():
+    from simddp.cost.single import collective_s
     from simddp.inputs.io import link_from_json, link_to_json
     from simddp.inputs.link import ALL_REDUCE, KindFit, kind_factor
 
@@ -189,10 +195,12 @@ def test_collective_laws_and_measured_fits_per_kind():
     assert fitted.with_overrides(busbw_gbps=2.0).kind_fits == {}         # one line again
     # waited for (FSDP2 on Gloo): a fit's lone α plus what waiting costs an all-reduce,
     # blocking α 3 ms − α 1 ms = 2 ms; a kind without a fit takes the blocking α itself
-    waited = replace(fitted, blocking_alpha_s=3e-3)
-    assert waited.collective_s(ALL_GATHER, 10**6, 4, blocking=True) == pytest.approx(5.5e-3)
-    assert waited.collective_s(ALL_GATHER, 10**6, 4) == pytest.approx(3.5e-3)
-    assert waited.collective_s(REDUCE_SCATTER, 10**6, 4, blocking=True) == pytest.approx(3.75e-3)
+    waits = GlooHost(blocking_alpha_s=3e-3)
+    assert collective_s(fitted, ALL_GATHER, 10**6, 4, blocking=True,
+                        host=waits) == pytest.approx(5.5e-3)
+    assert collective_s(fitted, ALL_GATHER, 10**6, 4, host=waits) == pytest.approx(3.5e-3)
+    assert collective_s(fitted, REDUCE_SCATTER, 10**6, 4, blocking=True,
+                        host=waits) == pytest.approx(3.75e-3)
     with pytest.raises(InputError, match="kind_fits: unknown kind 'broadcast'"):
         Link("l", 0.0, 1.0, kind_fits={"broadcast": KindFit(0.0, 1.0)})
     with pytest.raises(InputError, match="kind_fits.all_gather.busbw_gbps"):
@@ -203,7 +211,7 @@ def test_collective_laws_and_measured_fits_per_kind():
 
 def run_host(name: str, costs: HostCosts, profile: ModelProfile = TOY):
     host = Host("box", {"fsdp": costs})
-    return simulate(profile, unit_link(), plan(profile, make_strategy(name)), 2, host=host)
+    return simulate(plan(profile, make_strategy(name)), resolve(profile, unit_link(), 2, host=host))
 
 
 def test_fsdp2_host_work_lands_where_it_issues_and_copies_out():
@@ -260,10 +268,14 @@ def test_blocking_collectives_pay_their_own_kinds_waited_for_alpha():
     # (the all-reduce's wait, blocking α 2 ms − α 0, is not added to them). zero2, blocking:
     # 3 all-gathers of 0.25 + 0.5 ms and 3 reduce-scatters of 0.5 + 0.5 ms on the 9 ms lane.
     from simddp.inputs.link import KindFit
-    link = replace(unit_link(), blocking_alpha_s=2e-3, kind_fits={
-        ALL_GATHER: KindFit(0.0, MB / 1e6, 0.25e-3), REDUCE_SCATTER: KindFit(0.0, MB / 1e6, 0.5e-3)})
+    link = LinkFile(
+        replace(unit_link(), kind_fits={ALL_GATHER: KindFit(0.0, MB / 1e6),
+                                        REDUCE_SCATTER: KindFit(0.0, MB / 1e6)}),
+        host=GlooHost(blocking_alpha_s=2e-3, kind_blocking_alpha_s={ALL_GATHER: 0.25e-3,
+                                                                    REDUCE_SCATTER: 0.5e-3}))
     host = Host("box", {"fsdp": HostCosts(blocking_collectives=True)})
-    r = simulate(TOY, link, plan(TOY, make_strategy("zero2")), 2, host=host)
+    zero2 = plan(TOY, make_strategy("zero2"))
+    r = simulate(zero2, resolve(TOY, link, 2, host=host))
     assert timeline(r)[-6:] == [
         ("comm", "l0 all-gather", 0.0, 0.75), ("comm", "l1 all-gather", 0.75, 1.5),
         ("comm", "l2 all-gather", 2.5, 3.25),   # issued on reaching l1, after l0 fwd 1.5-2.5
@@ -271,9 +283,8 @@ def test_blocking_collectives_pay_their_own_kinds_waited_for_alpha():
         ("comm", "l0 reduce-scatter", 13.25, 14.25)]
     assert step_ms(r) == 9.0 + 3 * 0.75 + 3 * 1.0
     # without their own, each pays its lone α 0 + the all-reduce's wait 2 ms
-    old = replace(link, kind_fits={k: KindFit(0.0, MB / 1e6) for k in link.kind_fits})
-    assert step_ms(simulate(TOY, old, plan(TOY, make_strategy("zero2")), 2, host=host)) == \
-        9.0 + 6 * 2.5
+    old = replace(link, host=replace(link.host, kind_blocking_alpha_s={}))
+    assert step_ms(simulate(zero2, resolve(TOY, old, 2, host=host))) == 9.0 + 6 * 2.5
 
 
 def test_fsdp2_host_costs_change_no_other_implementation_and_round_trip():
@@ -284,8 +295,8 @@ def test_fsdp2_host_costs_change_no_other_implementation_and_round_trip():
     assert host_from_json(host_to_json(host)) == host
     for name in ("flat", "ddp", "bucketed"):
         p = plan(TOY, make_strategy(name))
-        assert simulate(TOY, unit_link(), p, 2, host=host).step_s == \
-            simulate(TOY, unit_link(), p, 2).step_s
+        assert simulate(p, resolve(TOY, unit_link(), 2, host=host)).step_s == \
+            simulate(p, resolve(TOY, unit_link(), 2)).step_s
     with pytest.raises(InputError, match="blocking_collectives"):
         HostCosts(blocking_collectives="yes")
     with pytest.raises(InputError, match="gather_s"):

@@ -26,6 +26,7 @@ from simddp.planning.plans import plan
 from simddp.presets import build_profile, get_device, parse_model
 from simddp.planning.sharding import cast_rate, cast_seconds
 from simddp.planning.strategy import MB, Strategy, make_strategy, with_precision
+from simddp.predict.resolve import resolve
 from tests.simddp.test_engine import TOY, step_ms, timeline, unit_link
 
 CAST_GBPS = 0.75 * MB / 0.125e-3 / 1e9      # 6.291456 GB/s: 0.75 MiB in 0.125 ms
@@ -33,7 +34,7 @@ CAST_GBPS = 0.75 * MB / 0.125e-3 / 1e9      # 6.291456 GB/s: 0.75 MiB in 0.125 m
 
 def run(name: str, **kw):
     s = make_strategy(name, param_dtype="bf16", cast_gbps=CAST_GBPS, **kw)
-    return simulate(TOY, unit_link(), plan(TOY, s), 2)
+    return simulate(plan(TOY, s), resolve(TOY, unit_link(), 2))
 
 
 def test_all_gathers_halve_and_reduce_scatters_keep_their_bytes():
@@ -103,9 +104,8 @@ def test_zero2_bf16_timeline_by_hand():
 def test_closed_form_matches_the_engine_with_casts(name, model):
     profile = build_profile(parse_model(model), "h100")
     p = plan(profile, make_strategy(name, param_dtype="bf16", cast_gbps=3350.0))
-    link = unit_link(alpha_ms=0.05)
-    assert closed_form_step_s(profile, link, p, 4) == pytest.approx(
-        simulate(profile, link, p, 4).step_s, rel=1e-9)
+    inputs = resolve(profile, unit_link(alpha_ms=0.05), 4, contention="none")
+    assert closed_form_step_s(p, inputs) == pytest.approx(simulate(p, inputs).step_s, rel=1e-9)
 
 
 def test_the_policy_is_strategy_data_and_old_specs_load():
@@ -180,8 +180,9 @@ def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before
     from simddp.predict.sweep import sweep
     profile = build_profile(parse_model("transformer-small"), get_device("h100"), 8, 1024)
     link = get_link("pcie-2x2080ti")
-    plain = sweep(profile, link, 2, ["ddp", "fsdp"], [25])
-    mixed = sweep(profile, link, 2, ["ddp", "fsdp"], [25], precision="bf16", cast_gbps=3350.0)
+    plain = sweep(profile, link, 2, ["ddp", "fsdp"], [25], contention="none")
+    mixed = sweep(profile, link, 2, ["ddp", "fsdp"], [25], precision="bf16", cast_gbps=3350.0,
+                  contention="none")
     assert [r.spec.param_dtype for r in mixed] == [None, "bf16"]
     assert mixed[0].step_s == plain[0].step_s            # ddp: autocast, the same fp32 bytes
     assert mixed[1].step_s < plain[1].step_s             # fsdp: half the all-gathered bytes

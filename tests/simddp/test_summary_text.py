@@ -24,7 +24,7 @@ from simddp.report.recommendation import (cap_changes_plan, fastest_text, recomm
                                           strategy_text)
 from simddp.result import Result
 from simddp.planning.strategy import make_strategy
-from simddp.predict.sweep import StrategyPick, recommend
+from simddp.predict.recommend import StrategyPick, recommend
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "tests/data/validate-default-2026-11-23/profile.json"

@@ -6,7 +6,8 @@ import pytest
 
 from simddp.result import Result
 from simddp.planning.strategy import STRATEGIES
-from simddp.predict.sweep import recommend, sweep_strategies
+from simddp.predict.sweep import sweep_strategies
+from simddp.predict.recommend import recommend
 
 def fake(strategy: str, bucket_mb: float | None, step_ms: float, accum_steps: int = 1) -> Result:
     return Result(model="m", link="l", strategy=strategy, bucket_mb=bucket_mb, world_size=2,

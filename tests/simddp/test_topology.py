@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from simddp import Layer, Link, ModelProfile, build_profile, make_strategy, parse_model, plan
+from simddp import (Layer, Link, LinkFile, ModelProfile, build_profile, make_strategy,
+                    parse_model, plan, resolve)
 from simddp.sim.engine import simulate
+from simddp.cost.hierarchical import LevelHosts
 from simddp.errors import InputError
+from simddp.inputs.gloo_host import GlooHost
 from simddp.presets import get_link
 from simddp.inputs.topology import Topology, collective_s
 
@@ -19,14 +22,20 @@ def ms(result) -> float:
     return round(result.step_s * 1e3, 6)
 
 
+def run(profile, link, p, world_size, topology=None, record=True):
+    """The engine on ``link`` (the link between nodes, with ``topology``), without
+    contention: the laws alone."""
+    inputs = resolve(profile, link, world_size, topology=topology, contention="none")
+    return simulate(p, inputs, record=record)
+
+
 def test_the_issues_2x2_case_flat_ring_and_hierarchical():
     """α 0, 1 GB/s between nodes, 100 GB/s inside: ring 2·(3/4)·B/1 GB/s; hierarchical
     (1/2)·B/100 + 2·(1/2)·(B/2)/1 + (1/2)·B/100 GB/s."""
     topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
     inter = Link("eth", 0.0, 1.0)
-    flat = simulate(ZERO, inter, plan(ZERO, make_strategy("flat")), 4, topology=topo)
-    hier = simulate(ZERO, inter, plan(ZERO, make_strategy("hierarchical", 1000)), 4,
-                    topology=topo)
+    flat = run(ZERO, inter, plan(ZERO, make_strategy("flat")), 4, topology=topo)
+    hier = run(ZERO, inter, plan(ZERO, make_strategy("hierarchical", 1000)), 4, topology=topo)
     assert ms(flat) == round(2 * 0.75 * B / 1e9 * 1e3, 6) == 25.165824
     assert ms(hier) == round((0.5 * B / 100e9 + 2 * 0.5 * (B / 2) / 1e9 + 0.5 * B / 100e9)
                              * 1e3, 6) == 8.55638
@@ -36,17 +45,18 @@ def test_each_hierarchical_phase_pays_the_wait_of_a_blocking_link():
     # the 2x2 case with a calibrated link between nodes: α 0, blocking α 1 ms, so each of
     # the three phases, waited for before the next on realrun's worker thread, adds 1 ms
     topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
-    waits = Link("eth", 0.0, 1.0, blocking_alpha_s=1e-3)
-    hier = simulate(ZERO, waits, plan(ZERO, make_strategy("hierarchical", 1000)), 4,
-                    topology=topo)
-    flat = simulate(ZERO, waits, plan(ZERO, make_strategy("flat")), 4, topology=topo)
+    waits = LinkFile(Link("eth", 0.0, 1.0), host=GlooHost(blocking_alpha_s=1e-3))
+    hosts = LevelHosts(inter=waits.host)
+    hier = run(ZERO, waits, plan(ZERO, make_strategy("hierarchical", 1000)), 4, topology=topo)
+    flat = run(ZERO, waits, plan(ZERO, make_strategy("flat")), 4, topology=topo)
     assert ms(hier) == 8.55638 + 3.0
     assert ms(flat) == 25.165824 + 1.0     # flat waits for its one all-reduce: blocking α
-    assert collective_s(topo, waits, "reduce_scatter", B, "hierarchical") == pytest.approx(
-        (0.5 * B / 100e9 + 0.5 * (B / 2) / 1e9) + 2e-3)
+    assert collective_s(topo, waits.link, "reduce_scatter", B, "hierarchical",
+                        hosts=hosts) == pytest.approx((0.5 * B / 100e9 + 0.5 * (B / 2) / 1e9)
+                                                      + 2e-3)
     # a plan that waits anyway pays the links' own blocking α, not the wait again
-    assert collective_s(topo, waits, "all_reduce", B, "hierarchical", blocking=True) \
-        == pytest.approx(8.55638e-3 + 1e-3)
+    assert collective_s(topo, waits.link, "all_reduce", B, "hierarchical", blocking=True,
+                        hosts=hosts) == pytest.approx(8.55638e-3 + 1e-3)
 
 
 def test_4x8_laws_by_hand():
@@ -71,8 +81,8 @@ def test_hierarchical_buckets_overlap_backward_by_hand():
     all-reduce takes 2·(1/2)·2 MiB/1 GB/s + 2·(1/2)·4 MiB/100 GB/s = 2.13909504 ms."""
     toy = ModelProfile("toy", tuple(Layer(f"l{i}", (MIB4,), 0.001, 0.002) for i in range(2)))
     topo = Topology(2, 2, Link("nvlink", 0.0, 100.0))
-    r = simulate(toy, Link("eth", 0.0, 1.0), plan(toy, make_strategy("hierarchical", 4)), 4,
-                 topology=topo)
+    r = run(toy, Link("eth", 0.0, 1.0), plan(toy, make_strategy("hierarchical", 4)), 4,
+            topology=topo)
     comm = [(round(s.start_s * 1e3, 8), round(s.end_s * 1e3, 8)) for s in r.spans
             if s.lane == "comm"]
     # l1's bucket at 4 ms (its backward ends), l0's after both l0's backward (6 ms) and l1's
@@ -87,18 +97,18 @@ def test_one_node_or_one_gpu_per_node_is_one_link(name):
     profile = build_profile(parse_model("transformer-small"))
     nvlink, eth = get_link("nvlink-a100"), get_link("eth-100g")
     p = plan(profile, make_strategy(name, 25))
-    one_node = simulate(profile, eth, p, 8, topology=Topology(1, 8, nvlink), record=False)
-    assert one_node.step_s == simulate(profile, nvlink, p, 8, record=False).step_s
-    spread = simulate(profile, eth, p, 8, topology=Topology(8, 1, nvlink), record=False)
-    assert spread.step_s == simulate(profile, eth, p, 8, record=False).step_s
+    one_node = run(profile, eth, p, 8, topology=Topology(1, 8, nvlink), record=False)
+    assert one_node.step_s == run(profile, nvlink, p, 8, record=False).step_s
+    spread = run(profile, eth, p, 8, topology=Topology(8, 1, nvlink), record=False)
+    assert spread.step_s == run(profile, eth, p, 8, record=False).step_s
 
 
 def test_bad_topology_is_one_line():
     with pytest.raises(InputError, match="--gpus-per-node must be an integer >= 1"):
         Topology(2, 0, Link("x", 0.0, 1.0))
     with pytest.raises(InputError, match="world size 4 is not 2 nodes × 4 GPUs"):
-        simulate(ZERO, Link("x", 0.0, 1.0), plan(ZERO, make_strategy("flat")), 4,
-                 topology=Topology(2, 4, Link("y", 0.0, 1.0)))
+        run(ZERO, Link("x", 0.0, 1.0), plan(ZERO, make_strategy("flat")), 4,
+            topology=Topology(2, 4, Link("y", 0.0, 1.0)))
 
 
 def test_simulate_cli_takes_a_two_level_cluster(capsys):
