@@ -19,7 +19,8 @@ from calibrate.combine import (combine_kind_sequence, combine_sequence, overlapp
 from calibrate.rig.lone_alpha import alpha_unresolved, sampled_lone_alpha
 from calibrate.spreads import alpha_uncertainty, widen
 from calibrate.settings import CalibrateSettings
-from simddp.inputs.contention import Contention, combine_contention
+from simddp.inputs.contention import Contention
+from simddp.inputs.contention_measurement import combine_contention
 from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link import KindFit, Link
 from simddp.inputs.link_file import LinkFile

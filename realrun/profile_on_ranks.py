@@ -43,7 +43,7 @@ from realrun.steps import Trainer
 from realrun.tensors import trainable_parameters
 from realrun.timing import timed
 from realrun.workload import Workload
-from simddp.inputs.contention import combine_contention
+from simddp.inputs.contention_measurement import combine_contention
 from simddp.sim.engine import compute_only_s
 from simddp.inputs.host import Host
 from simddp.inputs.io import profile_from_json, profile_to_json

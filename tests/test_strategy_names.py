@@ -27,6 +27,8 @@ OTHER_CONCEPTS = {
         "ALGORITHMS: the all-reduce algorithm (the strategy is bucketed with it)",
     ("simddp/compare/match.py", "overlap"):
         "a comparison's JSON field: how much compute and communication overlap, per row",
+    ("simddp/kinds.py", "fsdp"):
+        "IMPLEMENTATIONS: the DDP implementation (torch FSDP2) whose host costs apply",
 }
 
 

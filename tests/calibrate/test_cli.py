@@ -16,9 +16,9 @@ import pytest
 
 from calibrate import cli
 from calibrate.settings import parse_bytes, sweep_sizes
-from simddp.inputs.contention import combine_contention as combine
+from simddp.inputs.contention_measurement import combine_contention as combine
 from realrun.launch.errors import LaunchError
-from simddp.inputs.io import load_link
+from simddp.inputs.io import load_link, load_link_file
 from tests._torchrun import torchrun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -135,10 +135,13 @@ def test_small_real_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "algbw" in proc.stdout and "held-out 3 sizes" in proc.stdout
     assert "contention (a forward + backward of 2 Linear layers" in proc.stdout
-    link = load_link(out / "link.json")
+    assert json.loads((out / "link.json").read_text())["format"] == "simddp.link/2"
+    measured = load_link_file(out / "link.json")   # the link, its contention, Gloo's host
+    link, gloo = measured.link, measured.host
     assert (link.world_size, link.backend) == (2, "gloo")
     assert link.alpha_s > 0 and link.busbw_gbps > 0
-    assert link.compute_slowdown >= 1.0 and link.comm_slowdown >= 1.0
+    # contention (1.0, 1.0) is written as none
+    assert measured.contention is None or min(measured.contention.factors) >= 1.0
     low, high = link.time_spread   # p5 and p95 of an all-reduce over its median
     assert 0 < low <= 1.0 <= high
     # α of overlapped all-reduces is the small sizes' lone α (issue 19); the blocking one is
@@ -147,9 +150,9 @@ def test_small_real_run(tmp_path):
     assert "median over 8 lone 4 KiB all-reduces sampled across the sequence step" in proc.stdout
     assert "α of blocking all-reduces (naive, flat)" in proc.stdout
     assert "from 4 (256 KiB in all)" in proc.stdout
-    assert link.blocking_alpha_s is not None and "back-to-back" in link.source
-    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.rig.gloo_cpu)
-    assert "the first of them took" in proc.stdout and link.idle_wake_s >= 0.0
+    assert gloo.blocking_alpha_s is not None and "back-to-back" in link.source
+    # the chain's first call, after 20 ms of compute, apart: the wake (simddp.rig.gloo_shared_cpu)
+    assert "the first of them took" in proc.stdout and gloo.idle_wake_s >= 0.0
     assert "1024..1048576 B x2 (11 sizes)" in link.source and "R²" in link.source
     results = json.loads((out / "allreduce.json").read_text())
     (run,) = results["runs"]
@@ -164,7 +167,7 @@ def test_small_real_run(tmp_path):
     # puts its bytes term above its whole time (CI, 2026-11-25), and then nothing is capped
     assert seq["queued_alpha_s"] >= 0
     assert link.alpha_s > 1e-6               # a Gloo all-reduce's α is tens of µs or more
-    assert link.blocking_alpha_s == pytest.approx(seq["blocking_alpha_s"])
+    assert gloo.blocking_alpha_s == pytest.approx(seq["blocking_alpha_s"])
     # held out of the fit: 2, 16 and 128 KiB; the link's line, through the step's α, is
     # judged on those that take at least 2α (calibrate/judged.py)
     assert [r["size_bytes"] for r in run["rows"] if r["heldout"]] == [2048, 16384, 131072]
@@ -211,9 +214,10 @@ def test_two_world_sizes_one_link_each(tmp_path, capsys):
     rc, stdout, _ = run_main(SMALL + ["--world-sizes", "2,3", "--no-contention", "--no-plots",
                                       "--no-sequence", "--name", "lo", "--out", str(out)], capsys)
     assert rc == 0
-    links = {p: load_link(out / f"link-p{p}.json") for p in (2, 3)}
+    files = {p: load_link_file(out / f"link-p{p}.json") for p in (2, 3)}
+    links = {p: f.link for p, f in files.items()}
     # --no-sequence: α is the sweep's intercept, one α for every plan
-    assert all(link.blocking_alpha_s is None for link in links.values())
+    assert all(f.host.blocking_alpha_s is None for f in files.values())
     assert "α in a step" not in stdout
     assert {p: (link.name, link.world_size) for p, link in links.items()} == {
         2: ("lo-p2", 2), 3: ("lo-p3", 3)}

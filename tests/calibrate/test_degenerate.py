@@ -67,7 +67,7 @@ def test_small_model_step_alpha_above_the_sweep_keeps_the_lone_law():
     lone = predict_s(3e-4, 1.0, SMALL, 2)
     world = analyse(_settings(), 2, _ranks(lone, [8 * 1.5e-3] * 5))
     assert world.link.alpha_s == pytest.approx(3e-4, rel=0.05)
-    assert world.link.blocking_alpha_s == pytest.approx(1.2 * 1.5e-3, rel=0.05)
+    assert world.host.blocking_alpha_s == pytest.approx(1.2 * 1.5e-3, rel=0.05)
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.01)
     assert world.problems == ()
     assert world.sequence["queued_alpha_s"] == pytest.approx(1.5e-3, rel=0.05)

@@ -14,7 +14,7 @@ import pytest
 from calibrate import cli
 from realrun.launch import netns
 from realrun.launch.errors import NetnsUnavailable
-from simddp.inputs.io import load_link
+from simddp.inputs.io import load_link_file
 
 pytestmark = pytest.mark.slow
 # 1..32 MiB, 10 iterations: with 16 MiB and 5 iterations one CI run fitted 82% of the wire at
@@ -42,7 +42,8 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         rc = cli.main(SWEEP + ["--link-gbit", str(gbit), "--out", str(out)])
         stdout, stderr = capsys.readouterr()
         assert rc == 0, stderr
-        link = load_link(out / "link.json")
+        measured = load_link_file(out / "link.json")
+        link, gloo = measured.link, measured.host
         busbw_gbps[gbit] = link.busbw_gbps
         wire_gbps = gbit / 8
         assert f"of the {gbit} Gbit/s wire ({wire_gbps:g} GB/s)" in stdout
@@ -50,10 +51,11 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         # the wire by more than 40% would mean the shaping or the fit is wrong.
         assert 0.6 * wire_gbps < link.busbw_gbps < 1.02 * wire_gbps, (gbit, link.busbw_gbps)
         assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
-        # the shaper's token bucket travels with the link: simddp charges it (simddp/rig/gloo_cpu.py)
-        assert link.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
+        # the shaper's token bucket travels with the link, in its gloo_host section: simddp
+        # charges it (simddp/rig/gloo_shared_cpu.py)
+        assert gloo.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
         # each waited-for call clocked: what its hand-off refills the bucket by, at most its α
-        assert 0 < link.blocking_refill_s <= link.blocking_alpha_s
+        assert 0 < gloo.blocking_refill_s <= gloo.blocking_alpha_s
         assert "one by one: median" in stdout and "refills the link's bucket by" in stdout
     return busbw_gbps
 

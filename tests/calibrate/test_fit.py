@@ -18,7 +18,9 @@ from calibrate.analysis import WorldCalibration
 from calibrate.files import csv_text
 from calibrate.report_table import bandwidths_gbps, human_bytes, table
 from simddp.inputs.link import Link
-from simddp.inputs.io import link_from_json, link_to_json
+from simddp.inputs.contention import Contention
+from simddp.inputs.io import link_file_from_json, link_to_json
+from simddp.inputs.link_file import LinkFile
 
 SIZES = 1024 * 2 ** np.arange(17)  # 1 KiB .. 64 MiB
 ALPHA_S, BUSBW_GBPS = 50e-6, 1.0
@@ -93,13 +95,14 @@ def test_piecewise_link_round_trip_and_prediction():
     times = np.where(SIZES <= 65536, predict_s(30e-6, 0.2, SIZES, 2),
                      predict_s(400e-6, 2.0, SIZES, 2))
     pw = fit_piecewise(SIZES, times, 2)
-    link = to_link(pw, "t", 2, "gloo", compute_slowdown=1.5, comm_slowdown=2.0, source="test")
-    again = link_from_json(link_to_json(link))
-    assert again == link
+    link = to_link(pw, "t", 2, "gloo", source="test")
+    measured = LinkFile(link, Contention(1.5, 2.0, source="link"))
+    again = link_file_from_json(link_to_json(measured))
+    assert again == measured
     assert (link.alpha_s, link.busbw_gbps) == (pw.upper.alpha_s, pw.upper.busbw_gbps)
     for n, t in zip(SIZES, times):
         assert link.allreduce_s(n, 2) == pytest.approx(t, rel=1e-6)
-    assert (link.world_size, link.backend, link.compute_slowdown) == (2, "gloo", 1.5)
+    assert (link.world_size, link.backend, again.contention.compute) == (2, "gloo", 1.5)
 
 
 def test_heldout_mask_keeps_the_ends():

@@ -1,18 +1,20 @@
 """calibrate's wake after compute: the first of its waited-for chain, taken apart.
 
-The chain (calibrate/ranks/sequence.py) follows 20 ms of compute. Its first call pays the
-wake (``Link.idle_wake_s``), the others the blocking α and their bytes; calibrate takes the
+The chain (calibrate/rig/sequence.py) follows 20 ms of compute. Its first call pays the
+wake (``GlooHost.idle_wake_s``), the others the blocking α and their bytes; calibrate takes the
 blocking α from the others and the wake from the first over its law.
 """
 from __future__ import annotations
 
 import pytest
 
-from calibrate.chain_first import wake_mean_s
+from calibrate.rig.chain_first import wake_mean_s
 from calibrate.combine import combine_sequence
 from realrun.workflows.validate.probes import inputs_from_probes
-from simddp.sim.engine import simulate
+from simddp import simulate
+from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.strategy import make_strategy
@@ -22,7 +24,8 @@ def test_the_engine_s_naive_chain_comes_back_apart():
     # a naive step of four 1 MB gradients (1 ms of bytes each at 1 GB/s, 2 ranks), each
     # waited for: as simddp times it, then as calibrate reads it
     toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10 ** 6,), 0.001, 0.002) for i in range(4)))
-    link = Link("l", 100e-6, 1.0, blocking_alpha_s=300e-6, idle_wake_s=2e-3)
+    link = LinkFile(Link("l", 100e-6, 1.0), host=GlooHost(blocking_alpha_s=300e-6,
+                                                          idle_wake_s=2e-3))
     comm = [s for s in simulate(toy, link, plan(toy, make_strategy("naive")), 2).spans
             if s.lane == "comm"]
     first_s, total_s = comm[0].end_s - comm[0].start_s, comm[-1].end_s - comm[0].start_s
@@ -69,8 +72,9 @@ def test_the_mean_of_two_modes_not_the_commoner_one():
 def test_realrun_validate_s_probes_take_the_wake_out_of_their_chain():
     # probes: 4 x 1 MB waited for after compute = wake 2 ms + 4 x (α 1 ms + 1 ms of bytes);
     # the whole 4 MB after a barrier = α + 4 ms. Without the wake taken out, α reads 1.67 ms.
-    link = Link("cal", 5e-4, 0.8, world_size=2, idle_wake_s=2e-3)
+    link = LinkFile(Link("cal", 5e-4, 0.8, world_size=2), host=GlooHost(idle_wake_s=2e-3))
     medians = {"probe:flat": 0.005, "probe:seq-blocking": 0.010}
     new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
-    assert new.blocking_alpha_s == pytest.approx(1e-3) and new.busbw_gbps == pytest.approx(1.0)
-    assert new.idle_wake_s == 2e-3
+    assert new.host.blocking_alpha_s == pytest.approx(1e-3)
+    assert new.link.busbw_gbps == pytest.approx(1.0)
+    assert new.host.idle_wake_s == 2e-3

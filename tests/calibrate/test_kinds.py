@@ -28,8 +28,12 @@ from calibrate.report import print_report
 from calibrate.report_table import bandwidths_gbps
 from calibrate.settings import CalibrateSettings
 from simddp.errors import InputError
-from simddp.inputs.io import link_from_json, link_to_json, load_link
+from simddp.cost.single import collective_s
+from simddp.inputs.gloo_host import GlooHost
+from simddp.inputs.io import (link_file_from_json, link_from_json, link_to_json, load_link,
+                              load_link_file)
 from simddp.inputs.link import KindFit
+from simddp.inputs.link_file import LinkFile
 
 from tests.calibrate.test_cli import ROOT, SMALL
 
@@ -128,7 +132,7 @@ def test_analyse_writes_kind_fits_with_the_step_alpha():
         assert c_seq(world, kind)["queued_alpha_s"] == pytest.approx(300e-6, rel=0.01)
         assert fits[kind].busbw_gbps == pytest.approx(BUSBW[kind], rel=0.03)
         # waited for each, the calls after the first: its own α, not the all-reduce's wait
-        assert fits[kind].blocking_alpha_s == pytest.approx(500e-6, rel=0.05)
+        assert world.host.kind_blocking_alpha_s[kind] == pytest.approx(500e-6, rel=0.05)
         c = world.kinds[kind]
         assert c.lone_fit.alpha_s == pytest.approx(ALPHA_S, rel=0.2)  # the sweep's own
         assert c.sequence["count"] == 8 and c.heldout["heldout_bytes"]
@@ -146,7 +150,8 @@ def test_without_the_sequence_step_kind_fits_are_the_lone_fits():
     assert kind == "all_gather" and c.sequence is None and c.fit is c.lone_fit
     assert world.link.kind_fits[kind].alpha_s == pytest.approx(ALPHA_S, rel=0.2)
     assert world.link.kind_fits[kind].busbw_gbps == pytest.approx(0.5, rel=0.03)
-    assert world.link.kind_fits[kind].blocking_alpha_s is None   # no chain waited for
+    assert c.blocking_alpha_s is None   # no chain waited for
+    assert kind not in world.host.kind_blocking_alpha_s
 
 
 def test_link_round_trip_with_and_without_kind_fits():
@@ -161,21 +166,25 @@ def test_link_round_trip_with_and_without_kind_fits():
     assert again == link and again.kind_fits == link.kind_fits
     # and the simulator's law uses them: α + (p−1)/p · n / busbw
     assert again.collective_s("all_gather", 1e6, 2) == pytest.approx(2e-4 + 0.5e6 / 0.5e9)
-    # a kind's own waited-for α round-trips and replaces α + the all-reduce's wait
-    link = dataclasses.replace(link, blocking_alpha_s=ALPHA_S + 4e-4, kind_fits={
-        "all_gather": KindFit(2e-4, 0.5, 2.5e-4), "reduce_scatter": KindFit(3e-4, 0.8)})
-    doc = json.loads(json.dumps(link_to_json(link)))
-    assert doc["kind_fits"]["all_gather"]["blocking_alpha_s"] == 2.5e-4
-    assert "blocking_alpha_s" not in doc["kind_fits"]["reduce_scatter"]
-    again = link_from_json(doc)
-    assert again == link
-    assert again.collective_s("all_gather", 1e6, 2, True) == pytest.approx(2.5e-4 + 1e-3)
-    assert again.collective_s("reduce_scatter", 1e6, 2, True) == pytest.approx(
-        3e-4 + 4e-4 + 0.5e6 / 0.8e9)
-    assert again.time_scaled(2.0).kind_fits["all_gather"].blocking_alpha_s == 5e-4
-    with pytest.raises(InputError, match="kind_fits.all_gather.blocking_alpha_s"):
-        link_from_json({**doc, "kind_fits": {"all_gather": {
-            "alpha_s": 2e-4, "busbw_gbps": 0.5, "blocking_alpha_s": -1e-4}}})
+    # a kind's own waited-for α (the gloo_host section) round-trips and replaces α + the
+    # all-reduce's wait
+    link = dataclasses.replace(link, kind_fits={
+        "all_gather": KindFit(2e-4, 0.5), "reduce_scatter": KindFit(3e-4, 0.8)})
+    measured = LinkFile(link, host=GlooHost(blocking_alpha_s=ALPHA_S + 4e-4,
+                                            kind_blocking_alpha_s={"all_gather": 2.5e-4}))
+    doc = json.loads(json.dumps(link_to_json(measured)))
+    assert doc["gloo_host"]["kind_blocking_alpha_s"]["all_gather"] == 2.5e-4
+    assert "reduce_scatter" not in doc["gloo_host"]["kind_blocking_alpha_s"]
+    again = link_file_from_json(doc)
+    assert again == measured
+    assert collective_s(again.link, "all_gather", 1e6, 2, True, host=again.host) == (
+        pytest.approx(2.5e-4 + 1e-3))
+    assert collective_s(again.link, "reduce_scatter", 1e6, 2, True, host=again.host) == (
+        pytest.approx(3e-4 + 4e-4 + 0.5e6 / 0.8e9))
+    assert again.host.time_scaled(2.0).kind_blocking_alpha_s["all_gather"] == 5e-4
+    with pytest.raises(InputError, match="kind_blocking_alpha_s.all_gather"):
+        link_file_from_json({**doc, "gloo_host": {"kind_blocking_alpha_s": {
+            "all_gather": -1e-4}}})
 
 
 def test_files_and_report_show_each_kind(tmp_path, capsys):
@@ -240,13 +249,14 @@ def test_a_short_real_run_writes_kind_fits(tmp_path):
              "--no-plots", "--threads-per-rank", "1", "--out", str(out)],
             cwd=ROOT, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        link = load_link(out / "link.json")
+        measured = load_link_file(out / "link.json")
+        link = measured.link
         want = ("reduce_scatter", "all_gather") if kinds is None else ("all_gather",)
         assert set(link.kind_fits) == set(want)
         for kind in want:
             fit = link.kind_fits[kind]
             assert fit.alpha_s >= 0 and fit.busbw_gbps > 0
-            assert fit.blocking_alpha_s is not None and fit.blocking_alpha_s >= 0
+            assert measured.host.kind_blocking_alpha_s.get(kind, -1.0) >= 0
             assert f"  {kind}: α" in proc.stdout and "waited for each: α" in proc.stdout
         run = json.loads((out / "allreduce.json").read_text())["runs"][0]
         # the all-reduce's sizes up to a quarter of --max-bytes (64K): 1K..16K

@@ -86,8 +86,9 @@ def test_each_level_recovers_its_own_law(sequence):
     # the world's ring keeps the link's top level
     assert (world.link.alpha_s, world.link.busbw_gbps) == pytest.approx((500e-6, 0.25), rel=1e-4)
     levels = lv.levels
-    assert (levels.gpus_per_node, levels.intra, levels.inter) == (2, lv.intra.link,
-                                                                  lv.inter.link)
+    assert (levels.gpus_per_node, levels.intra.link, levels.inter.link) == (
+        2, lv.intra.link, lv.inter.link)
+    assert (levels.intra.contention, levels.intra.host) == (None, None)   # the level's fit only
     assert "inside each node (2 ranks), all 2 nodes at once" in lv.intra.link.source
     assert "across nodes (2 ranks, one per node), all 2 local-rank groups at once" in \
         lv.inter.link.source

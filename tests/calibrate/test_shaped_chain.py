@@ -7,9 +7,11 @@ import dataclasses
 import pytest
 
 from calibrate.combine import combine_sequence
-from calibrate.shaped_chain import blocking_alpha_s, chain_s
+from calibrate.rig.shaped_chain import blocking_alpha_s, chain_s
 from realrun.workflows.validate.probes import inputs_from_probes
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, simulate
+from simddp.inputs.gloo_host import GlooHost
+from simddp.inputs.link_file import LinkFile
 
 
 def test_a_chain_by_hand():
@@ -52,8 +54,8 @@ def test_simddp_charges_the_solved_alpha_back_to_the_measured_chain():
     # of 1 kB (1 ms and 1 µs of bytes at 1 GB/s); a 0.5 ms bucket.
     toy = ModelProfile("toy", (Layer("l0", (1000,) * 4, 0.001, 0.001),
                                Layer("l1", (1_000_000,), 0.001, 0.001)))
-    link = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6,
-                burst_bytes=500_000)
+    link = LinkFile(Link("l", alpha_s=100e-6, busbw_gbps=1.0),
+                    host=GlooHost(blocking_alpha_s=300e-6, burst_bytes=500_000))
     r = simulate(toy, link, plan(toy, make_strategy("naive")), world_size=2)
     spans = [s for s in r.spans if s.lane == "comm"]
     total_s = spans[-1].end_s - spans[0].start_s
@@ -66,13 +68,14 @@ def test_inputs_from_probes_on_a_shaped_link_take_out_what_its_bucket_serves():
     # 1 + 0.5 ms a call (6 ms: the bucket refills 0.5 during each α), the whole all-reduce
     # 1 + 4 - 0.5 ms (4.5 ms). A wire's formulas read α 0.5 ms; through the bucket, starting
     # from calibrate's 0.8 GB/s, α 1 ms and busbw 1 GB/s come back.
-    link = Link("cal", 5e-4, 0.8, world_size=2, burst_bytes=500_000)
+    link = LinkFile(Link("cal", 5e-4, 0.8, world_size=2), host=GlooHost(burst_bytes=500_000))
     medians = {"probe:flat": 0.0045, "probe:seq-blocking": 0.006}
     new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
-    assert new.blocking_alpha_s == pytest.approx(1e-3) and new.busbw_gbps == pytest.approx(1.0)
-    wire, _, _ = inputs_from_probes(dataclasses.replace(link, burst_bytes=None), None, medians,
+    assert new.host.blocking_alpha_s == pytest.approx(1e-3)
+    assert new.link.busbw_gbps == pytest.approx(1.0)
+    wire, _, _ = inputs_from_probes(dataclasses.replace(link, host=GlooHost()), None, medians,
                                     [10 ** 6] * 4, 2)
-    assert wire.blocking_alpha_s == pytest.approx(5e-4)
+    assert wire.host.blocking_alpha_s == pytest.approx(5e-4)
 
 
 # 10 calls of 64 KiB after the first, each waited for: 9 of 0.4 ms and one that waited a
@@ -107,8 +110,9 @@ def test_the_refill_the_calls_give_is_the_one_simddp_refills_by():
     # taken apart with the same refill: α back
     toy = ModelProfile("toy", (Layer("l0", (1_000_000,), 0.001, 0.001),
                                Layer("l1", (1_000_000,), 0.001, 0.001)))
-    link = Link("l", alpha_s=100e-6, busbw_gbps=1.0, blocking_alpha_s=300e-6,
-                burst_bytes=500_000, blocking_refill_s=100e-6)
+    link = LinkFile(Link("l", alpha_s=100e-6, busbw_gbps=1.0),
+                    host=GlooHost(blocking_alpha_s=300e-6, burst_bytes=500_000,
+                                  blocking_refill_s=100e-6))
     r = simulate(toy, link, plan(toy, make_strategy("naive")), world_size=2)
     spans = [s for s in r.spans if s.lane == "comm"]
     total_s = spans[-1].end_s - spans[0].start_s
@@ -119,11 +123,13 @@ def test_the_refill_the_calls_give_is_the_one_simddp_refills_by():
 def test_validate_s_probes_keep_the_calibrated_share_of_alpha_that_refills_the_bucket():
     # calibrate's calls said a hand-off refills half its α; the probes' chain is taken apart
     # under that share, and the link keeps it with the probes' α
-    link = Link("cal", 5e-4, 0.8, world_size=2, burst_bytes=500_000, blocking_alpha_s=1e-3,
-                blocking_refill_s=5e-4)
+    link = LinkFile(Link("cal", 5e-4, 0.8, world_size=2),
+                    host=GlooHost(burst_bytes=500_000, blocking_alpha_s=1e-3,
+                                  blocking_refill_s=5e-4))
     medians = {"probe:flat": 0.0045, "probe:seq-blocking": 0.006}
     new, _, _ = inputs_from_probes(link, None, medians, [10 ** 6] * 4, 2)
-    assert new.blocking_refill_s == pytest.approx(0.5 * new.blocking_alpha_s)
-    bytes_s = [1e6 / (new.busbw_gbps * 1e9)] * 4
-    assert chain_s(new.blocking_alpha_s, bytes_s, 500_000 / (new.busbw_gbps * 1e9),
-                   new.blocking_refill_s) == pytest.approx(0.006)
+    gloo, busbw_gbps = new.host, new.link.busbw_gbps
+    assert gloo.blocking_refill_s == pytest.approx(0.5 * gloo.blocking_alpha_s)
+    bytes_s = [1e6 / (busbw_gbps * 1e9)] * 4
+    assert chain_s(gloo.blocking_alpha_s, bytes_s, 500_000 / (busbw_gbps * 1e9),
+                   gloo.blocking_refill_s) == pytest.approx(0.006)

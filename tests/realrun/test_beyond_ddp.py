@@ -217,9 +217,10 @@ def test_anchored_probes_keep_the_fsdp2_host_costs():
     from realrun.workflows.validate.probes import inputs_from_probes
     from simddp.inputs.host import Host, HostCosts
     from simddp.inputs.link import Link
+    from simddp.inputs.link_file import LinkFile
     fsdp = HostCosts(copy_gbps=2.0, gather_s=1e-3, scatter_s=2e-3, blocking_collectives=True)
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0), "fsdp": fsdp})
-    _, host, _ = inputs_from_probes(Link("cal", 1e-4, 1.0, world_size=2), earlier,
+    _, host, _ = inputs_from_probes(LinkFile(Link("cal", 1e-4, 1.0, world_size=2)), earlier,
                                     {"probe:copy": 0.008, "probe:scale": 0.002},
                                     [10 ** 6] * 4, 2)
     assert host.costs("fsdp") == fsdp and host.costs("realrun").copy_gbps == 1.0

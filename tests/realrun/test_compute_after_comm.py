@@ -5,6 +5,7 @@ import pytest
 
 from realrun.launch.contention_timing import compute_after_comm
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.result import Result
 
 
@@ -32,10 +33,10 @@ def test_the_anchored_prediction_computes_after_comm_at_the_probes_ratio():
     probes = {"probe:contention": {"median_s": 0.1, "per_rank": [probe, {**probe,
                                                                       "compute_alone_s": 0.05}]}}
     host = Host("h", contention=(1.5, 1.5), compute_after_comm=1.3)
-    inputs = prediction_inputs(ValidateSettings(), Link("l", 1e-3, 1.0, world_size=2), profile,
-                               host, [row], probes)
+    link = LinkFile(Link("l", 1e-3, 1.0, world_size=2))
+    inputs = prediction_inputs(ValidateSettings(), link, profile, host, [row], probes)
     assert inputs["host"].compute_after_comm == pytest.approx(1.125)
     # without the anchor, the profile phase's own factor stays
-    unanchored = prediction_inputs(ValidateSettings(anchor_compute=False),
-                                   Link("l", 1e-3, 1.0, world_size=2), profile, host, [row], probes)
+    unanchored = prediction_inputs(ValidateSettings(anchor_compute=False), link, profile, host,
+                                   [row], probes)
     assert unanchored["host"].compute_after_comm == 1.3

@@ -69,12 +69,12 @@ def test_malformed_link_file_is_refused(capsys, tmp_path):
 def test_predicted_ddp_keeps_the_1mib_first_bucket(link_file):
     """bench runs torch DDP with bucket_cap_mb_list=[1, X]: the plan is simddp's ddp rule."""
     from realrun.workflows.validate import ValidateSettings, predict
-    from simddp.inputs.io import load_link
+    from simddp.inputs.io import load_link_file
     from simddp.inputs.profile import Layer, ModelProfile
     prof = ModelProfile("toy", tuple(Layer(f"l{i}", (2 ** 20,), 1e-3, 2e-3) for i in range(4)))
     s = ValidateSettings(model="mlp-2x64", strategies=("bucketed", "ddp"), bucket_mbs=(2,),
-                         link=load_link(link_file))
-    by = {r.strategy: r for r in predict(prof, load_link(link_file), None, s)}
+                         link=load_link_file(link_file))
+    by = {r.strategy: r for r in predict(prof, load_link_file(link_file), None, s)}
     # bucketed at 2 MiB: [l3, l2], [l1, l0]; ddp: [l3] (1 MiB first bucket), [l2, l1], [l0]
     assert (by["bucketed"].collectives, by["ddp"].collectives) == (2, 3)
 
@@ -208,16 +208,20 @@ def test_inputs_from_probes_solve_alpha_busbw_and_the_host_costs():
     # 11 ms = 4 α_b + b -> α_b 2 ms, b 3 ms -> busbw 4 MB / 3 ms = 1.333 GB/s; the α of
     # overlapped all-reduces stays calibrate's (issue 19). Solo steps as in the test above.
     from realrun.workflows.validate.probes import inputs_from_probes
+    from simddp.inputs.gloo_host import GlooHost
     from simddp.inputs.host import Host, HostCosts
-    link = Link("cal", 5e-3, 0.5, world_size=2)
+    from simddp.inputs.link_file import LinkFile
+    # calibrate's link on Gloo: its file has a gloo_host section, where the blocking α goes
+    link = LinkFile(Link("cal", 5e-3, 0.5, world_size=2), host=GlooHost())
     earlier = Host("profile", {"realrun": HostCosts(copy_gbps=1.0, scale_gbps=2.0,
                                                     hook_after_backward_s=3e-5)})
     medians = {"probe:flat": 0.005, "probe:seq-blocking": 0.011,
                "compute-only": 0.040, "probe:solo-wrapper": 0.050, "probe:solo-bucket": 0.053,
                "probe:solo-torch": 0.049}
     new, host, info = inputs_from_probes(link, earlier, medians, [10 ** 6] * 4, 2)
-    assert new.blocking_alpha_s == pytest.approx(0.002) and new.alpha_s == link.alpha_s
-    assert new.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
+    assert new.host.blocking_alpha_s == pytest.approx(0.002)
+    assert new.link.alpha_s == link.link.alpha_s
+    assert new.link.busbw_gbps == pytest.approx(4e6 / 3e-3 / 1e9)
     r, t = host.costs("realrun"), host.costs("torch")
     assert (r.hook_s, r.launch_s, t.hook_s) == pytest.approx((0.001, 0.001, 0.00025))
     assert r.hook_after_backward_s == 3e-5   # the profile's flat calls: no probe of its own
@@ -242,12 +246,16 @@ def test_the_contention_probe_sets_the_links_slowdowns():
     at 35 ms: x1.5 and x2 (simddp.inputs.contention.slowdowns); on the quieter rank 25 and 30 ms:
     x1.25 and 25/(25 + 20 - 30) = x5/3. The mean over ranks is kept."""
     from realrun.workflows.validate.probes import inputs_from_probes
+    from simddp.inputs.contention import Contention
+    from simddp.inputs.gloo_host import GlooHost
+    from simddp.inputs.link_file import LinkFile
     rank = {"compute_alone_s": 0.020, "comm_alone_s": 0.020, "compute_together_s": 0.030,
             "comm_together_s": 0.035, "repeats": 30, "stream_bytes": 8, "stream_count": 1}
     quiet = {**rank, "compute_together_s": 0.025, "comm_together_s": 0.030}
-    link, _, info = inputs_from_probes(Link("cal", 1e-3, 1.0, world_size=2,
-                                            compute_slowdown=1.7, comm_slowdown=4.6),
-                                       None, {}, [10 ** 6] * 4, 2, contention=[rank, quiet])
-    assert (link.compute_slowdown, link.comm_slowdown) == pytest.approx(
+    calibrated = LinkFile(Link("cal", 1e-3, 1.0, world_size=2),
+                          Contention(1.7, 4.6, source="link"), GlooHost())
+    link, _, info = inputs_from_probes(calibrated, None, {}, [10 ** 6] * 4, 2,
+                                       contention=[rank, quiet])
+    assert link.contention.factors == pytest.approx(
         ((1.5 + 1.25) / 2, (2.0 + 5 / 3) / 2))
     assert info["calibrated"]["comm_slowdown"] == 4.6

@@ -12,6 +12,7 @@ from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import compare_results
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result, Span
 
@@ -36,7 +37,8 @@ def report() -> ValidationReport:
                 result("measured", 25.0, 0.012, spans(12))]
     s = ValidateSettings(strategies=("ddp",), bucket_mbs=(1.0, 25.0))
     profile = ModelProfile("m", (Layer("l", (512 << 10,) * 8, 0.003, 0.003),))
-    before = Prediction("before running", Link("l", 1e-4, 1.0), None, profile, predicted,
+    link = LinkFile(Link("l", 1e-4, 1.0))
+    before = Prediction("before running", link, None, profile, predicted,
                         compare_results(predicted, measured))
     return ValidationReport(s, None, None, measured, before, None, [], "ddp:25", "",
                             (0.0, 0.0), 1.0)

@@ -15,7 +15,7 @@ from pathlib import Path
 from realrun.workflows.validate.pipeline import predict
 from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings
-from simddp import load_host, load_link, load_profile, load_results
+from simddp import load_host, load_link_file, load_profile, load_results
 from simddp.compare import compare_results
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "validate-default-2026-11-23"
@@ -23,7 +23,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "validate-default-2026-
 
 def report() -> ValidationReport:
     profile = load_profile(DATA / "profile.json")
-    link, host = load_link(DATA / "link.json"), load_host(DATA / "profile.json")
+    link, host = load_link_file(DATA / "link.json"), load_host(DATA / "profile.json")
     measured = load_results(DATA / "measured.json")
     s = ValidateSettings(strategies=("naive", "flat", "overlap", "bucketed", "ddp"),
                          bucket_mbs=(1, 4, 10, 40), link=link)

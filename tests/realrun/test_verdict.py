@@ -12,6 +12,7 @@ from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import compare_results
 from simddp.inputs.link import Link
+from simddp.inputs.link_file import LinkFile
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result
 
@@ -31,7 +32,8 @@ def report(best_steps, other_steps) -> ValidationReport:
     # 8 tensors of 512 KiB: 1 MB buckets hold 2 each, 40 MB ones all but the first bucket's
     # (a profile whose sizes make the same buckets at both would be one configuration)
     profile = ModelProfile("m", (Layer("l", (512 << 10,) * 8, 0.01, 0.01),))
-    before = Prediction("before running", Link("l", 1e-4, 1.0), None, profile, predicted,
+    link = LinkFile(Link("l", 1e-4, 1.0))
+    before = Prediction("before running", link, None, profile, predicted,
                         compare_results(predicted, measured).split_halves(5))
     return ValidationReport(s, None, None, measured, before, None, [], None, "", (0.0, 0.0), 1.0)
 

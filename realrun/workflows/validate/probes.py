@@ -43,7 +43,8 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from simddp.inputs.contention import Contention, combine_contention
+from simddp.inputs.contention import Contention
+from simddp.inputs.contention_measurement import combine_contention
 from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.link_file import LinkFile
 from simddp.rig.gloo_shared_cpu import refill_share
