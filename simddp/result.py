@@ -128,14 +128,14 @@ def results_to_json(results: list[Result], **extra: Any) -> dict:
 def results_from_json(data: dict, where: str = "results") -> list[Result]:
     body = body_of(data, RESULTS_FORMAT, where)
     if _spans_without_kind(body.get("results")):
-        raise InputError(f"{where}: results from before 2026-11-23 (spans without a kind); "
+        raise InputError(f"{where}: an early simddp.results/1 file (spans without a kind); "
                          "re-run simddp sweep --out or realrun bench for a current file")
     return build(where, lambda: [Result(**{**r, "spans": tuple(Span(**s) for s in r.get("spans", ()))})
                                   for r in body["results"]])
 
 
 def _spans_without_kind(results: Any) -> bool:
-    """Whether a span has no kind, as in results written before 2026-11-23."""
+    """Whether a span has no kind, as in results written before spans had one."""
     rows = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
     return any(isinstance(s, dict) and "kind" not in s
                for r in rows for s in (r.get("spans") if isinstance(r.get("spans"), list) else ()))

@@ -200,7 +200,7 @@ def test_the_cycle_finder_finds_one():
 # the ranks measured; what it needs to know about the launch (ranks sharing a CPU) the ranks
 # report. Only the modules that start or run ranks import realrun.
 CALIBRATE_ARITHMETIC = ("calibrate.analysis", "calibrate.fit", "calibrate.combine",
-                        "calibrate.files", "calibrate.report", "calibrate.report_table",
+                        "calibrate.files", "calibrate.report", "calibrate.nccl_table",
                         "calibrate.plots")
 
 

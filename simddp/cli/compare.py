@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(args.out, files=("compare.json",), force=args.force)
     written = []
     if args.out is not None:
-        # imported here: matplotlib costs ~0.5 s, and a table needs none of it
+        # imported here: matplotlib is slow to import, and a table needs none of it
         from simddp.compare.plots import write_compare_files
         written = write_compare_files(comparison, args.out, args.timeline_config)
     if args.format == "json":

@@ -3,13 +3,12 @@ from the communication?
 
 Every configuration runs the same forward, backward and optimizer, and ``realrun bench``
 times them alone first (compute-only). When the measurement ran the compute slower or faster
-than the profile did, every row moves with it. On the 2-core box this project is built on,
-one thread's matmuls moved ±10 % between 5-second windows (82–101 ms for the same work,
-2026-11-26) and a cell's compute-only row missed by −21.5 % while its ddp 16 MB row missed
-by −15 % (bench/workflow_grid.py, tfm-2gbit): the communication model is then better than
-the table says, and a row that stays off once the compute miss is taken out is the
-communication model's. To first order each step computes its compute-only step once per
-accumulated micro-batch, so the miss is added to each prediction that many times::
+than the profile did, every row moves with it, because the host's own speed drifts between
+the profile and the bench (docs/FINDINGS.md#drift-and-the-compute-only-anchor): the
+communication model is then better than the table says, and a row that stays off once the
+compute miss is taken out is the communication model's. To first order each step computes
+its compute-only step once per accumulated micro-batch, so the miss is added to each
+prediction that many times::
 
     >>> from simddp.compare.match import Row
     >>> rows = [Row("compute-only", None, 1, 0.040, 0.050, None, None, 30),

@@ -1,6 +1,6 @@
-"""Where a plot's legend goes, so it stays inside the figure (issue 23: a legend wider than
-its figure cut "forward" off), and plain labels on log axes. The scatter tells bucket sizes
-apart by marker since issue 53 item 5: point labels of a cluster piled up::
+"""Where a plot's legend goes, so it stays inside the figure (a legend wider than its figure
+cut "forward" off), and plain labels on log axes. The scatter tells bucket sizes apart by
+marker, since point labels of a cluster piled up::
 
     legend_below(fig, handles)                                   # under the panels
 """

@@ -152,8 +152,8 @@ def paired_interval(a_runs, b_runs) -> tuple[float, float, float]:
     (``a_runs``, ``b_runs``: each row's steps, in the order they ran), pooled: every row of
     ``a`` is paired step by step with every row of ``b``, so a pooled configuration's medians
     are the pooled ones and each pair of steps still ran in the same round. (Concatenating a
-    pool's steps and pairing the first n compared one size's steps only: a 10 MB row read
-    -2.3 % "slower" than a 1 and 4 MB pool it was 0.3 % slower than.)
+    pool's steps and pairing the first n compares one size's steps only, which can turn the
+    sign of a small difference: docs/FINDINGS.md#measurement-noise.)
 
     >>> a = [0.110, 0.112, 0.108, 0.111]
     >>> point, low, high = paired_interval([a], [[0.100] * 4, [0.104] * 4])

@@ -3,8 +3,8 @@
 **Twin models.** ``realrun bench`` times a second compute-only model beside the first
 (realrun/twin.py) and writes how far apart the two read as the file's ``instance_gap``. A
 best-bucket regret or an error smaller than that is within what the bench's own model
-instances differ by (up to ×1.2 on the 2-vCPU VM in one run, within 1 % in the next:
-docs/FINDINGS.md#measurement-noise)::
+instances differ by, which moves from one run to the next
+(docs/FINDINGS.md#measurement-noise)::
 
     >>> instance_gap_pct({"instance_gap": {"apart_pct": 3.8}}, "m.json")
     3.8
@@ -15,10 +15,8 @@ docs/FINDINGS.md#measurement-noise)::
 round-robin with the others (realrun/bench.py), so its odd and even turns are two
 measurements of the same row taken minutes apart in the same run. How far their medians read
 apart, over the whole row's median, is the row's own measurement noise: an error smaller
-than that cannot be told from it. On this project's 2-vCPU VM the transformer's
-per-parameter overlap row read up to 46 % apart this way and its naive row 33 %, where the
-mlp's rows stayed within 17 % (29 cells of bench/workflow_grid.py,
-docs/FINDINGS.md#measurement-noise)::
+than that cannot be told from it, and on a shared CPU host the rows of many small
+collectives split far wider than the rest (docs/FINDINGS.md#measurement-noise)::
 
     >>> round(halves_apart_pct([1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0], turn_steps=2), 1)
     66.7

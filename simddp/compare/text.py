@@ -71,7 +71,8 @@ def format_table(comparison, timeline: str | None = None) -> str:
 def best_bucket_text(comparison) -> list[str]:
     """The best-bucket line and what stands under it: the bench's noise, and each group of
     sizes scored as one configuration with the pooled median it is judged on, so the line
-    and the table agree (a pooled 8 MB once read "measured 8 MB" beside a faster 4 MB row).
+    and the table agree (docs/COMPARE.md: a pooled size must not read as the best beside a
+    faster row of its own pool).
     """
     c, s = comparison, comparison.summary
     accum = f", accum {s.bucket_accum_steps}" if s.bucket_accum_steps != 1 else ""

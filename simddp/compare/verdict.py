@@ -7,9 +7,9 @@ and a claim needs a **margin** — the distance from the measured figure to the 
 is about — larger than the **spread** of the measurement: the rows' own split halves (how far
 the medians of their odd and even turns read apart, simddp/compare/noise.py) or, where wider,
 the reach of a 95 % paired-bootstrap interval (:func:`simddp.compare.metrics.ratio_interval`).
-The interval alone was too narrow: it treats steps as independent, while the same bench run
-twice read 85.07 and 98.43 ms (issue 53), and it once let "PROVEN within noise" through on
-three configurations. The words, with the margin each needs:
+The interval alone is too narrow: it treats steps as independent, while a whole bench run
+moves by more than its steps' spread (docs/FINDINGS.md#measurement-noise). The words, with
+the margin each needs:
 
 - ``PROVEN``: the recommended size measured fastest, by more than the spread (margin: its
   lead over the next layout);

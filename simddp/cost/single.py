@@ -77,12 +77,9 @@ def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False, host=N
     kind's own waited-for α where the ``host`` measured it, else the lone α plus what waiting
     for each before the next costs an all-reduce (:func:`wait_s`).
 
-    Why its own: the all-reduce's wait does not carry over to other kinds. In three
-    validates on the emulated 2 Gbit/s link, waited-for all-reduces read 778-897 µs of α
-    against 382-466 lone, and simddp charged FSDP2's 225 waited-for all-gathers and
-    reduce-scatters on the transformer 201-251 ms against 131-154 ms measured (fsdp
-    +20…+28 %); the kinds' own chains read 146-216 µs in a calibration where the
-    all-reduce's wait was 28 µs (docs/FINDINGS.md#blocking-alpha).
+    Why its own: the all-reduce's wait does not carry over to other kinds, and FSDP2's
+    hundreds of waited-for all-gathers and reduce-scatters multiply any error in it
+    (docs/FINDINGS.md#blocking-alpha).
 
     >>> from simddp.inputs.gloo_host import GlooHost
     >>> from simddp.inputs.link import KindFit, Link

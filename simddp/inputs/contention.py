@@ -33,7 +33,7 @@ MEASURED_SOURCES = ("link", "model")
 
 
 # GPU contention from published measurements, for compute on a GPU that nobody measured
-# contention for (issue 52; docs/FINDINGS.md#gpu-contention-under-overlap).
+# contention for (docs/FINDINGS.md#gpu-contention-under-overlap).
 # Compute: while NCCL collectives overlap it, compute slows 18.9 % on average and 40.0 % at
 # most (GPT and LLaMA steps on 4 x A100, H100, MI250 and MI210: arXiv 2507.03114). The
 # mechanism: NCCL's kernels hold SMs (one CTA per channel), so a layer's kernels take more

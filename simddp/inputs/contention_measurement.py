@@ -46,13 +46,11 @@ def combine_contention(per_rank: list[dict]) -> dict:
     repeat's :func:`slowdowns` (``repeats_s``: (W, T, D, Ts) each), at least 1.0 (below 1.0
     is noise); and their p10/p90 spread (:func:`contention_spread`).
 
-    Why per repeat: the four times of one repeat are taken within half a second, but the comm
-    alone (T) of the same 75 all-reduces drifts ±35 % between stretches of seconds on a 2-core
-    box, and comm's factor is a difference, D / (D + T − Ts). Fed four medians taken from
-    different repeats it read ×1.5 to ×7.3 for the same transformer in eight profiles of one
-    afternoon; the median of the per-repeat factors, ×1.7 to ×2.8 
-    (docs/FINDINGS.md#contention). Without repeats (older files): each
-    rank's medians through :func:`slowdowns`, the mean over ranks.
+    Why per repeat: the four times of one repeat are taken within half a second, but comm
+    alone (T) drifts between stretches of seconds on a shared CPU host, and comm's factor is
+    a difference, D / (D + T − Ts), so four medians taken from different repeats swing it
+    several-fold where the per-repeat median holds (docs/FINDINGS.md#contention). Without
+    repeats (older files): each rank's medians through :func:`slowdowns`, the mean over ranks.
 
     >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,
     ...      "comm_together_s": 0.035, "repeats": 5, "stream_bytes": 8, "stream_count": 1}

@@ -29,15 +29,14 @@ from simddp.kinds import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 
 # IMPLEMENTATIONS (the registry's) key a host file's costs; "fsdp": torch FSDP2 (fully_shard)
 # runs fsdp and zero2. Its host work around each all-gather
-# and reduce-scatter (gather_s, scatter_s and the copies at copy_gbps) was 20-35 % of the step
-# on Gloo/CPU (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo); blocking_collectives says its
+# and reduce-scatter (gather_s, scatter_s and the copies at copy_gbps) is a large share of the
+# step on Gloo/CPU (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo); blocking_collectives says its
 # collectives hold the training thread (Gloo on CPU) instead of overlapping (NCCL).
 # Whether each implementation all-reduces a one-gradient bucket in the gradient itself
 # (HostCosts.lone_in_place, where the costs do not say). realrun.DDP does (flat_bucket.py);
 # torch's reducer keeps a flat buffer per bucket and copies every one in and out, one
-# gradient or many: torch.profiler shows reducer::mul_out and copy_bucket_to_grad on each of
-# 4 one-tensor buckets of 4 MiB (0.61 and 0.65 ms, medians, 1 thread), which the engine did not
-# charge before 2026-11-26 (docs/FINDINGS.md#host-costs).
+# gradient or many: torch.profiler shows its copy-in and copy-out on one-tensor buckets too
+# (docs/FINDINGS.md#host-costs).
 LONE_IN_PLACE = {REALRUN_DDP: True, TORCH_DDP: False, TORCH_FSDP: True}
 
 
@@ -63,8 +62,8 @@ class HostCosts:
     hook_after_backward_s: seconds per gradient launched after the backward (flat's bucket,
       naive's lone tensors): the hook only notes the gradient, and its copy in and out of
       the bucket, or its in-place scale, run as calls at the launch, beside no compute;
-      None: hook_s. realrun times a flat step's copy calls themselves (transformer, 75
-      gradients, 2026-11-26: 27 against 84 µs; docs/FINDINGS.md#host-costs).
+      None: hook_s. realrun times a flat step's copy calls themselves, which cost less a
+      gradient than a hook-filled bucket's ``hook_s`` (docs/FINDINGS.md#host-costs).
     launch_s: seconds per collective the implementation launches (call, work, callback).
     gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies
       (FSDP2's hooks and DTensor bookkeeping); the copies around them, at copy_gbps, are an
@@ -131,10 +130,8 @@ class Host:
     scaled to; the engine multiplies every layer's time and the optimizer's by it in a plan
     with collectives (:func:`after_comm_factor`). Measured with the contention probe's
     compute alone (a forward + backward), which follows a stream of the model's all-reduces
-    (realrun/profile_on_ranks.py). On a 2-vCPU VM: x1.12-1.41 for the grid's transformer,
-    whose forward is ~100 small ops, x1.01-1.12 for its mlp. There, after 75 all-reduces a
-    forward took 10.2 ms, a backward 12.4 and the optimizer 1.93, against 8.5, 11.7 and 1.73
-    in back-to-back steps; after 10 ms of a Python spin the forward took 9.3 ms
+    (realrun/profile_on_ranks.py). Any gap between steps slows the next one, the model's
+    all-reduces most, and a model of many small ops most of all
     (docs/FINDINGS.md#compute-after-communication).
     """
 

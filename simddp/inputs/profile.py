@@ -155,8 +155,8 @@ class ModelProfile:
     def grad_total_bytes(self) -> int:
         return sum(self.tensor_bytes)
 
-    # Cached: a sweep reads them per row and per scenario (compute_only_s), and a 10k-layer
-    # profile's sums cost ~0.5 ms each.
+    # Cached: a sweep reads them per row and per scenario (compute_only_s), and each is a sum
+    # over every layer (10k on a large profile).
     @cached_property
     def forward_s(self) -> float:
         return sum(layer.forward_s for layer in self.layers)

@@ -15,7 +15,7 @@ depends on the algorithm, and each algorithm's phases run on one of the two link
   A reduce-scatter is the first two phases (the inter-node one a reduce-scatter of n/G), an
   all-gather the last two in reverse.
 
-The issue's case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
+A worked case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
 
     >>> from simddp.inputs.link import Link, kind_factor
     >>> topo = Topology(nodes=2, gpus_per_node=2, intra=Link("nvl", 0.0, 100.0))

@@ -39,7 +39,7 @@ from simddp.planning.registry import Name
 from simddp.planning.strategy import Strategy
 
 
-@dataclass(frozen=True, slots=True)   # slots: ~20% quicker to build, and plans build thousands
+@dataclass(frozen=True, slots=True)   # slots: quicker to build, and plans build thousands
 class Collective:
     """One collective: its gradients (tensor ids, in bucket order), bytes and readiness.
 
@@ -132,7 +132,7 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
         buckets.append((_label(strategy.granularity, i, ids, names), ids, sum(sizes), ready,
                         None if hook is None else hook_cost(hook, sizes)))
     # Positional, and no hook argument without a hook: a sweep builds thousands of these
-    # (bench/bench_sim.py), and keyword arguments cost a quarter more.
+    # (bench/bench_sim.py), and keyword arguments cost more.
     collectives = tuple(
         Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro) if cost is None
         else Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro, hook=cost)

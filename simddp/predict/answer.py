@@ -10,7 +10,7 @@ sweep_json.py), so they cannot disagree::
     >>> results = sweep_inputs(inputs, configurations(["naive", "ddp"], [10, 25, 100]), ranges=True)
     >>> a = answer(inputs, results)
     >>> a.recommendation.bucket_mb, a.naive.strategy, a.optimum["regime"]
-    (10.0, 'naive', 'comm-bound')
+    (25.0, 'naive', 'comm-bound')
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 With 4 MiB gradient tensors, ``bucket_cap_mb`` 1 and 4 both put each tensor in a bucket of
 its own (a tensor is never split, and a bucket closes once it reaches the cap): the same 8
 collectives, the same plan. A prediction cannot tell them apart, and a measured difference
-between them is noise — yet a verdict once read "predicted 1 MB, measured 4 MB; regret 6.9 %"
-(issue 23). The recommendation, the comparison and validate's verdict group sizes by their
-plan's buckets (:func:`layout_key`) and treat each group as one configuration::
+between them is noise, which a verdict would report as regret
+(docs/FINDINGS.md#measurement-noise). The recommendation, the comparison and validate's
+verdict group sizes by their plan's buckets (:func:`layout_key`) and treat each group as one
+configuration::
 
     >>> from simddp import Layer, ModelProfile, make_strategy, Result
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (4 << 20,), 1e-3, 2e-3) for i in range(4)))

@@ -35,8 +35,8 @@ OPTIMIZER_BYTES_PER_PARAM = {"adam": 28, "sgd": 12}
 PRESET_HELP = ("transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWIDTH (e.g. mlp-40x4096), "
                "ffn-LAYERSxDMODELxDFF (e.g. ffn-126x16384x53248)")
 # What simddp's --model takes: a preset, or a profile file (python -m realrun profile --out).
-# realrun runs torch modules and takes presets only: its errors list PRESET_HELP (issue 53
-# item 6: `realrun bench --model nonexist` suggested the profile file bench refuses).
+# realrun runs torch modules and takes presets only: its errors list PRESET_HELP, so that
+# `realrun bench --model nonexist` does not suggest the profile file bench refuses.
 MODEL_HELP = f"{PRESET_HELP}, or a profile FILE.json"
 
 

@@ -44,9 +44,9 @@ def step_end_ms(result: Result) -> tuple[float, str]:
     """Where the dotted step-end line goes, ms from the first span, and its label.
 
     A measured result's spans are one clocked step of a separate run (realrun validate's
-    timeline, with hooks on its clock), its ``step_s`` the median of the bench's steps: once
-    the line sat at the median, 59.3 ms, in the middle of spans running to 71 ms. So the line
-    marks the end of the drawn spans and the label names the median beside it.
+    timeline, with hooks on its clock), its ``step_s`` the median of the bench's steps: a
+    line at the median can sit in the middle of the drawn spans. So the line marks the end
+    of the drawn spans and the label names the median beside it.
 
     >>> from simddp.result import Span
     >>> spans = (Span("compute", "fwd", 2.0, 2.030, "forward"),

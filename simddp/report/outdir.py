@@ -1,7 +1,7 @@
 """Output folders: a second run into the same --out keeps the first one instead of failing.
 
     check_out_dir("out/validate", files=("validate.json",))
-    # stderr: note: kept the earlier run's 9 files in out/validate/earlier-20261124-180222
+    # stderr: note: kept the earlier run's 9 files in out/validate/earlier-YYYYMMDD-HHMMSS
     check_out_dir("out/sweep", files=("validate.json",))
     # InputError: --out out/sweep: holds sweep.json from simddp sweep, not realrun validate's
     # files; choose another --out, or pass --force to write there anyway
@@ -41,7 +41,7 @@ OUT_FILES = {
     # a bundle: its steps' files sit in folders, moved aside whole (a name ending in "/")
     "realrun selfcheck": ("selfcheck.json", "calibrate/", "profile/", "bench/", "validate/"),
 }
-EARLIER_PREFIX = "earlier-"  # earlier-20261124-180222: when the earlier run wrote its marker
+EARLIER_PREFIX = "earlier-"  # earlier-YYYYMMDD-HHMMSS: when the earlier run wrote its marker
 
 
 def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
@@ -114,7 +114,7 @@ def _command_of(marker: str) -> str | None:
 
 
 def _stamp(path: Path) -> str:
-    """When ``path`` was last written, local time, sortable: 20261124-180222."""
+    """When ``path`` was last written, local time, sortable: YYYYMMDD-HHMMSS."""
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
 
 

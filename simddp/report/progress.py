@@ -8,7 +8,7 @@ Sweeps, benchmarks and calibration all use it::
     bar.advance("ddp-25MB"); bar.close()
 
 Why redraw only on progress: rich's default refresh thread takes the GIL ten times a second,
-which lands inside timed all-reduces of ~0.4 ms and training steps of ~40 ms. Short runs
+which lands inside timed all-reduces and training steps (docs/FINDINGS.md#lone-alpha). Short runs
 (under ``delay_s``) print nothing, so tests and quick sweeps keep a clean stderr; in a
 terminal the bar is removed when done, in a log only its final line stays.
 """

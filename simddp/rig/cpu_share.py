@@ -6,17 +6,10 @@ process group's two workers (``pt_gloo_runloop``) and the TCP device's loop
 launched during the backward waits for the scheduler to give its threads a core. The engine
 does not model the scheduler, so there it predicts overlapped collectives too fast.
 
-The evidence (docs/FINDINGS.md#cores-and-the-scheduler): the same commit, the same
-machine (an H100 host's CPUs), the transformer cell of bench/workflow_grid.py, 2 ranks of
-1 thread: with 16 CPUs the per-parameter overlap row was predicted +8.7 % and +12.2 % and
-the median error was 3.6-4.3 %; pinned to 4 CPUs, overlap −40.7 %, median 8.4 %; pinned to
-2 CPUs, overlap −53.0 %, median 13.0 %. On this repo's 2-vCPU VM, a 4 KiB to 1 MiB
-all-reduce launched as the forward starts ends 9.6-10.1 ms later (alone 0.34-0.95 ms): about
-two of the kernel's 4 ms scheduler ticks, whatever the size (experiments/wake_under_compute.py).
-The scheduler's own trace (experiments/sched_bursts.py, docs/FINDINGS.md#cores-and-the-scheduler)
-shows the rhythm: during the backward Gloo's threads held 14-24 % of the CPU time, in bursts
-between tick-long stretches in which none of them ran; 2-12 of the transformer's 75
-all-reduces completed in 33-40 ms of backward, 62-72 in the 46-60 ms after it::
+Why: a collective launched while every CPU computes waits scheduler ticks for its threads,
+whatever its size, so the same cell that is predicted well with cores to spare misses its
+overlapped rows once the training threads fill the CPUs
+(docs/FINDINGS.md#cores-and-the-scheduler)::
 
     >>> note = starved_note("gloo", ranks_on_host=2, threads_per_rank=1, cpus=2)
     >>> note.split(":")[0]
@@ -49,8 +42,7 @@ def starved_note(backend: str, ranks_on_host: int, threads_per_rank: int, cpus: 
 def section_note(section) -> str:
     """:func:`starved_note` for what a run recorded of itself: a ``realrun bench`` file's
     ``bench`` section or a ``realrun profile`` file's ``measured`` one, each with its
-    ``backend``, ``threads``, ``cpus`` and ``ranks_on_host`` (files from before 2026-11-26
-    have no ``cpus``: '')::
+    ``backend``, ``threads``, ``cpus`` and ``ranks_on_host`` (older files have no ``cpus``: '')::
 
         >>> section_note({"backend": "gloo", "threads": 1, "cpus": 4, "ranks_on_host": 2})[:28]
         '2 ranks x (1 training thread'

@@ -82,7 +82,7 @@ class _Step:
 
     Speed (bench/bench_sim.py): each process copies what it looks up per event into locals,
     and without contention a lane is a bare timeout rather than a ``yield from`` of
-    :meth:`Lanes.work`: the same events, spans and floats, ~25 % fewer µs per event."""
+    :meth:`Lanes.work`: the same events, spans and floats, fewer µs per event."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
                  record: bool, comm_slowdowns: list[float] | None = None,

@@ -57,9 +57,8 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     hook_s, launch_s = costs.hook_s, costs.launch_s
     # A gradient launched after the backward (flat's bucket, naive's lone tensors): its hook
     # only notes it; it is copied in or scaled at the launch (realrun.DDP._on_grad_ready
-    # returns early). Naive in place on the transformer: 117-165 µs a tensor besides its
-    # call, against 180-250 charged with hook_s (experiments/naive_parts.py;
-    # docs/FINDINGS.md#host-costs)
+    # returns early), so it costs less than a hook that fills a bucket
+    # (docs/FINDINGS.md#host-costs).
     late_s = hook_s if plan.strategy.overlap or costs.hook_after_backward_s is None \
         else costs.hook_after_backward_s
     lone_in_place = (costs.lone_in_place if costs.lone_in_place is not None

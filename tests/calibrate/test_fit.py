@@ -1,4 +1,4 @@
-"""calibrate.fit and calibrate.report_table on synthetic data with known answers.
+"""calibrate.fit and calibrate.nccl_table on synthetic data with known answers.
 
     python -m pytest tests/calibrate/test_fit.py -q      # < 2 s, no torch, no processes
 
@@ -16,7 +16,7 @@ from calibrate.fit import (MAX_BUSBW_GBPS, PiecewiseFit, fit_alpha_beta, fit_pie
                            heldout_error, heldout_mask, predict_s, suggest_piecewise, to_link)
 from calibrate.analysis import WorldCalibration
 from calibrate.files import csv_text
-from calibrate.report_table import bandwidths_gbps, human_bytes, table
+from calibrate.nccl_table import bandwidths_gbps, human_bytes, table
 from simddp.inputs.link import Link
 from simddp.inputs.contention import Contention
 from simddp.inputs.io import link_file_from_json, link_to_json

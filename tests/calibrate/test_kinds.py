@@ -25,7 +25,7 @@ from calibrate.combine import combine_kind_sequence
 from calibrate.files import write_outputs
 from calibrate.fit import fit_alpha_beta, heldout_error, predict_s, to_link
 from calibrate.report import print_report
-from calibrate.report_table import bandwidths_gbps
+from calibrate.nccl_table import bandwidths_gbps
 from calibrate.settings import CalibrateSettings
 from simddp.errors import InputError
 from simddp.cost.single import collective_s

@@ -204,10 +204,11 @@ def test_the_rank_code_on_four_gloo_ranks_as_two_by_two():
         assert [row["size_bytes"] for row in lv["intra"]["kinds"]["reduce_scatter"]] == \
             s.kind_sizes_bytes
     world = with_levels(s, analyse(s, 4, ranks), ranks)
-    links = world.levels.levels
-    assert (links.gpus_per_node, links.intra.world_size, links.inter.world_size) == (2, 2, 2)
-    assert set(links.intra.kind_fits) == {"reduce_scatter"}
-    assert links.intra.busbw_gbps > 0 and links.inter.busbw_gbps > 0
+    levels = world.levels.levels
+    intra, inter = levels.intra.link, levels.inter.link
+    assert (levels.gpus_per_node, intra.world_size, inter.world_size) == (2, 2, 2)
+    assert set(intra.kind_fits) == {"reduce_scatter"}
+    assert intra.busbw_gbps > 0 and inter.busbw_gbps > 0
 
 
 def test_the_busbw_plot_shows_each_level_inside_the_figure():

@@ -101,8 +101,8 @@ def profiler_overhead_s(thread: list[Event]) -> float:
 
     An op whose only child is another op spends, besides dispatching it (~0.2 µs), what
     the profiler costs to record that child (its shapes, its two clock reads): the median of
-    those parents' self times. On this project's 2-vCPU VM it read 2.1 µs where timing the
-    same steps with and without the profiler gave 1.9 µs per event (docs/TRACES.md).
+    those parents' self times. It agrees with timing the same steps with and without the
+    profiler on an idle host (docs/FINDINGS.md#trace-import).
     """
     ops = [e for e in thread if e.cat == "cpu_op"]
     stack: list[int] = []

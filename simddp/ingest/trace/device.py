@@ -8,10 +8,9 @@ and the device seconds that a stretch of host work put on the GPU.
 Why: the host runs ahead of the GPU only while it is faster. Under a profiler recording
 ``profile_memory=True`` or ``with_stack=True`` every op costs the host tens of µs more, the
 GPU runs out of queued work and waits, and any span on the GPU's clock then measures the
-host. Issue 52's one-GPU trace (an mlp of 40 × 4096² on an H100) read forward 5.6 +
-backward 19.2 + after-backward 4.2 ms on the GPU's clock, while its kernels were busy
-12.4 ms per step and the step without the profiler took 13.1 ms. So compute is taken from
-the kernels themselves:
+host: the spans on the GPU's clock of such a trace add up to far more than its kernels'
+busy time or the step without the profiler (docs/FINDINGS.md#trace-import). So compute is
+taken from the kernels themselves:
 
 - each kernel (``kernel``, ``gpu_memcpy``, ``gpu_memset``; NCCL's are the communication
   lane, not compute) is tied to its launch call by ``args.correlation`` (the kernel's and a
