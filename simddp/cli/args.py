@@ -22,6 +22,7 @@ from simddp.inputs.topology import Topology
 from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.planning.registry import TORCH_FSDP
 from simddp.planning.sharding import PRECISIONS, cast_rate
+from simddp.predict.resolve import CHOICES as CONTENTION_CHOICES
 from simddp.predict.resolve import resolve
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets import parse_model
@@ -69,6 +70,40 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--intra-alpha-us", type=float, default=None, help="override its α, µs")
     c.add_argument("--intra-busbw-gbps", type=float, default=None,
                    help="override its bus bandwidth, GB/s")
+
+
+def add_contention_arg(p: argparse.ArgumentParser) -> None:
+    """--contention: the assumption that decides overlapped rows, in the user's hands."""
+    g = p.add_argument_group("contention (docs/CLI.md)")
+    g.add_argument("--contention", default="auto", metavar="WHICH",
+                   help="how much compute and communication slow each other while they "
+                        "overlap: auto (measured, where the profile or the link file has it; "
+                        "else the published GPU figures where the compute runs on a GPU, "
+                        "none on a CPU), none, published, or COMPUTE,COMM factors, e.g. "
+                        "1.2,2.0 (default auto)")
+
+
+def contention_choice(text: str):
+    """--contention as :func:`simddp.predict.resolve.resolve` takes it: None for auto, the
+    name, or (compute, comm) factors; a one-line InputError otherwise.
+
+        >>> contention_choice("auto"), contention_choice("none"), contention_choice("1.2,2")
+        (None, 'none', (1.2, 2.0))
+    """
+    text = text.strip()
+    if text == "auto":
+        return None
+    if text in CONTENTION_CHOICES:
+        return text
+    try:
+        factors = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        factors = ()
+    if len(factors) != 2 or not all(math.isfinite(v) and v >= 1.0 for v in factors):
+        raise InputError(f"--contention: {text!r} is none of auto, "
+                         f"{', '.join(CONTENTION_CHOICES)} or COMPUTE,COMM factors >= 1 "
+                         "(e.g. 1.2,2.0)")
+    return factors
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:
@@ -243,7 +278,7 @@ def resolve_inputs(args: argparse.Namespace) -> tuple[Inputs, LinkFile]:
     profile = resolve_model(args)
     link_file = resolve_link(args)
     return resolve(profile, link_file, args.world_size, host=resolve_host(args),
-                   topology=topology), link_file
+                   topology=topology, contention=contention_choice(args.contention)), link_file
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

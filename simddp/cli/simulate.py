@@ -30,11 +30,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simddp.cli.args import (add_beyond_ddp_args, add_host_args, add_link_args,
-                                    add_model_args, add_precision_arg, casts_of, parse_hooks,
-                                    parse_positive_floats,
-                                    resolve_host, resolve_link, resolve_model,
-                                    resolve_world)
+from simddp.cli.args import (add_beyond_ddp_args, add_contention_arg, add_host_args,
+                             add_link_args, add_model_args, add_precision_arg, casts_of,
+                             contention_choice, parse_hooks, parse_positive_floats,
+                             resolve_host, resolve_link, resolve_model, resolve_world)
 from simddp.inputs.contention import PUBLISHED_GPU_SOURCE
 from simddp.predict.resolve import resolve
 from simddp.sim.engine import simulate
@@ -77,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
+    add_contention_arg(p)
     p.epilog = help_lines(CHOICES)
 
 
@@ -155,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     link_file = resolve_link(args)
     host = resolve_host(args)
     strategy, precision_note = _with_precision(strategy, args, host)
-    inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology)
+    inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology,
+                     contention=contention_choice(args.contention))
     contention = inputs.contention
 
     p = plan(profile, strategy)

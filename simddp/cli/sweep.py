@@ -23,10 +23,11 @@ import argparse
 import json
 import sys
 
-from simddp.cli.args import (add_beyond_ddp_args, add_host_args, add_link_args,
-                             add_model_args, add_precision_arg, casts_of, parse_hooks,
-                             parse_names, parse_positive_floats, resolve_cpu_note,
-                             resolve_host, resolve_link, resolve_model, resolve_world)
+from simddp.cli.args import (add_beyond_ddp_args, add_contention_arg, add_host_args,
+                             add_link_args, add_model_args, add_precision_arg, casts_of,
+                             contention_choice, parse_hooks, parse_names,
+                             parse_positive_floats, resolve_cpu_note, resolve_host,
+                             resolve_link, resolve_model, resolve_world)
 from simddp.inputs.io import write_atomic
 from simddp.planning.registry import ALWAYS, ON_REQUEST, TWO_LEVEL, help_lines, names
 from simddp.planning.strategy import STRATEGIES, SWEEPABLE, with_precision
@@ -67,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     add_link_args(p)
     add_host_args(p)
+    add_contention_arg(p)
     p.epilog = help_lines(SWEEPABLE)
 
 
@@ -78,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     configs = configurations(_strategies(args.strategies, topology), bucket_mbs,
                              args.accum_steps, hooks, args.shard_unit_mb)
     profile, link_file, host = resolve_model(args), resolve_link(args), resolve_host(args)
-    inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology)
+    inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology,
+                     contention=contention_choice(args.contention))
     cast_gbps, casts = casts_of(args, host)
     configs = [with_precision(c, args.precision, cast_gbps) for c in configs]
     out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),

@@ -76,22 +76,23 @@ def choose_contention(link_file: LinkFile, host: Host | None, device: str | None
 
 
 def given_contention(choice) -> Contention:
-    """The user's choice: "none", "published" or (compute, comm) factors, each >= 1::
+    """The user's choice: "none", "published" or (compute, comm) factors, each >= 1. What the
+    user gives is held there (the prediction ranges do not vary it) and is never called
+    measured::
 
-        >>> given_contention("none").factors, given_contention("published").source
-        ((1.0, 1.0), 'published')
+        >>> given_contention("none"), given_contention("published").source
+        (Contention(compute=1.0, comm=1.0, spread=None, source='given'), 'published')
     """
     if isinstance(choice, Contention):
         return choice
     if choice == "none":
-        return NONE
+        return Contention(source="given")
     if choice == "published":
         return published_gpu()
     if isinstance(choice, str):
         raise InputError(f"--contention: {choice!r} is none of {', '.join(CHOICES)} or "
                          "COMPUTE,COMM factors (e.g. 1.2,2.0)")
-    factors = check_factors("--contention", "COMPUTE,COMM", choice)
-    return Contention(*factors, source="given" if factors != (1.0, 1.0) else "")
+    return Contention(*check_factors("--contention", "COMPUTE,COMM", choice), source="given")
 
 
 def resolve(profile: ModelProfile | str | os.PathLike,
