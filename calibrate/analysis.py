@@ -37,7 +37,7 @@ class KindCalibration:
     heldout: dict
     lone_fit: object               # relative residuals on the lone sweep, α fitted
     lone_heldout: dict
-    sequence: dict | None = None   # α queued back to back (ranks/sequence.py), if measured
+    sequence: dict | None = None   # α queued back to back (rig/sequence.py), if measured
     # The all-reduce's busbw over this kind's sizes, fitted the same way: the fair baseline
     # for "x0.5 the all-reduce's" when the kinds stop below --max-bytes.
     allreduce_busbw_gbps: float | None = None
@@ -64,7 +64,7 @@ class WorldCalibration:
     heldout_mask: object           # numpy bool array: sizes held out of the fit
     heldout: dict                  # the held-out sizes' errors
     link: Link
-    sequence: dict | None = None   # α as a step sees it (ranks/sequence.py)
+    sequence: dict | None = None   # α as a step sees it (rig/sequence.py)
     alternative: object = None     # what --piecewise would give, when one line fits badly
     contention: dict | None = None
     oversubscribed: str = ""
@@ -212,7 +212,7 @@ def _nodes(s: CalibrateSettings, world_size: int) -> int:
 def step_alpha_fit(s: CalibrateSettings, world_size: int, ranks: list[dict], rows: list[dict],
                    lone, burst_bytes: int | None) -> tuple[dict, dict]:
     """(the sequence step's summary, the held-out line through its α). α from the sequence
-    step (async: Link.alpha_s; blocking: Link.blocking_alpha_s); busbw refitted under that α
+    step (async: Link.alpha_s; blocking: GlooHost.blocking_alpha_s); busbw refitted under that α
     with plain least squares, which the large sizes decide (relative residuals would bend
     busbw to the erratic small sizes). α needs busbw for its bandwidth terms and busbw needs
     α: a few rounds settle both (they barely couple)."""

@@ -105,9 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "files in --out (default: move them into --out/earlier-<time>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--from-nccl-tests", nargs="+", default=None, metavar="LOG",
-                   help="write --out/link.json from nccl-tests logs (all_reduce_perf, "
-                        "reduce_scatter_perf, all_gather_perf) instead of measuring: no GPU, "
-                        "no torch (calibrate/from_nccl_tests.py)")
+                   help="write --out/link.json from nccl-tests or rccl-tests logs "
+                        "(all_reduce_perf, reduce_scatter_perf, all_gather_perf, "
+                        "alltoall_perf) instead of measuring: no GPU, no torch "
+                        "(calibrate/from_nccl_tests.py)")
+    p.add_argument("--ranks", type=int, default=None, metavar="N",
+                   help="with --from-nccl-tests: the ranks, for a log that lists no devices "
+                        "and whose busbw/algbw does not tell them")
+    p.add_argument("--nodes", type=int, default=None, metavar="M",
+                   help="with --from-nccl-tests: the nodes, for a log that does not list them")
     add_world_args(p, timeout_s=SWEEP_TIMEOUT_S, world_sizes=True)
     return p
 

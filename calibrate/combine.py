@@ -35,8 +35,8 @@ def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:
 def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
     """(p5, p95) over the median of an all-reduce's time, where a step's bytes go: per size,
     each iteration's slowest rank, as ratios to their median; the median of those over the
-    sizes whose median is at least 2α (bandwidth-bound; the small sizes' scheduling jitter,
-    often 2× here, would dominate otherwise). None without per-iteration times.
+    sizes whose median is at least 2α (bandwidth-bound; the small sizes' scheduling jitter
+    would dominate otherwise). None without per-iteration times.
 
     >>> rows = [{"time_s": 0.01, "times_s_per_rank": [[0.009, 0.01, 0.012], [0.01, 0.01, 0.01]]}]
     >>> [round(v, 2) for v in time_spread(rows, 0.001)]
@@ -61,17 +61,13 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     """Parent side: the sequence totals and both αs. The queued chain: max over ranks of
     each rank's median. The waited-for chain: per repeat its slowest rank, then the **mean**
     over repeats, because a step's N waited-for calls add up to N times the mean call, which
-    a heavy tail lifts well above the median call. On this repo's 2-vCPU VM, one call in
-    10-16 % waits one 4 ms scheduler tick (2.4-5.1 ms, p10-p90). The transformer's 75 naive
-    calls at 2 Gbit/s then took 0.42 ms a call at the median and 0.95 on average. Over 18
-    kept cells the repeats' mean α was 5-50 % above their median; re-predicted with it, the
-    transformer's naive rows of 10 cells went from −21 % (all fast) to −9 % on average
+    the calls that wait a scheduler tick lift well above the median call
     (docs/FINDINGS.md#blocking-alpha).
     ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
-    bytes (calibrate/rig/shaped_chain.py); the queued one's α is taken less every byte. Where the
-    ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from the
-    other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, simddp.rig.gloo_shared_cpu.idle_wake_s), on average (:func:`wake_mean_s`). Where they
+    bytes (calibrate/rig/shaped_chain.py); the queued one's α is taken less every byte. Where
+    the ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from
+    the other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
+    compute, ``GlooHost.idle_wake_s``), on average (:func:`wake_mean_s`). Where they
     clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
     shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
     (calibrate/rig/shaped_chain.py, :func:`hand_off_refill_s`).
@@ -97,8 +93,8 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     share = _clocked_calls(per_rank, slowest["blocking"], chain, burst_s, out)
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
-    # Each repeat's α (its slowest rank) is kept: on this box they spread x0.2-x2 around
-    # the median within one run, in stretches of seconds
+    # Each repeat's α (its slowest rank) is kept: they spread widely around the median
+    # within one run, in stretches of seconds
     # (docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the spread is reported and
     # carried into the prediction ranges (analysis.py widens the link's time_spread with it).
     _blocking_alpha(per_rank, slowest["blocking"], laws["blocking"], out)
@@ -168,8 +164,8 @@ def _first_call(per_rank: list[dict], first_bytes_s: float, burst_s: float | Non
     out["idle_wake_s"] = max(0.0, first_s - law_s)
 
 
-# Sizes whose lone time is mostly α (a 64 KiB all-reduce's bytes take ~50 µs of its ~400 µs
-# on Gloo here, ~3 µs of NCCL's ~10 µs on NVLink): their medians, less their bytes, are α.
+# Sizes whose lone time is mostly α (up to 64 KiB the bytes are a small part of a lone
+# all-reduce, on Gloo as on NCCL): their medians, less their bytes, are α.
 SMALL_BYTES = 64 * 1024
 
 
@@ -177,12 +173,10 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
                         kind: str = ALL_REDUCE) -> dict | None:
     """α of a collective that a step overlaps or queues: what a small one costs alone.
 
-    Issue 19's evidence (docs/FINDINGS.md#small-collective-queues): in a real step
-    the all-reduces still running after the backward complete one every α_lone + bytes/busbw
-    (0.52 ms measured vs 0.50 ms for transformer-small's per-parameter overlap; 0.74 vs 0.63
-    ms at 0.25 MB buckets), while a queue of N issued at once after compute costs a fixed
-    5-12 ms start plus N x 0.23-0.33 ms (N = 8..128), so its total / N, the α used before,
-    spread that start over every collective (x2-x3 the lone α at N = 32). The median over
+    In a real step the all-reduces still running after the backward complete one every
+    α_lone + bytes/busbw, while a queue of N issued at once after compute costs a fixed start
+    plus N marginal calls, so its total / N spreads that start over every collective
+    (docs/FINDINGS.md#small-collective-queues). The median over
     the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α when the
     sequence step sampled none (calibrate/rig/lone_alpha.py, docs/CALIBRATE.md). ``spread``:
     (min, max) of those sizes' α over their median. None when no size is that small.
@@ -208,7 +202,7 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
                           world_size: int) -> dict:
     """Parent side, for a reduce-scatter or all-gather in the sequence step
-    (ranks/sequence.py): queued back to back, its total (max over ranks of each rank's
+    (rig/sequence.py): queued back to back, its total (max over ranks of each rank's
     median) and α; waited for, where the ranks timed that too, the blocking α of the calls
     after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
     busbw, on a shaped link too: simddp charges a kind with its own fit every byte
@@ -237,7 +231,7 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
 def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
                       kind: str = ALL_REDUCE, sampled: dict | None = None) -> None:
     """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
-    lone α (issue 19): ``sampled`` across the sequence step if given
+    lone α: ``sampled`` across the sequence step if given
     (calibrate/rig/lone_alpha.py), else the sweep's sizes up to 64 KiB
     (:func:`small_message_alpha`, capped at the queue's total / N); not the queue's total /
     N itself, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without either
@@ -254,14 +248,10 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
             seq["alpha_from"] += ", their fast mode (the median between two modes)"
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
         seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
-        # Not capped at the queue's total / N. The cap guarded against a slow stretch over
-        # the lone samples (2026-11-25: the 3 of 12 lone αs above the queue were outliers);
-        # the sampled median now has its own guard (its interval; the fast mode where it is
-        # unresolved). And a step's queue drains slower than calibrate's: all issued at once,
-        # its 32 cost 0.21 ms each on 2026-11-26 (15:24) where a step's 62 after the backward
-        # took 0.58 ms each and the lone median was 0.30 ms; capped there in 3 of 4 grid
-        # cells, α fell 25-35 % under resolved medians and every overlapped row came out
-        # fast (docs/FINDINGS.md#lone-alpha).
+        # Not capped at the queue's total / N: the sampled median has its own guard (its
+        # interval; the fast mode where it is unresolved), and a step's queue drains slower
+        # than calibrate's queue issued all at once, so the cap put α under resolved medians
+        # and every overlapped row came out fast (docs/FINDINGS.md#lone-alpha).
         return
     if small is None:
         seq["alpha_from"] = f"{seq['count']} queued after compute"
@@ -270,10 +260,9 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
     seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
     # The sweep's small sizes are one stretch of seconds with no interval of their own: a
     # queue of N after compute costs total / N each, its one-off start included, and a lone α
-    # above it was a slow stretch (12 calibrations: the 3 above the queue were the α outliers;
-    # docs/FINDINGS.md#lone-alpha). A queue's α of 0 is no measurement (its
-    # bytes term, at a busbw fitted on ≤ 64 KiB, exceeded its time; capping there zeroed α
-    # in CI), so nothing is capped then.
+    # above it was a slow stretch (docs/FINDINGS.md#lone-alpha). A queue's α of 0 is no
+    # measurement (its bytes term, at a busbw fitted on ≤ 64 KiB, exceeded its time; capping
+    # there zeroed α in CI), so nothing is capped then.
     if seq["queued_alpha_s"] <= 0:
         seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
     elif seq["alpha_s"] > seq["queued_alpha_s"]:

@@ -7,7 +7,7 @@ sizes held out of the fit better than the fitted line does; otherwise the link k
 alone. The two are judged on the same held-out sizes (calibrate/judged.py: those taking at
 least 2α where the step's α set the line, else every one), the curve read between the kept
 sizes exactly as simddp reads it (log–log, α–β past its ends). NCCL is not a line in DDP's
-bucket range (15–30 % off a line there, docs/FINDINGS.md#nccl-is-not-a-line): its curve wins.
+bucket range (docs/FINDINGS.md#nccl-is-not-a-line): its curve wins.
 On Gloo the link keeps the line, and allreduce.json records what the curve would have scored
 (:data:`CURVE_BACKENDS` says why).
 
@@ -19,8 +19,9 @@ Two facts the curve is adjusted for, so that it says what the line says where bo
   charged no less than its bytes at the fitted busbw (the wire cannot be beaten), unless it
   was measured faster than that.
 - **Only the all-reduce.** A reduce-scatter's or all-gather's waited-for α is its own
-  (``KindFit.blocking_alpha_s``, docs/FINDINGS.md#blocking-alpha), while a curve's waited-for
-  call pays the all-reduce's wait (``Link.wait_s``): those kinds keep their fits.
+  (``GlooHost.kind_blocking_alpha_s[kind]``, docs/FINDINGS.md#blocking-alpha), while a curve's
+  waited-for call pays the all-reduce's wait (``GlooHost.wait_s(alpha_s)``): those kinds keep
+  their fits.
 
 ::
 
@@ -47,8 +48,8 @@ CURVE_SOURCE = "python -m calibrate's sweep: per size the slowest rank's median 
 # Backends whose sweep may become the link's curve. Gloo's laws on this CPU box (blocking α,
 # wake after idle, token bucket: docs/FINDINGS.md) were measured and validated against the
 # line's charges, and no workflow grid has run on curves yet, so a Gloo link keeps the line
-# even where its curve predicts the held-out sizes better (it did in two runs on 2026-11-28:
-# 47.9 % against 61.9 %, 1.3 % against 48.5 %); allreduce.json records both figures.
+# even where its curve predicts the held-out sizes better (docs/FINDINGS.md#left-open);
+# allreduce.json records both figures.
 CURVE_BACKENDS = ("nccl",)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from calibrate.analysis import Calibration, WorldCalibration
 from calibrate.fit import AlphaBetaFit, PiecewiseFit
+from calibrate.nccl_table import bandwidths_gbps, wire_fraction
 from calibrate.plots import write_plots
-from calibrate.report_table import bandwidths_gbps, wire_fraction
 from simddp.inputs.io import link_to_json, save_json, write_atomic
 
 

@@ -11,7 +11,7 @@ Pure numpy/scipy, no torch, so tests run in milliseconds::
     err = heldout_error(sizes_bytes, times_s, 2, every=3)          # fit 2/3, score the rest
     rs = fit_alpha_beta(sizes_bytes, rs_times_s, 2, kind="reduce_scatter")  # (p−1)/p factor
 
-Why relative residuals: times span 3 decades (0.4 ms at 1 KiB to 90 ms at 64 MiB here), so
+Why relative residuals: from 1 KiB to 64 MiB the times span about 3 decades, so
 plain least squares is decided by the biggest sizes alone and α comes out as noise, often
 negative. Dividing each residual by its measured time makes every size count the same.
 R² is computed on log10(time) for the same reason: the log-log plot is what users judge.
@@ -28,13 +28,14 @@ from simddp.cost import alpha_beta_s
 from simddp.inputs.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
-# residuals). Repeat-to-repeat noise of a median here is ~5%; 15% is a shape, not noise.
+# residuals): well above a size's repeat-to-repeat noise, so a shape, not noise
+# (docs/FINDINGS.md#measurement-noise).
 SUGGEST_PIECEWISE_RMS = 0.15
 # busbw's upper bound: 1e6 GB/s is 1000x NVLink. A flat (latency-bound) segment has no
 # measurable slope and ends up here; the report prints it as unresolved.
 MAX_BUSBW_GBPS = 1e6
-# A fit past any of these is degenerate, not just noisy, and is flagged (issue 23: a link with
-# busbw 1e+06 GB/s and R²(log t) = -0.99 was used without a word): a negative R² on log time
+# A fit past any of these is degenerate, not just noisy, and is flagged, so that no such link
+# is used without a word: a negative R² on log time
 # (the line explains less than a constant would), busbw at its bound (no slope was measured),
 # or a held-out median error above 50 % (the line does not predict the sizes it never saw).
 MAX_HELDOUT_REL_ERR = 0.5

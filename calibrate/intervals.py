@@ -8,18 +8,18 @@ median is off by the same independent noise. On Gloo here each size is timed in 
 stretch of one or two seconds, and the box runs fast or slow for seconds at a time
 (docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the large sizes that decide busbw
 are off by their stretch, several % each, and plain least squares (the link's busbw, α held)
-treats the small sizes' microseconds as if they were that precise. Four runs in a row gave
-busbw 0.871 [0.854, 0.889] and 0.944 [0.912, 0.977] (issue 53): intervals that a rerun fell
-outside. Here each resample draws the fitted sizes with replacement (a size's stretch comes
-or goes with it) and, for each size drawn, its iterations with replacement (each rank's
-median, then the slowest rank, as calibrate.combine.summarize); the line is refitted the
-same way (α held or free, the same weights). The 2.5th and 97.5th percentiles, or the
-t-interval where it is wider, bound the estimate; a rerun's value carries that uncertainty
-again, so the interval is √2 as wide about the value (:func:`_covering`). On synthetic
-sweeps with a stretch per size and jitter per iteration it held another run's busbw 94-99 %
-of the time, the t-interval 20-25 % (tests/calibrate/test_intervals.py). What no single run
-can show is a shift common to every size (a busier box for the whole run): the report's
-load note says when the box was busy. Vectorised numpy: 1000 resamples of a 17-size sweep
+treats the small sizes' microseconds as if they were that precise: its intervals are too
+narrow for a rerun to fall inside. Here each resample draws the fitted sizes with
+replacement (a size's stretch comes or goes with it) and, for each size drawn, its
+iterations with replacement (each rank's median, then the slowest rank, as
+calibrate.combine.summarize); the line is refitted the same way (α held or free, the same
+weights). The 2.5th and 97.5th percentiles, or the t-interval where it is wider, bound the
+estimate; a rerun's value carries that uncertainty again, so the interval is √2 as wide
+about the value (:func:`_covering`). On synthetic sweeps with a stretch per size and jitter
+per iteration it must hold another run's busbw over 90 % of the time, where the t-interval
+holds it under 40 % (tests/calibrate/test_intervals.py). What no single run can show is a
+shift common to every size (a busier box for the whole run): the report's load note says
+when the box was busy. Vectorised numpy: 1000 resamples of a 17-size sweep
 take milliseconds.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ and the degenerate-fit warnings taken from those same figures::
     problems_of(held["fit"], held)            # ['held-out median error 67% > 50% on ...']
 
 The report prints these figures, the link's source and allreduce.json carry them
-(calibrate/analysis.py, calibrate/levels.py): one number per quantity (issue 53 item 3).
+(calibrate/analysis.py, calibrate/levels.py): one number per quantity.
 """
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ def judged(fit, held: dict, rows: list[dict], alpha_s: float | None) -> dict:
     over the sizes it makes its claim on (``judged_on``). The report prints these, the link's
     source and allreduce.json carry them, and fit_problems' warnings are taken from them.
 
-    A line through the step's α (``alpha_s``) misses lone small all-reduces by design (x3
-    their time here: R² below 0 on a small model's sweep), so it is judged only on the sizes
-    that take at least 2α (bandwidth-bound, where that line makes its claim); R² needs 3 of
-    them. Without (``alpha_s`` None) every size counts and R² is the fit's own. ``mask``,
-    ``fit`` and ``busbw_from`` stay as they were: the sizes held out of the fit are the same.
+    A line through the step's α (``alpha_s``) misses lone small all-reduces by design (its
+    α is not a lone call's: R² can fall below 0 on a small model's sweep), so it is judged only
+    on the sizes that take at least 2α (bandwidth-bound, where that line makes its claim); R²
+    needs 3 of them. Without (``alpha_s`` None) every size counts and R² is the fit's own.
+    ``mask``, ``fit`` and ``busbw_from`` stay as they were: the sizes held out of the fit are
+    the same.
 
     >>> from calibrate.fit import heldout_error, predict_s
     >>> sizes = [2 ** k for k in range(10, 27, 2)]

@@ -13,14 +13,14 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from calibrate.analysis import WorldCalibration
-from calibrate.report_table import bandwidths_gbps
+from calibrate.nccl_table import bandwidths_gbps
 from simddp.inputs.io import write_atomic
 from simddp.inputs.link import ALL_REDUCE, GB, bus_factor, kind_factor
 from simddp.report.sweep_plot import figure_png
 
 
 # One colour per collective kind and per level, the same in every world; worlds differ by
-# marker (a legend of colours told apart only by marker direction was issue 53's complaint)
+# marker (a legend of colours told apart only by marker direction is hard to read)
 KIND_COLORS = {ALL_REDUCE: "C0", "reduce_scatter": "C1", "all_gather": "C2",
                "intra": "C4", "inter": "C3"}
 KIND_NAMES = {ALL_REDUCE: "all-reduce", "reduce_scatter": "reduce-scatter",

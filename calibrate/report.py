@@ -2,7 +2,7 @@
 
     print_report(calibration, written_paths)
 
-The nccl-tests table and its units are calibrate/report_table.py; the files it writes
+The nccl-tests table and its units are calibrate/nccl_table.py; the files it writes
 calibrate/files.py; the plots calibrate/plots.py.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from calibrate.analysis import Calibration, KindCalibration
 from calibrate.judged import ALL_SIZES
 from calibrate.fit import MAX_BUSBW_GBPS, AlphaBetaFit, PiecewiseFit
-from calibrate.rig.report import busbw_text, print_alphas
-from calibrate.report_table import human_bytes, table, wire_fraction
+from calibrate.nccl_table import human_bytes, table, wire_fraction
+from calibrate.rig.alpha_report import busbw_text, print_alphas
 
 # Gloo's flows on bbr: what this project's VMs showed (the ranks report their TCP, ranks/run.py)
 BBR_NOTE = ("the ranks' TCP ran bbr, which paces each flow by its own bandwidth estimate: "

@@ -33,13 +33,13 @@ KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
 # The sequence step (α as a step sees it, calibrate/rig/sequence.py): this many all-reduces
 # of this size back to back, a small model's tensor count and a typical small gradient.
-# 40 repeats, not 10: one repeat's α ranges x0.2-x2 of the median here, in stretches of
-# seconds, and 10 repeats (1.5 s) gave α of 0.23-2.3 ms from run to run; 40 (~6 s) keep four
-# runs within ±30 % (docs/FINDINGS.md#bandwidth-from-the-large-sizes).
+# 40 repeats, not 10: one repeat's α strays far from the median, in stretches of seconds,
+# so 10 repeats (1.5 s) let α swing from run to run where 40 (~6 s) keep runs close
+# (docs/FINDINGS.md#bandwidth-from-the-large-sizes).
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 40
 # Contention is measured with a real forward + backward of an MLP of these widths on this many
 # rows, against its gradients' all-reduces (calibrate/ranks/mlp_contention.py): the mlp-8x1024
-# preset at batch 2 x seq 8, ~20 ms of backward here, about as long as its 8 x 4 MiB stream.
+# preset at batch 2 x seq 8, whose backward takes about as long as its 8 x 4 MiB stream.
 CONTENTION_WIDTHS, CONTENTION_ROWS = (1024,) * 8, 16
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30}  # binary, like nccl-tests' -b/-e
@@ -119,10 +119,11 @@ class CalibrateSettings:
     # sequence step: the link's kind_fits. () = all-reduce only.
     kinds: tuple[str, ...] = KINDS
     # Their sweep: the all-reduce's sizes up to this. None: a quarter of max_bytes (the two
-    # largest sizes of a x2 sweep), or all sizes if that leaves too few to fit. On Gloo a
-    # 64 MiB reduce-scatter or all-gather took 1.6-3.4x a 64 MiB all-reduce here, and the
-    # full range made the default run 3.5x as long; FSDP's collectives are one unit's
-    # parameters, a fraction of the model, so the large sizes matter least for them.
+    # largest sizes of a x2 sweep), or all sizes if that leaves too few to fit. On Gloo the
+    # largest reduce-scatters and all-gathers take longer than an all-reduce of their size
+    # and would lengthen the default run most (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo);
+    # FSDP's collectives are one unit's parameters, a fraction of the model, so the large
+    # sizes matter least for them.
     kinds_max_bytes: int | None = None
     contention: bool = True
     contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload

@@ -47,10 +47,9 @@ def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
 
     Not the samples' own spread: a scenario scales every collective of a step by one factor,
     and a step's many collectives see the α's typical value, not one call's. The lone
-    4 KiB samples are bimodal here (a 4 ms scheduler tick on 24–51 % of them), so groups of 4
-    spread ×0.57–×5.5 while their median's interval was ×0.93–×1.16 (g35); ranges that
-    wide let the sweep's robust pick choose for a step no one runs 
-    (docs/FINDINGS.md#lone-alpha).
+    4 KiB samples are bimodal (one mode a scheduler tick above the other), so they spread far
+    wider than their median's interval, and ranges that wide would let the sweep's robust
+    pick choose for a step no one runs (docs/FINDINGS.md#lone-alpha).
 
     >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_interval_s": [4e-4, 6e-4],
     ...                    "alpha_spread": [0.5, 5.0]})

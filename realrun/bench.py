@@ -26,12 +26,10 @@ How the comparison is kept fair on a noisy box:
   turn builds its configuration's model afresh and runs ``warmup`` untimed steps first (torch
   DDP records the gradient order in its first step and rebuilds its buckets in the forward of
   its second; allocators and gloo's buffers settle). On 4 KiB pages every further model a
-  Gloo rank holds slows the stepped one: with 14 held, compute-only read +12.8 % (median of
-  10 worlds) over a one-model world on a 2-vCPU VM, and +7.2 % with one held at a time
-  (docs/FINDINGS.md#models-a-rank-holds). ``hold: "all"`` builds and warms
-  each model once and keeps them all; then each chunk starts with one untimed step, as the
-  first step after switching models finds the caches holding the previous one (12-20 % slower
-  on that VM, docs/FINDINGS.md#drift-and-the-compute-only-anchor);
+  Gloo rank holds slows the stepped one (docs/FINDINGS.md#models-a-rank-holds).
+  ``hold: "all"`` builds and warms each model once and keeps them all; then each chunk starts
+  with one untimed step, as the first step after switching models finds the caches holding
+  the previous one and runs slower (docs/FINDINGS.md#drift-and-the-compute-only-anchor);
 - every timed step starts after a barrier (outside the clock), so the ranks start together;
   a step's time is the max over ranks, as a step ends when its slowest rank ends.
 

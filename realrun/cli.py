@@ -17,7 +17,7 @@ from simddp.cli.main import build_parser, run_command
 COMMANDS = ("profile", "bench", "validate", "selfcheck")
 
 # What `python -m realrun --help` says above the command list: for users, no developer notes
-# (issue 53 item 6: it ended with "(and more to come)" and how to register a subcommand).
+# (how to register a subcommand is in the module docstring).
 DESCRIPTION = """\
 Measure on real ranks what simddp predicts: profile a model, time DDP strategies and bucket
 sizes, compare the measurements with the prediction, check a cluster end to end.

@@ -30,8 +30,8 @@ what each hook sends and computes); here the same :class:`simddp.planning.hooks.
 - PowerSGD on CPU tensors where CUDA exists: torch's hook ends its decompress callback with
   ``if torch.cuda.is_available(): torch.cuda.synchronize(device)``, ``device`` being the
   bucket's, so a Gloo run on a GPU host fails in the callback with "Expected a cuda device,
-  but got: cpu" (issue 20, torch 2.11 and 2.13: powerSGD_hook.py lines 630 and 854 in
-  2.13). :func:`register` hands that module a ``torch`` whose ``cuda.synchronize`` skips a
+  but got: cpu" (torch 2.11 and 2.13: powerSGD_hook.py lines 630 and 854 in 2.13).
+  :func:`register` hands that module a ``torch`` whose ``cuda.synchronize`` skips a
   non-CUDA device: nothing is queued on a GPU for CPU tensors, and a CUDA bucket still syncs.
 """
 from __future__ import annotations

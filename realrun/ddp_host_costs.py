@@ -10,9 +10,8 @@ the implementation that runs each strategy (simddp.sim.overheads.host_copies):
   Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
   launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
   group, where an all-reduce has nobody to wait for, interleaved with plain steps; what is
-  left over the plain step and the copies is split by :func:`hook_fields`. Measured
-  2026-11-22 on the 75-tensor transformer: realrun's wrapper +16 ms per step (~140 µs per
-  gradient after its copies), torch DDP +7.5 ms (~30 µs), on a 38 ms plain step.
+  left over the plain step and the copies is split by :func:`hook_fields`. realrun's Python
+  wrapper costs several times torch's C++ reducer per gradient (docs/FINDINGS.md#host-costs).
 """
 from __future__ import annotations
 
@@ -108,7 +107,7 @@ class SharedWeights:
     """A stand-in for a Workload whose ``build`` hands out copies of one built ``trainer``'s
     module that share its parameters' and buffers' storage (new Parameter objects, so each
     copy has its own hooks and ``.grad``): the solo steps time the same work as on models of
-    their own without holding one model's weights each (issue 20 bug 2)."""
+    their own without holding one model's weights each."""
 
     def __init__(self, trainer: Trainer) -> None:
         self.module, self.inputs, self.loss_fn = trainer.model, trainer.inputs, trainer.loss_fn
@@ -123,11 +122,12 @@ class SharedWeights:
 # Three round-robins, each against its own plain steps: realrun's wrapper with and without
 # its one bucket, realrun's flat, then torch's reducer. All models at once held 4 x (weights
 # + gradients) and the buckets: 12x the parameters' bytes where a torch DDP step needs 3x
-# (issue 20 bug 2); flat's bucket beside the other one would be a fourth.
+# (docs/FINDINGS.md#memory-and-the-allocator); flat's bucket beside the other one would be a
+# fourth.
 HOOK_GROUPS = (("wrapper", "bucket"), (Name.FLAT,), ("torch",))
 PLAIN_KEYS = {"wrapper": "plain_s", Name.FLAT: "flat_plain_s", "torch": "torch_plain_s"}
 # each round-robin: warm-up, then turns (--host-turns, default HOST_TURNS) of steps; at 8 the
-# three groups take ~190 steps of the model, 12 s of the mlp-8x1024's 25 s profile here
+# three groups take ~190 steps of the model, the longest phase of a profile
 WARMUP_STEPS, TURN_STEPS = 3, 3
 
 
@@ -141,8 +141,7 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
     ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
     themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
     under the same keys (the profile keeps them per rank: the hook costs follow the box's
-    speed, 10.7-12.9 ms over 29-33 ms plain steps and 14-20 ms over 42-45 ms ones on the
-    transformer, docs/FINDINGS.md#host-costs). ``plain``: the plain step's
+    speed, docs/FINDINGS.md#host-costs). ``plain``: the plain step's
     Trainer (its weights are shared by the solo steps; default a new one).
     ``on_group(names)`` runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
@@ -175,9 +174,9 @@ def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
     """Seconds of each step's copy-in and copy-out calls of ``trainer``'s realrun.DDP with
     one bucket (flat), appended per step while inside: its fill and finish, timed around
     the calls (nothing when ``trainer`` is None). A difference of step medians divided by N
-    gradients scattered by ±600 µs on 8 (the mlp); the calls' own times do not carry the
-    rest of the step's noise. The wrappers come off on leaving, so no cycle keeps the
-    trainer's buffers alive into the next group (the memory bound, issue 20 bug 2)."""
+    gradients carries the whole step's noise, on a few gradients far more than the calls
+    cost; the calls' own times do not. The wrappers come off on leaving, so no cycle keeps the
+    trainer's buffers alive into the next group (the memory bound)."""
     seconds: list[float] = []
     if trainer is None:
         yield seconds
@@ -274,8 +273,8 @@ def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
 
     ``flat_copy_calls_s`` (realrun.DDP "flat": its copy-in and copy-out calls after the
     backward, timed themselves) gives ``hook_after_backward_s``: what they cost over the
-    copies' bytes, per gradient. Flat's hooks, which only note a gradient (~8 µs each in
-    place), are not in it.
+    copies' bytes, per gradient. Flat's hooks, which only note a gradient
+    (docs/FINDINGS.md#host-costs), are not in it.
 
     >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043},
     ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)

@@ -12,8 +12,8 @@ buffer; finishing waits and copies the average back into each ``p.grad``::
     bucket.finish()                  # wait, then p.grad = average over ranks
 
 Copying at readiness spreads the copies over the backward instead of doing them all at launch,
-and fusing the division saves a pass over the bucket: on loopback this brought our bucketed
-from 1.11× to about 1.02× torch DDP's step time (see docs/BENCHMARKS.md).
+and fusing the division saves a pass over the bucket, which brings realrun's bucketed step
+close to torch DDP's (docs/FINDINGS.md#host-costs).
 
 The buffer is allocated on first use and reused every step, on the parameters' device and in
 their promoted dtype. ``p.grad`` is never a view into it: gradients are copied in and out, so

@@ -11,17 +11,18 @@ predicted (it adds ~5-30 s)::
     host_s, steps_s = host_over_rounds(times_max_over_ranks)  # parent
     costs, info = fsdp_costs(host_s, plans, copy_gbps, world_size, optimizer_s, blocking=True)
 
-The decomposition is experiments/fsdp_host_work.py's, in one world, round-robin, each step after a
-barrier: ``host = strategy's step - compute-only step - the plan's collectives alone`` (the
-plan's all-gathers and reduce-scatters on buffers of each unit's size, in its order, each
-waited for, as FSDP2 issues them on CPU), for fsdp and for zero2, within each round (this
-VM's speed drifts between rounds), median over the rounds (:func:`host_over_rounds`). Their copies (simddp's
+The decomposition (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo), in one world, round-robin,
+each step after a barrier: ``host = strategy's step - compute-only step - the plan's
+collectives alone`` (the plan's all-gathers and reduce-scatters on buffers of each unit's
+size, in its order, each waited for, as FSDP2 issues them on CPU), for fsdp and for zero2,
+within each round (a shared box's speed drifts between rounds), median over the rounds
+(:func:`host_over_rounds`). Their copies (simddp's
 :func:`simddp.sim.overheads.shard_host_s` at the measured ``copy_gbps``) are taken out; fsdp does
 U more all-gathers than zero2, which splits the rest into ``gather_s`` and ``scatter_s``
 (:func:`fsdp_costs`). On CPU/Gloo FSDP2's collectives block the training thread
 (``async_op=False``), so ``blocking_collectives`` is set there; on NCCL they overlap.
-Measured 2026-11-23 (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo): 40-60 ms per step on the
-8-unit MLP, 96-157 ms on the 75-unit transformer, 20-35 % of the step.
+On Gloo this host work is a large share of the step
+(docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo).
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ from simddp.planning.plans import Plan, plan as make_plan
 from simddp.result import COMPUTE_ONLY
 from simddp.planning.strategy import SHARDED, make_strategy
 
-# 12 timed steps per item, round-robin in 6 rounds: with 3 rounds of 3 one slow stretch
-# made fsdp's host 2x zero2's+U gathers (mlp-8x1024, 2026-11-23 08:06 UTC)
+# 12 timed steps per item, round-robin in 6 rounds: with fewer, longer rounds one slow
+# stretch of the box could decide a strategy's host seconds and skew the split between them
 ROUNDS, CHUNK, WARMUP = 6, 2, 2
 
 
@@ -54,8 +55,8 @@ class Wire:
     def __init__(self, plan: Plan, world_size: int, device, pool: dict | None = None) -> None:
         """Every call's buffers are views of one full and one shard buffer of the largest
         call (``pool``, shared with other Wires): the same bytes on the wire, without a
-        buffer per call, which held ~5x the parameters' bytes for fsdp's and zero2's plans
-        together (issue 20 bug 2)."""
+        buffer per call, which held several times the parameters' bytes for fsdp's and
+        zero2's plans together."""
         sizes = [c.nbytes // 4 - (c.nbytes // 4) % world_size for c in plan.collectives]
         pool = {} if pool is None else pool
         largest = max(sizes, default=0)
@@ -86,7 +87,7 @@ def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | 
     """Rank side: per-step seconds of fsdp and zero2, each round-robin in chunks with the
     compute-only step (``compute-only:fsdp``, ``compute-only:zero2``) and its plan's
     collectives alone (``wire:fsdp``, ``wire:zero2``), warmed up. One sharded strategy at a
-    time, so one sharded model is alive (issue 20 bug 2). ``plain``: the compute-only Trainer
+    time, so one sharded model is alive. ``plain``: the compute-only Trainer
     to reuse (default a new one). ``on_group(name)`` runs after each, once released."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
     plain = plain or Trainer(config_of(None), workload, ctx, payload)

@@ -18,7 +18,7 @@ class PeakMemory:
     on CUDA the caching allocator's ``max_memory_allocated``; on CPU the process's resident
     high-water mark (VmHWM, reset between phases by writing 5 to /proc/self/clear_refs).
     Garbage is collected after each reading (on CPU the heap's free blocks handed back too),
-    so a phase's reading is its own peak, not the leftovers of the one before (issue 20 bug 2)."""
+    so a phase's reading is its own peak, not the leftovers of the one before."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"

@@ -71,8 +71,8 @@ def profile_rank(payload: dict, ctx) -> dict:
         warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
         precision=payload["precision"])
     # Plain steps in chunks spread over the phase, as realrun bench spreads its steps over
-    # its run: this VM's compute speed moves by 25-35 % between stretches of seconds (one
-    # 30-step stretch measured 26, 37 and 26 ms in three fresh worlds, 2026-11-23).
+    # its run: a shared box's compute speed moves between stretches of seconds, and one
+    # stretch would carry its own (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
     memory.mark("layers")  # one model at a time from here: the plain one, shared
     plain = PlainSteps(workload, payload, ctx)
     plain.chunk()
@@ -127,8 +127,8 @@ class PlainSteps:
 
     def chunk(self) -> None:
         # one untimed step first: the phase before left its own tensors in the caches, and
-        # the first step after it ran x1.10-1.22 slow (rank 0, 4 chunks; realrun bench does
-        # the same at each chunk: docs/FINDINGS.md#drift-and-the-compute-only-anchor)
+        # the first step after it runs slow (realrun bench does the same at each chunk:
+        # docs/FINDINGS.md#drift-and-the-compute-only-anchor)
         self.ctx.barrier()
         self.trainer.step()
         for _ in range(self.CHUNK):
@@ -176,9 +176,8 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
         forward_s=measured["forward_s_unhooked"], backward_s=measured["backward_s_unhooked"])
     # The per-layer split comes from rank 0's hooked passes; the total from whole plain
     # steps (zero_grad, forward, backward, optimizer, after a barrier), as realrun bench
-    # times them: the hook-free passes alone missed 18 % of rank 0's step here (36.4 of
-    # 44.3 ms, mlp-8x1024, 2026-11-23), and a step ends when its slowest rank ends (58.7 ms
-    # per step, the max over ranks, against bench's compute-only 56.3 ms in the same run).
+    # times them: the hook-free passes alone miss part of a step, and a step ends when its
+    # slowest rank ends (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
     steps0 = ranks[0]["measured"]["plain_steps_s"]
     per_step = np.max([r["measured"]["plain_steps_s"] for r in ranks], axis=0)
     basis_steps = per_step if compute_basis == "slowest" else steps0

@@ -71,9 +71,9 @@ def shard_groups(module: nn.Module, plan: Plan) -> list[list[str]]:
 def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
                  process_group=None) -> tuple[nn.Module, Plan]:
     """``module`` under FSDP2 as ``strategy`` (fsdp or zero2) plans it, and that plan."""
-    # here, not at the top: torch.distributed.fsdp pulls in DTensor, 1.4 of the 4.1 s it took
-    # every rank of every world to import realrun's step code on the 2-vCPU VM (2026-11-29),
-    # which most worlds (ddp, bucketed, calibrate) never use
+    # here, not at the top: torch.distributed.fsdp pulls in DTensor, a large share of what
+    # every rank of every world took to import realrun's step code, which most worlds (ddp,
+    # bucketed, calibrate) never use (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
     plan = make_plan(module_profile(module), strategy)

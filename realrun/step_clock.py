@@ -55,12 +55,10 @@ def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
     the one the step's last collectives waited for: its timeline explains the step (both
     ranks then end together, at the last collective, within a millisecond).
 
-    Why every rank: the ranks leave each step's barrier together (0.0-0.1 ms apart here), but
-    under overlap their backwards part: the last collective of torch DDP at 1 MB buckets was
-    launched 11.7 ms apart (median over 30 steps; 2.3 ms for the first), per-parameter
-    overlap's 16 ms, on the transformer of docs/FINDINGS.md#contention. One
-    clocked step of rank 0 showed torch DDP's backward at 2 MB as short as compute-only's,
-    where over 30 steps both ranks ran it 1.4-1.5x as long.
+    Why every rank: the ranks leave each step's barrier together, but under overlap their
+    backwards part, so the last collectives launch on one rank well after the other, and one
+    clocked step of one rank can show a backward as short as compute-only's where both ranks
+    ran it longer over many steps (docs/FINDINGS.md#contention).
 
         >>> def step(step_s, backward_end_s):
         ...     return {"step_s": step_s, "spans": [["compute", "backward", 0.0,
@@ -121,7 +119,8 @@ def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:
 def clock_collectives(ddp, comm: list, clock) -> None:
     """Record every collective of a realrun.DDP in ``comm`` as [label, launch_s, end_s,
     nbytes]: launched in ``on_collective_launch``, ended in the work's future callback
-    (experiments/small_collectives.py clocks both ranks with it)."""
+    (the small-collective probe clocked both ranks with it:
+    docs/FINDINGS.md#small-collective-queues)."""
     ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
     for bucket in ddp._flat:
         _clock_bucket(bucket, comm, clock)
@@ -145,8 +144,8 @@ def clock_torch_ddp(ddp, comm: list, clock) -> bool:
 
     def hook(_state, bucket):
         buffer = bucket.buffer()
-        # torch's own path scales while copying in; here it is one more pass over the bucket
-        # (~1.6 ms for 8 MiB on this VM), host work before the launch, outside the span
+        # torch's own path scales while copying in; here it is one more pass over the bucket,
+        # host work before the launch, outside the span
         buffer.div_(world_size)
         entry = [f"bucket {bucket.index()}", clock(), None,
                  buffer.numel() * buffer.element_size()]

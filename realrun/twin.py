@@ -1,10 +1,9 @@
 """A second compute-only model, timed beside the first: how far apart two identical rows read.
 
 ``realrun bench`` gives each configuration a model of its own and times them round-robin, so
-drift in time hits all alike; what it cannot share is the model instance. On the 2-vCPU VM,
-three identical compute-only models timed in turns on 2 ranks read backwards of 20.5, 22.8
-and 24.9 ms on one rank in one run (×1.21 apart), within 0.3 ms of each other in the next,
-and the mlp's 43.8-47.5 ms (docs/FINDINGS.md#measurement-noise). A difference
+drift in time hits all alike; what it cannot share is the model instance. Identical
+compute-only models timed in turns can read apart by more than some strategies differ, by a
+different amount from run to run (docs/FINDINGS.md#measurement-noise). A difference
 between two rows smaller than that may be their instances', not their strategies'. So the
 bench times a twin of compute-only as an extra (realrun/bench.py's ``extras``: timed in the
 same rounds, not a configuration) and reports how far apart the two read::

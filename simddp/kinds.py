@@ -53,6 +53,7 @@ class SpanKind(_Name):
     ALL_REDUCE = "all-reduce"
     REDUCE_SCATTER = "reduce-scatter"
     ALL_GATHER = "all-gather"
+    ALL_TO_ALL = "all-to-all"
 
 
 class CollectiveKind(_Name):
@@ -61,6 +62,7 @@ class CollectiveKind(_Name):
     ALL_REDUCE = "all_reduce"
     REDUCE_SCATTER = "reduce_scatter"
     ALL_GATHER = "all_gather"
+    ALL_TO_ALL = "all_to_all"   # no plan issues one; the law prices it (nccl-tests logs, traces)
 
     @property
     def span_kind(self) -> SpanKind:

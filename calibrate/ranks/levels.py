@@ -8,9 +8,8 @@ Picture 2 nodes × 2 ranks, ranks node-major (0, 1 on node 0; 2, 3 on node 1)::
 
 Why all at once: in the hierarchical all-reduce every node runs its reduce-scatter together,
 and all G local-rank groups their cross-node all-reduce together. One group alone misses what
-they share: on the emulated 2 × 2 (docs/FINDINGS.md#hierarchical-phases) the cross-node
-all-reduce took 17.6 ms with both pairs against 11.0 ms for one pair, and the intra
-reduce-scatter 19.4 ms in both hosts at once against 10.0 ms from a world of 2 alone.
+they share: a node's NIC across nodes, its CPUs inside it, so one group alone runs faster
+than it does in the step (docs/FINDINGS.md#hierarchical-phases).
 Each iteration starts after a barrier of the whole world, as the sweep's do
 (calibrate/ranks/allreduce.py), so the groups start together::
 

@@ -3,8 +3,8 @@ calibrate has no model) against a stream of its gradients' all-reduces; the meth
 realrun/launch/contention_timing.py, the arithmetic simddp/inputs/contention.py.
 
 The default workload is eight 1024-wide bias-free Linear layers with ReLU on 16 rows (the
-mlp-8x1024 preset at batch 2 x seq 8): ~20 ms of backward on one core here, and a stream of
-its eight 4 MiB gradients takes about as long on loopback, so the two overlap.
+mlp-8x1024 preset at batch 2 x seq 8): its backward on one core and the stream of its eight
+4 MiB gradients on loopback take about as long, so the two overlap.
 """
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ def run_rank(payload: dict, ctx) -> dict:
                "local_world_size": ranks_on_this_cpu(ctx.world_size),
                # the CPUs it may run on (taskset, a cpuset), not the machine's count
                "cpu_count": usable_cpus(),
-               # Gloo's flows run on it, and bbr paced waited-for all-reduces into 40-70 ms
-               # stalls on this project's VMs (docs/FINDINGS.md#pacing-bbr-against-cubic)
+               # Gloo's flows run on it, and bbr's pacing stalls waited-for all-reduces
+               # (docs/FINDINGS.md#pacing-bbr-against-cubic)
                "tcp": congestion_control(),
                "sweep": measure_sweep(payload["sizes_bytes"], payload["dtype"],
                                       payload["warmup"], payload["iters"], ctx, progress)}

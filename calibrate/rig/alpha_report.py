@@ -4,14 +4,13 @@ then the busbw refitted under α and how that line is judged::
 
     print_alphas(world, world.sequence, world.fit, world.heldout)   # calibrate.report does
 
-Issue 19's law: docs/FINDINGS.md#lone-alpha; the judged figures:
-calibrate/judged.py.
+The law: docs/FINDINGS.md#lone-alpha; the judged figures: calibrate/judged.py.
 """
 from __future__ import annotations
 
 from calibrate.fit import MAX_BUSBW_GBPS
+from calibrate.nccl_table import human_bytes
 from calibrate.rig.lone_alpha import alpha_unresolved
-from calibrate.report_table import human_bytes
 from calibrate.spreads import alpha_uncertainty
 
 
@@ -28,8 +27,8 @@ def _spread(spread: tuple[float, float] | None) -> str:
 
 
 def print_alphas(run, seq: dict, fit, held: dict) -> None:
-    """Where the link's two αs come from (issue 19:
-    docs/FINDINGS.md#lone-alpha), and the queue figure kept for comparison."""
+    """Where the link's two αs come from (docs/FINDINGS.md#lone-alpha), and the queue
+    figure kept for comparison."""
     print(f"α of overlapped all-reduces: {seq['alpha_s'] * 1e6:.0f} µs, a small all-reduce's "
           f"lone time less its bytes (median over {seq['alpha_from']}; a step's queued "
           "all-reduces complete one every lone α + bytes/busbw)")

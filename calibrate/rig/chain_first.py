@@ -2,7 +2,7 @@
 
 calibrate/rig/sequence.py clocks the first call of each waited-for chain on its own
 (``blocking_first_s``). The calls after it give a blocking α (calibrate/combine.py); the
-first one's excess over that law is the wake (``Link.idle_wake_s``). On the CPU it clocks
+first one's excess over that law is the wake (``GlooHost.idle_wake_s``). On the CPU it clocks
 each of the others too (``blocking_calls_s``): their tail (:func:`slowest_calls`). numpy and
 scipy only.
 """
@@ -29,15 +29,15 @@ def calls_after_first(per_rank: list[dict], calls: int) -> list[list[float]] | N
 
 
 # The share of a first call's samples trimmed at each end before averaging: a rank's first
-# repeat can take 20 ms (its connections' first use after the sweep).
+# repeat can take many times the others (its connections' first use after the sweep).
 WAKE_TRIM = 0.1
 
 
 def wake_mean_s(firsts: list[list[float]]) -> float:
     """The first call's seconds a step pays on average: per repeat its slowest rank, then the
-    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes
-    (here 0.4-0.7 ms and one 4 ms scheduler tick later, 2-4 ms, a third of them), and a step
-    whose own noise is as wide as the gap shifts by the mean, not by the commoner mode.
+    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes,
+    one a scheduler tick after the other (docs/FINDINGS.md#wake-after-idle), and a step whose
+    own noise is as wide as the gap shifts by the mean, not by the commoner mode.
 
     >>> round(wake_mean_s([[0.5e-3] * 6 + [3.5e-3] * 3 + [20e-3], [0.4e-3] * 10]) * 1e3, 3)
     1.625

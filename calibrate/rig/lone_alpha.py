@@ -2,16 +2,12 @@
 
 calibrate's sequence step times 4 lone 4 KiB all-reduces in each of its repeats
 (calibrate/rig/sequence.py); α is their median (each sample its slowest rank) less the
-bytes term. On this 2-vCPU VM the samples have two modes, 0.5-0.9 ms and one 4 ms scheduler
-tick later, 3.2-4.0 ms (its kernel runs at CONFIG_HZ=250), whatever the CPU did just before
-(``python experiments/lone_modes.py``: after a barrier, 2 ms of matmuls or 2 ms asleep, 48-52 %
-slow). Where the slow mode holds near half of them, the median sits between the modes and
-jumps. So the median's own interval is measured (bootstrap), and where it is wide α comes
-from the fast mode instead: in 23 calibrations the interval spanned x1.11-1.33 where the
-slow mode held 24-38 %, x1.85-2.31 where it held 39-51 %, and 6 of those 7 gave α 948-1711 µs
-against 662-958; a step's queue of small all-reduces after the backward completed one every
-1.39 ms on the 2 Gbit/s link where that α predicted 1.98 ms and the fast mode 1.32 ms
-(docs/FINDINGS.md#lone-alpha).
+bytes term. On a shared CPU box the samples have two modes, a fast one and one 4 ms
+scheduler tick later (a kernel at CONFIG_HZ=250), whatever the CPU did just before. Where the
+slow mode holds near half of them, the median sits between the modes and jumps. So the
+median's own interval is measured (bootstrap), and where it is wide α comes from the fast
+mode instead, which a step's queue of small all-reduces follows more closely than such a
+median (docs/FINDINGS.md#lone-alpha).
 """
 from __future__ import annotations
 
@@ -20,10 +16,11 @@ import numpy as np
 from calibrate.spreads import spread
 from simddp.cost import ALL_REDUCE, bytes_s as law_bytes_s
 
-# Resamples for the median's interval: at 5000 its p95/p5 moved by at most 0.11 over 8 seeds
-# (1.81-1.92 on the widest of the 23 calibrations; 1.29-1.51 at 1000).
+# Resamples for the median's interval: enough that its p95/p5 barely moves between seeds,
+# which at 1000 it still did (docs/FINDINGS.md#lone-alpha).
 BOOTSTRAP_RESAMPLES = 5000
-# From x1.6 the samples do not decide the median: between x1.33 and x1.85 above.
+# From x1.6 the samples do not decide the median: x1.6 lies in the gap between the intervals
+# of resolved and unresolved medians (docs/FINDINGS.md#lone-alpha).
 UNRESOLVED_RATIO = 1.6
 
 

@@ -11,38 +11,39 @@ naive one waits for each before issuing the next. Each repeat, on every rank::
                              for w in works: w.wait()                        -> async_s
     4 x (barrier; clock; all_reduce(4 KiB))                                  -> lone_s
 
-blocking_s gives Link.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
-all-reduces: what a small one costs alone, issue 19); async_s is reported, not used;
-blocking_calls_s, on a shaped link, Link.blocking_refill_s (calibrate/rig/shaped_chain.py).
-The first waited-for call pays what a step's first collective after compute pays: Gloo's
-threads wake (+1.2…+3.4 ms here after 20 ms of compute, the second call nothing). Its excess
-over the other calls is Link.idle_wake_s, and the blocking α comes from the other calls.
+blocking_s gives GlooHost.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
+all-reduces: what a small one costs alone); async_s is reported, not used;
+blocking_calls_s, on a shaped link, GlooHost.blocking_refill_s
+(calibrate/rig/shaped_chain.py). The first waited-for call pays what a step's first
+collective after compute pays: Gloo's threads wake, and the second call pays nothing
+(docs/FINDINGS.md#wake-after-idle). Its excess over the other calls is GlooHost.idle_wake_s,
+and the blocking α comes from the other calls.
 
 (``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
-"compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward: issued
-from a busy CPU, 75 blocking ones took 105-111 ms here against 126-136 ms straight after a
-barrier (an idle vCPU is slow to wake); queued ones 92 ms either way.
+"compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward, and
+blocking ones issued from a busy CPU run faster than straight after a barrier (an idle vCPU
+is slow to wake; docs/FINDINGS.md#wake-after-idle).
 Per rank the median over repeats, then the max over ranks. Each total minus the bandwidth
 terms of the fitted line, over the number of all-reduces, is that pattern's α::
 
-    α_async    = (async_s    − Σ 2(p−1)/p·n/busbw) / N      -> Link.alpha_s
-    α_blocking = (blocking_s − Σ 2(p−1)/p·n/busbw) / N      -> Link.blocking_alpha_s
+    α_async    = (async_s    − Σ 2(p−1)/p·n/busbw) / N      -> queued_alpha_s (reported)
+    α_blocking = (blocking_s − Σ 2(p−1)/p·n/busbw) / N      -> GlooHost.blocking_alpha_s
 
-Why not the sweep's α: with Gloo on this 2-vCPU VM a lone 64 KiB all-reduce took 0.4-0.6 ms,
-while 32 of them took 1.0-2.2 ms each blocking and 1.0-1.6 ms each queued (thread hand-offs
-inside Gloo, measured 2026-11-22, docs/CALIBRATE.md); a sweep's small sizes jump between
-0.3 and 3.5 ms from one size to the next, so the fitted intercept is mostly noise.
+Why not the sweep's α: with Gloo a lone small all-reduce costs less than each of a chain of
+them (thread hand-offs inside Gloo), and a sweep's small sizes jump from one size to the
+next, so the fitted intercept is mostly noise
+(docs/FINDINGS.md#bandwidth-from-the-large-sizes).
 ``realrun validate`` runs this with the model's own gradient sizes.
 
 With ``kinds`` (reduce_scatter, all_gather: calibrate/ranks/kinds.py), each repeat also queues
-one collective of one kind per size, the kinds in turn (so each gets half the repeats with two:
-the default run stays within 1.5x its time without kinds), n the full bytes, async as FSDP2
-issues them on NCCL, and
+one collective of one kind per size, the kinds in turn (so each gets half the repeats with
+two, which keeps the default run's time close to its time without kinds), n the full bytes,
+async as FSDP2 issues them on NCCL, and
 ``α_kind = (async_s − Σ (p−1)/p·n/busbw_kind) / N`` is that kind's α in Link.kind_fits.
 Then the same collectives again, each waited for, as FSDP2 issues them on Gloo/CPU: the
-calls after the first give the kind's blocking α (KindFit.blocking_alpha_s): what waiting
-costs an all-reduce did not carry over to the other kinds (+20…+28 % on fsdp's step,
-docs/FINDINGS.md#blocking-alpha).
+calls after the first give the kind's blocking α (GlooHost.kind_blocking_alpha_s[kind]):
+what waiting costs an all-reduce did not carry over to the other kinds
+(docs/FINDINGS.md#blocking-alpha).
 """
 from __future__ import annotations
 
@@ -56,12 +57,12 @@ from calibrate.ranks.kinds import collective, full_bytes, kind_tensors
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
 # Each repeat also times a few lone small all-reduces (after a barrier each, as the sweep does):
-# the α of overlapped collectives (issue 19), sampled across the whole step rather than in the
-# sweep's one stretch of seconds, which a slow stretch can cover (2026-11-25: 1-4 KiB at 3-5 ms
-# where the same box gives 0.3-0.4 ms). 4 x 40 repeats add ~0.2 s.
+# the α of overlapped collectives, sampled across the whole step rather than in the sweep's
+# one stretch of seconds, which a slow stretch can cover (docs/FINDINGS.md#lone-alpha).
+# 4 small calls a repeat add little to the step's time.
 LONE_BYTES = 4096
 LONE_PER_REPEAT = 4
-_MATMUL_N = 256  # one chunk: ~0.3 ms on one core here (as ranks/mlp_contention.py)
+_MATMUL_N = 256  # one chunk: well under a millisecond on one core, so busy() ends near busy_s
 
 
 def measure_sequence(cfg: dict, ctx) -> dict:

@@ -7,12 +7,9 @@ memory speed (250 kB at 2 Gbit/s) and refills while the link idles, which in a w
 chain is each call's hand-off, its α. simddp charges the chain that way
 (simddp.rig.gloo_shared_cpu.TokenBucket: a call pays α plus what of its bytes the bucket leaves), so
 calibrate must take the α out of the chain the same way. Subtracting every byte at busbw
-charged the bucket twice: the 64 KiB bytes (275 µs each at 0.238 GB/s) were taken out of the
-measured chain although the bucket had served them, and simddp then let the bucket serve
-them again. That put the blocking α below the lone one in every 2 Gbit/s calibration of
-2026-11-26 (g60's transformer cell: blocking 363 µs, lone 408 µs, for a chain of 640 µs a
-call), and the transformer's naive row, 49 of whose 75 calls are ≤ 64 KiB, 16 ms short
-(docs/FINDINGS.md#token-bucket).
+charged the bucket twice: the bytes were taken out of the measured chain although the bucket
+had served them, and simddp then let the bucket serve them again, which put the blocking α
+below the lone one and the naive rows short (docs/FINDINGS.md#token-bucket).
 
 Here α is solved so that the chain, as simddp charges it, takes the measured total::
 
@@ -66,8 +63,8 @@ def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None
     high_s = total_s / n
     if over_s(high_s) <= 0:
         return high_s
-    # imported here: scipy.optimize took 1.1 s of each validate timeline rank's start on the
-    # 2-vCPU VM (2026-11-29), which imports this module but never solves
+    # imported here: scipy.optimize is slow to import, and a validate timeline rank imports
+    # this module but never solves (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     from scipy.optimize import brentq
     return float(brentq(over_s, 0.0, high_s, xtol=1e-9))
 
@@ -77,11 +74,10 @@ def hand_off_refill_s(calls_s: np.ndarray, alpha_s: float, burst_s: float) -> fl
     capped at the burst. ``calls_s``: the chain's calls, each's seconds; a call's α is its
     share of ``alpha_s`` (the chain's mean α), by its seconds over the calls' mean.
 
-    Why: α is the mean call, which a step adds up; but one call in 10-16 % waits a 4 ms
-    scheduler tick here, and the bucket holds 1.04 ms of the 2 Gbit/s link, so most of a
-    tick's refill is lost. The transformer's 75 naive calls at 2 Gbit/s measured 70.1 ms;
-    the law with the mean α (690 µs) said 59.1 ms refilled by it, 64.0 ms refilled by the
-    median call's α (370 µs) (docs/FINDINGS.md#token-bucket)::
+    Why: α is the mean call, which a step adds up; but a few calls wait a 4 ms scheduler
+    tick, longer than the emulated link's bucket takes to refill (250 kB is about 1 ms at
+    2 Gbit/s), so most of a tick's refill is lost, and refilling by the mean α would let the
+    bucket serve bytes the link never refilled (docs/FINDINGS.md#token-bucket)::
 
         >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])      # one call waits a tick
         >>> round(hand_off_refill_s(calls, 0.8e-3, 1e-3) * 1e6)   # 9 × 400 + 1 × 1000 µs

@@ -1,15 +1,16 @@
 """Flags that ``profile``, ``bench`` and ``validate`` share: which model, at what batch.
 
 A preset (``--model``, with shrink flags) or your own model (``--module FILE.py:FN``, see
-realrun/workload.py for the contract). Shrink flags replace a preset's dims so it runs on a CPU, and name the result the way simddp
-does, so simulated and measured runs of the same model share a name::
+realrun/workload.py for the contract). Shrink flags replace a preset's dims so it runs on a
+CPU, and name the result the way simddp does, so simulated and measured runs of the same model
+share a name::
 
     --model transformer-small --layers 2 --d-model 384   ->  transformer-small[d_model=384,layers=2]
 
 Default model: mlp-8x1024 (eight bias-free 1024×1024 layers, 8 × 4 MiB of fp32 gradients) at
-batch 2 × seq 8 per rank — one rank's step is ~40 ms on one core of this kind of box, so a
-default ``python -m realrun bench`` (10 configurations × 35 steps, 2 ranks) takes 40-90 s
-depending on load, and bucket caps of 1, 10 and 100 MB give 8, 3 and 1 all-reduces.
+batch 2 × seq 8 per rank — small enough that a default ``python -m realrun bench``
+(10 configurations × 35 steps, 2 ranks) takes about a minute on a CPU box, and bucket caps of
+1, 10 and 100 MB give 8, 3 and 1 all-reduces.
 """
 from __future__ import annotations
 

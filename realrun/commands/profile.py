@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def memory_line(memory: dict) -> str:
-    """One line: the profile's peak memory per rank beside a torch DDP step's (issue 20 bug 2).
+    """One line: the profile's peak memory per rank beside a torch DDP step's.
 
     >>> memory_line({"peak_bytes": 3 * 2**20, "peak_phase": "copies", "how": "VmHWM",
     ...              "torch_ddp_step_bytes": 2 * 2**20})
@@ -163,8 +163,9 @@ DRIFT_WARN = 1.25  # chunk medians further apart than this: the machine moved, n
 
 def drift_line(chunk_ms: list[float]) -> str | None:
     """A warning when the plain steps' chunks, spread over the profile's run, disagree by
-    more than :data:`DRIFT_WARN`: a prediction inherits whichever stretch the profile met (on
-    a 2-vCPU VM the mlp's chunks ran 148, 143, 67 and 71 ms in one profile, 2026-11-25).
+    more than :data:`DRIFT_WARN`: a prediction inherits whichever stretch the profile met (a
+    shared box's speed moves between stretches of seconds:
+    docs/FINDINGS.md#drift-and-the-compute-only-anchor).
 
     >>> drift_line([148.0, 143.0, 67.0, 71.0]).split(": ")[2]
     'plain steps of 148, 143, 67, 71 ms in 4 stretches (x2.21 apart); predictions inherit it'

@@ -4,16 +4,10 @@ A CPU rank frees its gradients and activations every step (``zero_grad(set_to_no
 and allocates them again in the next. With glibc's defaults the mmap and trim thresholds
 adapt to the history of frees, so whether those megabytes stay in the heap or are unmapped
 and faulted back in, page by page, zeroed by the kernel, changes from process to process and
-from phase to phase. Measured here (2 ranks, 1 thread each, plain steps after a barrier,
-2026-11-25, docs/FINDINGS.md#memory-and-the-allocator, experiments/step_faults.py): in
-4 of 5 fresh worlds of mlp-8x1024 one rank re-faulted 4-28 MB a step (1024-7136 minor
-faults, up to 20 ms of system time on a ~100 ms step), the other rank none; and
-``realrun profile``'s first chunk of plain steps, right after its per-layer phase, ran
-+6 … +37 ms slower than the median of the other three in all 9 default profiles of that
-model, which scaled its compute up. With both thresholds set (which also turns their
-adaptation off) every world read 0 faults a step and 0 ms of system time (and ran 12 %
-faster: 90.5 against 103.2 ms, the mean of 5 world medians each), and the first chunk no
-longer stood out (−9 … +2 ms in 3 profiles).
+from phase to phase: a rank that re-faults its tensors every step pays system time the
+others do not, and a profile's chunk of plain steps can run slow for it. With both
+thresholds set (which also turns their adaptation off) no rank re-faults a step
+(docs/FINDINGS.md#memory-and-the-allocator).
 
 So every Gloo rank realrun starts (``make_context``) sets them: blocks up to 32 MiB (glibc's
 largest mmap threshold on 64-bit) come from the heap, and the heap is never trimmed. Left
@@ -23,14 +17,14 @@ malloc ``GLIBC_TUNABLES`` other than huge pages), asked for glibc as it comes
 phases :func:`release_free_memory` returns what the heap holds free, so a phase's resident
 peak is its own (realrun.peak_memory.PeakMemory).
 
-Which pages the heap is on is left to the user, and reported (``measured.allocator``). On
-this kernel (transparent huge pages on request, ``/sys/kernel/mm/transparent_hugepage/
-enabled``: madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
+Which pages the heap is on is left to the user, and reported (``measured.allocator``). With
+transparent huge pages on request (``/sys/kernel/mm/transparent_hugepage/enabled``:
+madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
 ``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
 thresholds beside. Why realrun does not ask for huge pages itself: they took out most of
 what extra models held by ``realrun bench --hold all`` cost on 4 KiB pages, but slowed the
-steps torch.profiler records, so trace import missed by 36-53 % instead of 9-17 %; a user's
-job runs on the pages its machine gives it (docs/REALRUN.md, "The models a bench rank
+steps torch.profiler records, so trace import missed by far more; a user's job runs on the
+pages its machine gives it (docs/REALRUN.md, "The models a bench rank
 holds"; docs/FINDINGS.md#models-a-rank-holds).
 """
 from __future__ import annotations
@@ -43,7 +37,7 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # <malloc.h>
 MMAP_THRESHOLD_BYTES = 32 * 2**20               # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, in practice
 OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes
-#                                                 (experiments/step_faults.py measures both)
+#                                     (docs/FINDINGS.md#memory-and-the-allocator: both measured)
 HUGE_PAGES = "glibc.malloc.hugetlb=1"           # glibc >= 2.35: madvise the heap for THP
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 SMALL_PAGES = "4 KiB pages"   # huge_pages' words for them, which held_models_note looks for

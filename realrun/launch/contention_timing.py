@@ -14,9 +14,9 @@ rank, after a barrier each:
 :func:`simddp.inputs.contention.slowdowns` turns the medians into the engine's two factors. Used by
 ``realrun profile`` (the model's own backward, stored with its host costs), ``realrun
 validate``'s contention probe, and ``python -m calibrate`` (an MLP: it has no model). Why not
-matmul chunks, as before 2026-11-23: a tight 256x256 matmul loop measured comm x4.6 slower
-under compute on this box where the model's own backward gives x1.7-1.9 (docs/VALIDATION.md),
-and the overstated comm slowdown made overlapping small buckets look worse than they run.
+matmul chunks: a tight matmul loop slows the all-reduces far more than a real backward does
+(docs/FINDINGS.md#contention), and the overstated comm slowdown made overlapping small
+buckets look worse than they run.
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, floa
     The stream's end is stamped by each all-reduce's completion callback, not read after the
     compute: a stream that finished *during* the compute would otherwise seem to end with it.
     That censored end made :func:`simddp.inputs.contention.slowdowns` read a stream slowed to the
-    compute's length — all-reduces x3.4-4.6 slower under compute where their own completion
-    times say x1.3-2 (mlp-8x1024, 2026-11-23; the miss behind issue 15)."""
+    compute's length, several times slower under compute than their own completion times say
+    (docs/FINDINGS.md#contention)."""
     ctx.barrier()
     start_s = time.perf_counter()
     compute()

@@ -39,8 +39,9 @@ def finish_torchrun(code: int = 0) -> None:
 def exit_now(code: int) -> None:
     """Flush stdout and stderr, then ``os._exit(code)``: the end of ``python -m realrun`` and
     ``python -m calibrate``, whose work is done and whose files are closed when this runs.
-    The interpreter's own teardown, with torch loaded, took 0.5-1.2 s more on the 2-vCPU VM
-    (2026-11-29) and does nothing here: no project code registers atexit handlers, and
+    The interpreter's own teardown, with torch loaded, is slow
+    (docs/FINDINGS.md#what-a-world-costs-before-its-first-step) and does nothing here: no
+    project code registers atexit handlers, and
     worlds, namespaces and temporary folders are torn down in ``finally`` blocks before."""
     for stream in (sys.stdout, sys.stderr):
         try:

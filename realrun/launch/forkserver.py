@@ -5,15 +5,15 @@ starting a fresh interpreter that imports it again.
     proc = server.start_rank(workdir, env, stdout_fd, stderr_fd)  # a forked
     proc.poll(); proc.wait(timeout=5)    # realrun.launch.worker.main(workdir), Popen-like
 
-Why: on the project's 2-vCPU VM a rank spent 2.0-2.4 s importing torch and 1.6 s more in
-torch._dynamo, which the first optimizer imports (2026-11-29, docs/BENCHMARKS.md "Where a
-real run's seconds go"), in every world: ``realrun validate`` starts four worlds (calibrate,
-profile, bench, timeline), ``selfcheck`` six, the test suite hundreds. A forked rank is ready
-in ~0.1 s. The server imports :data:`PRELOAD` with no thread of its own running a torch op
-(numpy's BLAS pool registers its own fork handlers), so the fork is as clean as a new
-process: each rank then runs :func:`realrun.launch.worker.main` as a spawned one does, with
-its own session, environment, working directory, ``sys.path`` and standard streams (passed as
-file descriptors with each request), and the server reaps it and reports its exit code.
+Why: a fresh rank spends seconds importing torch, and more in torch._dynamo, which the first
+optimizer imports, in every world (docs/FINDINGS.md#what-a-world-costs-before-its-first-step):
+``realrun validate`` starts four worlds (calibrate, profile, bench, timeline), ``selfcheck``
+six, the test suite hundreds. A forked rank is ready at once. The server imports
+:data:`PRELOAD` with no thread of its own running a torch op (numpy's BLAS pool registers its
+own fork handlers), so the fork is as clean as a new process: each rank then runs
+:func:`realrun.launch.worker.main` as a spawned one does, with its own session, environment,
+working directory, ``sys.path`` and standard streams (passed as file descriptors with each
+request), and the server reaps it and reports its exit code.
 
 One server per launcher process and per environment (NOT_THE_SERVERS aside), as some
 variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): another value of
@@ -24,12 +24,12 @@ a GPU here) start each rank as a fresh process, as does everything with
 
 A command given ``--module FILE.py:FN`` names it when it prestarts the server. The server
 then forks a child that imports that file too and serves the command's worlds the same way, so
-their ranks find what the file imports (transformers: 3.3 s a rank here) already loaded; each
+their ranks find what the file imports (transformers, say) already loaded; each
 rank still executes the file itself, as a fresh one would. A fork beside a running thread is not
 safe (a lock it held stays held in the child), so a child whose import of the file started a
 thread, or failed, says so and exits, and the server forks the ranks itself, which import the
-file as before: silently, as nothing but their start-up time changes. (On this VM a rank of one
-thread imports transformers without starting a thread; with ``OMP_NUM_THREADS=2`` its import of
+file as before: silently, as nothing but their start-up time changes. (A rank of one thread
+imports transformers without starting a thread; with ``OMP_NUM_THREADS=2`` its import of
 scipy starts OpenBLAS's pool, so those ranks import it themselves.)
 
 No orphans: the server and each rank ask the kernel for SIGKILL when their parent dies
@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 
 # What every rank imports before its target runs: torch, its process groups, torch._dynamo
-# (the first optimizer imports it, 1.6 s a rank here) and the worker's own modules.
+# (the first optimizer imports it) and the worker's own modules.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "realrun.launch.run",
            "realrun.launch.finish")
 # Not part of the environment a server is chosen by: set per world or per rank by the
@@ -71,8 +71,8 @@ PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "realrun.launch.run",
 # TORCHINDUCTOR_CACHE_DIR, which importing torch._dynamo sets in the importing process when it
 # is unset (torch/_inductor/runtime/cache_dir_utils.py): a command whose own check imports it
 # (a --module with transformers) changed its environment after the prestart and started a
-# second server (2026-11-29), while a rank, whose environment is the launcher's, reads it only
-# when inductor compiles.
+# second server (docs/FINDINGS.md#what-a-world-costs-before-its-first-step), while a rank,
+# whose environment is the launcher's, reads it only when inductor compiles.
 NOT_THE_SERVERS = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                              "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "PWD", "OLDPWD",
                              "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})

@@ -4,39 +4,32 @@ flow in order, and its TCP uses Linux's default congestion control, whatever thi
 **Flow steering.** A veth queues each packet on the backlog of the CPU that sent it, and a
 flow's segments leave from both vCPUs, so they could arrive out of order, which TCP takes for
 loss (spurious retransmits, a smaller window). A NIC keeps a flow in order; with receive
-packet steering (RPS) each flow is handled on one CPU. In a stretch with reordering, naive
-beside ddp on the transformer at 2 Gbit/s took 182-184 ms a step against 109-110 ms steered
-(docs/FINDINGS.md#receive-steering-on-emulated-hosts).
+packet steering (RPS) each flow is handled on one CPU, and reordering no longer slows the
+waited-for calls (docs/FINDINGS.md#receive-steering-on-emulated-hosts).
 
 **One CPU per host** (:func:`host_cpus`). RPS over all CPUs hashes each flow, by its random
 ports, to one of them: every launch drew another placement of the flows' receive work, and
-its own speed. FSDP2's 225 waited-for collectives on the transformer at 2 Gbit/s took
-104-182 ms over 12 launches (fsdp's step 292-412 ms), a regime per launch, steady within it;
-a prediction built from one launch (calibrate, the profile) missed another by up to 30 %.
-With host i's NIC and switch port steered to CPU i (mod the CPUs), as a cluster host's NIC
-is served by its own cores, they took 138-158 ms over 8 launches (fsdp 312-339 ms; all hosts
-on one CPU: 100-117 over 11). ``python experiments/steer_regimes.py``;
-docs/FINDINGS.md#receive-steering-on-emulated-hosts.
+its own speed, a regime per launch, steady within it, so a prediction built from one launch
+(calibrate, the profile) missed another. With host i's NIC and switch port steered to CPU i
+(mod the CPUs), as a cluster host's NIC is served by its own cores, the launches agree
+(docs/FINDINGS.md#receive-steering-on-emulated-hosts).
 
 **Congestion control.** A namespace inherits the box's default, and this project's VMs set
 ``bbr``, which paces every flow by its own bandwidth estimate. Between the bursts of waited-for
-all-reduces that estimate is sometimes far below the link's: the next 64 KiB segment waits
-for the pacing timer (``tcp_pace_kick``) up to 43 ms with the link idle, and a 256 KiB
-all-reduce took 40-70 ms instead of ~1 ms (90 of 5661 pacing wake-ups after a silent gap over
-2 ms; kernel trace, docs/FINDINGS.md#pacing-bbr-against-cubic). With ``cubic``, Linux's
-default and what a cluster's hosts run unless tuned, nothing paces and no call took over
-20 ms. So each host's routes carry :data:`CONGESTION_CONTROL` (``congctl``): its subnet's,
-for the flows to other hosts, and its own address's, for those between its ranks. Not the
-namespace's default: a namespace may only pick one of the box's
-``tcp_allowed_congestion_control``, which on a VM booted 2026-11-27 read "reno bbr", so the
-write answered `I/O error` and the hosts ran bbr (the transformer's naive step at 2 Gbit/s
-2.35-2.47 ms a call, against 1.11-1.20 the session before;
-docs/FINDINGS.md#pacing-bbr-against-cubic). A route's ``congctl`` is not limited so. The
+all-reduces that estimate is sometimes far below the link's: the next segment waits for the
+pacing timer (``tcp_pace_kick``) with the link idle, and a small all-reduce stalls for tens
+of ms (docs/FINDINGS.md#pacing-bbr-against-cubic). With ``cubic``, Linux's default and what
+a cluster's hosts run unless tuned, nothing paces. So each host's routes carry
+:data:`CONGESTION_CONTROL` (``congctl``): its subnet's, for the flows to other hosts, and its
+own address's, for those between its ranks. Not the namespace's default: a namespace may only
+pick one of the box's ``tcp_allowed_congestion_control``; where that lacks cubic (it can read
+"reno bbr") the write answers `I/O error` and the hosts run bbr
+(docs/FINDINGS.md#pacing-bbr-against-cubic). A route's ``congctl`` is not limited so. The
 ranks learn what their flows run from :data:`TCP_ENV` (:func:`congestion_control`).
 
 The functions build the shell lines; realrun/launch/netns.py runs them in each namespace,
-each on its own: where a kernel refuses one (an H100 host's Firecracker kernel answered one
-of a host's two writes with `echo: I/O error`, 2026-11-26), the cluster still comes up and
+each on its own: where a kernel refuses one (a Firecracker guest kernel can answer one of a
+host's two writes with `echo: I/O error`), the cluster still comes up and
 says once what it runs without and what that risks (:data:`WITHOUT`)::
 
     >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})

@@ -17,13 +17,14 @@ Each switch port's egress, toward its host, is shaped to `link_gbit` by tbf: a h
 at most R, and a flow from one host to another runs at most R; a ring collective, where each
 host sends to one peer at a time, sees a full-duplex link of R per host, the usual picture of
 a cluster network. The shaper sits in the hub, not on the sending host's NIC, where tbf
-held a queued segment until the sender's next one, TCP's loss probe 40-70 ms later (the
-transformer's 75 waited-for all-reduces 172 ms shaped at the NIC, 102 at the port;
-docs/REALRUN.md). In the hub a segment has left its socket, so TCP does not wait on it.
+held a queued segment until the sender's next one, TCP's loss probe tens of ms later
+(docs/FINDINGS.md#receive-steering-on-emulated-hosts). In the hub a segment has left its
+socket, so TCP does not wait on it.
 
 Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): host i's NIC and
 switch port steer to CPU i (RPS), so a flow stays in order, and each host's routes run cubic,
-Linux's default, not this box's choice (bbr paced waited-for all-reduces into 40-70 ms stalls).
+Linux's default, not this box's choice (bbr's pacing stalls waited-for all-reduces:
+docs/FINDINGS.md#pacing-bbr-against-cubic).
 Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
 Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
 ones left by a dead pid (kill -9) are removed by the next cluster.
@@ -66,7 +67,8 @@ _TBF_LATENCY_S = 0.020
 # the kernel's timer and softirq jitter (tens to hundreds of microseconds) so a busy link
 # still averages R. Old kernels needed burst >= rate / HZ (4 ms at HZ=250) because tbf could
 # only wake once a tick; its watchdog has been a high-resolution timer for well over a decade,
-# so 1 ms is enough: 64 MiB all-reduces reach 0.96 of 1 gbit and 0.95 of 2 gbit.
+# so 1 ms is enough: large all-reduces still reach nearly the shaped rate
+# (docs/FINDINGS.md#token-bucket).
 _TBF_BURST_S = 0.001
 _TBF_MIN_BURST_BYTES = 2 * 65536  # two 64 KiB GSO packets
 
@@ -125,8 +127,9 @@ def tbf_args(link_gbit: float) -> list[str]:
 
 def tbf_burst_bytes(link_gbit: float) -> int:
     """The token bucket tbf shapes with: what a port passes at memory speed after an idle
-    millisecond (250,000 bytes at 2 Gbit/s). calibrate writes it into the link file
-    (``burst_bytes``) so that simddp charges what the shaped link does."""
+    millisecond (250,000 bytes at 2 Gbit/s). calibrate writes it into the link file's
+    ``gloo_host`` section (``GlooHost.burst_bytes``) so that simddp charges what the shaped
+    link does."""
     return max(_TBF_MIN_BURST_BYTES, int(link_gbit * 1e9 / 8 * _TBF_BURST_S))
 
 

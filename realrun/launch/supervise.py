@@ -200,8 +200,8 @@ def _blame(codes: list, last_alive_time: list[float], workdir: Path,
         return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
                            f"after rank {done[0]} finished{also}", rank=alive[0])
     # A rank that gave up waiting (a timeout) is why its peers then lost their connection,
-    # whichever wrote its error first: rank 0's "Connection closed by peer" was stamped
-    # before the timed-out rank's own record in a run of four on two hosts (2026-11-26).
+    # whichever wrote its error first: a peer's "Connection closed by peer" can be stamped
+    # before the timed-out rank's own record.
     timeouts = [e for e in secondary if e[3]]
     if timeouts and alive:
         _, rank, message, _, _ = min(timeouts)

@@ -32,8 +32,8 @@ def main(workdir: Path) -> None:
         write_error(workdir, rank, e)
         exit_now(1)
     _tear_down()
-    # Out now, not through the interpreter's finalization: with torch loaded it took 0.75 s
-    # after the group was down (two ranks, 2-vCPU VM, 2026-11-29), and the parent waits for
+    # Out now, not through the interpreter's finalization: with torch loaded it is slow
+    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step), and the parent waits for
     # every rank's exit, so every world paid it. The result is on disk, the group is gone.
     exit_now(0)
 
@@ -62,7 +62,8 @@ def _run(workdir: Path, rank: int) -> None:
     fn = resolve_target(job["target"])
     # What is alive now is the imports' (torch's ~10^6 objects): out of the collector's
     # sight, so the collections the measurements make between phases (a bench turn's
-    # gc.collect, ~0.1 s with torch loaded here) walk only what the target creates
+    # gc.collect) walk only what the target creates
+    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     gc.freeze()
     ctx = make_context(rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]),
                        job["backend"])

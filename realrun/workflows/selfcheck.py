@@ -43,7 +43,7 @@ def env_vars() -> dict[str, str]:
 def versions(ask_cuda: bool = True) -> dict:
     """python, torch, CUDA (None on a CPU build) and NCCL (None without CUDA) versions.
     ``ask_cuda`` False asks the CUDA runtime nothing: a Gloo rank must not touch CUDA where
-    it exists (issue 20 bug 1)."""
+    it exists."""
     nccl = None
     if ask_cuda and torch.cuda.is_available():
         try:

@@ -199,14 +199,16 @@ def _link(name: str | Link | LinkFile, alpha_us: float | None, busbw_gbps: float
 
 
 def resolve_world(args: argparse.Namespace) -> Topology | None:
-    """The cluster the flags describe; sets ``args.world_size`` (default 2, or nodes × GPUs
-    per node). None: one link among all ranks, as without --nodes/--gpus-per-node."""
+    """The cluster the flags describe; sets ``args.world_size`` (default: the link file's own
+    world size, else 2; or nodes × GPUs per node). None: one link among all ranks, as without
+    --nodes/--gpus-per-node."""
     nodes, gpus = getattr(args, "nodes", None), getattr(args, "gpus_per_node", None)
     if nodes is None and gpus is None:
         if getattr(args, "intra_link", None) is not None:
             raise InputError("--intra-link: describe the cluster with --nodes and "
                              "--gpus-per-node too")
-        args.world_size = 2 if args.world_size is None else args.world_size
+        if args.world_size is None:
+            args.world_size = _link_world_size(args.link) or 2
         return None
     if nodes is None or gpus is None:
         raise InputError("--nodes and --gpus-per-node go together (world = nodes × GPUs)")
@@ -226,6 +228,11 @@ def resolve_world(args: argparse.Namespace) -> Topology | None:
                          f"--gpus-per-node {gpus} = {topo.world_size}")
     args.world_size = topo.world_size
     return topo
+
+
+def _link_world_size(link_arg: str) -> int | None:
+    """The world size a --link file was measured at (None: a preset, or not recorded)."""
+    return load_link_file(link_arg).link.world_size if _is_file_arg(link_arg) else None
 
 
 def _levels_of(link_arg: str) -> Levels | None:

@@ -11,8 +11,9 @@ One row per size, as ``all_reduce_perf -b 8 -e 8G -f 2`` prints them: size in by
 ``algbw = size / time`` and ``busbw = algbw · f(p)`` in GB/s (1e9 B/s; f = 2(p−1)/p for
 all_reduce, (p−1)/p for the others). The time is the one simddp charges a collective issued
 back to back (simddp/cost/): the link's measured curve where it has one, else its α–β.
-``--measured LOG`` reads an nccl-tests log (simddp/ingest/nccl_tests.py) and adds its out-of-place
-time and the error at each of its sizes: a preset checked against a cluster in one command.
+``--measured LOG`` reads an nccl-tests or rccl-tests log (simddp/ingest/nccl_tests.py) and adds
+its out-of-place time and the error at each of its sizes: a preset checked against a cluster
+in one command. The world size is, unless given, the log's, else the link file's own, else 2.
 """
 from __future__ import annotations
 
@@ -61,33 +62,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="on --nodes × --gpus-per-node: one ring over every rank (NCCL's "
                         "default) or hierarchical (default %(default)s)")
     p.add_argument("--measured", default=None, metavar="LOG",
-                   help="an nccl-tests log (all_reduce_perf, ...): its time and the error "
-                        "at each of its sizes")
+                   help="an nccl-tests or rccl-tests log (all_reduce_perf, ...): its time and "
+                        "the error at each of its sizes (a log of several tables: the one of "
+                        "--kind and --world-size)")
     p.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def _measured(path: str):
+def _measured(args: argparse.Namespace):
+    """The --measured log's table of --kind and --world-size (where it has several); a log
+    that cannot tell its rank count takes --world-size as it."""
+    from simddp.ingest.nccl_tests import choose, read_tables
+
+    ranks = args.world_size if args.nodes is None else None
     try:
-        from simddp.ingest.nccl_tests import parse_nccl_tests
-    except ImportError:
-        raise InputError("--measured: this install has no nccl-tests reader "
-                         "(simddp/ingest/nccl_tests.py)") from None
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError(f"--measured {path}: cannot read ({e.strerror or e})") from None
-    return parse_nccl_tests(text, path)
+        tables = read_tables(args.measured)
+    except InputError as e:
+        if ranks is None or "rank count" not in str(e):
+            raise
+        tables = read_tables(args.measured, ranks=ranks)
+    return choose(tables, args.kind, args.measured, ranks)
 
 
 def collectives(args: argparse.Namespace) -> dict:
     """The table as data (what ``--format json`` prints)."""
-    log = _measured(args.measured) if args.measured else None
     if args.kind is not None and args.kind not in COLLECTIVE_KINDS:
         raise InputError(f"--kind {args.kind!r}: expected one of {', '.join(COLLECTIVE_KINDS)}")
+    log = _measured(args) if args.measured else None
     kind = args.kind or (log.kind if log else "all_reduce")
-    if log is not None and log.kind != kind:
-        raise InputError(f"--kind {kind} but {args.measured} is {log.kind}")
     if log is not None and args.world_size is None and args.nodes is None:
         args.world_size = log.ranks
     topology = resolve_world(args)
@@ -113,13 +114,14 @@ def collectives(args: argparse.Namespace) -> dict:
     return {"format": "simddp.collectives/1", "link": link.name, "kind": kind,
             "world_size": p, "nodes": topology.nodes if topology else None,
             "algorithm": args.algorithm if topology else None,
-            "measured": args.measured, "rows": rows}
+            "measured": args.measured, "rows": rows,
+            "notes": list(log.notes) if log else []}
 
 
 def render(out: dict) -> str:
     """nccl-tests' layout: '#'-prefixed header lines, one line a size."""
     kind, measured = out["kind"], out["measured"] is not None
-    redop = "none" if kind == "all_gather" else "sum"
+    redop = "sum" if kind in ("all_reduce", "reduce_scatter") else "none"
     where = (f"{out['nodes']} nodes, {out['algorithm']}" if out["nodes"] else "one link")
     head = [f"# simddp collectives: {kind} on {out['link']}, {out['world_size']} ranks "
             f"({where}); times as simddp charges them (simddp/cost/)"]
@@ -127,6 +129,7 @@ def render(out: dict) -> str:
     units = "#        (B)    (elements)                        (us)  (GB/s)  (GB/s)"
     if measured:
         head.append(f"# measured: {out['measured']} (out-of-place time)")
+        head += [f"# note: {note}" for note in out.get("notes", ())]
         cols += "  measured    error"
         units += "      (us)      (%)"
     lines = head + [cols, units]

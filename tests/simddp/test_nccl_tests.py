@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simddp.errors import InputError
-from simddp.ingest.nccl_tests import parse_nccl_tests, read_nccl_tests
+from simddp.ingest.nccl_tests import choose, parse_nccl_tests, read_nccl_tests, read_tables
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 A3MEGA = DATA / "a3mega-2x8xH100-all_reduce.md"
@@ -81,13 +81,10 @@ def test_rows_with_wrong_results_are_refused(wrong):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("hello\nworld 1 2 3\n", "not nccl-tests output"),
-    ("", "not nccl-tests output"),
-    (HEAD + "# Out of bounds values : 0 OK\n", "without result rows"),
-])
-def test_not_a_log_or_no_rows(text, match):
-    with pytest.raises(InputError, match=match) as e:
+@pytest.mark.parametrize("text", ["hello\nworld 1 2 3\n", "",
+                                  HEAD + "# Out of bounds values : 0 OK\n"])
+def test_what_is_not_a_log_is_refused_in_one_line(text):
+    with pytest.raises(InputError, match="not an nccl-tests log") as e:
         parse_nccl_tests(text, "x.log")
     assert "\n" not in str(e.value)
 
@@ -96,3 +93,76 @@ def test_other_collectives_are_refused():
     with pytest.raises(InputError, match="a broadcast_perf log"):
         parse_nccl_tests("./build/broadcast_perf -b 8 -e 1M\n" + HEAD + _row(1024, 256, 10),
                          "bcast")
+
+
+# --- logs as they are published (tests/data/nccl-tests/SOURCES.md cites each) ---
+
+LOGS = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_every_published_log_reads(path):
+    tables = read_tables(path)
+    assert tables and all(len(t.rows) >= 3 and t.ranks >= 2 and t.ranks % t.nodes == 0
+                          for t in tables)
+    for t in tables:   # what the log says of busbw, the reader agrees with
+        row = max(t.rows, key=lambda r: r.bytes)
+        assert row.bytes / row.time_us / 1e3 == pytest.approx(row.algbw_gbps, abs=0.02)
+
+
+def test_the_fixtures_cover_what_users_bring():
+    assert len(LOGS) >= 10
+    tables = [t for p in LOGS for t in read_tables(p)]
+    assert {t.kind for t in tables} == {"all_reduce", "all_gather", "reduce_scatter",
+                                         "all_to_all"}
+    assert max(t.ranks for t in tables) >= 64
+
+
+def test_rccl_device_lines_without_a_group_count_every_rank():
+    t = read_nccl_tests(DATA / "hisohara-2x8xMI300X-all_reduce.log")
+    assert (t.kind, t.ranks, t.nodes, t.notes) == ("all_reduce", 16, 2, ())
+
+
+def test_a_log_without_header_takes_its_ranks_from_busbw_over_algbw():
+    t = read_nccl_tests(DATA / "awsome-2x8xH100-all_reduce.log")
+    assert (t.ranks, t.nodes) == (16, 1)
+    assert any("busbw/algbw" in note for note in t.notes)
+    given = read_nccl_tests(DATA / "awsome-2x8xH100-all_reduce.log", ranks=16, nodes=2)
+    assert (given.ranks, given.nodes) == (16, 2)
+
+
+def test_rows_of_size_zero_are_skipped_and_said():
+    t = read_nccl_tests(DATA / "superbench-1x8xA100-all_gather.log")
+    assert t.kind == "all_gather" and t.rows[0].bytes == 32
+    assert any("size 0" in note for note in t.notes)
+
+
+def test_several_tables_in_one_file_are_read_each():
+    tables = read_tables(DATA / "hisohara-MI325X-1to8x8-all_reduce-egrep.log")
+    assert [(t.ranks, t.nodes) for t in tables] == [(8, 1), (16, 2), (32, 4), (64, 8)]
+    runs = read_tables(DATA / "rocmblogs-1x8xMI300X-all_reduce.md")
+    assert len(runs) == 2
+    used = read_nccl_tests(DATA / "rocmblogs-1x8xMI300X-all_reduce.md")
+    assert used.source.endswith("#2") and any("#1" in note for note in used.notes)
+    with pytest.raises(InputError, match="several tables") as e:
+        read_nccl_tests(DATA / "hisohara-MI325X-1to8x8-all_reduce-egrep.log")
+    assert "--world-size" in str(e.value)
+    assert choose(tables, "all_reduce", "egrep", ranks=32) is tables[2]
+
+
+def test_a_cut_header_counts_ranks_from_its_last_device_line():
+    tables = read_tables(DATA / "coreweave-18to360x4xGB200-all_reduce.md")
+    assert [t.ranks for t in tables] == [72, 144, 1440]
+
+
+def test_alltoall_reads_as_all_to_all():
+    t = read_nccl_tests(DATA / "alibaba-2x8xMI355X-alltoall.log")
+    assert (t.kind, t.ranks) == ("all_to_all", 16)
+
+
+def test_a_log_that_cannot_tell_its_ranks_asks_for_them():
+    pasted = "".join(_row(n, n // 4, 10.0).replace("1.00", "0.00") for n in (64, 128, 256))
+    with pytest.raises(InputError, match="--ranks N") as e:
+        parse_nccl_tests(pasted, "pasted")
+    assert "\n" not in str(e.value)
+    assert parse_nccl_tests(pasted, "pasted", ranks=8).ranks == 8

@@ -29,15 +29,15 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     ``calibrate --profile`` does, the sequence step on *this model's* gradients (one
     all-reduce per tensor, back to back, async and blocking: the α of each pattern,
     calibrate/rig/sequence.py) and contention with a stream of them.
-    ``lone_alpha`` skips the sequence step (α = the sweep's intercept, as before 2026-11-22).
+    ``lone_alpha`` skips the sequence step (α = the sweep's intercept, the older method).
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
-    default: on this box it made 3 of 4 validation cells worse (docs/VALIDATION.md).
+    default: it made most validation cells worse (docs/FINDINGS.md#tried-and-not-adopted).
     """
     settings = CalibrateSettings.short(
         s.world, s.tensor_bytes(), iters=s.calibrate_iters, threads_per_rank=s.threads,
         piecewise=piecewise, sequence=not lone_alpha, max_bytes=max_bytes,
         # reduce-scatter and all-gather only when a sharded strategy will use them: on Gloo
-        # they add ~40 % to the calibration (docs/CALIBRATE.md)
+        # they lengthen the calibration (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo)
         kinds=KINDS if s.shards else ())
     cal = calibrate.run(settings)
     if cal is None:  # a torchrun rank other than 0: rank 0 predicts
@@ -84,10 +84,10 @@ def scale_to_compute_only(profile: ModelProfile, measured: list
     """``profile`` with its compute total set to the measured compute-only median, and what
     was changed; None when compute-only was not measured.
 
-    Why: measured here, the same compute-only step timed twice a few seconds apart differs
-    by up to 30 % (29-42 ms for the transformer on 2026-11-22), so a profile taken a minute
-    before the runs carries a common error into every row (-35 % … +21 % in the compute-only
-    row of earlier grids). realrun bench times compute-only round-robin with the strategies,
+    Why: the same compute-only step timed twice a few seconds apart can differ a lot on a
+    shared box, so a profile taken a minute before the runs carries a common error into every
+    row (docs/FINDINGS.md#drift-and-the-compute-only-anchor). realrun bench times compute-only
+    round-robin with the strategies,
     so its median is the compute those runs saw. The per-layer split, the optimizer share
     and the ready order stay the profile's; every phase is scaled by one factor.
     """

@@ -1,10 +1,10 @@
 """Probes: the link and host costs, measured round-robin with the strategies they predict.
 
-On this VM a measurement repeated a minute later moves by 20-40 %: calibrate's busbw came out
-0.73 GB/s in one validation and 1.1-1.2 GB/s in others, and the hook cost 140-225 µs per
-gradient. Parameters measured in a separate phase carry that drift into every prediction, so
-``realrun validate`` also hands these to ``realrun bench`` as extras (:func:`make_probe`), timed
-in the same rounds as compute-only and the strategies (docs/VALIDATION.md):
+A measurement repeated a minute later moves on a shared box, so parameters measured in a
+separate phase carry that drift into every prediction
+(docs/FINDINGS.md#drift-and-the-compute-only-anchor). So ``realrun validate`` also hands
+these to ``realrun bench`` as extras (:func:`make_probe`), timed in the same rounds as
+compute-only and the strategies (docs/VALIDATION.md):
 
 ====================  =====================================================================
 probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
@@ -85,7 +85,7 @@ class ContentionProbe:
     """The model's own forward + backward against its own gradients' all-reduces, queued at
     once: compute and comm alone, then together (calibrate/ranks/mlp_contention.py). Each step
     reports the four times in ``inner``; :func:`inputs_from_probes` turns the ranks' medians
-    into the link's compute_slowdown and comm_slowdown."""
+    into the link file's contention (``LinkFile.contention``: compute and comm)."""
 
     def __init__(self, workload, ctx, payload: dict) -> None:
         self.trainer = Trainer(config_of(None), workload, ctx,

@@ -89,7 +89,7 @@ def caveats(settings: ValidateSettings) -> list[str]:
         out.append("caveat: fsdp/zero2 on Gloo: FSDP2's host work and blocking collectives are "
                    "measured with the profile and charged (realrun/fsdp_host_costs.py); a "
                    "waited-for reduce-scatter or all-gather is charged its kind's waited-for α "
-                   "(calibrate's since 2026-11-27; an older link's: the all-reduce's wait "
+                   "(calibrate measures it; an older link's: the all-reduce's wait "
                    "added to the kind's α, which over-charged the transformer's 225 calls "
                    "by 40-80 % in 3 of 6 validates here: "
                    "docs/FINDINGS.md#blocking-alpha)")
