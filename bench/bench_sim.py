@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 import simpy  # noqa: E402
 
 from simddp.sim.engine import simulate  # noqa: E402
+from simddp.inputs.resolved import Inputs  # noqa: E402
 from simddp.presets.links import get_link  # noqa: E402
 from simddp.presets.models import build_profile, parse_model  # noqa: E402
 from simddp.planning.plans import plan  # noqa: E402
@@ -111,11 +112,12 @@ def bench_sweep(repeats: int) -> None:
     print(f"    sweep() incl. plans  wall {spread(wall)}   cpu {spread(cpu)}   "
           f"({stats['work']['engine_runs']} engine runs: equal layouts run once)")
     plans = [plan(profile, s) for s in configs]
+    inputs = Inputs(profile, link, 2)
 
     def engine_only():
         stats: dict = {}
         for p in plans:
-            simulate(profile, link, p, 2, record=False, stats=stats)
+            simulate(p, inputs, record=False, stats=stats)
         return stats["events"]
 
     wall, cpu, events = timed(engine_only, repeats)
@@ -134,13 +136,14 @@ def bench_scaling(repeats: int) -> None:
           f"{'plan ms':>7}")
     for n in SCALING_TENSORS:
         profile = build_profile(parse_model(f"mlp-{n}x1024"))
+        inputs = Inputs(profile, link, 2)
         for name in ("naive", "ddp"):
             strategy = sweep_strategies([name], [25.0])[0]
             p_wall, _, p = timed(lambda: plan(profile, strategy), repeats)
 
             def run():
                 stats: dict = {}
-                simulate(profile, link, p, 2, record=False, stats=stats)
+                simulate(p, inputs, record=False, stats=stats)
                 return stats["events"]
 
             wall, _, events = timed(run, repeats)

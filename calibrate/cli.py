@@ -33,7 +33,7 @@ from realrun.launch.errors import LaunchError, NetnsUnavailable
 from realrun.launch.finish import finish_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig, add_world_args
 from simddp.cli.main import join_negative_values
-from simddp.errors import InputError
+from simddp.errors import InputError, error_line
 from simddp.inputs.io import load_profile
 from simddp.report.outdir import check_out_dir
 
@@ -231,11 +231,11 @@ def _main(argv: list[str] | None) -> int:
         print_report(cal, paths)
         return 0
     except InputError as e:
-        print(f"calibrate: error: {e}", file=sys.stderr)
+        print(error_line("calibrate", e), file=sys.stderr)
         return 2
     except (LaunchError, NetnsUnavailable) as e:
         if isinstance(e, NetnsUnavailable):  # no root / no `ip`: the flag can't work here
-            print(f"calibrate: error: --emulate-hosts: {e}", file=sys.stderr)
+            print(error_line("calibrate", f"--emulate-hosts: {e}"), file=sys.stderr)
             return 2
-        print(f"calibrate: {e}", file=sys.stderr)  # "rank 1 failed: ..."; nothing written
+        print(error_line("calibrate", e), file=sys.stderr)  # "rank 1 failed: ..."; nothing written
         return 1

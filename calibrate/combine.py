@@ -14,7 +14,7 @@ from calibrate.rig.chain_first import calls_after_first, slowest_calls, wake_mea
 from calibrate.rig.shaped_chain import blocking_alpha_s, chain_refill_share
 from calibrate.spreads import factors, spread
 from simddp.cost import bytes_s as law_bytes_s
-from simddp.inputs.link import ALL_REDUCE, GB
+from simddp.cost.factors import ALL_REDUCE, GB
 
 
 def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:

@@ -45,8 +45,8 @@ import numpy as np
 from simddp.cost import ALL_REDUCE, Curve, bytes_s
 
 CURVE_SOURCE = "python -m calibrate's sweep: per size the slowest rank's median time"
-# Backends whose sweep may become the link's curve. Gloo's laws on this CPU box (blocking α,
-# wake after idle, token bucket: docs/FINDINGS.md) were measured and validated against the
+# Backends whose sweep may become the link's curve. Gloo's laws on this CPU box
+# (docs/FINDINGS.md#blocking-alpha, #wake-after-idle, #token-bucket) were measured and validated against the
 # line's charges, and no workflow grid has run on curves yet, so a Gloo link keeps the line
 # even where its curve predicts the held-out sizes better (docs/FINDINGS.md#left-open);
 # allreduce.json records both figures.

@@ -25,7 +25,8 @@ from scipy import optimize, stats
 
 from calibrate.settings import MIN_POINTS, heldout_mask
 from simddp.cost import alpha_beta_s
-from simddp.inputs.link import ALL_REDUCE, GB, Link, LinkPiece, kind_factor
+from simddp.cost.factors import ALL_REDUCE, GB, kind_factor
+from simddp.inputs.link import Link, LinkPiece
 
 # Suggest --piecewise when the single line misses by more than this (rms of relative
 # residuals): well above a size's repeat-to-repeat noise, so a shape, not noise

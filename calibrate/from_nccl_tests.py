@@ -132,6 +132,10 @@ def run_from_args(args) -> int:
     print(f"the α–β line over {lo / 1e6:g}–{hi / 1e6:g} MB (the closed form's): α "
           f"{link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_gbps:.1f} GB/s; the curves answer "
           "at every size")
+    first = link.curves[0]
+    if first.bytes[0] > lo or first.bytes[-1] < hi:
+        notes = [*notes, f"the log's {first.kind} sizes ({first.bytes[0]}–{first.bytes[-1]} B) "
+                 f"do not span {lo / 1e6:g}–{hi / 1e6:g} MB: that line is extrapolated there"]
     for note in notes:
         print(f"note: {note}")
     print(f"wrote {path}")

@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 
 from calibrate.fit import MAX_BUSBW_GBPS, PiecewiseFit
-from simddp.inputs.link import GB, kind_factor
+from simddp.cost.factors import GB, kind_factor
 
 RESAMPLES = 1000
 RERUN = 2 ** 0.5   # a rerun's value vs this run's: two estimates' uncertainty, not one

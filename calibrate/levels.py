@@ -28,7 +28,8 @@ from calibrate.analysis import KindCalibration, WorldCalibration, held_alpha_fit
 from calibrate.judged import finished, problems_of
 from calibrate.combine import small_message_alpha, summarize, time_spread
 from calibrate.settings import CalibrateSettings
-from simddp.inputs.link import ALL_REDUCE, Link
+from simddp.cost.factors import ALL_REDUCE
+from simddp.inputs.link import Link
 from simddp.inputs.link_file import Levels
 
 # What each level's subgroups are, for the report and the link's source.
@@ -157,7 +158,7 @@ def _source(s: CalibrateSettings, level: str, p: int, groups: int, main: dict) -
         where += f" on {s.emulate_hosts} emulated hosts"
     if s.link_gbit:
         where += f" at {s.link_gbit:g} Gbit/s"
-    fit, held = main["fit"], main["held"]
+    held = main["held"]
     text = (f"python -m calibrate per level on {socket.gethostname()}, "
             f"{datetime.now().isoformat(timespec='seconds')}: {level}, {where}, {s.dtype} "
             f"{s.min_bytes}..{s.max_bytes} B x{s.factor:g}, {s.warmup}+{s.iters} iters; α from "

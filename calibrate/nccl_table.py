@@ -8,7 +8,7 @@ seconds inside.
 """
 from __future__ import annotations
 
-from simddp.inputs.link import ALL_REDUCE, GB, kind_factor
+from simddp.cost.factors import ALL_REDUCE, GB, kind_factor
 
 _NCCL_TYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
               "float64": "double", "int32": "int32", "int64": "int64", "uint8": "uint8"}

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from calibrate.analysis import WorldCalibration
 from calibrate.nccl_table import bandwidths_gbps
 from simddp.inputs.io import write_atomic
-from simddp.inputs.link import ALL_REDUCE, GB, bus_factor, kind_factor
+from simddp.cost.factors import ALL_REDUCE, GB, bus_factor, kind_factor
 from simddp.report.sweep_plot import figure_png
 
 

@@ -18,9 +18,8 @@ from calibrate.rig.alpha_report import busbw_text, print_alphas
 
 # Gloo's flows on bbr: what this project's VMs showed (the ranks report their TCP, ranks/run.py)
 BBR_NOTE = ("the ranks' TCP ran bbr, which paces each flow by its own bandwidth estimate: "
-            "on this project's VMs it stalled small waited-for all-reduces for 40-70 ms, and "
-            "an emulated 2 Gbit/s transformer's naive step took 205 ms against 96.5 under "
-            "cubic (docs/FINDINGS.md#pacing-bbr-against-cubic): "
+            "it can stall small waited-for all-reduces for tens of ms and double a naive "
+            "step against cubic (docs/FINDINGS.md#pacing-bbr-against-cubic): "
             "the naive and small-bucket rows swing with it. A cluster's hosts usually run cubic")
 
 # What every [low, high] of the report is (calibrate/intervals.py), said once per world

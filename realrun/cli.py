@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     try:
-        return run_command(args, {NetnsUnavailable: 2, LaunchError: 1})
+        return run_command(args, {NetnsUnavailable: 2, LaunchError: 1}, tool="realrun")
     except ModuleNotFoundError as e:  # the simulator's own install has no torch
         if e.name != "torch":
             raise
-        print("error: realrun runs torch: python -m pip install torch==2.13.0 (or your CUDA "
+        print("realrun: error: realrun runs torch: python -m pip install torch==2.13.0 (or your CUDA "
               "build), then python -m pip install 'simddp[torch]'", file=sys.stderr)
         return 2

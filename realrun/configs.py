@@ -24,7 +24,6 @@ from __future__ import annotations
 from simddp.errors import InputError
 from simddp.result import COMPUTE_ONLY
 from simddp.planning.registry import ALWAYS, names
-from simddp.planning.sharding import PRECISIONS  # noqa: F401  (realrun/precision.py says what each means)
 from simddp.planning.strategy import Strategy, with_precision
 from simddp.predict.sweep import sweep_strategies
 

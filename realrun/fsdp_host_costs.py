@@ -39,7 +39,7 @@ from realrun.steps import Trainer
 from realrun.workload import Workload
 from simddp.inputs.host import HostCosts
 from simddp.sim.overheads import shard_host_s
-from simddp.inputs.link import ALL_GATHER
+from simddp.cost.factors import ALL_GATHER
 from simddp.planning.plans import Plan, plan as make_plan
 from simddp.result import COMPUTE_ONLY
 from simddp.planning.strategy import SHARDED, make_strategy

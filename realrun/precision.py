@@ -26,7 +26,7 @@ from contextlib import nullcontext
 
 import torch
 
-from realrun.configs import PRECISIONS
+from simddp.planning.sharding import PRECISIONS
 from simddp.errors import InputError
 
 # simddp's Strategy.param_dtype (simddp/planning/sharding.py, PARAM_DTYPES) as torch dtypes

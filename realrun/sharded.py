@@ -9,8 +9,12 @@ takes every parameter no unit took::
     loss_fn(model(x), y).backward()     # FSDP2 all-gathers, reduce-scatters inside
     opt.step()                          # on this rank's shard (DTensor parameters)
 
-``reshard_after_forward`` is the strategy's (True for fsdp, False for zero2); prefetching is
-FSDP2's default. ``Strategy.param_dtype`` (``--precision bf16``) adds FSDP2's
+``reshard_after_forward`` is the strategy's (True for fsdp and hsdp, False for zero2);
+prefetching is FSDP2's default. hsdp (``Strategy.hybrid``) shards on a 2-D mesh, FSDP2's
+HSDP: ``init_device_mesh(device, (N, G), mesh_dim_names=("replicate", "shard"))``, G ranks a
+node (node-major, as the launcher numbers them): each unit is sharded over its node's G ranks
+and FSDP2 all-reduces each reduce-scattered shard over the N ranks sharing its local index.
+``Strategy.param_dtype`` (``--precision bf16``) adds FSDP2's
 ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)`` to every call
 (realrun/precision.py), the same policy on each unit and the root. The units come from ``simddp.plan(module_profile(module), strategy)``: the
 same function the simulator uses, on the module's own definition order (a measured profile
@@ -37,6 +41,7 @@ from torch import nn
 
 from realrun.precision import mixed_precision_policy
 from realrun.tensors import module_profile
+from simddp.errors import InputError
 from simddp.planning.plans import Plan, plan as make_plan
 from simddp.planning.strategy import Strategy
 
@@ -68,9 +73,32 @@ def shard_groups(module: nn.Module, plan: Plan) -> list[list[str]]:
     return sorted(groups, key=lambda names: -max(n.count(".") + 1 for n in names))
 
 
+_MESHES: dict = {}   # (the world, G, device type) -> its 2-D mesh, made once per world
+
+
+def hybrid_mesh(gpus_per_node: int, device_type: str):
+    """HSDP's mesh of the whole world: (N nodes, G ranks a node), node-major. Made once per
+    world and G: each mesh dimension is a set of new process groups (a rendezvous each)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    world = dist.get_world_size()
+    g = gpus_per_node
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1 or world % g:
+        raise InputError(f"hsdp: gpus_per_node={g!r} must be an integer >= 1 that divides "
+                         f"the {world} ranks (node = rank // gpus_per_node)")
+    key = (id(dist.group.WORLD), g, device_type)
+    made = _MESHES.get(key)
+    if made is None or made[0] is not dist.group.WORLD:   # a new world reuses no old groups
+        mesh = init_device_mesh(device_type, (world // g, g),
+                                mesh_dim_names=("replicate", "shard"))
+        made = _MESHES[key] = (dist.group.WORLD, mesh)
+    return made[1]
+
+
 def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
-                 process_group=None) -> tuple[nn.Module, Plan]:
-    """``module`` under FSDP2 as ``strategy`` (fsdp or zero2) plans it, and that plan."""
+                 process_group=None, gpus_per_node: int | None = None
+                 ) -> tuple[nn.Module, Plan]:
+    """``module`` under FSDP2 as ``strategy`` (fsdp, zero2 or hsdp) plans it, and that plan;
+    ``gpus_per_node``: hsdp's shard group, the ranks of one node (None: the whole world)."""
     # here, not at the top: torch.distributed.fsdp pulls in DTensor, a large share of what
     # every rank of every world took to import realrun's step code, which most worlds (ddp,
     # bucketed, calibrate) never use (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
@@ -78,7 +106,12 @@ def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
     from torch.distributed.fsdp import fully_shard
     plan = make_plan(module_profile(module), strategy)
     group = process_group or dist.group.WORLD
-    mesh = DeviceMesh.from_group(group, device_type=device.type)
+    if strategy.hybrid:
+        if group is not dist.group.WORLD:
+            raise InputError("hsdp shards the whole world in nodes; it takes no process group")
+        mesh = hybrid_mesh(gpus_per_node or dist.get_world_size(), device.type)
+    else:
+        mesh = DeviceMesh.from_group(group, device_type=device.type)
     kwargs = {"mesh": mesh, "reshard_after_forward": strategy.reshard_after_forward}
     policy = mixed_precision_policy(strategy.param_dtype)
     if policy is not None:

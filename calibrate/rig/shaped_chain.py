@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from simddp.rig.gloo_shared_cpu import TokenBucket
-from simddp.inputs.link import GB, bus_factor
+from simddp.cost.factors import GB, bus_factor
 
 
 def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float,

@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from realrun.configs import HOST_TURNS, PRECISIONS
+from realrun.configs import HOST_TURNS
+from simddp.planning.sharding import PRECISIONS
 from simddp.errors import InputError
 from simddp.presets.models import ModelSpec, parse_model
 

@@ -45,7 +45,7 @@ from realrun.configs import BENCH_STRATEGIES, COMPUTE_BASES, DEFAULT_STRATEGIES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import STEP_TIMEOUT_S, add_world_args, world_from_args
 from simddp.cli.args import add_beyond_ddp_args, parse_hooks, parse_positive_floats
-from simddp.errors import InputError
+from simddp.errors import InputError, error_line
 from simddp.inputs.io import load_link_file
 from simddp.report.outdir import check_out_dir
 
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         with torchrun_group(settings.backend, settings.threads, settings.timeout_s):
             report = validate(settings, log=log)
     except MeasureFailed as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line("realrun", e), file=sys.stderr)
         return 1
     except ValueError as e:  # run_world's checks of its arguments
         raise InputError(str(e).splitlines()[0]) from None

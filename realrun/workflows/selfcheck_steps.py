@@ -187,7 +187,7 @@ def profile_step(c: Check) -> Step:
 def bench_step(c: Check) -> Step:
     def work():
         from realrun.bench import run_bench
-        from realrun.configs import bench_configs, label
+        from realrun.configs import bench_configs
         from simddp.inputs.io import save_json
         from simddp.result import results_to_json
         a = c.args

@@ -34,7 +34,7 @@ from __future__ import annotations
 from simddp.inputs.resolved import Inputs
 from simddp.planning.plans import Plan
 from simddp.planning.sharding import AFTER_BACKWARD, BACKWARD, FORWARD
-from simddp.sim.costs import plan_costs
+from simddp.sim.costs import plan_costs, shard_ranks_of
 from simddp.sim.schedule import optimizer_share_s
 
 
@@ -46,7 +46,7 @@ def closed_form_step_s(plan: Plan, inputs: Inputs) -> float:
         raise ValueError("the closed form models neither contention, host costs, compute "
                          "after communication, a shaped link's bucket nor the wake after "
                          "compute; use the engine")
-    profile, world_size = inputs.profile, inputs.world_size
+    profile = inputs.profile
     colls = plan.collectives
     dur_s = pc.comm_s
     ready_s: list[float | None] = [None] * len(colls)
@@ -89,4 +89,4 @@ def closed_form_step_s(plan: Plan, inputs: Inputs) -> float:
         if mine:
             run_comm_through(mine[-1])
             t_s = max(t_s, end_s[mine[-1]])
-    return t_s + optimizer_share_s(profile, plan, world_size)
+    return t_s + optimizer_share_s(profile, plan, shard_ranks_of(plan.strategy, inputs))

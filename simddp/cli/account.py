@@ -29,13 +29,16 @@ from simddp.analytic.optimal_bucket import NO_LATENCY, closed_form_optimum
 from simddp.cost import COLLECTIVE_KINDS, pick_curves
 from simddp.analytic.states import PerParam, state_bytes
 from simddp.analytic.traffic import account_strategies, at_dtype, comm_rows
-from simddp.cli.args import (DEFAULT_MODEL, _is_file_arg, add_beyond_ddp_args,
+from simddp.cli.args import (DEFAULT_MODEL, DEFAULT_SEQ, add_beyond_ddp_args,
                                     add_link_args, parse_hooks, resolve_link,
-                                    resolve_world)
+                                    resolve_world, seq_of)
 from simddp.errors import InputError
 from simddp.inputs.io import load_profile
 from simddp.planning.plans import plan
-from simddp.presets import DEVICES, MODEL_HELP, build_profile, parse_model
+from simddp.planning.sharding import shard_ranks
+from simddp.presets import DEVICES, MODEL_HELP, build_profile
+from simddp.presets.hf_config import describe_model
+from simddp.presets.models import ModelSpec
 from simddp.report.recommendation import fmt_bytes
 from simddp.report.table import fmt_sig
 from simddp.planning.registry import Name
@@ -49,7 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--model", default=DEFAULT_MODEL, help=f"{MODEL_HELP} (default %(default)s)")
     g.add_argument("--batch", type=int, default=8, help="samples per rank (default %(default)s)")
-    g.add_argument("--seq", type=int, default=1024, help="tokens per sample (default %(default)s)")
+    g.add_argument("--seq", type=int, default=None,
+                   help=f"tokens per sample (default {DEFAULT_SEQ}; a model config or spec: "
+                        "its max positions)")
     g.add_argument("--attention", default="flash",
                    help=f"{'|'.join(ATTENTION)}: what attention saves (default %(default)s)")
     g.add_argument("--device", default="a100", help=f"{', '.join(DEVICES)}: backward time for "
@@ -60,7 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     dtypes = "|".join(DTYPE_BYTES)
     g = p.add_argument_group("precision")
     g.add_argument("--master", default="fp32", help=f"{dtypes}: stored parameters (default %(default)s)")
-    g.add_argument("--grad", default="fp32", help=f"{dtypes}: gradients (default %(default)s)")
+    g.add_argument("--grad", "--grad-dtype", dest="grad", default="fp32",
+                   help=f"{dtypes}: gradients, and the dtype DDP's all-reduces and FSDP's "
+                        "reduce-scatters move (sweep and simulate's --grad-dtype) "
+                        "(default %(default)s)")
     g.add_argument("--optim", default="adam", help=f"{'|'.join(OPTIM_STATES)}: optimizer state "
                    "(adam: 2 moments, sgd-momentum: 1, sgd: none; default %(default)s)")
     g.add_argument("--optim-dtype", default="fp32", help=f"{dtypes}: optimizer state (default %(default)s)")
@@ -84,12 +92,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace):
-    """(spec or None, profile with times) for --model."""
-    if _is_file_arg(args.model):
+    """(preset spec or None, profile with times) for --model; sets ``args.seq`` where it
+    was left to the model (a config's or spec's max positions, else 1024)."""
+    model = describe_model(args.model)   # its error names every form --model takes
+    args.seq = DEFAULT_SEQ if model is None else seq_of(args, model)
+    if model is None:
         return None, load_profile(args.model)
-    spec = parse_model(args.model, MODEL_HELP)   # its error names the file form too
     optimizer = "adam" if args.optim.startswith("adam") else "sgd"
-    profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency, optimizer)
+    profile = build_profile(model, args.device, args.batch, args.seq, args.efficiency, optimizer)
+    spec = model if isinstance(model, ModelSpec) else None   # activations: presets only
     if args.backward_ms is not None:
         if not (math.isfinite(args.backward_ms) and args.backward_ms >= 0):
             raise InputError(f"--backward-ms must be a number >= 0, got {args.backward_ms!r}")
@@ -135,11 +146,14 @@ def account(args: argparse.Namespace) -> dict:
             out["communication"]["levels"] = level_rows(
                 topology, link_file, at_dtype(profile, prec.comm_bytes), args.bucket_mb,
                 args.shard_unit_mb)
-        # the same plans' model states: what each strategy keeps per rank (no activations)
-        out["states"] = [{"strategy": s.name, **state_bytes(plan(profile, s), args.world_size,
-                                                              PerParam.of(prec))}
-                         for s in account_strategies(args.bucket_mb, 1, hooks,
-                                                     args.shard_unit_mb)]
+        # the same plans' model states: what each strategy keeps per rank (no activations);
+        # on two levels hsdp's too, sharded over a node's ranks
+        listed = account_strategies(args.bucket_mb, 1, hooks, args.shard_unit_mb)
+        if topology is not None:
+            listed.append(make_strategy(Name.HSDP, shard_unit_mb=args.shard_unit_mb))
+        out["states"] = [{"strategy": s.name, **state_bytes(
+            plan(profile, s), shard_ranks(s, args.world_size, topology and topology.gpus_per_node),
+            PerParam.of(prec))} for s in listed]
         opt = closed_form_optimum(at_dtype(profile, prec.comm_bytes), link, args.world_size,
                                   link_file.contention)
         scale = prec.grad_bytes / prec.comm_bytes  # back to gradient bytes, as --bucket-mb counts
@@ -152,12 +166,13 @@ def account(args: argparse.Namespace) -> dict:
 def level_rows(topology, link_file, profile, bucket_mb: float, shard_unit_mb: float | None
                ) -> list[dict]:
     """What crosses each level per step and rank for ddp (NCCL's ring), hierarchical, fsdp
-    and zero2 (simddp.inputs.topology.level_load)."""
+    and zero2 (rings over every rank) and hsdp (simddp.inputs.topology.level_load)."""
     rows = []
-    for name in (Name.DDP, Name.HIERARCHICAL, Name.FSDP, Name.ZERO2):
+    for name in (Name.DDP, Name.HIERARCHICAL, Name.FSDP, Name.ZERO2, Name.HSDP):
         s = make_strategy(name, bucket_mb, shard_unit_mb=shard_unit_mb)
         load = level_load(topology, link_file.link, plan(profile, s), link_file.host)
         rows.append({"strategy": name, "inter_node_bytes": load["inter_node_bytes"],
+                     "intra_node_bytes": load["intra_node_bytes"],
                      "inter_node_ms": load["inter_node_s"] * 1e3,
                      "intra_node_ms": load["intra_node_s"] * 1e3, "bound_by": load["bound_by"]})
     return rows
@@ -192,7 +207,7 @@ def _memory_lines(out: dict) -> list[str]:
             continue
         lines.append(f"  {label:42} {bpp[key]:7} {_gb(rep[key])}")
     act = "activations saved for backward" if mem["activations_modelled"] else \
-        "activations: not modelled for a profile file"
+        "activations: not modelled (not a preset)"
     lines.append(f"  {act:42} {'':7} {_gb(rep['activations'])}")
     for t in mem["activation_terms"]:
         lines.append(f"    {t['count']:4} × {t['what']:64} {t['bytes'] / GB:9.2f} GB")
@@ -248,10 +263,11 @@ def _comm_lines(out: dict) -> list[str]:
     if comm.get("levels"):
         lines += ["", f"per level, {comm['world_size']} ranks as nodes × GPUs (the link above "
                   "between nodes), at the communication dtype, run alone:",
-                  f"  {'strategy':19} {'inter-node GB':>14} {'inter ms':>10} {'intra ms':>10}"
-                  "  bounded by"]
+                  f"  {'strategy':19} {'inter-node GB':>14} {'intra-node GB':>14} "
+                  f"{'inter ms':>10} {'intra ms':>10}  bounded by"]
         for r in comm["levels"]:
             lines.append(f"  {r['strategy']:19} {r['inter_node_bytes'] / GB:14.3f} "
+                         f"{r['intra_node_bytes'] / GB:14.3f} "
                          f"{r['inter_node_ms']:10.3f} {r['intra_node_ms']:10.3f}  "
                          f"{r['bound_by']}-node link")
     lines += ["", f"model states per rank by strategy ({comm['world_size']} ranks; units and "

@@ -19,16 +19,19 @@ from simddp.inputs.link_file import Levels, LinkFile, as_link_file
 from simddp.inputs.profile import ModelProfile
 from simddp.inputs.resolved import Inputs
 from simddp.inputs.topology import Topology
+from simddp.planning.grad_dtype import GRAD_DTYPES
 from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.planning.registry import TORCH_FSDP
 from simddp.planning.sharding import PRECISIONS, cast_rate
 from simddp.predict.resolve import CHOICES as CONTENTION_CHOICES
 from simddp.predict.resolve import resolve
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
-from simddp.presets import parse_model
-from simddp.presets.devices import get_device
+from simddp.presets.architecture import Architecture
+from simddp.presets.devices import COMPUTE_DTYPES, get_device
+from simddp.presets.hf_config import describe_model, is_file, is_spec, load_config
 
 DEFAULT_MODEL = "transformer-small"
+DEFAULT_SEQ = 1024   # --seq of a preset or a profile; a model config's default is its own
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -37,14 +40,27 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default="a100",
                    help=f"compute device for preset times: {', '.join(DEVICES)} (default %(default)s)")
     g.add_argument("--batch", type=int, default=8, help="samples per rank (default %(default)s)")
-    g.add_argument("--seq", type=int, default=1024, help="tokens per sample (default %(default)s)")
+    g.add_argument("--seq", type=int, default=None,
+                   help=f"tokens per sample (default {DEFAULT_SEQ}; a model config or spec: "
+                        "its max positions)")
     g.add_argument("--efficiency", type=float, default=None,
                    help="fraction of the device's peak achieved (default: the device's, 0.4 on GPUs)")
     g.add_argument("--optimizer", default="adam", choices=("adam", "sgd"),
                    help="optimizer whose step time is modelled (default %(default)s)")
+    g.add_argument("--compute-dtype", default=None, choices=tuple(COMPUTE_DTYPES),
+                   help="what the roofline computes in: bf16 or fp16 (the device's tensor-core "
+                        "peak, 2-byte activations) or fp32 (its fp32 peak, 4-byte ones) "
+                        "(default: the device's own, 16 bits on GPUs, fp32 on the cpu)")
+    g.add_argument("--checkpointing", action="store_true",
+                   help="activation checkpointing: each block's forward runs again in its "
+                        "backward")
     for what in ("forward", "backward", "optimizer"):
         g.add_argument(f"--{what}-ms", type=float, default=None,
                        help=f"rescale total {what} time to this many ms (keeps per-layer shares)")
+    g.add_argument("--step-ms", type=float, default=None, metavar="MS",
+                   help="a measured one-GPU training step (forward, backward, optimizer; no "
+                        "communication) of this model and batch: every compute time is scaled "
+                        "by one factor to add up to it")
 
 
 def add_link_args(p: argparse.ArgumentParser) -> None:
@@ -128,12 +144,18 @@ def add_beyond_ddp_args(p: argparse.ArgumentParser, one_hook: bool = False) -> N
 
 
 def add_precision_arg(g) -> None:
-    """--precision, as realrun's (simulate and sweep)."""
+    """--precision, as realrun's, and --grad-dtype (simulate and sweep)."""
     g.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="as realrun's: with fsdp and zero2, bf16 is FSDP2's "
                         "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): "
                         "all-gathers in bf16 (half the bytes) plus a cast of the shard each; "
                         "other strategies (autocast) move the same fp32 bytes "
+                        "(default %(default)s)")
+    g.add_argument("--grad-dtype", default="fp32", choices=tuple(GRAD_DTYPES),
+                   help="the dtype gradients are reduced in: fp32 as torch DDP under "
+                        "autocast; bf16 or fp16 as Megatron-LM and DeepSpeed run 16-bit "
+                        "gradients (all-reduces move half the bytes, --bucket-mb counts "
+                        "them), and FSDP2's reduce_dtype for fsdp/zero2's reduce-scatters "
                         "(default %(default)s)")
 
 
@@ -142,7 +164,7 @@ def casts_of(args: argparse.Namespace, host: Host | None) -> tuple[float | None,
     :func:`simddp.planning.sharding.cast_rate` says: the measured host's copy rate, else the preset
     device's memory bandwidth (not for a profile file), else not modelled."""
     copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
-    device = None if _is_file_arg(args.model) else get_device(args.device)
+    device = None if _is_profile_arg(args.model) else get_device(args.device)
     return cast_rate(copy_gbps, device and device.mem_gbps, device.name if device else "")
 
 
@@ -158,23 +180,62 @@ def _is_file_arg(text: str) -> bool:
     return text.endswith(".json") or os.sep in text or os.path.exists(text)
 
 
+def _is_profile_arg(text: str) -> bool:
+    """Whether --model names a profile file: a file that is no model config."""
+    return not is_spec(text) and is_file(text) and load_config(text) is None
+
+
+def seq_of(args: argparse.Namespace, model) -> int:
+    """--seq, else the model's own: a config's or spec's max positions, else 1024."""
+    if args.seq is not None:
+        return args.seq
+    return model.max_positions if isinstance(model, Architecture) else DEFAULT_SEQ
+
+
 def resolve_model(args: argparse.Namespace) -> ModelProfile:
     if ".py:" in args.model or args.model.endswith(".py"):
         raise InputError(f"--model {args.model}: a Python file is a torch model, not a "
                          f"profile; measure it first (python -m realrun profile --module "
                          f"{args.model if ':' in args.model else args.model + ':FN'} --out "
                          "prof.json), then pass --model prof.json")
-    if _is_file_arg(args.model):
+    model = describe_model(args.model)   # its error names every form --model takes
+    dtype, checkpointing = getattr(args, "compute_dtype", None), getattr(args, "checkpointing",
+                                                                         False)
+    if model is None:
+        for flag, given in (("--compute-dtype", dtype), ("--checkpointing", checkpointing)):
+            if given:
+                raise InputError(f"{flag}: a measured profile ({args.model}) has its own "
+                                 "times; it applies to a preset, a model config or a spec")
         profile = load_profile(args.model)
     else:
-        spec = parse_model(args.model, MODEL_HELP)   # its error names the file form too
-        profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency,
-                                args.optimizer)
+        profile = build_profile(model, args.device, args.batch, seq_of(args, model),
+                                args.efficiency, args.optimizer, dtype, checkpointing)
     ms = {k: getattr(args, f"{k}_ms") for k in ("forward", "backward", "optimizer")}
     for k, v in ms.items():
         if v is not None and not (math.isfinite(v) and v >= 0):
             raise InputError(f"--{k}-ms must be a number >= 0, got {v!r}")
+    step_ms = getattr(args, "step_ms", None)
+    if step_ms is not None:
+        if any(v is not None for v in ms.values()):
+            raise InputError("--step-ms scales forward, backward and optimizer together; "
+                             "give it or --forward-ms/--backward-ms/--optimizer-ms, not both")
+        return one_gpu_step(profile, step_ms)
     return profile.scaled(*(None if v is None else v / 1e3 for v in ms.values()))
+
+
+def one_gpu_step(profile: ModelProfile, step_ms: float) -> ModelProfile:
+    """``profile`` with forward, backward and optimizer scaled by one factor so that they add
+    up to ``step_ms``, a step measured on one GPU (no communication), as trace import
+    anchors a traced step (simddp/ingest/trace/closure.py)."""
+    if not (isinstance(step_ms, (int, float)) and math.isfinite(step_ms) and step_ms > 0):
+        raise InputError(f"--step-ms must be a number > 0, got {step_ms!r}")
+    total_s = profile.forward_s + profile.backward_s + profile.optimizer_s
+    if total_s <= 0:
+        raise InputError(f"--step-ms: model {profile.name!r} has no compute time to scale")
+    k = step_ms / 1e3 / total_s
+    return profile.scaled(**{name: getattr(profile, name) * k for name in
+                             ("forward_s", "backward_s") if getattr(profile, name)},
+                          optimizer_s=profile.optimizer_s * k)
 
 
 def resolve_link(args: argparse.Namespace) -> LinkFile:
@@ -260,7 +321,7 @@ def resolve_host(args: argparse.Namespace) -> Host | None:
         if host is None:
             raise InputError(f"--host {args.host}: the file has no host costs")
         return host
-    if _is_file_arg(args.model):
+    if _is_profile_arg(args.model):
         host = load_host(args.model)
         if host is not None:
             return host
@@ -270,7 +331,7 @@ def resolve_host(args: argparse.Namespace) -> Host | None:
 def resolve_cpu_note(args: argparse.Namespace) -> str:
     """The caution of simddp/rig/cpu_share.py for a measured profile's host (its ``measured``
     section), '' for a preset or a profile measured where Gloo's threads had cores."""
-    if not _is_file_arg(args.model):
+    if not _is_profile_arg(args.model):
         return ""
     from simddp.rig.cpu_share import section_note   # a measured profile's host only
 

@@ -25,6 +25,7 @@ from simddp.cli.args import add_link_args, resolve_link, resolve_world
 from simddp.errors import InputError
 from simddp.cost import ALGORITHMS, COLLECTIVE_KINDS, GB, collective_s, kind_factor
 from simddp.cost import topology_collective_s
+from simddp.cost.single import pick_curves
 
 HELP = "the table nccl-tests would print on a link (size, time, algbw, busbw)"
 DEFAULT_SIZES = tuple(8 << i for i in range(31))        # 8 B … 8 GiB, ×2 (nccl-tests -f 2)
@@ -111,11 +112,32 @@ def collectives(args: argparse.Namespace) -> dict:
             row["measured_time_us"] = measured[n]
             row["error_pct"] = (t_s * 1e6 - measured[n]) / measured[n] * 100
         rows.append(row)
+    notes = (list(log.notes) if log else []) + _outside_curve(link, kind, p, sizes, log)
     return {"format": "simddp.collectives/1", "link": link.name, "kind": kind,
             "world_size": p, "nodes": topology.nodes if topology else None,
             "algorithm": args.algorithm if topology else None,
-            "measured": args.measured, "rows": rows,
-            "notes": list(log.notes) if log else []}
+            "measured": args.measured, "rows": rows, "notes": notes}
+
+
+def _outside_curve(link, kind: str, p: int, sizes: list[int], log) -> list[str]:
+    """A note for the sizes the link's measured curve does not cover: those are extrapolated
+    (the line through its two end points), which a user should know before trusting them."""
+    curves = pick_curves(link, kind, p, getattr(log, "nodes", None))
+    if not curves:
+        return []
+    low, high = min(c.bytes[0] for c in curves), max(c.bytes[-1] for c in curves)
+    outside = [n for n in sizes if n < low or n > high]
+    if not outside:
+        return []
+    return [f"{len(outside)} of {len(sizes)} sizes lie outside the measured "
+            f"{_size(low)}–{_size(high)} and are extrapolated from its end points"]
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
 
 
 def render(out: dict) -> str:
@@ -129,7 +151,8 @@ def render(out: dict) -> str:
     units = "#        (B)    (elements)                        (us)  (GB/s)  (GB/s)"
     if measured:
         head.append(f"# measured: {out['measured']} (out-of-place time)")
-        head += [f"# note: {note}" for note in out.get("notes", ())]
+    head += [f"# note: {note}" for note in out.get("notes", ())]
+    if measured:
         cols += "  measured    error"
         units += "      (us)      (%)"
     lines = head + [cols, units]

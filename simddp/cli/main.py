@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from simddp.errors import InputError
+from simddp.errors import InputError, error_line
 
 # What `python -m simddp --help` shows: for users (the module text above is for developers)
 DESCRIPTION = """Predict a data-parallel training step by simulation: which gradient-sync strategy
@@ -62,7 +62,7 @@ class OneLineParser(argparse.ArgumentParser):
         return super().parse_known_args(join_negative_values(argv), namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, error_line(self.prog.removeprefix("python -m "), f"{message} (see --help)") + "\n")
 
 
 def build_parser(prog: str = "python -m simddp", description: str = DESCRIPTION,
@@ -94,13 +94,14 @@ def build_parser(prog: str = "python -m simddp", description: str = DESCRIPTION,
     return parser
 
 
-def run_command(args: argparse.Namespace, exit_codes: dict | None = None) -> int:
+def run_command(args: argparse.Namespace, exit_codes: dict | None = None,
+                tool: str = "simddp") -> int:
     """Run the chosen subcommand; a listed error type ends in one line and its exit code."""
     codes = {InputError: 2, **(exit_codes or {})}
     try:
         return args.run(args) or 0
     except tuple(codes) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(tool, e), file=sys.stderr)
         return next(code for kind, code in codes.items() if isinstance(e, kind))
     except BrokenPipeError:  # `... | head` closed stdout: not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -3,6 +3,7 @@
     python -m simddp models
     python -m simddp models --device h100 --batch 4 --seq 2048
     python -m simddp models --model mlp-40x4096          # add any preset or profile FILE.json
+    python -m simddp models --model config.json          # or a Hugging Face config, or a spec
 
 One row per model: layers (transformer blocks, MLP/FFN layers, or a profile's modules),
 gradient tensors, parameters (millions), fp32 gradient MiB, and forward / backward / optimizer
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 
-from simddp.cli.args import DEFAULT_MODEL, add_model_args, resolve_model
-from simddp.errors import InputError
+from simddp.cli.args import DEFAULT_MODEL, DEFAULT_SEQ, add_model_args, resolve_model, seq_of
 from simddp.presets import DEVICES
+from simddp.presets.hf_config import describe_model
 from simddp.presets.models import GRAD_BYTES, TRANSFORMERS, build_profile, parse_model
 from simddp.report.table import render_table
 
@@ -32,28 +33,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     names = [f"transformer-{size}" for size in TRANSFORMERS] + list(EXAMPLES)
+    seq = args.seq or DEFAULT_SEQ
     rows = []
     for name in names:
         spec = parse_model(name)
-        profile = build_profile(spec, args.device, args.batch, args.seq, args.efficiency,
-                                args.optimizer)
+        profile = build_profile(spec, args.device, args.batch, seq, args.efficiency,
+                                args.optimizer, args.compute_dtype, args.checkpointing)
         rows.append(_row(name, spec.layers, spec.n_params, profile))
     rescaled = any(getattr(args, f"{what}_ms") is not None
-                   for what in ("forward", "backward", "optimizer"))
+                   for what in ("forward", "backward", "optimizer", "step"))
     if (args.model != DEFAULT_MODEL and args.model not in names) or rescaled:
-        profile = resolve_model(args)  # a preset or a profile FILE.json, with any --*-ms
-        if _is_preset(args.model):
-            spec = parse_model(args.model)
-            layers, n_params = spec.layers, spec.n_params
+        model = describe_model(args.model)   # a preset, a config or spec, or None: a profile
+        profile = resolve_model(args)  # with any --*-ms
+        label = args.model + (" (rescaled)" if rescaled else "")
+        if model is not None:
+            layers, n_params = model.layers, model.n_params
+            if seq_of(args, model) != seq:
+                label += f" (seq {seq_of(args, model)})"
         else:  # a measured profile: its modules, and parameters from fp32 gradient bytes
             layers, n_params = len(profile.layers), profile.grad_total_bytes // GRAD_BYTES
-        rows.append(_row(args.model + (" (rescaled)" if rescaled else ""), layers, n_params,
-                         profile))
+        rows.append(_row(label, layers, n_params, profile))
     eff = "" if args.efficiency is None else f", efficiency {args.efficiency:g}"
     print(render_table(
         ["model", "layers", "grad tensors", "params M", "grad MiB", "forward ms",
          "backward ms", "optimizer ms"], rows,
-        title=f"models at {args.device}, batch {args.batch} × seq {args.seq}{eff}, "
+        title=f"models at {args.device}, batch {args.batch} × seq {seq}{eff}, "
               f"{args.optimizer} (fp32 gradients)"))
     print()
     print(render_table(
@@ -61,14 +65,6 @@ def run(args: argparse.Namespace) -> int:
         [[d.name, f"{d.peak_tflops:g}", f"{d.mem_gbps:g}", f"{d.efficiency:g}", d.source]
          for d in DEVICES.values()], title="devices"))
     return 0
-
-
-def _is_preset(name: str) -> bool:
-    try:
-        parse_model(name)
-    except InputError:
-        return False
-    return True
 
 
 def _row(name: str, layers: int, n_params: int, profile) -> list[str]:

@@ -46,6 +46,7 @@ from simddp.report.table import fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.planning.plans import Plan
 from simddp.result import COMM, Result
+from simddp.planning.grad_dtype import with_grad_dtype
 from simddp.planning.registry import ALWAYS, BASELINE, ON_REQUEST, Name, help_lines, names
 from simddp.planning.strategy import (DDP_DEFAULT_BUCKET_MB, MB, SHARDED, Strategy, UnknownStrategy,
                              make_strategy, with_precision)
@@ -134,13 +135,14 @@ def _strategy(args: argparse.Namespace) -> Strategy:
 
 
 def _with_precision(strategy: Strategy, args: argparse.Namespace, host) -> tuple[Strategy, str]:
-    """``strategy`` at ``--precision``, its casts timed as :func:`simddp.planning.sharding.cast_rate`
+    """``strategy`` at ``--precision`` and ``--grad-dtype``, its casts timed as :func:`simddp.planning.sharding.cast_rate`
     says; and a note on the table's first line ("" where nothing changes)."""
-    mixed = with_precision(strategy, args.precision)
+    mixed = with_grad_dtype(with_precision(strategy, args.precision), args.grad_dtype)
+    reduced = mixed.grad_dtype or "fp32"
     if mixed.param_dtype is None:
-        return strategy, ""
+        return mixed, "" if mixed.grad_dtype is None else f"; gradients reduced in {reduced}"
     gbps, source = casts_of(args, host)
-    note = (f"; {mixed.param_dtype} all-gathers, fp32 reduce-scatters (FSDP2 "
+    note = (f"; {mixed.param_dtype} all-gathers, {reduced} reduce-scatters (FSDP2 "
             f"MixedPrecisionPolicy), casts {'at ' if gbps else ''}{source}")
     return replace(mixed, cast_gbps=gbps), note
 
@@ -187,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
             "allreduce_bytes": n_bytes, "wire_bytes": wire_bytes,
             "kinds": sorted({c.kind for c in p.collectives}), "model": result.model,
             "precision": args.precision, "param_dtype": strategy.param_dtype,
+            "grad_dtype": strategy.grad_dtype or "fp32",
             "cast_gbps": strategy.cast_gbps,
             "contention": {"compute": contention.compute, "comm": contention.comm,
                            "source": contention.source or None},

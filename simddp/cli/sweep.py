@@ -29,6 +29,7 @@ from simddp.cli.args import (add_beyond_ddp_args, add_contention_arg, add_host_a
                              parse_positive_floats, resolve_cpu_note, resolve_host,
                              resolve_link, resolve_model, resolve_world)
 from simddp.inputs.io import write_atomic
+from simddp.planning.grad_dtype import with_grad_dtype
 from simddp.planning.registry import ALWAYS, ON_REQUEST, TWO_LEVEL, help_lines, names
 from simddp.planning.strategy import STRATEGIES, SWEEPABLE, with_precision
 from simddp.predict.answer import SweepRequest, answer
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = resolve(profile, link_file, args.world_size, host=host, topology=topology,
                      contention=contention_choice(args.contention))
     cast_gbps, casts = casts_of(args, host)
-    configs = [with_precision(c, args.precision, cast_gbps) for c in configs]
+    configs = [with_grad_dtype(with_precision(c, args.precision, cast_gbps), args.grad_dtype)
+               for c in configs]
     out_dir = check_out_dir(args.out, files=("sweep.json", "sweep.csv", "sweep.png"),
                             force=args.force)  # last: it moves an earlier sweep aside
     # Sweep: spans are kept only for --out, where sweep.json holds every predicted timeline.

@@ -17,6 +17,16 @@ The picture, 2 nodes × 2 GPUs, NVLink 100 GB/s inside, 1 GB/s between, 16 MiB::
     >>> round(collective_s(topo, Link("eth", 0.0, 1.0), "all_reduce", 16_777_216,
     ...                    "hierarchical") * 1e3, 3)
     8.556
+
+A collective may also run on a subgroup (:data:`GROUPS`), as HSDP's do (FSDP2 on a 2-D mesh
+(replicate, shard)): the G ranks of one node (its all-gathers and reduce-scatters, on the intra
+link) or one rank of each node (its all-reduce of each node's 1/G share, on the link of the
+hierarchical inter-node phase). The same 16 MiB: an all-gather in the node, then the
+all-reduce of the 8 MiB shards across the two nodes::
+
+    >>> [round(group_s(topo, Link("eth", 0.0, 1.0), k, 16_777_216, g) * 1e3, 3)
+    ...  for k, g in (("all_gather", NODE), ("all_reduce", ACROSS))]
+    [0.084, 8.389]
 """
 from __future__ import annotations
 
@@ -24,10 +34,17 @@ from typing import NamedTuple
 
 from simddp.errors import InputError
 from simddp.cost.factors import ALL_GATHER as AG, ALL_REDUCE as AR, REDUCE_SCATTER as RS
+from simddp.cost.factors import kind_factor
 from simddp.cost.single import collective_s as link_s
 from simddp.cost.single import wait_s
 
 ALGORITHMS = ("ring", "hierarchical")
+# The process group a collective runs on: every rank; the G ranks of one node (HSDP's shard
+# group); one rank of each node, the same local index (HSDP's replicate group), which moves
+# each node's 1/G share of the collective's bytes. On one link (no topology) every rank is
+# one node.
+WORLD, NODE, ACROSS = "world", "node", "across"
+GROUPS = (WORLD, NODE, ACROSS)
 
 
 class LevelHosts(NamedTuple):
@@ -84,3 +101,57 @@ def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
     if kind == AG:
         return between(AG) + inside(AG) + 2 * waiting_s
     raise InputError(f"unknown collective kind {kind!r}")
+
+
+def group_s(topo, inter, kind: str, n_bytes: float, group: str, algorithm: str = "ring",
+            blocking: bool = False, hosts: LevelHosts = NO_HOSTS) -> float:
+    """Seconds for one ``kind`` collective of ``n_bytes`` (the whole unit's, as
+    :func:`collective_s` counts them) on ``group`` (:data:`GROUPS`): every rank by
+    ``algorithm`` (:func:`collective_s`); a node's G ranks on the intra link; or one rank of
+    each node, each sending its 1/G share among the N nodes on the link of the hierarchical
+    inter-node phase (the G groups run at once, as that phase's do). A group of one rank
+    moves nothing: 0 s."""
+    if group == WORLD:
+        return collective_s(topo, inter, kind, n_bytes, algorithm, blocking, hosts)
+    nodes, gpus = topo.nodes, topo.gpus_per_node
+    if group == NODE:
+        if gpus == 1:
+            return 0.0
+        return link_s(topo.intra, kind, n_bytes, gpus, blocking, nodes=1, host=hosts.intra)
+    if group == ACROSS:
+        if nodes == 1:
+            return 0.0
+        across_host = hosts.across if topo.inter is not None else hosts.inter
+        return link_s(topo.inter or inter, kind, n_bytes / gpus, nodes, blocking, nodes=nodes,
+                      host=across_host)
+    raise InputError(f"unknown process group {group!r}; expected {', '.join(GROUPS)}")
+
+
+class LevelSplit(NamedTuple):
+    """One collective's share of each link, run alone: seconds on the link between nodes and
+    inside a node, and the bytes one rank sends over each (a ring over every rank counts on
+    the link between nodes, which paces it)."""
+
+    inter_s: float
+    intra_s: float
+    inter_bytes: float
+    intra_bytes: float
+
+
+def level_split(topo, inter, kind: str, n_bytes: float, algorithm: str, group: str = WORLD,
+                hosts: LevelHosts = NO_HOSTS) -> LevelSplit:
+    """:class:`LevelSplit` of one ``kind`` collective of ``n_bytes`` on ``group`` by
+    ``algorithm`` (what ``simddp account --nodes`` prints per level)."""
+    nodes, gpus = topo.nodes, topo.gpus_per_node
+    total = group_s(topo, inter, kind, n_bytes, group, algorithm, hosts=hosts)
+    if group == NODE or nodes == 1:
+        ranks = gpus if group == NODE else topo.world_size
+        return LevelSplit(0.0, total, 0.0, kind_factor(kind, ranks) * n_bytes)
+    if group == ACROSS:
+        return LevelSplit(total, 0.0, kind_factor(kind, nodes) * n_bytes / gpus, 0.0)
+    if algorithm == "ring" or gpus == 1:
+        return LevelSplit(total, 0.0, kind_factor(kind, topo.world_size) * n_bytes, 0.0)
+    across = across_s(topo, inter, kind, n_bytes)
+    inside = 2 if kind == AR else 1    # RS and AG inside the node: (G-1)/G·n each
+    return LevelSplit(across, total - across, kind_factor(kind, nodes) * n_bytes / gpus,
+                      inside * kind_factor(RS, gpus) * n_bytes)

@@ -43,7 +43,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from simddp.errors import InputError
+from simddp.errors import InputError, unreadable
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 _BINARY_KIND = {"all_reduce": "all_reduce", "reduce_scatter": "reduce_scatter",
@@ -367,7 +367,5 @@ def _read(path) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
-    except IsADirectoryError:
-        raise InputError(f"{path}: a folder, not a log file") from None
     except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        raise unreadable(path, e) from None

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from simddp.errors import InputError
+from simddp.errors import InputError, unreadable
 from simddp.inputs.contention import Contention, check_factor, check_factors
 from simddp.inputs.gloo_host import SECTION as GLOO_HOST, GlooHost
 from simddp.inputs.host import Host
@@ -287,10 +287,10 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
+    except OSError as e:
+        raise unreadable(path, e) from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (not UTF-8)") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
 

@@ -37,13 +37,10 @@ from dataclasses import dataclass, field, replace
 from simddp.errors import InputError
 from simddp.cost import single
 from simddp.cost.curve import Curve, make_curve
-from simddp.cost.factors import (ALL_GATHER, ALL_REDUCE, GB, REDUCE_SCATTER,  # noqa: F401
-                                bus_factor, kind_factor)
+from simddp.cost.factors import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from simddp.inputs.profile import _check_spread
 
 # Collective kinds a plan issues (simddp/planning/plans.py); a span's kind spells them with a hyphen.
-# GB, the bus factors and the kinds live with the law (simddp/cost/factors.py); imported from
-# here by older code.
 COLLECTIVE_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 
 

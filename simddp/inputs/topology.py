@@ -17,7 +17,8 @@ depends on the algorithm, and each algorithm's phases run on one of the two link
 
 A worked case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
 
-    >>> from simddp.inputs.link import Link, kind_factor
+    >>> from simddp.inputs.link import Link
+    >>> from simddp.cost.factors import kind_factor
     >>> topo = Topology(nodes=2, gpus_per_node=2, intra=Link("nvl", 0.0, 100.0))
     >>> inter = Link("eth", 0.0, 1.0)
     >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "ring") * 1e3, 3)
@@ -51,9 +52,8 @@ from dataclasses import dataclass, replace
 from simddp.cost.factors import kind_factor
 from simddp.errors import InputError
 from simddp.inputs.gloo_host import GlooHost
-# The two-level law itself lives with the others (simddp/cost/hierarchical.py); its names are
-# imported from here by older code.
-from simddp.cost.hierarchical import ALGORITHMS, LevelHosts, across_s, collective_s  # noqa: F401
+from simddp.cost.hierarchical import LevelHosts, level_split
+from simddp.cost.hierarchical import collective_s  # noqa: F401 (the examples above call it)
 from simddp.inputs.link import Link
 
 
@@ -112,23 +112,20 @@ class Topology:
 
 def level_load(topo: Topology, inter: Link, plan, inter_host: GlooHost | None = None) -> dict:
     """Per optimizer step and rank, what each level carries for ``plan``: bytes sent over
-    the inter-node link and seconds of phases on each link (run alone, no overlap), and
-    which level bounds the communication ("inter" or "intra"); ``inter_host``: what Gloo on
-    a shared CPU host adds to the link between nodes, where its file measured it."""
+    each link and seconds of phases on each (run alone, no overlap; each collective on its
+    process group: simddp.cost.hierarchical.level_split), and which level bounds the
+    communication ("inter" or "intra"); ``inter_host``: what Gloo on a shared CPU host adds
+    to the link between nodes, where its file measured it."""
     hosts = LevelHosts(topo.intra_host, topo.inter_host, inter_host)
-    inter_bytes = inter_s = intra_s = 0.0
+    inter_bytes = intra_bytes = inter_s = intra_s = 0.0
     algorithm = plan.strategy.algorithm
     for c in plan.collectives:
         for n in c.calls:
-            inter_bytes += topo.inter_bytes(c.kind, n, algorithm)
-            total = collective_s(topo, inter, c.kind, n, algorithm, hosts=hosts)
-            if topo.nodes == 1:
-                intra_s += total
-            elif algorithm == "ring" or topo.gpus_per_node == 1:
-                inter_s += total
-            else:
-                across = across_s(topo, inter, c.kind, n)
-                inter_s += across
-                intra_s += total - across
-    return {"inter_node_bytes": inter_bytes, "inter_node_s": inter_s, "intra_node_s": intra_s,
+            split = level_split(topo, inter, c.kind, n, algorithm, c.group, hosts)
+            inter_bytes += split.inter_bytes
+            intra_bytes += split.intra_bytes
+            inter_s += split.inter_s
+            intra_s += split.intra_s
+    return {"inter_node_bytes": inter_bytes, "intra_node_bytes": intra_bytes,
+            "inter_node_s": inter_s, "intra_node_s": intra_s,
             "bound_by": "inter" if inter_s >= intra_s else "intra"}

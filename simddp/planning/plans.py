@@ -31,10 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simddp.planning.buckets import assign_buckets
+from simddp.planning.grad_dtype import bucket_widening, reduced_in
 from simddp.planning.hooks import HookCost, hook_cost
-from simddp.inputs.link import ALL_REDUCE
+from simddp.cost.factors import ALL_REDUCE
 from simddp.inputs.profile import ModelProfile
-from simddp.planning.sharding import AFTER_BACKWARD, ShardUnit, shard_units, sharded_steps
+from simddp.cost.hierarchical import WORLD
+from simddp.planning.sharding import (AFTER_BACKWARD, ShardUnit, hybrid_steps, shard_units,
+                                      sharded_steps)
 from simddp.planning.registry import Name
 from simddp.planning.strategy import Strategy
 
@@ -51,7 +54,10 @@ class Collective:
       the micro-step (the optimizer) waits.
     hook: the comm hook's calls on the wire and its compute (:class:`simddp.planning.hooks.HookCost`);
       an all-gather under FSDP2's mixed precision: its call in ``param_dtype`` (half the
-      bytes at bf16); None: one call of ``nbytes``.
+      bytes at bf16); an all-reduce or reduce-scatter under ``Strategy.grad_dtype``: its
+      call in that dtype (simddp/planning/grad_dtype.py); None: one call of ``nbytes``.
+    group: the ranks it runs among (simddp/cost/hierarchical.py, ``GROUPS``): every rank,
+      or HSDP's a node's ranks ("node") and one rank of each node ("across").
     """
 
     label: str
@@ -64,6 +70,7 @@ class Collective:
     ready_at: str = AFTER_BACKWARD
     gates: tuple[str, int] | None = None
     hook: HookCost | None = None
+    group: str = WORLD
 
     @property
     def calls(self) -> tuple[int, ...]:
@@ -110,7 +117,8 @@ def group_tensors(profile: ModelProfile, strategy: Strategy) -> list[tuple[int, 
     if strategy.granularity == "tensor":
         return [(tid,) for tid in order]
     sizes = [profile.tensor_bytes[tid] for tid in order]
-    limits = (strategy.first_bucket_bytes, strategy.bucket_bytes)
+    widen = bucket_widening(strategy.grad_dtype)   # a cap counts 16-bit gradients' bytes
+    limits = (strategy.first_bucket_bytes * widen, strategy.bucket_bytes * widen)
     return [tuple(order[i] for i in bucket) for bucket in assign_buckets(sizes, limits)]
 
 
@@ -138,16 +146,20 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
         else Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro, hook=cost)
         for k, micro in enumerate(synced)
         for i, (label, ids, nbytes, ready, cost) in enumerate(buckets))
-    return Plan(strategy, collectives, strategy.accum_steps)
+    return Plan(strategy, reduced_in(collectives, strategy.grad_dtype), strategy.accum_steps)
 
 
 def _sharded_plan(profile: ModelProfile, strategy: Strategy) -> Plan:
-    """fsdp/zero2: every micro-step gathers and reduce-scatters (simddp/planning/sharding.py)."""
+    """fsdp/zero2/hsdp: every micro-step gathers and reduce-scatters, hsdp all-reduces the
+    shards across nodes too (simddp/planning/sharding.py)."""
     units = shard_units(profile, strategy.shard_unit_bytes)
     steps = sharded_steps(units, strategy.reshard_after_forward, strategy.param_dtype)
+    if strategy.hybrid:
+        steps = hybrid_steps(steps)
     collectives = tuple(Collective(**fields, launch_index=k * len(steps) + i, micro_step=k)
                         for k in range(strategy.accum_steps) for i, fields in enumerate(steps))
-    return Plan(strategy, collectives, strategy.accum_steps, units)
+    return Plan(strategy, reduced_in(collectives, strategy.grad_dtype), strategy.accum_steps,
+                units)
 
 
 def _label(granularity: str, index: int, tensor_ids: tuple[int, ...], names: list[str]) -> str:

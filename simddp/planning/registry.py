@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 # Which DDP implementation runs a strategy (simddp/kinds.py): whose host costs apply and which
 # executor realrun wraps the module with (realrun/executors/).
-from simddp.kinds import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP  # noqa: F401
+from simddp.kinds import REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 
 
 class Name:
@@ -37,6 +37,7 @@ class Name:
     SYNC_EACH = "sync_each"
     FSDP = "fsdp"
     ZERO2 = "zero2"
+    HSDP = "hsdp"
     HIERARCHICAL = "hierarchical"
 
 
@@ -55,8 +56,8 @@ BASELINE = "baseline"      # never named in a sweep: it comes with the row it is
 class StrategyRow:
     """One strategy: how its Strategy is built, where it is offered, how it is drawn.
 
-    granularity, overlap, sync_last_only, reshard_after_forward, algorithm: the Strategy's
-      fields (:class:`simddp.planning.strategy.Strategy` says what each means).
+    granularity, overlap, sync_last_only, reshard_after_forward, hybrid, algorithm: the
+      Strategy's fields (:class:`simddp.planning.strategy.Strategy` says what each means).
     first_bucket_mb: a bucketed strategy's first bucket when none is given (None: the cap).
     implementation: one of :data:`IMPLEMENTATIONS`, which also names realrun's executor.
     hookable: takes a DDP comm hook (torch DDP buckets): "ddp+fp16".
@@ -74,6 +75,7 @@ class StrategyRow:
     first_bucket_mb: float | None = None
     sync_last_only: bool = False
     reshard_after_forward: bool | None = None
+    hybrid: bool = False
     algorithm: str = "ring"
     hookable: bool = False
     offered: str = ALWAYS
@@ -125,6 +127,11 @@ ROWS = (
     StrategyRow(Name.ZERO2, "torch FSDP2 (ZeRO-2): parameters kept from forward to "
                 "backward", "#E377C2", "unit", overlap=True, implementation=TORCH_FSDP,
                 reshard_after_forward=False, offered=ON_REQUEST),
+    # FSDP2 fully_shard on a 2-D mesh (replicate, shard): HSDP, sharded in a node
+    StrategyRow(Name.HSDP, "torch FSDP2 on a 2-D mesh (HSDP): fsdp inside each node, "
+                "replicas across nodes all-reduce the shards", "#BCBD22", "unit", overlap=True,
+                implementation=TORCH_FSDP, reshard_after_forward=True, hybrid=True,
+                offered=ON_REQUEST),
     # bucketed with a two-level all-reduce (simddp/cost/hierarchical.py)
     StrategyRow(Name.HIERARCHICAL, "bucketed, each all-reduce in two levels: inside the "
                 "node, across nodes, inside", "#1F3A93", "bucket", overlap=True,
@@ -136,11 +143,11 @@ ROW = {row.name: row for row in ROWS}
 
 def names(*, offered: tuple[str, ...] | str | None = None, hookable: bool | None = None,
           sharded: bool | None = None, granularity: str | None = None,
-          runs_for_real: bool | None = None) -> tuple[str, ...]:
+          runs_for_real: bool | None = None, hybrid: bool | None = None) -> tuple[str, ...]:
     """The names of the rows that match every filter given, in table order.
 
-    >>> names(offered=(ALWAYS, ON_REQUEST))[-3:], names(sharded=True)
-    (('no_sync', 'fsdp', 'zero2'), ('fsdp', 'zero2'))
+    >>> names(offered=(ALWAYS, ON_REQUEST))[-4:], names(sharded=True, hybrid=False)
+    (('no_sync', 'fsdp', 'zero2', 'hsdp'), ('fsdp', 'zero2'))
     """
     if isinstance(offered, str):
         offered = (offered,)
@@ -149,7 +156,8 @@ def names(*, offered: tuple[str, ...] | str | None = None, hookable: bool | None
                  and (hookable is None or row.hookable == hookable)
                  and (sharded is None or row.sharded == sharded)
                  and (granularity is None or row.granularity == granularity)
-                 and (runs_for_real is None or row.runs_for_real == runs_for_real))
+                 and (runs_for_real is None or row.runs_for_real == runs_for_real)
+                 and (hybrid is None or row.hybrid == hybrid))
 
 
 def help_lines(choices: tuple[str, ...]) -> str:

@@ -46,6 +46,18 @@ shard cast to 16 bits, half the bytes, and forward and backward compute on the b
 (the three forward all-gathers and the first re-gather of 4 MiB units move 2 MiB each; the
 reduce-scatters keep 4 MiB). What the policy adds to the step is one cast per all-gather
 (:func:`cast_seconds`).
+
+HSDP (``hsdp``, ``Strategy.hybrid``: FSDP2's ``fully_shard(mesh=init_device_mesh(..., (N, G),
+mesh_dim_names=("replicate", "shard")))``) is fsdp inside each node: a unit is sharded over
+the node's G ranks, so its all-gathers and reduce-scatters run among them, and every
+reduce-scatter is followed by an all-reduce of the shard among the N nodes (FSDP2's
+``foreach_reduce``: one rank of each node, the same local index). Its collectives carry their
+process group (``Collective.group``: simddp/cost/hierarchical.py, ``GROUPS``)::
+
+    >>> [(c.kind, c.group) for c in plan(toy, make_strategy("hsdp")).collectives][-2:]
+    [('reduce_scatter', 'node'), ('all_reduce', 'across')]
+
+What a rank holds and updates is then 1/G of each unit, not 1/p (:func:`shard_ranks`).
 """
 from __future__ import annotations
 
@@ -54,7 +66,8 @@ from dataclasses import dataclass
 from simddp.errors import InputError
 from simddp.planning.hooks import HookCost
 from simddp.kinds import Phase
-from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER
+from simddp.cost.factors import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from simddp.cost.hierarchical import ACROSS, NODE
 from simddp.inputs.profile import ModelProfile
 
 FORWARD, BACKWARD, AFTER_BACKWARD = Phase.FORWARD, Phase.BACKWARD, Phase.AFTER_BACKWARD
@@ -176,12 +189,43 @@ def sharded_steps(units: tuple[ShardUnit, ...], reshard_after_forward: bool,
     return out
 
 
+def hybrid_steps(steps: list[dict]) -> list[dict]:
+    """HSDP's micro-step from fsdp's (:func:`sharded_steps`): the same calls among the ranks
+    of a node, each reduce-scatter followed by the all-reduce of its shard across nodes,
+    released with it (FSDP2 issues it as soon as the reduce-scatter is done). Its ``nbytes``
+    and calls are the reduce-scatter's, the whole unit's: the law moves each node's 1/G share
+    (simddp/cost/hierarchical.py, ``ACROSS``)."""
+    out = []
+    for fields in steps:
+        out.append({**fields, "group": NODE})
+        if fields["kind"] == REDUCE_SCATTER:
+            unit = fields["label"].removesuffix(" reduce-scatter")
+            out.append({**fields, "label": f"{unit} all-reduce", "kind": ALL_REDUCE,
+                        "group": ACROSS})
+    return out
+
+
+def shard_ranks(strategy, world_size: int, gpus_per_node: int | None = None) -> int:
+    """The ranks each unit is sharded over: every rank (fsdp, zero2), or a node's under HSDP
+    (``gpus_per_node``; None: one node holds every rank). What a rank's shard, its optimizer
+    share and its shard copies are divided by.
+
+    >>> from simddp.planning.strategy import make_strategy
+    >>> shard_ranks(make_strategy("hsdp"), 8, 4), shard_ranks(make_strategy("fsdp"), 8, 4)
+    (4, 8)
+    """
+    if not strategy.hybrid or gpus_per_node is None:
+        return world_size
+    return gpus_per_node
+
+
 def cast_seconds(plan, world_size: int) -> list[float]:
     """Seconds of the cast FSDP2's mixed precision runs before each collective of a sharded
     ``plan``, in launch order; all 0 without ``param_dtype`` or without a rate to time it at
     (``Strategy.cast_gbps``).
 
-    Before an all-gather FSDP2 casts this rank's fp32 shard (n/p bytes) into one 16-bit
+    ``world_size``: the ranks each unit is sharded over (:func:`shard_ranks`). Before an
+    all-gather FSDP2 casts this rank's fp32 shard (n/p bytes) into one 16-bit
     buffer: read n/p, write n/2p, 1.5·n/p bytes at ``cast_gbps`` (on a GPU it runs on its
     copy-in stream, which the all-gather waits for: the comm lane, ahead of the call). The
     reduce-scatter's copy of the unit's gradients into its fp32 input runs with or without the

@@ -24,7 +24,9 @@ from simddp.errors import InputError
 from simddp.planning.hooks import CommHook, parse_comm_hook
 from simddp.cost.hierarchical import ALGORITHMS
 from simddp.planning.sharding import check_param_dtype, param_dtype_of
-from simddp.planning.registry import (ALWAYS, BASELINE, DDP_FIRST_BUCKET_MB, IMPLEMENTATIONS, ON_REQUEST,
+from simddp.planning.grad_dtype import check_grad_dtype
+from simddp.kinds import IMPLEMENTATIONS
+from simddp.planning.registry import (ALWAYS, BASELINE, ON_REQUEST,
                                ROW, TORCH_DDP, TWO_LEVEL, Name, names)
 
 
@@ -40,10 +42,12 @@ DDP_DEFAULT_BUCKET_MB = 25.0
 # no_sync); bucketed with a two-level all-reduce, swept on a multi-node topology;
 STRATEGIES = names(offered=ALWAYS)
 HIERARCHICAL = Name.HIERARCHICAL
-# the ones a sweep asks a bucket size of; FSDP2 fully_shard (fsdp, zero2); torch DDP with
-# register_comm_hook (bucketed, ddp); every name a sweep or make_strategy takes;
+# the ones a sweep asks a bucket size of; FSDP2 fully_shard over every rank (fsdp, zero2);
+# FSDP2 on a 2-D mesh, sharded in a node (hsdp); torch DDP with register_comm_hook (bucketed,
+# ddp); every name a sweep or make_strategy takes;
 BUCKETED = names(granularity="bucket", offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
-SHARDED = names(sharded=True)
+SHARDED = names(sharded=True, hybrid=False)
+HYBRID = names(hybrid=True)
 HOOKABLE = names(hookable=True)
 SWEEPABLE = names(offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
 # and the baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
@@ -62,6 +66,10 @@ class Strategy:
       or "fsdp" (torch FSDP2, ``fully_shard``).
     reshard_after_forward: sharded (granularity "unit"): FSDP2's argument, True for fsdp
       (ZeRO-3), False for zero2 (ZeRO-2); None: replicated, every rank holds everything.
+    hybrid: sharded only: HSDP, FSDP2 on a 2-D mesh (replicate, shard): each unit sharded
+      over the ranks of one node, replicated across nodes; each reduce-scatter in the node is
+      followed by an all-reduce of the shard across nodes (simddp/planning/sharding.py).
+      False: sharded over every rank.
     shard_unit_bytes: layers grouped into units of at least this many bytes; None: one each.
     comm_hook: the DDP comm hook every bucket goes through (granularity "bucket" only).
     param_dtype: sharded only: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=
@@ -70,6 +78,9 @@ class Strategy:
     cast_gbps: the memory bandwidth (GB/s) each all-gather's cast to ``param_dtype`` is timed
       at (:func:`simddp.planning.sharding.cast_seconds`); None: the casts are not timed. Set by the
       command from the device or the measured host, not by the policy.
+    grad_dtype: the dtype gradients are reduced in (simddp/planning/grad_dtype.py): every
+      all-reduce (Megatron-LM's and DeepSpeed's 16-bit gradients, buckets counted in it) and
+      reduce-scatter (FSDP2's ``reduce_dtype``), "bf16" or "fp16"; None: fp32.
     """
 
     name: str
@@ -81,6 +92,7 @@ class Strategy:
     sync_last_only: bool = False
     implementation: str = "realrun"
     reshard_after_forward: bool | None = None
+    hybrid: bool = False
     shard_unit_bytes: int | None = None
     comm_hook: CommHook | None = None
     # How each all-reduce crosses a two-level cluster (simddp/inputs/topology.py): "ring" over every
@@ -89,6 +101,7 @@ class Strategy:
     algorithm: str = "ring"
     param_dtype: str | None = None
     cast_gbps: float | None = None
+    grad_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if self.granularity not in ("tensor", "all", "bucket", "unit"):
@@ -97,6 +110,9 @@ class Strategy:
         if (self.granularity == "unit") != (self.reshard_after_forward is not None):
             raise InputError(f"strategy {self.name!r}: granularity unit goes with "
                              "reshard_after_forward True or False, and only it")
+        if self.hybrid and self.granularity != "unit":
+            raise InputError(f"strategy {self.name!r}: hybrid (HSDP) shards, so it goes with "
+                             "granularity unit")
         if self.comm_hook is not None and (self.granularity != "bucket"
                                            or self.implementation != "torch"):
             raise InputError(f"strategy {self.name!r}: a comm hook needs buckets under torch "
@@ -114,6 +130,10 @@ class Strategy:
             raise InputError(f"strategy {self.name!r}: implementation must be one of "
                              f"{', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}")
         check_param_dtype(self.param_dtype)
+        object.__setattr__(self, "grad_dtype", check_grad_dtype(self.grad_dtype))  # fp32: None
+        if self.grad_dtype is not None and self.comm_hook is not None:
+            raise InputError(f"strategy {self.name!r}: a comm hook compresses fp32 gradients; "
+                             f"--grad-dtype is {self.grad_dtype}")
         if self.param_dtype is not None and self.granularity != "unit":
             raise InputError(f"strategy {self.name!r}: param_dtype (FSDP2's mixed precision) "
                              f"applies to {' and '.join(SHARDED)} only")
@@ -158,7 +178,8 @@ class Strategy:
 
     @property
     def shards_optimizer(self) -> bool:
-        """Whether each rank's optimizer updates only its 1/p shard (fsdp, zero2)."""
+        """Whether each rank's optimizer updates only its shard: 1/p (fsdp, zero2), or 1/G
+        of a node's G ranks (hsdp)."""
         return self.reshard_after_forward is not None
 
     @property
@@ -254,8 +275,8 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
 
     ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
     ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
-    its ``no_sync()``); the others are realrun's wrapper, except ``fsdp`` and ``zero2``
-    (FSDP2; ``shard_unit_mb`` groups layers; ``param_dtype``, ``cast_gbps``: its mixed
+    its ``no_sync()``); the others are realrun's wrapper, except ``fsdp``, ``zero2`` and
+    ``hsdp`` (FSDP2; ``shard_unit_mb`` groups layers; ``param_dtype``, ``cast_gbps``: its mixed
     precision) and any strategy with a comm hook: torch DDP.
     A hook comes as ``comm_hook`` or in the name, "ddp+fp16"; the strategy's name has it.
     """
@@ -283,7 +304,8 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
         unit = None if shard_unit_mb is None else mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
         return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,
                         implementation=row.implementation,
-                        reshard_after_forward=row.reshard_after_forward, shard_unit_bytes=unit,
+                        reshard_after_forward=row.reshard_after_forward, hybrid=row.hybrid,
+                        shard_unit_bytes=unit,
                         param_dtype=param_dtype, cast_gbps=cast_gbps)
     if row.granularity != "bucket":
         return Strategy(name, row.granularity, row.overlap, accum_steps=accum_steps,

@@ -20,8 +20,11 @@ from dataclasses import dataclass
 from simddp.analytic.optimal_bucket import closed_form_optimum
 from simddp.analytic.optimum_gap import gap_line
 from simddp.analytic.states import FP32_ADAM, PerParam, state_bytes
+from simddp.analytic.traffic import at_dtype
+from simddp.sim.costs import shard_ranks_of
 from simddp.inputs.link_file import LinkFile
 from simddp.inputs.resolved import Inputs
+from simddp.planning.grad_dtype import GRAD_DTYPES
 from simddp.planning.plans import plan
 from simddp.planning.registry import Name
 from simddp.predict.recommend import (Recommendation, StrategyPick, recommend,
@@ -85,8 +88,31 @@ class SweepAnswer:
         r = self.request
         rows = ", ".join(sorted({s.name for s in specs}))
         return (f"precision {r.precision}: {rows} under FSDP2's MixedPrecisionPolicy "
-                f"({specs[0].param_dtype} all-gathers, fp32 reduce-scatters), casts "
+                f"({specs[0].param_dtype} all-gathers, {specs[0].grad_dtype or 'fp32'} "
+                "reduce-scatters), casts "
                 f"{'at ' if r.cast_gbps else ''}{r.casts}")
+
+
+    @property
+    def grad_dtype(self) -> str | None:
+        """The dtype the rows reduce gradients in (--grad-dtype); None: fp32."""
+        return grad_dtype_of(self.results)
+
+    @property
+    def grad_dtype_note(self) -> str:
+        """The line saying the rows reduce 16-bit gradients; "" at fp32."""
+        dtype = self.grad_dtype
+        if dtype is None:
+            return ""
+        return (f"gradients reduced in {dtype} (--grad-dtype): all-reduces and "
+                f"reduce-scatters move {dtype} bytes, --bucket-mb counts them "
+                "(simddp/planning/grad_dtype.py)")
+
+
+def grad_dtype_of(results: Sequence[Result]) -> str | None:
+    """The dtype ``results`` reduce gradients in (the first row that says one); None: fp32."""
+    return next((r.spec.grad_dtype for r in results
+                 if r.spec is not None and r.spec.grad_dtype), None)
 
 
 @dataclass(frozen=True)
@@ -113,12 +139,15 @@ def answer(inputs: Inputs, results: Sequence[Result], request: SweepRequest | No
     link_file = link_file or LinkFile(inputs.link)
     results = list(results)
     naive = naive_of(results)
+    dtype = grad_dtype_of(results)
     if naive is None:  # the speedup column is always "vs naive": simulate the baseline anyway
-        naive = sweep_inputs(inputs, configurations([Name.NAIVE], DEFAULT_BUCKET_MB))[0]
+        naive = sweep_inputs(inputs, configurations([Name.NAIVE], DEFAULT_BUCKET_MB,
+                                                    grad_dtype=dtype))[0]
     rec = recommend(results)
     pick = recommend_strategy(results)
-    optimum = closed_form_optimum(inputs.profile, inputs.link, inputs.world_size,
-                                  link_file.contention)
+    # the closed form on the gradients as they are reduced (a bucket counts them at their dtype)
+    reduced = inputs.profile if dtype is None else at_dtype(inputs.profile, GRAD_DTYPES[dtype])
+    optimum = closed_form_optimum(reduced, inputs.link, inputs.world_size, link_file.contention)
     # the reasons name the contention the rows were predicted under (a default included)
     optimum["differs_from_simulator"] = gap_line(inputs, optimum, results)
     return SweepAnswer(inputs, link_file, results, naive, rec, pick,
@@ -132,5 +161,6 @@ def model_states(pick: StrategyPick | None, inputs: Inputs, adam: bool = True
     if pick is None:
         return {}
     per = FP32_ADAM if adam else PerParam(optimizer=0)  # SGD: no state
-    return {r.strategy: state_bytes(plan(inputs.profile, r.spec), inputs.world_size, per)
+    return {r.strategy: state_bytes(plan(inputs.profile, r.spec),
+                                    shard_ranks_of(r.spec, inputs), per)
             for r in (pick.best, pick.versus) if r is not None}

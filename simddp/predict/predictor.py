@@ -45,7 +45,7 @@ from simddp.planning.sharding import AFTER_BACKWARD
 from simddp.planning.strategy import Strategy
 from simddp.predict.scenarios import ScenarioSet
 from simddp.result import Result
-from simddp.sim.costs import PlanCosts, plan_costs
+from simddp.sim.costs import PlanCosts, plan_costs, shard_ranks_of
 from simddp.sim.engine import compute_only_s, make_result, result_of, simulate
 from simddp.sim.schedule import optimizer_share_s
 
@@ -192,12 +192,12 @@ class Predictor:
         """A step of several micro-steps: each run alone, plus the optimizer once, as the
         engine charges it in the whole step (its compute after communication included)."""
         inputs = self.inputs[scenario_key]
-        profile, world_size = inputs.profile, inputs.world_size
+        profile = inputs.profile
         synced = next((q for _, q in parts if q.collectives), parts[0][1])
         whole_factor = after_comm_factor(inputs.host, synced)
 
         def optimizer_s(q: Plan, factor: float) -> float:   # as the engine charges it in q
-            return optimizer_share_s(profile, q, world_size) * factor
+            return optimizer_share_s(profile, q, shard_ranks_of(q.strategy, inputs)) * factor
 
         def part_s(part_id: int, part: Plan) -> float:
             # a compute-only micro-step of a plan that communicates computes as its plan
@@ -232,8 +232,8 @@ class Predictor:
         held at its measurement; contention never applies, nothing overlaps)."""
         def parts_s(key: tuple) -> float:
             inputs, pc = self.inputs[key], self.plan_costs(pid, p, key)
-            compute_s = compute_only_s(inputs.profile, p.micro_steps,
-                                       optimizer_share_s(inputs.profile, p, inputs.world_size))
+            compute_s = compute_only_s(inputs.profile, p.micro_steps, optimizer_share_s(
+                inputs.profile, p, shard_ranks_of(p.strategy, inputs)))
             return compute_s * pc.compute_factor + sum(pc.comm_s)
 
         return parts_s(scenario_key) - parts_s(self.point_key)

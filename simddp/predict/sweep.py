@@ -33,10 +33,11 @@ from simddp.predict.predictor import Predictor
 from simddp.predict.resolve import resolve
 from simddp.predict.scenarios import scenario_set
 from simddp.result import Result
+from simddp.planning.grad_dtype import with_grad_dtype
 from simddp.planning.hooks import CommHook, parse_comm_hook
 from simddp.planning.registry import ROW, Name
-from simddp.planning.strategy import (ACCUM_BASELINE, BUCKETED, DDP_DEFAULT_BUCKET_MB, HOOKABLE, MB,
-                             SHARDED, SWEEPABLE, Strategy, make_strategy, mb_to_bytes,
+from simddp.planning.strategy import (ACCUM_BASELINE, BUCKETED, HOOKABLE, MB,
+                             HYBRID, SHARDED, SWEEPABLE, Strategy, make_strategy, mb_to_bytes,
                              with_precision)
 from simddp.inputs.topology import Topology
 
@@ -72,12 +73,12 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
                          f"(torch DDP buckets); none of them is in --strategies")
     if shard_unit_mb is not None:
         mb_to_bytes(shard_unit_mb, "--shard-unit-mb")
-        if not any(name in SHARDED for name in strategies):
+        if not any(name in SHARDED + HYBRID for name in strategies):
             raise InputError(f"--shard-unit-mb: no sharded strategy ({', '.join(SHARDED)}) "
                              "in --strategies")
     out: list[Strategy] = []
     for name in (s for s in SWEEPABLE if s in strategies):  # the registry's order, once each
-        if name in SHARDED:
+        if name in SHARDED + HYBRID:
             out.append(make_strategy(name, accum_steps=1, shard_unit_mb=shard_unit_mb))
         elif name not in BUCKETED:
             out.append(make_strategy(name))
@@ -100,7 +101,8 @@ def sweep(profile: ModelProfile, link: Link | LinkFile, world_size: int,
           ranges: bool = False, comm_hooks: Sequence[str | CommHook] = (),
           shard_unit_mb: float | None = None, topology: Topology | None = None,
           device: str | None = None, precision: str = "fp32",
-          cast_gbps: float | None = None, contention=None) -> list[Result]:
+          cast_gbps: float | None = None, contention=None,
+          grad_dtype: str | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies` on inputs resolved as every
     command resolves them (:func:`simddp.predict.resolve.resolve`): ``host``: the DDP
     implementations' host costs (None: free); ``topology``: a two-level cluster;
@@ -108,9 +110,10 @@ def sweep(profile: ModelProfile, link: Link | LinkFile, world_size: int,
     nobody measured is the published GPU one); ``contention``: the user's choice (None: the
     rule). Then :func:`sweep_inputs` with ``ranges``, ``record``, ``stats``, ``on_progress``;
     ``precision``: as realrun's ``--precision`` (bf16: fsdp and zero2 under FSDP2's mixed
-    precision, their casts timed at ``cast_gbps``, :func:`simddp.planning.sharding.cast_rate`)."""
+    precision, their casts timed at ``cast_gbps``, :func:`simddp.planning.sharding.cast_rate`);
+    ``grad_dtype``: the dtype gradients are reduced in (simddp/planning/grad_dtype.py)."""
     configs = configurations(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb,
-                             precision, cast_gbps)
+                             precision, cast_gbps, grad_dtype)
     as_link_file(link).link.for_world(world_size, rescale=True)  # an integer >= 2
     if device is not None:
         profile = replace(profile, device=device)
@@ -123,9 +126,11 @@ def sweep(profile: ModelProfile, link: Link | LinkFile, world_size: int,
 def configurations(strategies: Sequence[str], bucket_mbs: Sequence[float],
                    accum_steps: int = DEFAULT_ACCUM_STEPS, comm_hooks: Sequence = (),
                    shard_unit_mb: float | None = None, precision: str = "fp32",
-                   cast_gbps: float | None = None) -> list[Strategy]:
-    """:func:`sweep_strategies` as a run at ``precision`` runs them."""
-    return [with_precision(c, precision, cast_gbps) for c in
+                   cast_gbps: float | None = None, grad_dtype: str | None = None
+                   ) -> list[Strategy]:
+    """:func:`sweep_strategies` as a run at ``precision`` runs them, reducing gradients in
+    ``grad_dtype`` (None or fp32: as torch DDP under autocast)."""
+    return [with_grad_dtype(with_precision(c, precision, cast_gbps), grad_dtype) for c in
             sweep_strategies(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb)]
 
 

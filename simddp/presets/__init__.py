@@ -5,8 +5,9 @@
     (111, 11.0)
 
 Models (:mod:`~simddp.presets.models`) get per-layer times from a roofline on a device
-(:mod:`~simddp.presets.devices`); links (:mod:`~simddp.presets.links`) come with the source of
-their numbers. A profile measured by ``realrun profile`` and a link from ``python -m calibrate``
+(:mod:`~simddp.presets.devices`); so does a model read from a Hugging Face config or a short
+spec (:mod:`~simddp.presets.hf_config`, :mod:`~simddp.presets.architecture`); links
+(:mod:`~simddp.presets.links`) come with the source of their numbers. A profile measured by ``realrun profile`` and a link from ``python -m calibrate``
 beat every preset.
 """
 from simddp.presets.devices import DEVICES, Device, get_device

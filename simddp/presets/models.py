@@ -12,11 +12,15 @@ Presets: ``transformer-small|medium|large|xl|2.7b``, ``mlp-DEPTHxWIDTH`` (bias-f
 Linear+ReLU), ``ffn-LAYERSxDMODELxDFF`` (bias-free up/down blocks). Per-layer time is a
 roofline: ``max(flops / (peak·eff), bytes / (mem_bw·eff))`` on a device from
 :mod:`simddp.presets.devices`; backward costs twice the forward (grad input + grad weight).
+A model read from a Hugging Face config or a short spec (simddp/presets/hf_config.py) is
+timed by the same :func:`build_profile`.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from simddp.errors import InputError
 from simddp.presets.devices import Device, get_device
@@ -34,10 +38,25 @@ TRANSFORMERS = {
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 28, "sgd": 12}
 PRESET_HELP = ("transformer-small|medium|large|xl|2.7b, mlp-DEPTHxWIDTH (e.g. mlp-40x4096), "
                "ffn-LAYERSxDMODELxDFF (e.g. ffn-126x16384x53248)")
-# What simddp's --model takes: a preset, or a profile file (python -m realrun profile --out).
+# What simddp's --model takes: a preset, a model config or spec (simddp/presets/hf_config.py),
+# or a profile file (python -m realrun profile --out).
 # realrun runs torch modules and takes presets only: its errors list PRESET_HELP, so that
 # `realrun bench --model nonexist` does not suggest the profile file bench refuses.
-MODEL_HELP = f"{PRESET_HELP}, or a profile FILE.json"
+MODEL_HELP = (f"{PRESET_HELP}, a Hugging Face config FILE.json[#ARCH], a spec "
+              "decoder:|encoder:|mpt:KEY=VALUE,... (docs/MODELS.md), or a profile FILE.json")
+PARAM_KINDS = ("linear", "embed", "norm")   # the preset ops that hold a weight
+
+
+class Op(NamedTuple):
+    """One module in forward order: its name, op kind and dims (as :func:`_op_cost` reads
+    them), its parameters ((name, elements) in definition order) and whether it sits in a
+    repeated block, the part activation checkpointing recomputes."""
+
+    name: str
+    kind: str
+    dims: tuple[int, ...]
+    params: tuple[tuple[str, int], ...] = ()
+    in_block: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,18 @@ class ModelSpec:
                     (f"{b}.ffn_norm", "norm", (d,)), (f"{b}.w1", "linear", (d, f)),
                     (f"{b}.w2", "linear", (f, d)), (f"{b}.w3", "linear", (d, f))]
         return ops + [("norm", "norm", (d,)), ("head", "linear", (d, self.vocab))]
+
+    def modules(self) -> list[Op]:
+        """:meth:`ops` with their parameters: one weight per linear, embedding and norm."""
+        return [Op(name, kind, dims,
+                   ((f"{name}.weight", math.prod(dims)),) if kind in PARAM_KINDS else (),
+                   name.startswith(("blocks.", "layers.")))
+                for name, kind, dims in self.ops()]
+
+    @property
+    def position_limit(self) -> int | None:
+        """The longest sequence the model holds positions for (None: no learned table)."""
+        return None
 
     def parameters(self) -> list[tuple[str, tuple[int, ...]]]:
         """(parameter name, torch shape) in definition order, as realrun's module has them."""
@@ -136,6 +167,8 @@ def _op_cost(kind: str, dims: tuple[int, ...], tokens: int, seq: int, act_bytes:
     if kind == "linear":
         d_in, d_out = dims
         return 2 * tokens * d_in * d_out, (tokens * (d_in + d_out) + d_in * d_out) * act_bytes
+    if kind == "pooler":  # a Linear on one position per sample (BERT's [CLS] token)
+        return _op_cost("linear", dims, tokens // seq, seq, act_bytes)
     if kind == "attn":   # QKᵀ and AV: 2·2·T·S·d flops (no causal saving); read q,k,v, write out
         return 4 * tokens * seq * dims[0], 4 * tokens * dims[0] * act_bytes
     if kind == "norm":   # RMSNorm: square, mean, rsqrt, scale ≈ 4 flops/element, read + write
@@ -145,29 +178,44 @@ def _op_cost(kind: str, dims: tuple[int, ...], tokens: int, seq: int, act_bytes:
     raise AssertionError(kind)
 
 
-def build_profile(spec: ModelSpec, device: str | Device = "a100", batch: int = 8,
+def build_profile(spec, device: str | Device = "a100", batch: int = 8,
                   seq: int = 1024, efficiency: float | None = None,
-                  optimizer: str = "adam") -> ModelProfile:
-    """Per-layer forward/backward seconds from FLOPs and bytes on ``device``."""
+                  optimizer: str = "adam", dtype: str | None = None,
+                  checkpointing: bool = False) -> ModelProfile:
+    """Per-layer forward/backward seconds from FLOPs and bytes on ``device``, for a
+    :class:`ModelSpec` or a :class:`simddp.presets.architecture.Architecture` (anything
+    with ``modules()``, ``n_params``, ``position_limit`` and ``name``).
+
+    ``dtype``: what the compute runs in (:meth:`Device.for_dtype`; None: the device's own,
+    16-bit tensor cores on a GPU); ``checkpointing``: each block's forward is recomputed
+    in its backward, as activation checkpointing does. Gradients are fp32 bytes whatever
+    the dtype: the dtype they are reduced in is the strategy's
+    (simddp/planning/grad_dtype.py).
+    """
     dev = get_device(device) if isinstance(device, str) else device
     if efficiency is not None:
         dev = dev.with_efficiency(efficiency)
+    dev = dev.for_dtype(dtype)
     for flag, value in (("--batch", batch), ("--seq", seq)):
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InputError(f"{flag} must be an integer >= 1, got {value!r}")
+    limit = spec.position_limit
+    if limit is not None and seq > limit:
+        raise InputError(f"--seq {seq}: model {spec.name!r} has learned positions for "
+                         f"{limit} tokens only")
     if optimizer not in OPTIMIZER_BYTES_PER_PARAM:
         raise InputError(f"unknown optimizer {optimizer!r}; choose adam or sgd")
     tokens = batch * seq
     layers = []
-    for name, kind, dims in spec.ops():
-        flops, nbytes = _op_cost(kind, dims, tokens, seq, dev.act_bytes)
+    for op in spec.modules():
+        flops, nbytes = _op_cost(op.kind, op.dims, tokens, seq, dev.act_bytes)
         forward_s = dev.seconds(flops, nbytes)
-        grads = ()
-        if kind in ("linear", "embed", "norm"):
-            numel = dims[0] * dims[1] if len(dims) == 2 else dims[0]
-            grads = (numel * GRAD_BYTES,)
-        layers.append(Layer(name, grads, forward_s, 2 * forward_s,
-                            tuple(f"{name}.weight" for _ in grads)))
+        backward_s = 2 * forward_s
+        if checkpointing and op.in_block:
+            backward_s += forward_s   # the block's forward runs again before its backward
+        layers.append(Layer(op.name, tuple(n * GRAD_BYTES for _, n in op.params), forward_s,
+                            backward_s, tuple(name for name, _ in op.params)))
     optimizer_s = dev.seconds(0, spec.n_params * OPTIMIZER_BYTES_PER_PARAM[optimizer])
-    label = f"{spec.name}@{dev.name},b{batch}s{seq}"
+    label = (f"{spec.name}@{dev.name},b{batch}s{seq}" + (f",{dtype}" if dtype else "")
+             + (",checkpointed" if checkpointing else ""))
     return ModelProfile(label, tuple(layers), optimizer_s, device=dev.name)

@@ -22,7 +22,8 @@ so no line asks for them: the predictions say nothing about what they change.
 from __future__ import annotations
 
 from simddp.report.table import fmt_mb, fmt_ms
-from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB, DDP_FIRST_BUCKET_MB
+from simddp.planning.registry import DDP_FIRST_BUCKET_MB
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB
 
 
 def framework_calls(bucket_mb: float) -> list[str]:

@@ -24,7 +24,8 @@ from simddp.report.frameworks import framework_text
 from simddp.report.table import fmt_mb, fmt_ms, fmt_range
 from simddp.result import Result
 from simddp.planning.registry import Name
-from simddp.planning.strategy import DDP_FIRST_BUCKET_MB, Strategy
+from simddp.planning.registry import DDP_FIRST_BUCKET_MB
+from simddp.planning.strategy import Strategy
 from simddp.predict.sweep import accumulates
 from simddp.predict.recommend import Recommendation, StrategyPick
 
@@ -219,10 +220,15 @@ def _caveat(spec: Strategy) -> str:
                 "emulated host, its cross-node phase takes up to G× longer "
                 "(docs/FINDINGS.md#hierarchical-phases).")
     if h is None:
-        dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(spec.param_dtype or "")
-        policy = (f", mp_policy=MixedPrecisionPolicy(param_dtype={dtype}, "
-                  "reduce_dtype=torch.float32)" if dtype else "")
-        return (f" In torch: fully_shard(unit, reshard_after_forward="
+        torch_dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
+        dtype = torch_dtype.get(spec.param_dtype or "")
+        reduce = torch_dtype.get(spec.grad_dtype or "", "torch.float32")
+        policy = ", ".join(([f"param_dtype={dtype}"] if dtype else [])
+                           + ([f"reduce_dtype={reduce}"] if dtype or spec.grad_dtype else []))
+        policy = f", mp_policy=MixedPrecisionPolicy({policy})" if policy else ""
+        mesh = ("mesh=init_device_mesh(\"cuda\", (nodes, gpus_per_node), mesh_dim_names="
+                "(\"replicate\", \"shard\")), " if spec.hybrid else "")
+        return (f" In torch: fully_shard(unit, {mesh}reshard_after_forward="
                 f"{spec.reshard_after_forward}{policy}) on each unit "
                 "(one layer, or --shard-unit-mb), then on the model.")
     if h.kind == "powersgd":

@@ -58,6 +58,8 @@ def setup(a: SweepAnswer) -> dict:
     mixed = a.mixed_precision
     if mixed:   # only where a sharded row takes it: an fp32 sweep's JSON is as before
         doc["precision"] = {"precision": r.precision, "cast_gbps": r.cast_gbps, "note": mixed}
+    if a.grad_dtype:   # likewise only where gradients are reduced in 16 bits
+        doc["grad_dtype"] = a.grad_dtype
     doc["contention_split"] = a.split
     doc["cpu_note"] = r.cpu_note or None   # simddp/rig/cpu_share.py
     if inputs.topology is not None:

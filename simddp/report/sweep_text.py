@@ -27,6 +27,8 @@ def answer_text(a: SweepAnswer) -> str:
         lines.append(f"host costs charged ({host.name}): {host_line(host)}")
     if a.mixed_precision:
         lines.append(a.mixed_precision)
+    if a.grad_dtype_note:
+        lines.append(a.grad_dtype_note)
     if a.split:
         lines.append("contention split (a collective's α part, its bytes): "
                      "x{alpha:.2f}, x{bytes:.2f} (the link's)".format(**a.split))

@@ -25,15 +25,14 @@ applied at one hook (simddp/sim/costs.py), which passes its ``hosts`` here.
 """
 from __future__ import annotations
 
-from simddp.cost.hierarchical import NO_HOSTS, LevelHosts
-from simddp.cost.hierarchical import collective_s as topology_collective_s
+from simddp.cost.hierarchical import ACROSS, NO_HOSTS, LevelHosts, group_s
 from simddp.cost.single import all_reduce_law, collective_s
 from simddp.inputs.host import FREE, HostCosts
 from simddp.inputs.link import Link
 from simddp.inputs.topology import Topology
 from simddp.kinds import CollectiveKind, SpanKind
 from simddp.planning.plans import Plan
-from simddp.planning.sharding import cast_seconds
+from simddp.planning.sharding import cast_seconds, shard_ranks
 from simddp.sim.overheads import comm_gaps_s
 
 
@@ -50,27 +49,31 @@ def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FRE
     """Seconds each collective of ``plan`` occupies the comm lane, in launch order.
 
     ``topology``: nodes × GPUs with an intra-node link (``link`` is then the one between
-    nodes); each collective crosses it by ``plan.strategy.algorithm``
-    (simddp/cost/hierarchical.py). ``hosts``: what each link's host adds to a waited-for call
-    (only the CPU rig passes any)."""
+    nodes); each collective crosses it by ``plan.strategy.algorithm``, on its process group
+    (simddp/cost/hierarchical.py; without a topology every rank is one node, so HSDP's
+    all-reduce across nodes has one rank and takes 0 s). ``hosts``: what each link's host
+    adds to a waited-for call (only the CPU rig passes any)."""
     blocking = issued_blocking(plan, costs)
-    if not plan.units and plan.strategy.comm_hook is None and topology is None:
+    if (not plan.units and plan.strategy.comm_hook is None and topology is None
+            and plan.strategy.grad_dtype is None):
         # plain all-reduces on one link: the common case, kept lean (bench/bench_sim.py)
         law = all_reduce_law(link, world_size, blocking, hosts.inter)
         return [law(c.nbytes) for c in plan.collectives]
     if topology is not None:
         algorithm = plan.strategy.algorithm
 
-        def call_s(kind: str, n_bytes: float) -> float:
-            return topology_collective_s(topology, link, kind, n_bytes, algorithm, blocking,
-                                         hosts)
+        def call_s(kind: str, n_bytes: float, group: str) -> float:
+            return group_s(topology, link, kind, n_bytes, group, algorithm, blocking, hosts)
     else:
-        def call_s(kind: str, n_bytes: float) -> float:
+        def call_s(kind: str, n_bytes: float, group: str) -> float:
+            if group == ACROSS:   # one node: nothing to all-reduce across nodes
+                return 0.0
             return collective_s(link, kind, n_bytes, world_size, blocking, host=hosts.inter)
     gaps_s = comm_gaps_s(costs, plan) or [0.0] * len(plan.collectives)
     # FSDP2's mixed precision casts each shard before its all-gather (simddp/planning/sharding.py)
-    casts_s = cast_seconds(plan, world_size)
-    return [sum(call_s(c.kind, n) for n in c.calls) + gap_s + cast_s
+    casts_s = cast_seconds(plan, shard_ranks(plan.strategy, world_size,
+                                             topology and topology.gpus_per_node))
+    return [sum(call_s(c.kind, n, c.group) for n in c.calls) + gap_s + cast_s
             for c, gap_s, cast_s in zip(plan.collectives, gaps_s, casts_s)]
 
 

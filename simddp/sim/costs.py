@@ -22,8 +22,18 @@ from simddp.inputs.contention import Contention
 from simddp.inputs.host import HostCosts, after_comm_factor
 from simddp.inputs.resolved import Inputs
 from simddp.planning.plans import Plan
+from simddp.planning.sharding import shard_ranks
 from simddp.sim.comm import comm_seconds
 from simddp.sim.overheads import host_copies
+
+
+def shard_ranks_of(strategy, inputs: Inputs) -> int:
+    """The ranks each unit of ``strategy`` is sharded over on ``inputs``: every rank, or a
+    node's under HSDP (:func:`simddp.planning.sharding.shard_ranks`); what its shard copies
+    and its optimizer's share are divided by."""
+    topology = inputs.topology
+    return shard_ranks(strategy, inputs.world_size,
+                       None if topology is None else topology.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,8 @@ class PlanCosts:
 def plan_costs(plan: Plan, inputs: Inputs) -> PlanCosts:
     """What ``plan`` costs on ``inputs`` (see the module text)."""
     costs = inputs.costs(plan.strategy.implementation)
-    copy_in, copy_out = host_copies(inputs.profile, costs, plan, inputs.world_size)
+    copy_in, copy_out = host_copies(inputs.profile, costs, plan,
+                                     shard_ranks_of(plan.strategy, inputs))
     if inputs.effects is None:   # every preset and NCCL link: the law's seconds as they are
         lane = CommLane(comm_seconds(plan, inputs.link, inputs.world_size, costs,
                                      inputs.topology), inputs.contention)

@@ -39,7 +39,7 @@ from simddp.kinds import Lane, Phase, SpanKind
 from simddp.planning.plans import Plan
 from simddp.planning.strategy import Strategy
 from simddp.result import Result, Span
-from simddp.sim.costs import PlanCosts, plan_costs
+from simddp.sim.costs import PlanCosts, plan_costs, shard_ranks_of
 from simddp.sim.lanes import Lanes
 from simddp.sim.schedule import Schedule, build_schedule, optimizer_share_s
 
@@ -58,7 +58,7 @@ def simulate(plan: Plan, inputs: Inputs, *, record: bool = True, stats: dict | N
         raise InputError(f"world size {inputs.world_size} is not {topology.nodes} nodes × "
                          f"{topology.gpus_per_node} GPUs per node")
     pc = plan_costs(plan, inputs) if costs is None else costs
-    schedule = build_schedule(inputs.profile, plan, inputs.world_size, pc)
+    schedule = build_schedule(inputs.profile, plan, shard_ranks_of(plan.strategy, inputs), pc)
     lane = pc.lane
     env = simpy.Environment()
     step = _Step(env, schedule, Lanes(env, lane.contention), record, lane.slowdowns,
@@ -250,8 +250,8 @@ def result_of(inputs: Inputs, strategy: Strategy, micro_steps: int, calls: int,
     """:func:`make_result` for a step of ``micro_steps`` and ``calls`` collective calls,
     without its plan (the predictor sums one of several micro-steps from their own)."""
     profile, world_size = inputs.profile, inputs.world_size
-    compute_s = compute_only_s(profile, micro_steps,
-                               optimizer_share_s(profile, strategy, world_size))
+    compute_s = compute_only_s(profile, micro_steps, optimizer_share_s(
+        profile, strategy, shard_ranks_of(strategy, inputs)))
     return Result(model=profile.name, link=inputs.link.name, strategy=strategy.name,
                   bucket_mb=strategy.bucket_mb if strategy.granularity == "bucket" else None,
                   world_size=world_size, step_s=step_s,

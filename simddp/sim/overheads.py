@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from simddp.planning.hooks import HookCost
 from simddp.inputs.host import LONE_IN_PLACE, HostCosts
-from simddp.inputs.link import ALL_GATHER, ALL_REDUCE
+from simddp.cost.factors import ALL_GATHER, ALL_REDUCE
 from simddp.planning.plans import Collective, Plan
 from simddp.inputs.profile import ModelProfile
 from simddp.planning.sharding import AFTER_BACKWARD
+from simddp.cost.hierarchical import WORLD
 
 
 NO_HOOK = HookCost(())
@@ -49,6 +50,8 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     (FSDP2's, :func:`shard_host_s`) pays its call and copy-in where it is released, its
     copy-out with the others; an all-gather pays nothing here: it is issued and waited for
     at the start of a forward or backward, where the engine charges :func:`shard_host_s`.
+    ``world_size``: the ranks a sharded plan's units are sharded over
+    (:func:`simddp.planning.sharding.shard_ranks`).
     """
     if costs.free:
         return [], []
@@ -66,7 +69,7 @@ def host_copies(profile: ModelProfile, costs: HostCosts, plan: Plan, world_size:
     copy_in: list[dict[int, float]] = [{} for _ in range(plan.micro_steps)]
     copy_out = []
     for c in plan.collectives:
-        if c.kind != ALL_REDUCE:
+        if c.kind != ALL_REDUCE or c.group != WORLD:
             issue_s, done_s = shard_host_s(costs, c, world_size)
             if c.ready_at == AFTER_BACKWARD:   # a reduce-scatter, after its unit's backward
                 per_layer = copy_in[c.micro_step]
@@ -93,12 +96,16 @@ def shard_host_s(costs: HostCosts, c: Collective, world_size: int) -> tuple[floa
     does them: an all-gather copies this rank's shard (n/p) into the gather buffer and, once
     gathered, the whole unit (n) out to the parameters; a reduce-scatter copies the gradients
     (n) into its input and the reduced shard (n/p) out to the sharded gradient. The call's
-    own cost (``gather_s``/``scatter_s``) is charged at issue::
+    own cost (``gather_s``/``scatter_s``) is charged at issue. HSDP's all-reduce of the
+    shard across nodes runs in place on the reduce-scatter's output: nothing to copy.
+    ``world_size``: the ranks the unit is sharded over::
 
         >>> c = Collective("u all-gather", (0,), 4 * 10**6, 0, 0, kind=ALL_GATHER)
         >>> [round(s * 1e3, 6) for s in shard_host_s(HostCosts(copy_gbps=1.0, gather_s=1e-3), c, 4)]
         [2.0, 4.0]
     """
+    if c.kind == ALL_REDUCE:
+        return 0.0, 0.0
     rate = costs.copy_gbps * 1e9 if costs.copy_gbps else float("inf")
     shard, whole = c.nbytes / world_size / rate, c.nbytes / rate
     if c.kind == ALL_GATHER:

@@ -75,7 +75,8 @@ def build_schedule(profile: ModelProfile, plan: Plan, world_size: int, pc: PlanC
                    ) -> Schedule:
     """The tables of one step of ``plan`` with its costs ``pc`` (see the module text): every
     layer's forward and backward and the optimizer's seconds x ``pc.compute_factor`` (a
-    host's compute after communication)."""
+    host's compute after communication). ``world_size``: the ranks a sharded plan's units
+    are sharded over (:func:`simddp.sim.costs.shard_ranks_of`: a node's under HSDP)."""
     collectives, micro = plan.collectives, plan.micro_steps
     costs, copy_in, copy_out, compute_factor = pc.costs, pc.copy_in, pc.copy_out, pc.compute_factor
     hold = costs.blocking_collectives
@@ -127,5 +128,6 @@ def forward_segments(profile: ModelProfile, points: set[int]) -> list[tuple[int,
 
 def optimizer_share_s(profile: ModelProfile, plan: Plan | Strategy, world_size: int) -> float:
     """The optimizer's seconds on one rank of ``plan`` (or of its strategy): all of it, or
-    1/p when it updates a shard."""
+    1/p when it updates a shard (``world_size``: the ranks it is sharded over, a node's
+    under HSDP: :func:`simddp.sim.costs.shard_ranks_of`)."""
     return profile.optimizer_s / (world_size if plan.shards_optimizer else 1)

@@ -1,4 +1,4 @@
-"""What every gpu-tier test module marks itself with (docs/GPU.md says how to run them)::
+"""What every gpu-tier test module marks itself with (docs/CONTRIBUTING-GPU.md says how to run them)::
 
     pytestmark = GPU        # the ``gpu`` marker, and a skip with the reason where no CUDA
 """
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GPU = [pytest.mark.gpu, pytest.mark.timeout(540),   # a device call is at most 10 minutes
        pytest.mark.skipif(not torch.cuda.is_available(),
                           reason="needs a CUDA GPU (torch.cuda.is_available() is False); "
-                                 "docs/GPU.md runs this tier on the device machine")]
+                                 "docs/CONTRIBUTING-GPU.md runs this tier on the device machine")]
 # GPU-bound on an H100 (~10 ms forward in fp32), so host-side hooks and the profiler's own
 # cost stay off the GPU's timeline: 4 blocks of width 1024, 8 x 512 tokens
 BIG_DIMS = {"layers": 4, "d_model": 1024, "d_ff": 4096, "heads": 16, "vocab": 8192}

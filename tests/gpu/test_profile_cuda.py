@@ -1,6 +1,6 @@
 """realrun's profile on one GPU, checked against torch's own measurements (gpu tier).
 
-    python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/GPU.md
+    python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/CONTRIBUTING-GPU.md
 
 - ``realrun profile --backend nccl --world-size 1`` of a preset and of a Hugging Face GPT-2
   built from a config (tests/gpu/_gpt2.py), fp32 and bf16, and the profile predicting 8

@@ -2,7 +2,7 @@
 profile_memory, with_stack, a barrier and synchronize per step; issue 52); FSDP2 on NCCL;
 Gloo beside CUDA (gpu tier).
 
-    python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/GPU.md
+    python -m pytest tests/gpu -m gpu -q        # on a CUDA machine; docs/CONTRIBUTING-GPU.md
 """
 from __future__ import annotations
 

@@ -52,23 +52,28 @@ def table_rows(out: str, strategy: str) -> list[list[str]]:
 def test_sweep_table_lists_every_strategy_and_recommends_a_bucket(capsys):
     code, out, err = cli(capsys, "sweep", "--bucket-mb", BUCKETS)
     assert code == 0 and quiet(err)
-    assert out.startswith("model transformer-small@a100,b8s1024: 111 gradient tensors")
-    assert "link eth-100g: α 40 µs, busbw 11 GB/s, 2 ranks" in out.splitlines()[0]
+    setup = out.splitlines()[0].split()    # the whole text: tests/data/snapshots/sweep-default
+    assert setup[:3] == ["model", "transformer-small@a100,b8s1024:", "111"]
+    assert "eth-100g:" in setup
     for name in ("naive", "flat", "overlap"):        # no buckets: once, bucket "-"
         rows = table_rows(out, name)
         assert len(rows) == 1 and rows[0][1] == "-"
     for name in ("bucketed", "ddp"):
         assert [r[1] for r in table_rows(out, name)] == ["1", "10", "100", "1000"]
     assert table_rows(out, "naive")[0][-1] == "1.00×"
-    assert "Recommended bucket_cap_mb: " in out and "runner-up" in out
-    assert "faster than naive" in out
+    # the recommendation is the fastest ddp row's size, and the summary gives its speedup
+    best = min(table_rows(out, "ddp"), key=lambda r: float(r[3]))
+    (recommended,) = [line for line in out.splitlines() if line.startswith("Recommended")]
+    assert recommended.split()[2] == best[1]
+    (fastest,) = [line for line in out.splitlines() if "fastest" in line]
+    assert best[-1] in fastest
 
 
 def test_sweep_reports_no_sync_per_optimizer_step_next_to_sync_each(capsys):
     code, out, _ = cli(capsys, "sweep", "--bucket-mb", BUCKETS, "--accum-steps", "3")
     assert code == 0
     title, = [line for line in out.splitlines() if line.startswith("gradient accumulation")]
-    assert "K=3 micro-steps per optimizer step" in title
+    assert "K=3" in title
     sync_each, no_sync = table_rows(out, "sync_each"), table_rows(out, "no_sync")
     assert [r[1] for r in sync_each] == [r[1] for r in no_sync] == ["1", "10", "100", "1000"]
     for se, ns in zip(sync_each, no_sync):
@@ -111,8 +116,16 @@ def test_sweep_out_writes_csv_json_and_png(capsys, tmp_path):
 def test_sweep_without_naive_still_states_its_baseline(capsys):
     code, out, _ = cli(capsys, "sweep", "--bucket-mb", "5,25", "--strategies", "ddp")
     assert code == 0
-    assert "(naive, the speedup baseline: " in out
     assert not table_rows(out, "naive") and len(table_rows(out, "ddp")) == 2
+    code, doc, _ = cli(capsys, "sweep", "--bucket-mb", "5,25", "--strategies", "ddp",
+                       "--format", "json")
+    naive_ms = json.loads(doc)["setup"]["naive_step_ms"]
+    # the baseline is simulated aside, its step printed under the table, and the speedups
+    # are against it
+    aside = [line for line in out.splitlines() if "naive" in line and f"{naive_ms:.2f}" in line]
+    assert len(aside) == 1
+    for row in table_rows(out, "ddp"):
+        assert row[-1] == f"{naive_ms / float(row[3]):.2f}×"
 
 
 def test_sweep_reads_profile_and_link_files(capsys, tmp_path):
@@ -191,7 +204,7 @@ BAD_SWEEPS = {
     "missing model file": ["--model", "{tmp}/missing.json"],
     "corrupt model file": ["--model", "{tmp}/corrupt.json"],
     "corrupt link file": ["--link", "{tmp}/corrupt.json"],
-    "link at another world size": ["--link", "{tmp}/link4.json"],
+    "link at another world size": ["--link", "{tmp}/link4.json", "--world-size", "2"],
     "world size one": ["--world-size", "1"],
     "accum steps zero": ["--accum-steps", "0"],
     "accum steps not int": ["--accum-steps", "two"],
@@ -208,6 +221,12 @@ def test_bad_sweep_input_is_one_line_and_exit_2_with_no_output(capsys, bad_files
     assert out == ""
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out_dir.exists()
+
+
+def test_a_calibrated_link_sets_the_world_size_when_none_is_given(capsys, bad_files):
+    code, out, _ = cli(capsys, "sweep", "--link", str(bad_files / "link4.json"),
+                       "--bucket-mb", "10", "--format", "json")
+    assert code == 0 and json.loads(out)["setup"]["world_size"] == 4
 
 
 BAD_SIMULATES = {
@@ -259,7 +278,8 @@ def test_sweep_out_twice_keeps_the_earlier_run_without_force(tmp_path, capsys):
     assert main(["sweep", "--bucket-mb", "25", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     (kept,) = out.glob("earlier-*")
-    assert f"note: kept the earlier run's 3 files in {kept}" in err
+    assert str(kept) in err and sorted(p.name for p in kept.iterdir()) == [
+        "sweep.csv", "sweep.json", "sweep.png"]
     assert (kept / "sweep.json").read_text() == before
     assert (out / "sweep.json").read_text() != before
     assert main(["sweep", "--bucket-mb", "25", "--out", str(out), "--force"]) == 0
@@ -273,4 +293,6 @@ def test_top_level_help_is_for_users_not_developers(capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "simddp/cli/" not in out and "add_arguments" not in out
-    assert "python -m simddp sweep --bucket-mb 1,10,100,1000" in out and "exit code 2" in out
+    # it shows the commands, and an example to copy
+    assert all(command in out for command in ("sweep", "simulate", "account", "compare"))
+    assert "--bucket-mb" in out and "1,10,100,1000" in out

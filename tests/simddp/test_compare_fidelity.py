@@ -34,7 +34,7 @@ def test_timeline_fidelity_flags_cancelling_errors():
     assert f["backward_end_error_pct"] == pytest.approx(-15.0)   # 1.2 ms of an 8 ms step
     assert f["last_all_reduce_end_ms"] == pytest.approx([7.0, 7.2])
     assert f["step_error_pct"] == pytest.approx(0.0) and f["cancelling"]
-    assert "WARNING: errors cancel" in format_table(c)
+    assert "WARNING" in format_table(c)
     # the same spans on both sides: nothing to flag
     same = compare_results([res("bucketed", 10, 8, spans=timeline(1.0))],
                            [meas("bucketed", 10, 8, spans=timeline(1.0))])

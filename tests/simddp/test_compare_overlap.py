@@ -15,6 +15,7 @@ import pytest
 
 from simddp.cli.main import main
 from simddp.compare import compare_results, format_table
+from simddp.compare.text import fidelity_text
 from tests.simddp.test_compare import grid, meas, res, timeline, write_pair
 
 
@@ -44,7 +45,7 @@ def test_json_has_the_same_numbers(tmp_path, capsys):
 def test_no_spans_no_overlap_lines():
     c = compare_results([res("ddp", 10, 50, spans=timeline(1.0))], [meas("ddp", 10, 50)])
     assert c.to_json()["overlap"] == []
-    assert "overlap, predicted" not in format_table(c)
+    assert not any(line.startswith("overlap") for line in format_table(c).splitlines())
 
 
 def test_every_clocked_rank_gets_a_row_the_one_that_ended_the_step_last_first(tmp_path, capsys):
@@ -59,14 +60,15 @@ def test_every_clocked_rank_gets_a_row_the_one_that_ended_the_step_last_first(tm
     assert main(["compare", "--predicted", p, "--measured", m,
                  "--timeline-config", "bucketed:100"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("overlap, predicted"))
-    assert "per rank" in lines[at] and len(lines) == at + 4
+    at = next(i for i, line in enumerate(lines) if line.startswith("overlap"))
+    assert len(lines) == at + 4       # the header, its rule, one row per clocked rank
     assert lines[at + 2].split() == ["bucketed:100", "rank", "1*", "7.00", "/", "10.50", "1.00",
                                      "/", "1.50", "0.00", "/", "0.00", "75", "/", "75"]
     assert lines[at + 3].split()[:6] == ["bucketed:100", "rank", "0", "7.00", "/", "7.70"]
-    fidelity = next(line for line in lines if line.startswith("timeline fidelity"))
-    assert "on rank 1, the one whose backward ended last" in fidelity
-    assert "step 8.0 vs 12.0 ms" in fidelity
-    (row,) = compare_results(predicted, measured).to_json()["overlap"]
+    c = compare_results(predicted, measured)
+    f = c.fidelity("bucketed:100")     # against rank 1, the one whose backward ended last
+    assert f["measured_rank"] == 1 and f["step_ms"] == pytest.approx((8.0, 12.0))
+    assert fidelity_text(f).splitlines()[0] in lines
+    (row,) = c.to_json()["overlap"]
     assert row["measured_rank"] == 1 and row["measured"] == row["measured_ranks"][1]
     assert row["measured_ranks"][0]["compute_ms"] == pytest.approx(7.7)

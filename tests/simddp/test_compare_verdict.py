@@ -43,6 +43,11 @@ def row(mb: float, steps: tuple[float, ...]) -> Result:
                   samples=len(steps), steps_s=steps, spec=make_strategy("ddp", mb))
 
 
+def leads_with_its_word(v: dict) -> bool:
+    """The verdict's text opens with its word (PROVEN, CANNOT TELL, ...) and a colon."""
+    return v["text"].split(":")[0] == v["word"]
+
+
 def test_the_recommendation_is_4_mb():
     assert recommend(predicted(), PROFILE).bucket_mb == 4.0
 
@@ -55,8 +60,9 @@ def test_fastest_by_more_than_the_split_is_proven_and_names_margin_and_spread():
     assert v["halves_apart_pct"] == pytest.approx(2.0)
     assert v["verdict_margin_pct"] == pytest.approx(100 * (62 / 56 - 1))
     assert v["spread_from"] == "split halves" and v["spread_pct"] == pytest.approx(2.0)
-    assert v["text"].startswith("PROVEN: measured, ddp at 4 MB is the fastest bucket size")
-    assert "margin 10.7 % > spread 2.0 % (the rows' split halves" in v["text"]
+    assert v["recommended_mb"] == v["measured_best_mb"] == 4.0 and v["runner_up_mb"] == 16.0
+    assert v["runner_up_pct"] == pytest.approx(100 * (62 / 56 - 1), abs=0.05)
+    assert leads_with_its_word(v)
 
 
 def test_the_same_gap_under_a_wide_split_cannot_tell():
@@ -66,10 +72,11 @@ def test_the_same_gap_under_a_wide_split_cannot_tell():
                 row(40.0, turns(70.0, 15.0))]
     v = verdict(predicted(), measured, PROFILE, turn_steps=TURN)
     assert v["word"] == "CANNOT TELL" and v["proven"] is None and v["claim"] is None
-    assert v["text"].startswith("CANNOT TELL: measured, ddp at 4 MB has the lowest median")
-    assert ("this run cannot tell: margin 13.7 % (3 % + 10.7 %) < spread 15.0 % (the rows' "
-            "split halves") in v["text"]
-    assert "PROVEN" not in v["text"] and "either is fine" not in v["text"]
+    assert v["measured_best_mb"] == 4.0                    # the lowest median, all the same
+    # the margin to the 3 % line: 3 % + the 10.7 % lead, short of the halves' 15 %
+    assert v["verdict_margin_pct"] == pytest.approx(3 + 100 * (62 / 56 - 1), abs=0.05)
+    assert v["spread_pct"] == pytest.approx(15.0) and v["spread_from"] == "split halves"
+    assert leads_with_its_word(v) and "PROVEN" not in v["text"]
 
 
 def test_a_small_regret_within_3_pct_is_proven_only_when_the_split_is_narrower():
@@ -81,29 +88,33 @@ def test_a_small_regret_within_3_pct_is_proven_only_when_the_split_is_narrower()
         assert v["word"] == word, v["text"]
         assert v["regret_pct"] == pytest.approx(1.0) and v["measured_best_mb"] == 16.0
         assert v["verdict_margin_pct"] == pytest.approx(2.0)
-        sign = ">" if apart < 2 else "<"
-        assert f"margin 2.0 % (3 % − 1.0 %) {sign} spread {apart:.1f} %" in v["text"]
+        assert v["spread_pct"] == pytest.approx(apart)
+        assert (v["verdict_margin_pct"] > v["spread_pct"]) == (apart < 2)
+        assert leads_with_its_word(v)
 
 
 def test_a_regret_beyond_3_pct_and_the_split_is_refuted():
     measured = [row(4.0, turns(66.0, 2.0)), row(16.0, turns(60.0, 2.0)),
                 row(40.0, turns(70.0, 2.0))]
     v = verdict(predicted(), measured, PROFILE, turn_steps=TURN)
-    assert v["word"] == "REFUTED" and v["proven"] is False
-    assert "margin 7.0 % (10.0 % − 3 %) > spread 2.0 %" in v["text"]
+    assert v["word"] == "REFUTED" and v["proven"] is False and v["claim"] == "refuted"
+    assert v["regret_pct"] == pytest.approx(10.0)
+    assert v["verdict_margin_pct"] == pytest.approx(7.0) and v["spread_pct"] == pytest.approx(2.0)
     # the same rows, split 12 % apart: the 7 % margin no longer clears
     measured = [row(4.0, turns(66.0, 12.0)), row(16.0, turns(60.0, 12.0)),
                 row(40.0, turns(70.0, 12.0))]
     v = verdict(predicted(), measured, PROFILE, turn_steps=TURN)
-    assert v["word"] == "CANNOT TELL"
-    assert "this run cannot tell: margin 7.0 % (10.0 % − 3 %) < spread 12.0 %" in v["text"]
+    assert v["word"] == "CANNOT TELL" and v["claim"] is None and leads_with_its_word(v)
+    assert v["verdict_margin_pct"] == pytest.approx(7.0)
+    assert v["spread_pct"] == pytest.approx(12.0)
 
 
 def test_one_layout_measured_is_not_judged():
     v = verdict(predicted(), [row(1.0, turns(56.0, 1.0)), row(4.0, turns(57.0, 1.0))],
                 PROFILE, turn_steps=TURN)
-    assert v["word"] == "NOT JUDGED" and v["proven"] is None
-    assert "the only bucket layout measured" in v["text"]
+    assert v["word"] == "NOT JUDGED" and v["proven"] is None and leads_with_its_word(v)
+    assert v["same_layout_mb"] == [1.0, 4.0]     # both sizes measured: one layout
+    assert "runner_up_mb" not in v and "claim" not in v
 
 
 @pytest.mark.parametrize("regret, low, high, halves, claim", [
@@ -141,15 +152,20 @@ def test_pooled_sizes_show_their_pooled_median_in_the_table_and_the_summary():
     by_mb = {line.split()[1]: line.split() for line in table[1:]}
     assert by_mb["1"][-1] == by_mb["4"][-1] == f"{pooled:.2f}"
     assert by_mb["16"][-1] == "30" and by_mb["4"][4] == "73.46"   # 16 MB: steps, no pool
-    assert ("best bucket (ddp): predicted 1 and 4 MB, measured 16 MB; regret "
-            f"{100 * (pooled / 74.0 - 1):.1f} %") in text
-    assert (f"the fastest single row, 4 MB (73.46 ms), makes the same buckets as 1 MB: one "
-            f"configuration, pooled {pooled:.2f} ms") in text
+    assert s.regret == pytest.approx(100 * (pooled / 74.0 - 1))   # judged on the pool
+    # under the table, the one line that names the fastest single row gives its pool's median
+    (single,) = [line for line in text.splitlines()[6:] if "73.46" in line]
+    assert single.split()[-2:] == [f"{pooled:.2f}", "ms"]
 
 
 def test_pooled_best_is_named_by_every_size_it_pools():
     measured = [row(1.0, turns(73.0, 0.0)), row(4.0, turns(74.0, 0.0)),
                 row(16.0, turns(76.0, 0.0)), row(40.0, turns(80.0, 0.0))]
-    text = format_table(compare_results(predicted(), measured))
-    assert "predicted 1 and 4 MB, measured 1 and 4 MB (pooled median 73.50 ms)" in text
-    assert "the fastest single row" not in text   # it is in the pool the line names
+    c = compare_results(predicted(), measured)
+    s = c.summary
+    assert s.predicted_best_bucket_mbs == s.measured_best_bucket_mbs == (1.0, 4.0)
+    assert s.same_layout_ms == (pytest.approx(73.5),) and s.regret == 0.0
+    # no line under the table singles out 1 MB's row: it is in the pool the summary names
+    below = format_table(c).splitlines()[6:]
+    assert not any("73.00" in line for line in below)
+    assert any("73.50" in line for line in below)

@@ -36,4 +36,7 @@ def test_a_line_link_keeps_its_own_numbers_unnamed(capsys):
                  "19.7", "--world-size", "2", "--bucket-mb", "1,25"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines()
                if x.startswith("closed-form optimum")]
-    assert "fitted to the link's" not in line
+    # a line link's law is its own α and busbw: nothing fitted, nothing to name
+    from simddp.inputs.link import Link
+    assert closed_form_law(Link("l", 118e-6, 19.7), 2).note == ""
+    assert "fitted" not in line

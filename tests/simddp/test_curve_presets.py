@@ -10,6 +10,8 @@ import pytest
 
 from simddp.cli.main import main
 from simddp.cost import bytes_s, kind_factor
+from simddp.cost.factors import bus_factor
+from simddp.cost.fitted import fit_line
 from simddp.presets import LINKS
 
 CURVE_PRESETS = sorted(p.name[:-5] for p in
@@ -66,7 +68,11 @@ def test_preset_reproduces_its_table_within_10_percent(name, tmp_path, capsys):
 def test_preset_keeps_a_bucket_range_fit_and_says_so(name):
     link = LINKS[name]
     assert link.curves and link.alpha_s >= 0 and link.busbw_gbps > 0
-    assert "fitted to that curve over 1–100 MB" in link.source
+    # α and busbw are the line fitted over DDP's bucket range, and the source says over which
+    alpha_s, beta = fit_line(link, link.curves[0].ranks)
+    assert link.alpha_s == round(alpha_s, 7)
+    assert link.busbw_gbps == round(bus_factor(link.curves[0].ranks) / (beta * 1e9), 1)
+    assert "1–100" in link.source
     # A line follows NCCL's curve only roughly, which is why presets carry curves. Over the
     # fit's range (41 sizes, 1-100 MB) the line's median error is 5-10 % on one node
     # (nvlink-gb200's max 29 %, at 1 MB), 23 % on a3mega's 2-node table (time nearly flat

@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 
 from simddp import Layer, Link, ModelProfile, make_strategy, plan, resolve, simulate, sweep
-from simddp.inputs.contention import PUBLISHED_GPU, PUBLISHED_GPU_HIGH, Contention
+from simddp.inputs.contention import (PUBLISHED_GPU, PUBLISHED_GPU_HIGH, PUBLISHED_GPU_SHORT,
+                                      Contention)
 from simddp.inputs.host import Host
 from simddp.inputs.link_file import LinkFile, as_link_file
 from simddp.inputs.resolved import Inputs
@@ -101,17 +102,29 @@ def test_a_profile_file_says_its_device(tmp_path, capsys, measured, published):
                        "--strategies", "overlap", "--format", "json")
     ranges = json.loads(out)["setup"]["ranges"]
     assert code == 0
-    assert ("not measured: published GPU figures" in ranges) is published
-    assert ("contention none to x1.4 compute, x1.4 comm (not calibrated)" in ranges) \
-        is not published
+    assert (PUBLISHED_GPU_SHORT in ranges) is published          # the ranges say their source
+    code, out, _ = cli(capsys, "simulate", "--model", path, "--link", "eth-100g",
+                       "--strategy", "overlap", "--format", "json")
+    contention = json.loads(out)["contention"]
+    assert code == 0
+    if published:
+        assert contention == {"compute": PUBLISHED_GPU[0], "comm": PUBLISHED_GPU[1],
+                              "source": "published"}
+    else:                                                         # none, not calibrated
+        assert (contention["compute"], contention["comm"], contention["source"]) == (1, 1, None)
 
 
 def test_the_models_own_contention_wins_on_a_gpu(tmp_path, capsys):
     path = _profile_file(tmp_path, {"device": "cuda:0"}, contention=[1.1, 1.2])
+    code, out, _ = cli(capsys, "simulate", "--model", path, "--link", "eth-100g",
+                       "--strategy", "overlap", "--format", "json")
+    contention = json.loads(out)["contention"]
+    assert code == 0 and (contention["compute"], contention["comm"]) == (1.1, 1.2)
+    assert contention["source"] != "published"
     code, out, _ = cli(capsys, "sweep", "--model", path, "--link", "eth-100g",
                        "--strategies", "overlap")
-    assert code == 0 and "published" not in out and "not calibrated" not in out
-    assert "contention measured with this model: compute x1.10, all-reduce x1.20" in out
+    assert code == 0 and "published" not in out and "calibrated" not in out
+    assert "x1.10" in out and "x1.20" in out           # the sweep says which it charged
 
 
 def test_presets_by_device(capsys):
@@ -119,7 +132,7 @@ def test_presets_by_device(capsys):
         code, out, _ = cli(capsys, "sweep", "--device", device, "--strategies", "overlap",
                            "--batch", "1", "--seq", "64")
         line = next(x for x in out.splitlines() if x.startswith("prediction ranges"))
-        assert code == 0 and ("published GPU figures" in line) is published, line
+        assert code == 0 and (PUBLISHED_GPU_SHORT in line) is published, line
 
 
 def test_a_cuda_trace_imports_as_gpu_compute(tmp_path, capsys):
@@ -131,14 +144,15 @@ def test_a_cuda_trace_imports_as_gpu_compute(tmp_path, capsys):
     assert doc["measured"]["device"] == "cuda"
     code, out, _ = cli(capsys, "sweep", "--model", str(tmp_path / "imp" / "profile.json"),
                        "--link", "nvlink-h100", "--strategies", "overlap", "--format", "json")
-    assert code == 0 and "published GPU figures" in json.loads(out)["setup"]["ranges"]
+    assert code == 0 and PUBLISHED_GPU_SHORT in json.loads(out)["setup"]["ranges"]
     # the same profile with its device left out predicts as before
     imported = load_profile(tmp_path / "imp" / "profile.json")
     assert imported.device == "cuda"
     save_json(tmp_path / "bare.json", profile_to_json(replace(imported, device=None)))
     code, out, _ = cli(capsys, "sweep", "--model", str(tmp_path / "bare.json"), "--link",
                        "nvlink-h100", "--strategies", "overlap", "--format", "json")
-    assert code == 0 and "not calibrated" in json.loads(out)["setup"]["ranges"]
+    ranges = json.loads(out)["setup"]["ranges"]
+    assert code == 0 and PUBLISHED_GPU_SHORT not in ranges and "calibrated" in ranges
 
 
 def test_simulate_predicts_what_the_sweep_does_and_says_why(capsys):
@@ -151,7 +165,8 @@ def test_simulate_predicts_what_the_sweep_does_and_says_why(capsys):
     assert sim["step_ms"] == row["step_ms"]
     assert sim["contention"] == {"compute": 1.189, "comm": 2.22, "source": "published"}
     assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10"]) == 0
-    assert "contention x1.189 compute, x2.22 comm while they overlap (not measured:" in \
-        capsys.readouterr().out
+    # the text says which contention it charged and where the figures come from
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("contention")]
+    assert "x1.189" in line and "x2.22" in line and "arXiv" in line
     assert cli(["simulate", "--strategy", "ddp", "--device", "cpu", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["contention"]["source"] is None

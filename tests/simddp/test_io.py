@@ -225,8 +225,8 @@ def test_bad_file_is_a_one_line_input_error_naming_it(tmp_path, loader, text, ma
 
 def test_missing_unreadable_and_binary_files(tmp_path):
     for path, match in [(tmp_path / "nope.json", "no such file"),
-                        (tmp_path, "cannot read"),                       # a directory
-                        (tmp_path / "bin.json", "cannot read")]:
+                        (tmp_path, "folder"),                            # a directory
+                        (tmp_path / "bin.json", "UTF-8")]:
         if path.name == "bin.json":
             path.write_bytes(b"\xff\xfe\x00garbage")
         with pytest.raises(InputError, match=match) as e:

@@ -168,7 +168,7 @@ def test_closed_form_optimum_keys():
 def test_the_sweep_says_why_the_closed_form_and_the_simulator_disagree(capsys):
     """One 96 MiB embedding ready last and small layers before it: the closed form wants
     small even buckets, the simulator knows the embedding can neither be split nor overlap."""
-    from simddp.analytic.optimum_gap import gap_line
+    from simddp.analytic.optimum_gap import UNEVEN, gap_line, reasons, uneven_readiness
     from simddp.predict.sweep import sweep
     layers = (Layer("emb", (96 * MB,), 1e-3, 1e-3),) + tuple(
         Layer(f"l{i}", (MB // 4,), 1e-3, 4e-3) for i in range(16))
@@ -177,8 +177,12 @@ def test_the_sweep_says_why_the_closed_form_and_the_simulator_disagree(capsys):
     opt = closed_form_optimum(lumpy, link, 2)
     results = sweep(lumpy, link, 2, ["bucketed"], [0.25, 1, 4, 16, 64, 256])
     line = gap_line(Inputs(lumpy, link, 2), opt, results)
-    assert line is not None and "tensors are never split" in line
-    assert "not ready evenly" in line
+    # both reasons hold here: the embedding outgrows the closed form's bucket, and the bytes
+    # are not ready evenly; the line gives them (and no other)
+    assert max(lumpy.tensor_bytes) >= opt["bucket_bytes"]
+    assert uneven_readiness(lumpy) > UNEVEN
+    why = reasons(Inputs(lumpy, link, 2), opt)
+    assert len(why) == 2 and line is not None and all(reason in line for reason in why)
     # 100 even 1 MiB layers, α 2 ms: closed form 2.23 MB, 2.234 ms; simulated 5 MB, 2.52 ms
     even = ModelProfile("even", tuple(Layer(f"l{i}", (MB,), 0, 1e-3) for i in range(100)))
     slow = Link("slow", 2e-3, 10.0)

@@ -1,6 +1,7 @@
 """Presets carry their sources, and docs/LINKS.md's table says what simddp/presets/links.py does."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_h200_has_an_nvlink_preset_that_cites_its_h200_run():
 
 def test_the_pcie_pair_is_two_gpus_without_nvlink_from_its_published_log():
     pair = LINKS["pcie-2x2080ti"]
-    assert "Anthony-Hoo/Anthony-Hoo.github.io" in pair.source and "without NVLink" in pair.source
+    assert "Anthony-Hoo/Anthony-Hoo.github.io" in pair.source and "NVLink" in pair.source
     curve = pair.curves[0]
     assert (curve.ranks, curve.nodes, curve.bytes[0], curve.bytes[-1]) == (2, 1, 1 << 10, 1 << 30)
     # flat from 1 MiB (3.74-4.00 GB/s busbw), so the fitted line is the table's 4.0 GB/s
@@ -68,12 +69,14 @@ def test_sweep_over_nodes_takes_the_device_nvlink_preset(device, capsys):
     from simddp.cli.main import main
     assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", device,
                  "--link", "ib-8xndr", "--model", "mlp-8x1024", "--strategies", "ddp",
-                 "--bucket-mb", "25"]) == 0
-    assert f"nvlink-{device}" in capsys.readouterr().out
+                 "--bucket-mb", "25", "--format", "json"]) == 0
+    topology = json.loads(capsys.readouterr().out)["setup"]["topology"]
+    assert topology["intra_link"] == "nvlink-" + device
 
 
 def test_b200_over_nodes_asks_for_the_intra_link(capsys):
     from simddp.cli.main import main
     assert main(["sweep", "--nodes", "2", "--gpus-per-node", "8", "--device", "b200",
                  "--link", "ib-8xndr", "--model", "mlp-8x1024"]) == 2
-    assert "no NVLink preset for --device b200" in capsys.readouterr().err
+    err = capsys.readouterr().err     # names the device, and the flag to give the link with
+    assert err.count("\n") == 1 and "b200;" in err.split() and "--intra-link:" in err.split()

@@ -24,6 +24,8 @@ from simddp.predict.recommend import recommend
 SIZE = re.compile(r"\b(?:ddp_)?bucket_cap_mb=([\d.]+)")
 SIZE_LIST = re.compile(r"bucket_cap_mb_list=\[([\d.]+), ([\d.]+)\]")
 BUCKETED_MS = re.compile(r"the bucketed row at ([\d.]+) MB \(([\d.]+) ms\)")
+# the sweep rows a line says a call runs: (strategy, size or "", its step or "not swept")
+ROWS = re.compile(r"the (ddp|bucketed) rows?(?: at ([\d.]+) MB)?(?: \(([^)]*)\))?")
 MLP = ModelProfile("mlp", tuple(Layer(f"l{i}", (1 << 20,), 1e-3, 2e-3) for i in range(8)))
 
 
@@ -66,11 +68,13 @@ def test_framework_lines_print_the_recommended_size(model, link, world, mbs, exp
 
 
 def test_which_row_each_size_runs():
-    assert "the ddp rows at 1 MB" in framework_text(1.0)
-    at_25 = framework_text(25.0, 0.1)
-    assert "Trainer and Accelerate leave bucket_cap_mb=25 out" in at_25
-    assert "the bucketed row at 25 MB (100.00 ms)" in at_25
-    assert "the bucketed row at 4 MB (not swept)" in framework_text(4.0)
+    # 1 MB: the cap is the first bucket too, one configuration
+    assert ROWS.findall(framework_text(1.0)) == [("ddp", "1", "")]
+    # 25 MB, Accelerate's default: Trainer and Accelerate leave it out (torch's ddp row),
+    # DDPStrategy passes it on (the bucketed row)
+    assert ROWS.findall(framework_text(25.0, 0.1)) == [("ddp", "", ""),
+                                                       ("bucketed", "25", "100.00 ms")]
+    assert ROWS.findall(framework_text(4.0)) == [("bucketed", "4", "not swept"), ("ddp", "", "")]
 
 
 def test_no_framework_lines_where_no_torch_ddp_row_is_recommended():

@@ -68,17 +68,23 @@ def test_compare_scores_the_recommended_strategy_and_pools_the_same_layout():
     assert s.same_layout == ((1.0, 4.0),)
     assert s.predicted_best_bucket_mb == s.measured_best_bucket_mb == 4.0
     assert s.regret == 0.0
-    text = format_table(compare_results(p, m, profile=PROFILE))
-    assert "predicted 1 and 4 MB, measured 1 and 4 MB (pooled median" in text
-    assert "; regret 0.0 %" in text
-    assert "1 and 4 MB make the same buckets here: one configuration" in text
+    c = compare_results(p, m, profile=PROFILE)    # by the plan's buckets: the same groups
+    s = c.summary
+    assert s.same_layout == ((1.0, 4.0),) and s.regret == 0.0
+    assert s.predicted_best_bucket_mbs == s.measured_best_bucket_mbs == (1.0, 4.0)
+    # the table's pooled column holds that pool's median on both of its rows, and no other
+    (pooled,) = s.same_layout_ms
+    cells = [line.split() for line in format_table(c).splitlines()[1:10]]
+    assert [(r[0], r[1]) for r in cells if r[-1] == f"{pooled:.2f}"] == [("ddp", "1"),
+                                                                        ("ddp", "4")]
 
 
 def test_verdict_pools_the_same_layout():
     v = verdict(predicted(), measured("ddp", {1.0: 56.0, 4.0: 59.9, 16.0: 64.0, 40.0: 70.0}),
                 PROFILE)
-    assert v["proven"] is True and v["text"].startswith("PROVEN: measured, ddp at 4 MB")
-    assert "1 and 4 MB make the same buckets: one configuration, 60 steps pooled" in v["text"]
+    assert v["proven"] is True and v["word"] == "PROVEN" and v["recommended_mb"] == 4.0
+    assert v["text"].split(":")[0] == v["word"]
+    assert "60" in v["text"].split()               # the pool's 2 x 30 steps
     assert v["same_layout_mb"] == [1.0, 4.0] and v["runner_up_mb"] == 16.0
 
 
@@ -88,8 +94,11 @@ def test_fastest_below_the_noise_is_not_plainly_proven():
                                       spread=0.05), PROFILE)
     # issue 53: a 5 % step spread (p5-p95 about 13 %) is wider than the 4.8 % margin
     assert v["proven"] is None
-    assert v["text"].startswith("CANNOT TELL: measured, ddp at 4 MB has the lowest")
-    assert "this run cannot tell: margin 4.8 % (3 % + 1.8 %) < spread" in v["text"]
+    assert v["word"] == "CANNOT TELL" and v["measured_best_mb"] == 4.0
+    # the margin to the 3 % line is 3 % plus the measured lead: short of the spread
+    assert v["verdict_margin_pct"] == pytest.approx(3 + v["runner_up_pct"])
+    assert round(v["verdict_margin_pct"], 1) == 4.8
+    assert v["verdict_margin_pct"] < v["spread_pct"]
     low, high = v["runner_up_ci_pct"]
     assert low <= 0 < high
 
@@ -99,7 +108,7 @@ def test_without_steps_the_p5_p95_spreads_decide():
                    step_p5_s=(ms - 3) * 1e-3, step_p95_s=(ms + 3) * 1e-3, samples=30)
             for mb, ms in ((4.0, 56.12), (16.0, 56.64), (40.0, 70.0))]
     v = verdict(predicted(), rows, PROFILE)
-    assert v["text"].startswith("CANNOT TELL") and v["spread_from"] == "p5-p95"
+    assert v["word"] == "CANNOT TELL" and v["spread_from"] == "p5-p95"
 
 
 def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
@@ -110,6 +119,7 @@ def test_an_edge_layout_names_its_sizes_not_the_smallest_size():
     from simddp.planning.strategy import make_strategy
     rec = Recommendation("ddp", 4.0, 0.078, 40.0, 0.080, "smallest", None,
                          same_layout_mb=(1.0,), spec=make_strategy("ddp", 4.0))
-    text = recommendation_text(rec)
-    assert "smallest bucket layout (1 and 4 MB make the same buckets) swept" in text
-    assert "smallest size swept" not in text
+    from simddp.predict.layouts import sizes_text
+    edge = recommendation_text(rec).splitlines()[0]   # the sentence that says "extend"
+    assert "smallest" in edge and "extend" in edge
+    assert sizes_text([1.0, 4.0]) in edge and "size" not in edge.split()

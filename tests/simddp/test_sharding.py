@@ -18,7 +18,8 @@ from simddp.errors import InputError
 from simddp.inputs.gloo_host import GlooHost
 from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.io import host_from_json, host_to_json
-from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER, Link
+from simddp.cost.factors import ALL_GATHER, REDUCE_SCATTER
+from simddp.inputs.link import Link
 from simddp.inputs.link_file import LinkFile
 from simddp.planning.plans import plan
 from simddp.presets import build_profile, parse_model
@@ -177,7 +178,8 @@ def test_closed_form_matches_the_engine_on_random_sharded_and_hooked_plans(seed,
 def test_collective_laws_and_measured_fits_per_kind():
     from simddp.cost.single import collective_s
     from simddp.inputs.io import link_from_json, link_to_json
-    from simddp.inputs.link import ALL_REDUCE, KindFit, kind_factor
+    from simddp.cost.factors import ALL_REDUCE, kind_factor
+    from simddp.inputs.link import KindFit
 
     link = Link("l", alpha_s=1e-3, busbw_gbps=1.0)          # 1 GB/s = 1e6 bytes per ms
     # 4 ranks: an all-reduce sends 2·3/4 of n, a reduce-scatter or all-gather 3/4

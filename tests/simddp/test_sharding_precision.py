@@ -11,6 +11,7 @@ lane 0.375 ms; a reduce-scatter stays fp32, 0.5 ms.
 """
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -21,7 +22,7 @@ from simddp.sim.engine import simulate
 from simddp.errors import InputError
 from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.io import profile_to_json, save_json
-from simddp.inputs.link import ALL_GATHER, REDUCE_SCATTER
+from simddp.cost.factors import ALL_GATHER, REDUCE_SCATTER
 from simddp.planning.plans import plan
 from simddp.presets import build_profile, get_device, parse_model
 from simddp.planning.sharding import cast_rate, cast_seconds
@@ -145,6 +146,24 @@ def _simulate_json(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def strategy_heading(out: str, strategy: str) -> str:
+    """simulate's line naming the configuration (its units, precision and casts)."""
+    (line,) = [x for x in out.splitlines() if x.split(",")[0] == strategy]
+    return line
+
+
+def fully_shard_keywords(text: str) -> dict[str, str]:
+    """The keywords of the ``fully_shard(unit, ...)`` call ``text`` tells the user to make."""
+    start = text.index("fully_shard(")
+    depth, end = 0, start
+    for end in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        if text[end] == ")" and depth == 0:
+            break
+    call = ast.parse(text[start:end + 1], mode="eval").body
+    return {k.arg: ast.unparse(k.value) for k in call.keywords}
+
+
 def test_simulate_precision_bf16_mirrors_realrun(capsys, tmp_path):
     fp32 = _simulate_json(capsys, "--strategy", "fsdp")
     bf16 = _simulate_json(capsys, "--strategy", "fsdp", "--precision", "bf16")
@@ -157,7 +176,8 @@ def test_simulate_precision_bf16_mirrors_realrun(capsys, tmp_path):
     ddp = [_simulate_json(capsys, "--strategy", "ddp", "--precision", p) for p in ("fp32", "bf16")]
     assert ddp[0]["step_ms"] == ddp[1]["step_ms"] and ddp[1]["param_dtype"] is None
     assert main(["simulate", "--strategy", "zero2", "--precision", "bf16"]) == 0
-    assert "casts at a100 memory bandwidth 2039 GB/s" in capsys.readouterr().out
+    heading = strategy_heading(capsys.readouterr().out, "zero2")   # says the cast rate taken
+    assert "a100" in heading and "2039" in heading.split()
     # a profile file: its measured host's copy rate, or, without host costs, not timed
     path = tmp_path / "prof.json"
     profile = build_profile(parse_model("mlp-4x1024"))
@@ -166,8 +186,8 @@ def test_simulate_precision_bf16_mirrors_realrun(capsys, tmp_path):
                           "--precision", "bf16")["cast_gbps"] is None
     assert main(["simulate", "--model", str(path), "--strategy", "zero2",
                  "--precision", "bf16"]) == 0
-    assert "casts not modelled: the profile measured no host copy rate" in \
-        capsys.readouterr().out
+    heading = strategy_heading(capsys.readouterr().out, "zero2")   # and that none was
+    assert "GB/s" not in heading and "bf16" in heading
     host = Host("box", {"fsdp": HostCosts(copy_gbps=1.5)})
     save_json(path, profile_to_json(profile, host))
     assert _simulate_json(capsys, "--model", str(path), "--strategy", "zero2",
@@ -191,16 +211,23 @@ def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before
             "pcie-2x2080ti", "--strategies", "ddp,fsdp", "--bucket-mb", "25"]
     assert main([*args, "--precision", "bf16"]) == 0
     out = capsys.readouterr().out
-    assert ("precision bf16: fsdp under FSDP2's MixedPrecisionPolicy (bf16 all-gathers, fp32 "
-            "reduce-scatters), casts at h100 memory bandwidth 3350 GB/s") in out
+    assert main([*args, "--precision", "bf16", "--format", "json"]) == 0
+    precision = json.loads(capsys.readouterr().out)["setup"]["precision"]
+    assert (precision["precision"], precision["cast_gbps"]) == ("bf16", 3350.0)
+    assert precision["note"] in out.splitlines()      # the one line, as the JSON has it
+    # it names the rows that take the policy (fsdp, not ddp) and the device's rate
+    rows = precision["note"].split(":")[1].split()[0]
+    assert rows == "fsdp" and "h100" in precision["note"] and "3350" in precision["note"]
     # where fsdp is the pick, its torch line names the policy (transformer-xl on this pair)
     xl = ["sweep", "--model", "transformer-xl", "--device", "h100", "--link", "pcie-2x2080ti",
           "--strategies", "ddp,fsdp", "--bucket-mb", "25", "--precision", "bf16"]
     assert main(xl) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines()
                if x.startswith("Model states per rank")]
-    assert ("fully_shard(unit, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy("
-            "param_dtype=torch.bfloat16, reduce_dtype=torch.float32))") in line
+    assert fully_shard_keywords(line) == {
+        "reshard_after_forward": "True",
+        "mp_policy": "MixedPrecisionPolicy(param_dtype=torch.bfloat16, "
+                     "reduce_dtype=torch.float32)"}
     assert main([*args, "--format", "json"]) == 0
     assert "precision" not in json.loads(capsys.readouterr().out)["setup"]
     assert main([*args, "--format", "json", "--precision", "bf16"]) == 0

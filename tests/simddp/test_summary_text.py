@@ -15,13 +15,15 @@ The toy model: 4 gradients of 4 MiB (16 MiB), ready one per layer.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from simddp.cli.main import main
 from simddp.planning.hooks import parse_comm_hook
 from simddp.inputs.profile import Layer, ModelProfile
-from simddp.report.recommendation import (cap_changes_plan, fastest_text, recommendation_text,
-                                          strategy_text)
+from simddp.report.recommendation import (beyond_kinds, cap_changes_plan, fastest_text,
+                                          recommendation_text, strategy_text)
+from simddp.rig.cpu_share import starved_note
 from simddp.result import Result
 from simddp.planning.strategy import make_strategy
 from simddp.predict.recommend import StrategyPick, recommend
@@ -29,6 +31,27 @@ from simddp.predict.recommend import StrategyPick, recommend
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "tests/data/validate-default-2026-11-23/profile.json"
 TOY = ModelProfile("toy", tuple(Layer(f"l{i}", (4 << 20,), 1e-3, 2e-3) for i in range(4)))
+
+
+def fastest_lines(text: str) -> list[str]:
+    """The summary's lines that say what is fastest."""
+    return [x for x in text.splitlines() if "fastest" in x.lower()]
+
+
+def numbers(line: str) -> list[str]:
+    """The numbers a line gives, in order (what a summary line is about, without its words)."""
+    return re.findall(r"\d+(?:\.\d+)?", line)
+
+
+def named(line: str) -> list[str]:
+    """The configurations a line names, in order."""
+    names = {"naive", "overlap", "bucketed", "ddp", "hierarchical", "fsdp"}
+    return [w.strip(",.;()") for w in line.split() if w.strip(",.;()") in names]
+
+
+def advises_extending(text: str) -> bool:
+    """Whether the summary tells the user to sweep beyond the swept sizes."""
+    return "extend" in text and "--bucket-mb" in text
 
 
 def row(name: str, mb: float | None, step_ms: float, **kw) -> Result:
@@ -43,30 +66,31 @@ def test_naive_printed_aside_and_faster_is_the_fastest():
     naive = row("naive", None, 447.65)
     text = recommendation_text(recommend(swept), naive, results=swept)
     last = text.splitlines()[-1]
-    assert last == ("naive is fastest: 447.65 ms per step (the speedup baseline); no swept "
-                    "configuration beats it — the fastest, bucketed at 1 MB and ddp at 1 MB, "
-                    "takes 449.49 ms "
-                    "(1.84 ms, 0.4% more).")
-    assert "Fastest configuration overall" not in text and "faster than naive" not in text
+    # naive first, then both tied swept rows at 1 MB, their step, and how much more it is
+    assert named(last) == ["naive", "bucketed", "ddp"]
+    assert numbers(last) == ["447.65", "1", "1", "449.49", "1.84", "0.4"]
+    assert fastest_lines(text) == [last]          # no other line names another fastest
+    assert "×" not in text                         # nor a speedup over naive
 
 
 def test_naive_swept_and_fastest_names_the_next():
     rows = [row("naive", None, 100.0), row("overlap", None, 104.0), row("ddp", 1, 102.0)]
-    assert fastest_text(recommend(rows), rows[0], rows) == (
-        "naive is fastest: 100.00 ms per step; the next, ddp at 1 MB, takes 102.00 ms "
-        "(2.00 ms, 2.0% more).")
+    line = fastest_text(recommend(rows), rows[0], rows)
+    assert named(line) == ["naive", "ddp"]                    # overlap (104 ms) is not next
+    assert numbers(line) == ["100.00", "1", "102.00", "2.00", "2.0"]
 
 
 def test_a_speedup_that_rounds_to_one_is_said_in_percent():
     rows = [row("naive", None, 100.0), row("ddp", 1, 99.7), row("ddp", 4, 100.5)]
     line = fastest_text(recommend(rows), rows[0], rows)
-    assert line == ("The recommended ddp at 1 MB is also the fastest configuration overall "
-                    "(0.3% less time than naive).")
-    rows[1] = row("ddp", 1, 99.99)
-    assert fastest_text(recommend(rows), rows[0], rows).endswith(
-        "(the same as naive to 0.1%).")
+    assert named(line) == ["ddp", "naive"] and numbers(line) == ["1", "0.3"]
+    assert "×" not in line and "less" in line.split()
+    rows[1] = row("ddp", 1, 99.99)                 # 0.01% less: no difference to claim
+    same = fastest_text(recommend(rows), rows[0], rows)
+    assert "×" not in same and "less" not in same and "0.1%" in same
     rows[1] = row("ddp", 1, 50.0)
-    assert fastest_text(recommend(rows), rows[0], rows).endswith("(2.00× faster than naive).")
+    twice = fastest_text(recommend(rows), rows[0], rows)
+    assert "2.00×" in twice and "%" not in twice
 
 
 def test_tied_fastest_rows_are_all_named():
@@ -74,11 +98,13 @@ def test_tied_fastest_rows_are_all_named():
             row("hierarchical", 1, 62.93), row("hierarchical", 2, 62.93),
             row("hierarchical", 4, 63.5)]
     line = fastest_text(recommend(rows), rows[0], rows)
-    assert line == ("Fastest configuration overall: hierarchical at 1 and 2 MB, 62.93 ms per "
-                    "step (1.91× faster than naive).")
+    assert named(line) == ["hierarchical", "naive"]
+    assert numbers(line) == ["1", "2", "62.93", "1.91"] and "1.91×" in line
     # without the rows (realrun validate's call), the one fastest row recommend() kept
-    assert fastest_text(recommend(rows), rows[0]).startswith(
-        "Fastest configuration overall: hierarchical at 1 MB, 62.93 ms")
+    kept = recommend(rows).fastest
+    assert (kept.strategy, kept.bucket_mb) == ("hierarchical", 1)
+    alone = fastest_text(recommend(rows), rows[0])
+    assert "hierarchical" in alone and "62.93" in alone and "and" not in alone.split()
 
 
 def test_extend_bucket_mb_only_where_a_larger_cap_makes_other_buckets():
@@ -92,35 +118,39 @@ def test_extend_bucket_mb_only_where_a_larger_cap_makes_other_buckets():
     ddp = [row("ddp", 1, 30.0), row("ddp", 8, 20.0), row("ddp", 16, 10.0)]
     rec = recommend(ddp)
     assert rec.edge == "largest"
-    assert "extend --bucket-mb" in recommendation_text(rec)             # no profile: can't tell
-    assert "extend --bucket-mb" not in recommendation_text(rec, profile=TOY)
+    assert advises_extending(recommendation_text(rec))                # no profile: can't tell
+    assert not advises_extending(recommendation_text(rec, profile=TOY))
 
     bucketed = [row("bucketed", 2, 30.0), row("bucketed", 8, 10.0)]
-    text = recommendation_text(recommend(bucketed), profile=TOY)
-    assert "It is the largest size swept; sizes beyond it might be faster still" in text
+    assert recommend(bucketed).edge == "largest"
+    assert advises_extending(recommendation_text(recommend(bucketed), profile=TOY))
 
     small = [row("bucketed", 1, 10.0), row("bucketed", 8, 30.0)]
     assert recommend(small).edge == "smallest"
-    assert "extend --bucket-mb" not in recommendation_text(recommend(small), profile=TOY)
+    assert not advises_extending(recommendation_text(recommend(small), profile=TOY))
 
 
 def test_the_not_faster_sentence_names_what_was_swept():
     versus = row("overlap", None, 62.09)
     hier = [row("hierarchical", 1, 62.25), row("hierarchical", 2, 62.25)]
     text = strategy_text(StrategyPick(hier[1], versus), {}, results=[versus, *hier])
-    assert text == ("The hierarchical all-reduce is not faster here: its best row, "
-                    "hierarchical at 2 MB, takes 62.25 ms per step, 0.3% more than overlap "
-                    "(62.09 ms).")
+    # its best row, 2 MB (closer to 25 MB than the tied 1 MB), 0.3 % more than overlap
+    assert named(text) == ["hierarchical", "hierarchical", "overlap"]
+    assert numbers(text) == ["2", "62.25", "0.3", "62.09"] and "more" in text.split()
     fp16 = row("ddp", 25, 70.0, comm_hook=parse_comm_hook("fp16"))
     fsdp = row("fsdp", None, 65.0)
-    both = strategy_text(StrategyPick(fsdp, versus), {}, results=[versus, fsdp, fp16])
-    assert both.startswith("Sharding and comm hooks are not faster here: the best of them, "
-                           "fsdp, takes 65.00 ms")
-    three = strategy_text(StrategyPick(hier[0], versus), {}, results=[fsdp, fp16, *hier])
-    assert three.startswith("Sharding, comm hooks and the hierarchical all-reduce are not "
-                            "faster here: the best of them, hierarchical at 1 MB")
-    hooks = strategy_text(StrategyPick(fp16, versus), {}, results=[versus, fp16])
-    assert hooks.startswith("Comm hooks are not faster here: the best of them, ddp+fp16 at 25")
+    # the kinds the sentence names: what was swept beyond plain DDP, not the pick's alone
+    assert beyond_kinds([versus, fsdp, fp16]) == ["sharding", "comm hooks"]
+    assert beyond_kinds([fsdp, fp16, *hier]) == ["sharding", "comm hooks",
+                                                 "the hierarchical all-reduce"]
+    assert beyond_kinds([versus, fp16]) == ["comm hooks"]
+    assert beyond_kinds([versus, *hier]) == ["the hierarchical all-reduce"]
+    for pick, results in ((fsdp, [versus, fsdp, fp16]), (hier[0], [fsdp, fp16, *hier]),
+                          (fp16, [versus, fp16])):
+        line = strategy_text(StrategyPick(pick, versus), {}, results=results)
+        assert line.startswith(beyond_kinds(results)[0].capitalize())
+        step_ms = f"{pick.step_s * 1e3:.2f}"
+        assert pick.strategy in line and step_ms in line
 
 
 def cli(capsys, *argv: str) -> str:
@@ -134,9 +164,17 @@ def test_sweep_says_naive_is_fastest_with_its_measured_host_costs(capsys):
     out = cli(capsys, "sweep", "--model", "transformer-small", "--host", str(MEASURED),
               "--world-size", "64", "--link", "ib-8xndr", "--strategies", "ddp,bucketed",
               "--bucket-mb", "1,4,25,100")
-    assert "(naive, the speedup baseline: 144.95 ms per step)" in out
-    assert "naive is fastest: 144.95 ms per step" in out
-    assert "Fastest configuration overall" not in out and "faster than naive" not in out
+    doc = json.loads(cli(capsys, "sweep", "--model", "transformer-small", "--host",
+                         str(MEASURED), "--world-size", "64", "--link", "ib-8xndr",
+                         "--strategies", "ddp,bucketed", "--bucket-mb", "1,4,25,100",
+                         "--format", "json"))
+    assert round(doc["setup"]["naive_step_ms"], 2) == 144.95
+    assert "naive" not in {r["strategy"] for r in doc["rows"]}          # simulated aside
+    assert all(r["step_ms"] > doc["setup"]["naive_step_ms"] for r in doc["rows"])
+    assert all(r["speedup"] < 1 for r in doc["rows"])
+    # the text names naive as the fastest, once, and claims no speedup over it
+    (line,) = fastest_lines(out)
+    assert line.split()[0] == "naive" and "144.95" in line and "×" not in line
 
 
 def test_sweep_prints_the_cpu_caution_once_after_the_summary(capsys, tmp_path):
@@ -149,4 +187,5 @@ def test_sweep_prints_the_cpu_caution_once_after_the_summary(capsys, tmp_path):
     noted = [i for i, x in enumerate(lines) if "wait for a core" in x]
     summary = next(i for i, x in enumerate(lines) if x.startswith("Recommended bucket_cap_mb"))
     assert len(noted) == 1 and noted[0] > summary
-    assert lines[noted[0]].startswith("note: profiled with 2 ranks x (1 training thread")
+    # the caution is the one for what the profile recorded: 2 ranks x 1 thread on 2 CPUs
+    assert lines[noted[0]].endswith(starved_note("gloo", 2, 1, 2))

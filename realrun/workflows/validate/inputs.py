@@ -31,7 +31,8 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     calibrate/rig/sequence.py) and contention with a stream of them.
     ``lone_alpha`` skips the sequence step (α = the sweep's intercept, the older method).
     ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
-    default: it made most validation cells worse (docs/FINDINGS.md#tried-and-not-adopted).
+    default: it moved a transformer's recommendation to a bucket that regretted more, and
+    helped one cell of four (docs/FINDINGS.md#tried-and-not-adopted).
     """
     settings = CalibrateSettings.short(
         s.world, s.tensor_bytes(), iters=s.calibrate_iters, threads_per_rank=s.threads,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp.compare import Comparison, compare_results, format_table
-from simddp.compare.verdict import MARGIN_PCT, verdict  # noqa: F401 (MARGIN_PCT: its name here)
+from simddp.compare.verdict import verdict
 from simddp.rig.cpu_share import section_note
 from simddp.inputs.host import Host
 from simddp.inputs.io import link_to_json, profile_to_json, write_atomic
@@ -90,8 +90,7 @@ def caveats(settings: ValidateSettings) -> list[str]:
                    "measured with the profile and charged (realrun/fsdp_host_costs.py); a "
                    "waited-for reduce-scatter or all-gather is charged its kind's waited-for α "
                    "(calibrate measures it; an older link's: the all-reduce's wait "
-                   "added to the kind's α, which over-charged the transformer's 225 calls "
-                   "by 40-80 % in 3 of 6 validates here: "
+                   "added to the kind's α, which over-charges many small calls: "
                    "docs/FINDINGS.md#blocking-alpha)")
     if settings.backend == "gloo" and settings.comm_hooks:
         out.append("caveat: comm hooks on CPU: Gloo's fp16 sum and PowerSGD's matmuls are "
@@ -215,7 +214,7 @@ class ValidationReport:
         return out
 
     def detail_lines(self) -> list[str]:
-        s, l, gloo = self.settings, self.link, self.link_file.host
+        l, gloo = self.link, self.link_file.host
         contention = self.link_file.contention or NONE
         spread = self.profile.compute_spread
         lines = ["# prediction made BEFORE the runs, from the calibration and the profile "
