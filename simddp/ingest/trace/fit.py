@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simddp.inputs.link import GB, bus_factor
+from simddp.cost.factors import GB, bus_factor
 
 SIZE_CONTRAST = 1.5      # max/min bytes needed to tell α from bandwidth
 SHARE_CONTRAST = 0.5     # max − min share of overlap needed to tell a slowdown
