@@ -286,12 +286,15 @@ def _plain_pass(model, inputs, loss_fn, opt, clock: Clock, precision: str,
     return clock.seconds(t1), clock.seconds(t2) - clock.seconds(t1)
 
 
-def profile_workload(workload, *, seed: int = 0, rank: int = 0, **kwargs) -> tuple[ModelProfile,
-                                                                                   dict]:
+def profile_workload(workload, *, seed: int = 0, rank: int = 0, on_built=None,
+                     **kwargs) -> tuple[ModelProfile, dict]:
     """A preset or a ``--module`` target (realrun.workload.Workload), built on ``device``
-    and profiled; ``measured`` also says what was profiled."""
+    and profiled; ``measured`` also says what was profiled. ``on_built(model)`` runs once
+    the model is built, before its first step (realrun profile's memory check and clock)."""
     device = kwargs.get("device", "cpu")
     model, inputs, loss_fn = workload.build(seed, rank, device)
+    if on_built is not None:
+        on_built(model)
     profile, measured = profile_module(model, inputs, loss_fn, name=workload.name, **kwargs)
     measured.update(workload=workload.to_json(), seed=seed,
                     batch=workload.batch or None, seq=workload.seq or None)

@@ -22,33 +22,43 @@ rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only st
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import statistics
 from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from realrun.configs import COMPUTE_BASES, HOST_TURNS, config_of
 from realrun.launch.contention_timing import compute_after_comm, median_overlap
+from realrun import fsdp_host_costs
 from realrun.fsdp_host_costs import fsdp_costs, host_over_rounds, measure_fsdp, sharded_plans
-from realrun.ddp_host_costs import (SharedWeights, host_from_measurements, measure_copies,
-                                    measure_hooks)
+from realrun.ddp_host_costs import (HOOK_GROUPS, TURN_STEPS, WARMUP_STEPS, SharedWeights,
+                                    host_from_measurements, measure_copies, measure_hooks)
 from realrun.launch import run_world
 from realrun.launch.env import ranks_on_this_cpu, usable_cpus
+from realrun.memory_fit import (CANNOT, CLOSE, Machine, fit_text, host_memory, judge, preset_need,
+                                rank_need, refusal, warning)
 from realrun.launch.world import WorldConfig
 from realrun.peak_memory import PeakMemory, memory_over_ranks
 from realrun.layer_timing import profile_workload
+from realrun.step_progress import StepProgress
 from realrun.steps import Trainer
 from realrun.tensors import trainable_parameters
 from realrun.timing import timed
 from realrun.workload import Workload
+from simddp.errors import InputError
 from simddp.inputs.contention_measurement import combine_contention
 from simddp.sim.engine import compute_only_s
 from simddp.inputs.host import Host
 from simddp.inputs.io import profile_from_json, profile_to_json
 from simddp.inputs.profile import ModelProfile
 from simddp.planning.registry import TORCH_FSDP
+from simddp.planning.strategy import SHARDED
+from simddp.presets.models import ModelSpec
 
 class ProfileRun(NamedTuple):
     """What :func:`profile_world` measured: the profile, the raw measurements, the host costs."""
@@ -59,32 +69,79 @@ class ProfileRun(NamedTuple):
 
 
 CONTENTION_REPEATS = 9  # each ~3 steps long; their p10-p90 is the contention's spread
+# The phases of profile_rank, in order (what its progress lines name)
+LAYERS, PLAIN, COPIES, HOOKS, CONTENTION, FSDP = (
+    "layers", "plain steps", "copies", "host costs", "contention", "sharded host costs")
+
+
+def planned_steps(repeats: int, warmup: int, host_turns: int = HOST_TURNS,
+                  world_size: int = 2, fsdp: bool = False) -> dict[str, int]:
+    """Training steps each rank runs in each phase of :func:`profile_rank`, in order: what
+    its progress counts (every optimizer step). Contention's repeats and FSDP2's wire-only
+    steps run no optimizer: they are counted as the steps of compute they take.
+
+    >>> planned_steps(10, 3)
+    {'layers': 23, 'plain steps': 12, 'copies': 9, 'host costs': 198, 'contention': 31}
+    """
+    chunk = 1 + PlainSteps.CHUNK
+    hooks = sum((1 + len(group)) * (WARMUP_STEPS + host_turns * TURN_STEPS)
+                for group in HOOK_GROUPS)
+    steps = {LAYERS: warmup + 2 * repeats, PLAIN: PlainSteps.WARMUP + chunk, COPIES: chunk,
+             HOOKS: hooks + chunk}
+    if world_size > 1:  # median_overlap: 2 warm-ups and each repeat compute twice
+        steps[CONTENTION] = 2 * (2 + CONTENTION_REPEATS) + chunk
+        if fsdp:  # per strategy: compute-only, its step and its wire, round-robin
+            f = fsdp_host_costs
+            steps[FSDP] = len(SHARDED) * 3 * (f.WARMUP + f.ROUNDS * f.CHUNK)
+    return steps
 
 
 def profile_rank(payload: dict, ctx) -> dict:
     """Rank function: profile the model on this rank while the other ranks do the same."""
     torch.set_flush_denormal(True)
     workload = Workload(**payload["workload"])
+    progress, counting = _rank_progress(payload, ctx)
+    with counting:
+        try:
+            out = _profile_phases(workload, payload, ctx, progress)
+        except BaseException:
+            progress.close(done=False)
+            raise
+    progress.close()
+    return out
+
+
+def _profile_phases(workload: Workload, payload: dict, ctx, progress: StepProgress) -> dict:
+    machine = host_memory() if ctx.device.type == "cpu" else None  # before any model is built
+
+    def built(model: torch.nn.Module) -> None:
+        if payload.get("memory_check") and ctx.rank == 0:
+            _check_memory(workload, model, payload, ctx, machine, progress.write)
+        progress.phase(LAYERS)
     memory = PeakMemory(ctx.device)
     profile, measured = profile_workload(
         workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
         warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
-        precision=payload["precision"])
+        precision=payload["precision"], on_built=built)
     # Plain steps in chunks spread over the phase, as realrun bench spreads its steps over
     # its run: a shared box's compute speed moves between stretches of seconds, and one
     # stretch would carry its own (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
     memory.mark("layers")  # one model at a time from here: the plain one, shared
+    progress.phase(PLAIN)
     plain = PlainSteps(workload, payload, ctx)
     plain.chunk()
+    progress.phase(COPIES)
     measured["copy"] = measure_copies(list(profile.tensor_bytes), ctx, payload["repeats"],
                                       plain.gradients())
     plain.chunk()
     memory.mark("copies")
+    progress.phase(HOOKS)
     measured["hooks"] = measure_hooks(SharedWeights(plain.trainer), payload, ctx, plain.trainer,
                                       on_group=lambda g: memory.mark(f"hooks:{'+'.join(g)}"))
     plain.chunk()
     memory.mark("plain")
     if ctx.world_size > 1:  # this model's backward against its own gradients' all-reduces
+        progress.phase(CONTENTION)
         trainer = plain.trainer
 
         def compute() -> None:
@@ -96,6 +153,7 @@ def profile_rank(payload: dict, ctx) -> dict:
         plain.chunk()
         memory.mark("contention")
     if payload.get(TORCH_FSDP) is not None and ctx.world_size > 1:  # FSDP2's host work
+        progress.phase(FSDP)
         measured["fsdp_steps_s"] = measure_fsdp(SharedWeights(plain.trainer), payload, ctx,
                                                 payload[TORCH_FSDP]["shard_unit_mb"],
                                                 plain=plain.trainer,
@@ -107,6 +165,54 @@ def profile_rank(payload: dict, ctx) -> dict:
     measured["allocator"] = ctx.allocator
     measured["memory"] = memory.summary()
     return {"profile": profile_to_json(profile), "measured": measured}
+
+
+def _rank_progress(payload: dict, ctx) -> tuple[StepProgress, contextlib.AbstractContextManager]:
+    """(rank 0's progress when ``payload["progress"]`` asks for it, else a silent one; the
+    context that counts every optimizer step into it)."""
+    settings = payload.get("progress")
+    planned = planned_steps(payload["repeats"], payload["warmup"], payload.get("host_turns")
+                            or HOST_TURNS, ctx.world_size, payload.get(TORCH_FSDP) is not None)
+    show = settings is not None and ctx.rank == 0
+    progress = StepProgress(planned, show=show, **(settings or {}))
+    if not show:
+        return progress, contextlib.nullcontext()
+    return progress, _counting_steps(progress)
+
+
+@contextlib.contextmanager
+def _counting_steps(progress: StepProgress):
+    """Every optimizer step of this process is one step of ``progress``: the phases' own
+    loops (realrun/ddp_host_costs.py, realrun/fsdp_host_costs.py) stay as they are. A line it
+    writes lands inside a timed step at most once per interval, which the medians absorb."""
+    handle = register_optimizer_step_post_hook(lambda _opt, _args, _kwargs: progress.step())
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _check_memory(workload: Workload, model: torch.nn.Module, payload: dict, ctx,
+                  machine: Machine | None, write) -> None:
+    """Rank 0's memory line, once its model is built, for what the launcher could not judge
+    (your own model; a GPU's memory); InputError when the ranks cannot fit."""
+    spec = ModelSpec(**workload.spec) if workload.spec else None
+    if spec is not None:
+        need = preset_need(spec, workload.batch, workload.seq, payload["optimizer"],
+                           payload["precision"])
+    else:
+        need = rank_need(sum(p.numel() for p in model.parameters()), payload["optimizer"],
+                         payload["precision"])
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
+    if ctx.device.type == "cuda":  # one rank a GPU; its weights are on it already
+        free, total = torch.cuda.mem_get_info(ctx.device)
+        machine, ranks = Machine(total, free + need.weights_bytes, "GPU"), 1
+    fit = judge(need, ranks, machine)
+    write(f"profile: {fit_text(fit)}")
+    if fit.verdict == CANNOT:
+        raise InputError(refusal(fit, workload.name))
+    if fit.verdict == CLOSE:
+        write(warning(fit))
 
 
 class PlainSteps:
@@ -148,7 +254,8 @@ class PlainSteps:
 def profile_world(workload: Workload, world: WorldConfig | None = None, *, threads: int = 1,
                   repeats: int = 15, warmup: int = 3, optimizer: str = "sgd", seed: int = 0,
                   precision: str = "fp32", compute_basis: str = "slowest", fsdp: bool = False,
-                  shard_unit_mb: float | None = None, host_turns: int = HOST_TURNS
+                  shard_unit_mb: float | None = None, host_turns: int = HOST_TURNS,
+                  progress: dict | None = None, memory_check: bool = False
                   ) -> ProfileRun | None:
     """What the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo) measured
     (:class:`ProfileRun`); None on torchrun ranks other
@@ -157,14 +264,18 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
     implementation, realrun/fsdp_host_costs.py; ~5-30 s more) with units of ``shard_unit_mb``.
     ``host_turns``: turns of the DDP implementations' host-cost round-robin
-    (realrun/ddp_host_costs.py), the longest phase: fewer is quicker and noisier."""
+    (realrun/ddp_host_costs.py), the longest phase: fewer is quicker and noisier.
+    ``progress``: rank 0 reports its steps on stderr (realrun/step_progress.py), with these
+    settings of :class:`~realrun.step_progress.StepProgress` (``{}``: its defaults); None:
+    quiet. ``memory_check``: rank 0 judges the ranks' memory once its model is built
+    (realrun/memory_fit.py) and fails the run when they cannot fit."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
     world = WorldConfig() if world is None else world
     world_size = world.world_size
     payload = {"workload": workload.to_json(), "repeats": repeats, "warmup": warmup,
                "optimizer": optimizer, "seed": seed, "precision": precision,
-               "host_turns": host_turns,
+               "host_turns": host_turns, "progress": progress, "memory_check": memory_check,
                TORCH_FSDP: {"shard_unit_mb": shard_unit_mb} if fsdp else None}
     ranks = run_world("realrun.profile_on_ranks:profile_rank", payload, threads_per_rank=threads,
                       **world.launch_args())

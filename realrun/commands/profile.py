@@ -21,21 +21,29 @@ realrun/fsdp_host_costs.py), with the units of --shard-unit-mb. The profile is n
 ``gpt2_tiny:build``); how it was measured is stored next to it under "measured".
 Its last line is its peak memory per rank beside a torch DDP step's, both measured on the
 ranks (``measured.memory``): the profile holds one model at a time, about what the job holds.
+On stderr (stdout is the profile's): first what will run, the steps each rank takes and the
+memory the ranks need against this machine's (realrun/memory_fit.py; a preset that cannot
+fit is refused, exit 2); then, for work longer than ~10 s, an estimate after the first step
+and progress from rank 0 (realrun/step_progress.py).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from realrun.commands.common import (add_host_turns_arg, add_model_args, require_int,
                                      resolve_workload)
 from realrun.configs import COMPUTE_BASES
 from realrun.launch.env import is_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, add_world_args, world_from_args
+from realrun.memory_fit import (CANNOT, CLOSE, Fit, fit_text, host_memory, judge, preset_need,
+                                refusal, warning)
 from simddp.errors import InputError
 from simddp.planning.strategy import mb_to_bytes
 from simddp.inputs.io import PROFILE_FORMAT, profile_to_json, save_json
 from simddp.report.outdir import check_out_file as check_profile_file
+from simddp.presets.models import ModelSpec
 from simddp.report.table import host_line
 
 
@@ -91,14 +99,27 @@ def run(args: argparse.Namespace) -> int:
     # the ranks' fork server imports torch (and --module's imports) meanwhile
     world.prestart(args.threads, args.module)
     workload = resolve_workload(args)  # a typo in --module fails before --out is touched
-    if not is_torchrun() or os.environ["RANK"] == "0":
+    leads = not is_torchrun() or os.environ["RANK"] == "0"
+    fit = memory_fit(workload, world, args)   # None: rank 0 judges once its model is built
+    if fit is not None and fit.verdict == CANNOT:
+        raise InputError(refusal(fit, workload.name))
+    if leads:
         check_out_file(args.out, args.force)
-    from realrun.profile_on_ranks import profile_world  # torch, after the cheap checks
+    from realrun.profile_on_ranks import planned_steps, profile_world  # torch, after the checks
+    if leads:  # stderr: what will run and the memory it takes (stdout stays the profile's)
+        planned = planned_steps(args.repeats, args.warmup, args.host_turns, world.world_size,
+                                args.fsdp)
+        print(plan_line(workload, world, args, planned, fit), file=sys.stderr)
+        if fit is not None:
+            print(f"profile: {fit_text(fit)}", file=sys.stderr)
+            if fit.verdict == CLOSE:
+                print(warning(fit), file=sys.stderr)
     try:
         out = profile_world(workload, world, threads=args.threads, repeats=args.repeats, warmup=args.warmup, optimizer=args.optimizer,
                             seed=args.seed, precision=args.precision,
                             compute_basis=args.compute_basis, fsdp=args.fsdp,
-                            shard_unit_mb=args.shard_unit_mb, host_turns=args.host_turns)
+                            shard_unit_mb=args.shard_unit_mb, host_turns=args.host_turns,
+                            progress={"tty": sys.stderr.isatty()}, memory_check=fit is None)
     except ValueError as e:  # run_world's checks: nccl without GPUs, emulate_hosts != ranks
         raise InputError(str(e).splitlines()[0]) from None
     if out is None:
@@ -109,6 +130,44 @@ def run(args: argparse.Namespace) -> int:
     print(f"# host costs (charged by simddp sweep --model {args.out}): {host_line(host)}")
     print(memory_line(measured["memory"]))
     return 0
+
+
+def memory_fit(workload, world, args: argparse.Namespace) -> Fit | None:
+    """How a preset's ranks fit this machine's RAM (realrun/memory_fit.py); None where it is
+    known only once a rank has built the model (your own model) or holds a GPU."""
+    if workload.spec is None or world.backend != "gloo":
+        return None
+    need = preset_need(ModelSpec(**workload.spec), workload.batch, workload.seq,
+                       args.optimizer, args.precision)
+    ranks = int(os.environ["LOCAL_WORLD_SIZE"]) if is_torchrun() else world.world_size
+    return judge(need, ranks, host_memory())
+
+
+def plan_line(workload, world, args: argparse.Namespace, planned: dict[str, int],
+              fit: Fit | None) -> str:
+    """What will run, before it runs: the model, its ranks, precision and optimizer, and the
+    steps each rank takes in each phase (realrun.profile_on_ranks.planned_steps)."""
+    if fit is not None:
+        model = (f"{count_text(fit.need.n_params)} parameters, batch {workload.batch} x seq "
+                 f"{workload.seq}")
+    else:
+        model = "your model" if workload.module else f"batch {workload.batch} x seq {workload.seq}"
+    phases = "; ".join(f"{name} {steps}" for name, steps in planned.items())
+    return (f"profile: {workload.name} ({model}) on {world.world_size} rank(s), "
+            f"{args.precision}, {args.optimizer}: {sum(planned.values())} steps a rank "
+            f"({args.warmup} warm-up + {args.repeats} timed with hooks + {args.repeats} "
+            f"without; {phases})")
+
+
+def count_text(n: int) -> str:
+    """A parameter count to read at a glance.
+
+    >>> count_text(969411840), count_text(8388608), count_text(5000)
+    ('969 M', '8.39 M', '5,000')
+    """
+    if n >= 10**9:
+        return f"{n / 1e9:.3g} B"
+    return f"{n / 1e6:.3g} M" if n >= 10**6 else f"{n:,}"
 
 
 def memory_line(memory: dict) -> str:

@@ -9,12 +9,15 @@ dominates: 16 MiB is 134 ms at 1 Gbit/s against ~0.5 ms of α.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from calibrate import cli
 from realrun.launch import netns
 from realrun.launch.errors import NetnsUnavailable
 from simddp.inputs.io import load_link_file
+from tests._messages import assert_names
 
 pytestmark = pytest.mark.slow
 # 1..32 MiB, 10 iterations: with 16 MiB and 5 iterations one CI run fitted 82% of the wire at
@@ -46,17 +49,25 @@ def _fit_pair(tmp_path, capsys, attempt: int) -> dict[int, float]:
         link, gloo = measured.link, measured.host
         busbw_gbps[gbit] = link.busbw_gbps
         wire_gbps = gbit / 8
-        assert f"of the {gbit} Gbit/s wire ({wire_gbps:g} GB/s)" in stdout
+        results = json.loads((out / "allreduce.json").read_text())
+        (run,) = results["runs"]
+        # busbw against the wire, in allreduce.json and on screen
+        assert (results["link_gbit"], results["emulate_hosts"]) == (gbit, 2)
+        assert run["busbw_wire_fraction"] == pytest.approx(link.busbw_gbps / wire_gbps)
+        assert_names(stdout, f"{run['busbw_wire_fraction']:.0%}")
         # Headers take ~4% of a 1500-byte frame and Gloo's copies and sums some more; under
         # the wire by more than 40% would mean the shaping or the fit is wrong.
         assert 0.6 * wire_gbps < link.busbw_gbps < 1.02 * wire_gbps, (gbit, link.busbw_gbps)
-        assert link.name == f"emulated-{gbit}gbit-p2" and f"at {gbit} Gbit/s" in link.source
+        assert link.name == f"emulated-{gbit}gbit-p2"
+        assert_names(link.source, f"{gbit}", "Gbit/s")   # the link file says at what rate
         # the shaper's token bucket travels with the link, in its gloo_host section: simddp
         # charges it (simddp/rig/gloo_shared_cpu.py)
         assert gloo.burst_bytes == netns.tbf_burst_bytes(gbit) == max(131072, gbit * 125_000)
         # each waited-for call clocked: what its hand-off refills the bucket by, at most its α
         assert 0 < gloo.blocking_refill_s <= gloo.blocking_alpha_s
-        assert "one by one: median" in stdout and "refills the link's bucket by" in stdout
+        seq = run["sequence"]
+        assert seq["blocking_call_median_s"] > 0 and seq["blocking_call_mean_s"] > 0
+        assert seq["blocking_refill_s"] == pytest.approx(gloo.blocking_refill_s)
     return busbw_gbps
 
 

@@ -35,6 +35,7 @@ from simddp.inputs.io import (link_file_from_json, link_from_json, link_to_json,
 from simddp.inputs.link import KindFit
 from simddp.inputs.link_file import LinkFile
 
+from tests._messages import assert_names, words
 from tests.calibrate.test_cli import ROOT, SMALL
 
 SIZES = 1024 * 2 ** np.arange(17)  # the default sweep, 1 KiB .. 64 MiB
@@ -119,6 +120,16 @@ def _settings(**kw) -> CalibrateSettings:
                              progress=False, **kw)
 
 
+def _lines(out: str, first: str) -> list[str]:
+    """The lines of ``out`` whose first word is ``first``."""
+    return [line for line in out.splitlines() if line.split()[:1] == [first]]
+
+
+def _ratios(line: str) -> list[str]:
+    """The ratios ("x0.79") a line gives, in order."""
+    return re.findall(r"x\d+\.\d\d", line)
+
+
 def c_seq(world, kind):
     return world.kinds[kind].sequence
 
@@ -140,7 +151,7 @@ def test_analyse_writes_kind_fits_with_the_step_alpha():
     assert world.link.alpha_s == pytest.approx(ALPHA_S, rel=0.05)   # issue 19's law
     assert world.sequence["queued_alpha_s"] == pytest.approx(300e-6, rel=0.01)
     assert world.link.busbw_gbps == pytest.approx(1.0, rel=0.03)
-    assert "kind_fits (reduce_scatter, all_gather)" in world.link.source
+    assert_names(world.link.source, "kind_fits", *KINDS)
 
 
 def test_without_the_sequence_step_kind_fits_are_the_lone_fits():
@@ -203,16 +214,24 @@ def test_files_and_report_show_each_kind(tmp_path, capsys):
     assert run["kinds"]["all_gather"]["fit"]["kind"] == "all_gather"
     print_report(cal, paths)
     out = capsys.readouterr().out
-    assert "other collectives, 1 KiB–64 MiB (n = the full" in out
-    assert "reduce_scatter: α 100 µs (from 7 lone sizes up to 64 KiB; 8 queued" in out
-    assert "the all-reduce's; held-out" in out and "all_gather: α" in out
-    assert "; waited for each: α 500 µs" in out
-    assert "fitted on the same sizes" not in out   # the kinds ran on all the sizes here
+    assert "kinds.csv" in words(out)      # where the rows are
+    # a line per kind: the overlapped α (µs), from how many small sizes, how many queued,
+    # the waited-for α, busbw and its ratio to the all-reduce's
+    for kind in KINDS:
+        c = cal.worlds[0].kinds[kind]
+        (line,) = _lines(out, f"{kind}:")
+        assert_names(line, f"{c.fit.alpha_s * 1e6:.0f}", "7", "8",
+                     f"{c.blocking_alpha_s * 1e6:.0f}", f"{c.fit.busbw_gbps:.3f}",
+                     f"x{c.fit.busbw_gbps / cal.link.busbw_gbps:.2f}", "held-out")
+        assert len(_ratios(line)) == 1   # the kinds ran on all the sizes: one ratio
+    assert round(cal.worlds[0].kinds["reduce_scatter"].blocking_alpha_s * 1e6) == 500
     # when they stop below the all-reduce's largest size, the like-for-like ratio too
     from calibrate.report import describe_kind
-    line = describe_kind(cal.worlds[0].kinds["reduce_scatter"], 1.0, 2 ** 30)
-    assert re.search(r"= x0\.\d\d the all-reduce's \(x0\.\d\d its 1\.\d+ GB/s fitted on the "
-                     r"same sizes\)", line), line
+    c = cal.worlds[0].kinds["reduce_scatter"]
+    line = describe_kind(c, 1.0, 2 ** 30)
+    assert _ratios(line) == [f"x{c.fit.busbw_gbps:.2f}",
+                             f"x{c.fit.busbw_gbps / c.allreduce_busbw_gbps:.2f}"]
+    assert_names(line, f"{c.allreduce_busbw_gbps:.3f}")
     assert bandwidths_gbps(2e9, 2.0, 2, "all_gather") == (1.0, 0.5)
 
 
@@ -257,7 +276,9 @@ def test_a_short_real_run_writes_kind_fits(tmp_path):
             fit = link.kind_fits[kind]
             assert fit.alpha_s >= 0 and fit.busbw_gbps > 0
             assert measured.host.kind_blocking_alpha_s.get(kind, -1.0) >= 0
-            assert f"  {kind}: α" in proc.stdout and "waited for each: α" in proc.stdout
+            (line,) = _lines(proc.stdout, f"{kind}:")   # its α and waited-for α, in µs
+            assert_names(line, f"{fit.alpha_s * 1e6:.0f}",
+                         f"{measured.host.kind_blocking_alpha_s[kind] * 1e6:.0f}")
         run = json.loads((out / "allreduce.json").read_text())["runs"][0]
         # the all-reduce's sizes up to a quarter of --max-bytes (64K): 1K..16K
         assert [r["size_bytes"] for r in run["kinds"][want[0]]["rows"]] == [

@@ -22,6 +22,7 @@ from calibrate.fit import predict_s
 from calibrate.judged import BANDWIDTH_BOUND
 from calibrate.report import print_report
 from calibrate.settings import CalibrateSettings
+from tests._messages import assert_names
 
 SIZES = 4096 * 2 ** np.arange(13)      # 4 KiB .. 16 MiB; held out: 8K, 64K, 512K, 4M
 
@@ -32,6 +33,11 @@ def _ranks(times_s, lone_s=3e-4) -> list[dict]:
     seq = {"blocking_s": [8 * 1.5e-3] * 5, "async_s": [8 * 1.2e-3] * 5,
            "lone_s": [lone_s + 4096 / 1e9] * 20, "lone_bytes": 4096}
     return [{"rank": r, "world_size": 2, "sweep": rows, "sequence": seq} for r in range(2)]
+
+
+def _lines(out: str, first: str) -> list[str]:
+    """The lines of ``out`` whose first word is ``first``."""
+    return [line for line in out.splitlines() if line.split()[:1] == [first]]
 
 
 def _settings() -> CalibrateSettings:
@@ -64,21 +70,26 @@ def test_the_warning_reads_the_printed_figure(slow):
     assert held["judged_on"] == BANDWIDTH_BOUND
     assert held["heldout_bytes"] == [524288, 4 << 20]       # 8K and 64K take < 2α
     out = _report([world])
-    # the link line's figure, printed once, on its own line
-    (line,) = [x for x in out.splitlines() if "judged on the sizes taking at least 2α" in x]
-    printed = float(re.search(r"median error ([\d.]+)%", line).group(1)) / 100
-    assert printed == pytest.approx(held["median_rel_err"], abs=5e-4)
-    # the lone line's figure is a different quantity, printed once too
-    assert out.count("held-out 4 sizes: median error") == 1
+    # the link line's figure, printed once, on its own line (with what it is judged on)
+    (line,) = _lines(out, "judged")
+    printed = held["median_rel_err"]
+    assert_names(line, f"{printed:.1%}")
+    assert BANDWIDTH_BOUND in line
+    # the lone line's figure is a different quantity, printed once too, of its 4 sizes
+    (lone,) = _lines(out, "held-out")
+    assert_names(lone, "4", f"{world.lone_heldout['median_rel_err']:.1%}")
     # the warning appears exactly when that printed figure is over 50 %, with its number
-    warned = [x for x in out.splitlines() if "held-out median error" in x]
+    warned = _lines(out, "WARNING:")
     assert bool(warned) == (printed > 0.5)
     if warned:
         (w,) = warned
-        assert f"link: held-out median error {printed:.0%} > 50% on {BANDWIDTH_BOUND}" in w
+        assert_names(w, "link", f"{printed:.0%}", "50%")
+        assert BANDWIDTH_BOUND in w
     # the link file's source and allreduce.json carry the same figure, not a third one
-    assert f"held-out median err {held['median_rel_err']:.1%}" in world.link.source
-    assert f"on {BANDWIDTH_BOUND}: R²(log t)={held['r2_log']:.4f}" in world.link.source
+    assert_names(world.link.source, f"{held['median_rel_err']:.1%}")
+    assert BANDWIDTH_BOUND in world.link.source
+    assert re.search(r"R²\(log t\)=(\S+?)[,;]", world.link.source).group(1) == \
+        f"{held['r2_log']:.4f}"
     saved = results_json(Calibration(_settings(), [world]), {2: "link.json"})["runs"][0]
     assert saved["heldout"]["median_rel_err"] == held["median_rel_err"]
 
@@ -109,4 +120,6 @@ def test_without_the_sequence_step_one_line_is_judged_on_every_size():
     assert world.heldout is world.lone_heldout and world.heldout["judged_on"] == "every size"
     assert world.heldout["r2_log"] == world.fit.r2
     out = _report([world])
-    assert "judged on" not in out and out.count("held-out 4 sizes: median error") == 1
+    assert not _lines(out, "judged")
+    (lone,) = _lines(out, "held-out")
+    assert_names(lone, "4", f"{world.heldout['median_rel_err']:.1%}")

@@ -12,41 +12,44 @@ import pytest
 
 import realrun.bench as bench
 from realrun.cli import main
-from realrun.commands.bench import format_table
+from realrun.commands.bench import WARMUP_PER, format_table
+from realrun.launch.allocator import held_models_note
 from realrun.configs import bench_configs, label
 from realrun.workload import Workload
 from realrun.launch.errors import LaunchError
 from simddp.result import load_results
 from simddp.presets.models import parse_model
 from simddp.planning.strategy import make_strategy
+from tests._messages import assert_one_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--strategies", "naive,bogus"], "--strategies: unknown 'bogus'"),
-    (["--strategies", "naive,no_sync"], "--strategies: unknown 'no_sync'"),
-    (["--bucket-mb", "1,0"], "--bucket-mb: '0' must be a finite number > 0"),
-    (["--bucket-mb", "ten"], "--bucket-mb: 'ten' is not a number"),
-    (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
-    (["--warmup", "0"], "--warmup must be an integer >= 1, got 0"),
-    (["--warmup", "1"], "--warmup 1: torch ddp rebuilds its buckets in the forward of its"),
-    (["--world-size", "0"], "--world-size must be an integer >= 2, got 0"),
-    (["--world-size", "1"], "one rank has nothing to synchronise; --scaling times one process"),
-    (["--link-gbit", "1"], "--link-gbit 1: shapes emulated hosts; add --emulate-hosts N"),
-    (["--emulate-hosts", "3"], "--emulate-hosts 3: must equal --world-size 2"),
-    (["--timeout-s", "-1"], "--timeout-s must be a number of seconds > 0"),
-    (["--d-ff", "8"], "--d-ff does not apply to mlp-2x64 (mlp)"),
-    (["--model", "out/profile.json"], "a profile file has no torch module to run"),
-    (["--backend", "mpi"], "invalid choice: 'mpi'"),
-    (["--steps", "three"], "invalid int value: 'three'"),
+# Each line names the flag and the value at fault (and, where one exists, the flag to use).
+@pytest.mark.parametrize("argv, names", [
+    (["--strategies", "naive,bogus"], ("--strategies", "bogus")),
+    (["--strategies", "naive,no_sync"], ("--strategies", "no_sync")),
+    (["--bucket-mb", "1,0"], ("--bucket-mb", "0")),
+    (["--bucket-mb", "ten"], ("--bucket-mb", "ten")),
+    (["--steps", "0"], ("--steps", "0")),
+    (["--warmup", "0"], ("--warmup", "0")),
+    (["--warmup", "1"], ("--warmup", "1", "2")),          # torch DDP rebuilds on step 2
+    (["--world-size", "0"], ("--world-size", "0")),
+    (["--world-size", "1"], ("--world-size", "1", "--scaling")),
+    (["--link-gbit", "1"], ("--link-gbit", "1", "--emulate-hosts")),
+    (["--emulate-hosts", "3"], ("--emulate-hosts", "3", "--world-size", "2")),
+    (["--timeout-s", "-1"], ("--timeout-s", "-1.0")),
+    (["--d-ff", "8"], ("--d-ff", "mlp-2x64")),
+    (["--model", "out/profile.json"], ("--model", "out/profile.json")),
+    (["--backend", "mpi"], ("--backend", "mpi")),
+    (["--steps", "three"], ("--steps", "three")),
 ])
-def test_bad_args_exit_2_with_one_line_and_no_files(argv, message, tmp_path, capsys):
+def test_bad_args_exit_2_with_one_line_and_no_files(argv, names, tmp_path, capsys):
     out = tmp_path / "out"
     assert _exit_code(["bench", *TINY, *argv, "--out", str(out)]) == 2
     captured = capsys.readouterr()
-    assert message in captured.err and captured.err.count("\n") == 1
+    assert_one_line(captured.err, *names)
     assert captured.out == "" and not out.exists()
 
 
@@ -58,8 +61,14 @@ def test_a_folder_of_another_commands_results_is_refused(tmp_path, capsys):
     (out / "sweep.json").write_text("{}")
     assert _exit_code(["bench", *TINY, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"--out {out}: holds sweep.json from simddp sweep, not realrun bench's" in err
+    assert_one_line(err, "--out", str(out), "sweep.json")
     assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
+
+
+def _notes(table: str) -> list[str]:
+    """The table's caution notes ("# note: ...", each without that prefix)."""
+    return [line.split(" ", 2)[2] for line in table.splitlines()
+            if line.split()[:2] == ["#", "note:"]]
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -71,13 +80,15 @@ def _exit_code(argv: list[str]) -> int:
 
 
 def test_rank_failure_exits_1_naming_the_rank_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    failure = "rank 1 failed: RuntimeError: boom"
     def fail(*args, **kwargs):
-        raise LaunchError("rank 1 failed: RuntimeError: boom")
+        raise LaunchError(failure)
     monkeypatch.setattr(bench, "run_world", fail)
     out, traces = tmp_path / "out", tmp_path / "traces"
     assert main(["bench", *TINY, "--out", str(out), "--trace", str(traces)]) == 1
     captured = capsys.readouterr()
-    assert captured.err == "error: rank 1 failed: RuntimeError: boom\n" and captured.out == ""
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.rstrip().endswith(failure)   # the rank's failure, as it was raised
     assert not out.exists() and not traces.exists()
 
 
@@ -197,16 +208,17 @@ def test_summary_takes_the_max_over_ranks_per_step_then_the_median():
                                    trace=None, timelines=False),
                          results, stats, None)
     assert "bucketed" in table and table.count("\n") == 5
-    assert "1 warm-up steps per model built (one held at a time)" in table
+    assert WARMUP_PER["one"] in table   # the header says what each warm-up was per
     # --hold all: a Gloo rank that held several models on 4 KiB pages, one caution line
     held = Namespace(**vars(Namespace(what="w", optimizer="sgd", precision="fp32",
                                       backend="gloo", threads=1, steps=3, warmup=1, chunk=2,
                                       hold="all", out="o", trace=None, timelines=False)),
                      host={"models_held": 3, "allocator": "glibc: ..., no trim, 4 KiB pages"})
-    note = format_table(held, results, stats, None).splitlines()[-2]
-    assert note.startswith("# note: each rank held 3 models (its configurations and the twin)")
+    table = format_table(held, results, stats, None)
+    assert WARMUP_PER["all"] in table
+    assert _notes(table) == [held_models_note("gloo", 3, held.host["allocator"])]
     held.host["allocator"] = "glibc: ..., heap on huge pages"
-    assert "# note" not in format_table(held, results, stats, None)
+    assert _notes(format_table(held, results, stats, None)) == []
 
 
 @pytest.mark.slow
@@ -268,5 +280,6 @@ def test_bench_end_to_end_json_trace_and_scaling(tmp_path):
     assert names == sorted(f"{c}.rank{r}.json" for r in (0, 1)
                            for c in ("compute-only", "naive", "bucketed-0.01MB",
                                      "bucketed+fp16-0.01MB", "ddp-0.01MB", "ddp+fp16-0.01MB"))
-    trace = (traces / "bucketed-0.01MB.rank0.json").read_text()
-    assert all(f'"{name}"' in trace for name in ("forward", "backward", "sync", "optimizer"))
+    trace = json.loads((traces / "bucketed-0.01MB.rank0.json").read_text())
+    ranges = {event.get("name") for event in trace["traceEvents"]}
+    assert {"forward", "backward", "sync", "optimizer"} <= ranges

@@ -20,6 +20,7 @@ from realrun.ddp import DDP, module_profile, trainable_parameters
 from simddp.planning.plans import plan
 from simddp.planning.strategy import make_strategy
 from tests._ddp_targets import Net
+from tests._messages import assert_names
 
 ATOL = 1e-5
 
@@ -164,7 +165,8 @@ def _check_accumulation(accum: dict, expected: list[tuple[int, ...]], overlap: b
             # Every gradient is used, so overlap plans launch everything during backward.
             assert {p for p, _ in launches} == {"backward" if overlap else "finish"}
         if overlap:
-            assert "ready twice" in result["double_backward_error"]
+            # a usage error that names the call that fixes it
+            assert_names(result["double_backward_error"], "finish_gradient_synchronization")
         else:
             assert result["double_backward_error"] == ""
 

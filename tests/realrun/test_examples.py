@@ -23,6 +23,6 @@ def test_train_ddp_under_torchrun(strategy, tmp_path):
     # the number alone: two ranks share torchrun's stdout, and print() writes a line's text
     # and its newline apart, so rank 0's next line can follow the checksum on the same line
     checksums = re.findall(r"rank (\d): parameter checksum (-?\d+\.\d{10})", done.stdout)
-    assert "step 3: loss" in done.stdout
+    assert "3" in re.findall(r"step (\d+):", done.stdout)     # it ran its 3 steps
     assert sorted(r for r, _ in checksums) == ["0", "1"]
     assert len({c for _, c in checksums}) == 1, checksums   # the ranks stayed in sync

@@ -116,7 +116,7 @@ def test_profile_cli_on_two_ranks_writes_what_a_plain_sweep_charges(tmp_path, ca
                          "--out", str(path)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "blocks.1.down" in out and "measured on 2 rank(s) at once" in out
+    assert "blocks.1.down" in out.split()   # a row per layer; the ranks: world_size below
     profile = load_profile(path)
     assert profile.name == "ffn-2x8x16"
     doc = json.loads(path.read_text())

@@ -14,6 +14,7 @@ from realrun.cli import main
 from simddp.inputs.io import link_to_json, save_json
 from simddp.inputs.link import Link
 from simddp.result import Result
+from tests._messages import assert_names
 
 TINY = ["--model", "mlp-2x64", "--batch", "1", "--seq", "2"]
 
@@ -45,19 +46,20 @@ def link_file(tmp_path):
     (["--link-gbit", "1"], "--link-gbit"),
     (["--warmup", "1"], "--warmup"),
     (["--steps", "0"], "--steps"),
-    (["--model", "nonsense-model"], "nonsense"),
+    (["--model", "nonsense-model"], "nonsense-model"),
     (["--model", "mlp-2x64", "--heads", "2"], "--heads"),
-    (["--link", "/nonexistent/link.json"], "link.json"),
+    (["--link", "/nonexistent/link.json"], "/nonexistent/link.json"),
     (["--no-such-flag"], "--no-such-flag"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, words):
-    assert words in _one_line_exit_2(capsys, TINY + argv if argv[0] != "--model" else argv)
+    assert_names(_one_line_exit_2(capsys, TINY + argv if argv[0] != "--model" else argv), words)
 
 
 def test_link_of_another_world_size_is_refused(capsys, tmp_path):
     path = tmp_path / "p4.json"
     save_json(path, link_to_json(Link("four", 1e-4, 1.0, world_size=4)))
-    assert "world size 4" in _one_line_exit_2(capsys, TINY + ["--link", str(path)])
+    err = _one_line_exit_2(capsys, TINY + ["--link", str(path)])
+    assert_names(err, "four", "4", "2", "--rescale-link")   # the link, both sizes, the way out
 
 
 def test_malformed_link_file_is_refused(capsys, tmp_path):
@@ -118,7 +120,10 @@ def test_tiny_end_to_end_json_and_plots(tiny_validate):
                                    "regret"}
     configs = {(r["strategy"], r["bucket_mb"]) for r in doc["rows"]}
     assert ("bucketed", 1.0) in configs and ("ddp", 0.01) in configs and ("naive", None) in configs
-    assert doc["validate"]["verdict"]["recommendation"].startswith("Recommended bucket_cap_mb")
+    verdict = doc["validate"]["verdict"]
+    assert verdict["recommended_mb"] in {r["bucket_mb"] for r in doc["rows"]}
+    assert_names(verdict["recommendation"].splitlines()[0], "bucket_cap_mb",
+                 f"{verdict['recommended_mb']:g}")
     for name in ("compare_scatter.png", "compare_buckets.png", "compare_timeline.png",
                  "validate.json", "predicted.json", "measured.json"):
         assert (out / name).stat().st_size > 0, name

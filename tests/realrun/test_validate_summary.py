@@ -17,6 +17,7 @@ from realrun.workflows.validate.report import Prediction, ValidationReport
 from realrun.workflows.validate.settings import ValidateSettings
 from simddp import load_host, load_link_file, load_profile, load_results
 from simddp.compare import compare_results
+from tests._messages import assert_names, words
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "validate-default-2026-11-23"
 
@@ -36,33 +37,45 @@ def report() -> ValidationReport:
 
 
 def test_the_summary_comes_first_and_is_short():
-    lines = report().text("out/v").splitlines()
-    assert lines[0].startswith("# validate: mlp-8x1024")
+    r = report()
+    lines = r.text("out/v").splitlines()
+    assert lines[0].split()[0] == "#"
+    assert_names(lines[0], "mlp-8x1024")
     assert lines[1] == "summary:"
     end = lines.index("details:")
     summary = lines[2:end - 1]
     assert lines[end - 1] == "" and len(summary) <= 6
-    assert summary[0].startswith("  verdict: CANNOT TELL: the measured best is 1 and 4 MB")
-    assert summary[1].startswith("  prediction made before the runs: |error| median 5.7 %, "
-                                 "max 11.5 % (bucketed:10)")
+    # the verdict first: its word, and the measured best (1 and 4 MB pooled) with its median
+    v = r.verdict()
+    assert (v["word"], v["measured_best_mbs"]) == ("CANNOT TELL", [1.0, 4.0])
+    assert summary[0].split()[0] == "verdict:" and v["word"] in summary[0]
+    assert_names(summary[0], f"{v['measured_best_ms']:.2f}")
+    # then how far off the prediction was: the median and the worst |error| and where
+    c = r.comparison.summary
+    assert (round(c.median_ape, 1), round(c.max_ape, 1)) == (5.7, 11.5)
+    assert_names(summary[1], f"{c.median_ape:.1f}", f"{c.max_ape:.1f}", "bucketed:10")
     assert summary[2] == ("  recommended: ddp at 10 MB, measured 59.87 ms; measured best "
                           "bucket: 1 and 4 MB, 59.67 ms pooled")
     assert summary[3] == "  fastest configuration measured: bucketed:1, 56.85 ms median"
-    assert summary[4].startswith("  files: out/v/ (validate.json")
+    assert summary[4].split()[0] == "files:"
+    assert_names(summary[4], "out/v/", "validate.json")
     details = lines[end + 1:]
-    assert details[0].startswith("# prediction made BEFORE the runs")
-    assert any(line.startswith("Recommended bucket_cap_mb: 10") for line in details)
-    assert not any("cannot tell" in line.lower() for line in details)   # said once, above
+    assert details[0].split()[0] == "#" and "BEFORE" in words(details[0])
+    # simddp's recommendation, as the JSON has it, among the details
+    assert v["recommended_mb"] == 10
+    assert v["recommendation"].splitlines()[0] in details
+    assert not any("CANNOT" in words(line.upper()) for line in details)   # said once, above
 
 
 def test_the_verdict_names_its_margin_and_spread_and_claims_nothing_stronger():
     r = report()
     text = r.text()
-    assert ("this run cannot tell: margin 2.7 % (3 % − 0.3 %) < spread 12.1 % (the rows' "
-            "split halves") in text
-    for claim in ("PROVEN", "either is fine", "WITHIN NOISE"):
-        assert claim not in text
+    for claim in ("PROVEN", "WITHIN", "fine"):
+        assert claim not in words(text)
     v = json.loads(json.dumps(r.to_json()))["validate"]["verdict"]
+    # the verdict line names the margin and the spread it was judged on
+    (line,) = [x for x in text.splitlines() if x.split()[:1] == ["verdict:"]]
+    assert_names(line, f"{v['verdict_margin_pct']:.1f}", f"{v['spread_pct']:.1f}")
     assert v["word"] == "CANNOT TELL" and v["proven"] is None and v["claim"] is None
     assert round(v["verdict_margin_pct"], 1) == 2.7 and round(v["spread_pct"], 1) == 12.1
     assert v["spread_from"] == "split halves" and v["turn_steps"] == 5

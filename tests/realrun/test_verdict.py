@@ -15,6 +15,7 @@ from simddp.inputs.link import Link
 from simddp.inputs.link_file import LinkFile
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.result import Result
+from tests._messages import assert_names
 
 
 def result(source: str, bucket_mb: float, step_s: float, steps_s=()) -> Result:
@@ -45,26 +46,32 @@ def steps(median_s: float, spread: float, n: int = 30, seed: int = 0) -> list[fl
 
 def test_a_clearly_slower_recommendation_is_refuted_with_its_interval():
     v = report(steps(0.070, 0.01), steps(0.080, 0.01, seed=1)).verdict()
-    assert v["proven"] is False and v["text"].startswith("REFUTED")
+    assert (v["proven"], v["word"], v["claim"]) == (False, "REFUTED", "refuted")
+    assert v["text"].startswith(v["word"])
     low, high = v["regret_ci_pct"]
-    assert 3 < low < v["regret_pct"] < high and "95 % interval" in v["text"]
+    assert 3 < low < v["regret_pct"] < high and v["spread_from"] == "95 % interval"
+    assert_names(v["text"], f"{low:+.1f}", f"{high:+.1f}")   # the interval, as read
 
 
 def test_a_close_recommendation_is_proven_within_the_margin():
     v = report(steps(0.0700, 0.005), steps(0.0705, 0.005, seed=1)).verdict()
-    assert v["proven"] is True and v["text"].startswith("PROVEN within 3 %")
+    assert (v["proven"], v["word"], v["claim"]) == (True, "PROVEN within 3 %", "within")
+    assert v["text"].startswith(v["word"])
     assert v["regret_ci_pct"][1] <= 3.0 and v["verdict_margin_pct"] > v["spread_pct"]
 
 
 def test_noisy_runs_that_cannot_tell_the_two_apart_say_so_instead_of_naming_a_winner():
     # 2 % apart, 30 % spread: the p95 rule said PROVEN; the interval straddles the margin
     v = report(steps(0.070, 0.3), steps(0.0714, 0.3, seed=1)).verdict()
-    assert v["proven"] is None and v["text"].startswith("CANNOT TELL")
+    assert (v["proven"], v["word"], v["claim"]) == (None, "CANNOT TELL", None)
+    assert v["text"].startswith(v["word"])
     low, high = v["regret_ci_pct"]
-    assert low < 3.0 < high and "this run cannot tell: margin" in v["text"]
+    assert low < 3.0 < high and v["verdict_margin_pct"] < v["spread_pct"]
+    assert_names(v["text"], f"{v['verdict_margin_pct']:.1f}", f"{v['spread_pct']:.1f}")
 
 
 def test_the_recommendation_measured_fastest_is_proven():
     v = report(steps(0.080, 0.01), steps(0.070, 0.01, seed=1)).verdict()
-    assert v["proven"] is True and v["text"].startswith("PROVEN: measured")
+    assert (v["proven"], v["word"], v["claim"]) == (True, "PROVEN", "fastest")
+    assert v["text"].split()[0] == "PROVEN:"
     assert v["regret_pct"] == pytest.approx(0.0)
