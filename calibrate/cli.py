@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import sys
 
 from calibrate.settings import (DTYPE_BYTES, KINDS, SEQUENCE_BYTES, SEQUENCE_COUNT,
@@ -34,7 +35,7 @@ from realrun.launch.finish import finish_torchrun
 from realrun.launch.world import SWEEP_TIMEOUT_S, WorldConfig, add_world_args
 from simddp.cli.main import join_negative_values
 from simddp.errors import InputError, error_line
-from simddp.inputs.io import load_profile
+from simddp.inputs.io import load_profile, write_atomic
 from simddp.report.outdir import check_out_dir
 
 
@@ -104,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an earlier calibration's "
                    "files in --out (default: move them into --out/earlier-<time>/)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--explain", action="store_true",
+                   help="print every measurement behind the link file's numbers (each α, "
+                        "held-out errors, the curve, the other kinds); --out/report.txt "
+                        "always has them")
     p.add_argument("--from-nccl-tests", nargs="+", default=None, metavar="LOG",
                    help="write --out/link.json from nccl-tests or rccl-tests logs "
                         "(all_reduce_perf, reduce_scatter_perf, all_gather_perf, "
@@ -193,19 +198,19 @@ def _have_gpus() -> bool:
 
 
 def _measuring_modules():
-    """(run, print_report, write_outputs); InputError naming what to install if torch or
+    """(run, the report module, write_outputs); InputError naming what to install if torch or
     scipy is missing (the simulator's own install has neither)."""
     try:
+        from calibrate import report
         from calibrate.calibration import run
         from calibrate.files import write_outputs
-        from calibrate.report import print_report
     except ModuleNotFoundError as e:
         if e.name not in ("torch", "scipy"):
             raise
         raise InputError(f"calibrating needs {e.name}: python -m pip install torch==2.13.0 "
                          "(or your CUDA build) then python -m pip install 'simddp[torch]'"
                          ) from None
-    return run, print_report, write_outputs
+    return run, report, write_outputs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,12 +228,15 @@ def _main(argv: list[str] | None) -> int:
         # the ranks' fork server imports torch while this process imports its own modules
         settings.world.prestart(settings.threads_per_rank)
         # torch, scipy and matplotlib only now: --help and bad flags need none of them
-        run, print_report, write_outputs = _measuring_modules()
+        run, report, write_outputs = _measuring_modules()
         cal = run(settings)
         if cal is None:  # a torchrun rank other than 0: rank 0 reports
             return 0
-        paths = write_outputs(cal, a.out, plots=not a.no_plots)
-        print_report(cal, paths)
+        details = Path(a.out) / "report.txt"
+        paths = write_outputs(cal, a.out, plots=not a.no_plots) + [details]
+        full = report.report_text(cal, paths)
+        write_atomic(details, full)
+        print(full if a.explain else report.summary_text(cal, paths, details), end="")
         return 0
     except InputError as e:
         print(error_line("calibrate", e), file=sys.stderr)

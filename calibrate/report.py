@@ -1,4 +1,6 @@
-"""What ``python -m calibrate`` prints: an nccl-tests table, a fit summary, α, contention::
+"""What ``python -m calibrate`` prints: an nccl-tests table, then what the link file holds, in
+a few lines (:func:`summary_text`); every measurement behind it (each α, held-out errors, the
+curve, the kinds) is the full report, OUT/report.txt and ``--explain`` (:func:`print_report`)::
 
     print_report(calibration, written_paths)
 
@@ -7,7 +9,9 @@ calibrate/files.py; the plots calibrate/plots.py.
 """
 from __future__ import annotations
 
+import io
 import os
+from contextlib import redirect_stdout
 from pathlib import Path
 
 from calibrate.analysis import Calibration, KindCalibration
@@ -92,6 +96,63 @@ def _held_out(held: dict, sep: str) -> str:
     return f"{sep}held-out median err {held['median_rel_err']:.0%}{where}"
 
 
+def report_text(cal: Calibration, paths: list[Path]) -> str:
+    """The full report (what :func:`print_report` prints) as one text."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_report(cal, paths)
+    return out.getvalue()
+
+
+def summary_text(cal: Calibration, paths: list[Path], details: Path) -> str:
+    """Per world: the nccl-tests table, then the link file's numbers in a few lines, the
+    warnings, and where the details are (``details``: the full report's file)."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        _print_load_note(cal.load_before)
+        for run in cal.worlds:
+            _print_table(run, cal.settings)
+            for line in headline(run, cal.settings.link_gbit):
+                print(line)
+            _print_warnings(run, cal.settings.backend)
+            print()
+        if len(cal.worlds) > 1:
+            _print_world_sizes(cal.worlds)
+            print()
+        print("wrote " + ", ".join(str(p) for p in paths))
+        print(f"every measurement behind these numbers: {details} (or --explain)")
+        print(f"took {cal.elapsed_s:.1f} s")
+    return out.getvalue()
+
+
+def headline(run, link_gbit: float | None = None) -> list[str]:
+    """What the link file holds, one number per question: α and busbw (the range they were
+    fitted on; against the wire where ``link_gbit`` emulated one), what a CPU host adds, the
+    contention, the other kinds against the all-reduce."""
+    link, found, fit = run.link, run.link_file, run.fit
+    sizes = [r["size_bytes"] for r in run.rows]
+    lines = [f"link file: α {link.alpha_s * 1e6:.0f} µs a call, "
+             f"{busbw_text(fit).replace('busbw = ', 'busbw ')} "
+             f"(all-reduce, {human_bytes(sizes[0])}–{human_bytes(sizes[-1])})"]
+    frac = wire_fraction(link.busbw_gbps, link_gbit)
+    if frac is not None:
+        lines[0] += f" = {frac:.0%} of the {link_gbit:g} Gbit/s wire"
+    host = found.host
+    if host is not None and host.blocking_alpha_s is not None:
+        wake = ("" if host.idle_wake_s is None
+                else f"; the first after compute waits {host.idle_wake_s * 1e3:.2f} ms more")
+        lines.append(f"  Gloo on this CPU host: a waited-for call costs α "
+                     f"{host.blocking_alpha_s * 1e6:.0f} µs{wake}")
+    if found.contention is not None:
+        c = found.contention
+        lines.append(f"  contention: compute x{c.compute:.2f} while collectives run, "
+                     f"collectives x{c.comm:.2f} under compute")
+    if run.kinds:
+        lines.append("  " + ", ".join(f"{c.kind} busbw x{c.fit.busbw_gbps / link.busbw_gbps:.2f}"
+                                      for c in run.kinds.values()) + " the all-reduce's")
+    return lines
+
+
 def print_report(cal: Calibration, paths: list[Path]) -> None:
     """The tables, fits, α, contention and notes of every world size, then what was written."""
     _print_load_note(cal.load_before)
@@ -131,16 +192,21 @@ def _print_load_note(load: float | None) -> None:
               "run (other processes, or a run that just ended): times may be inflated")
 
 
-def _print_lone(run, a) -> None:
-    """The nccl-tests table of lone all-reduces and the fit through them (its held-out)."""
+def _print_table(run, a) -> None:
+    """The nccl-tests table of lone all-reduces, with the lone fit's column."""
     where = (f" on {a.emulate_hosts} emulated hosts at {a.link_gbit:g} Gbit/s"
              if a.link_gbit else f" on {a.emulate_hosts} emulated hosts" if a.emulate_hosts
              else "")
     print(f"# all_reduce {a.backend}, {run.world_size} ranks{where}, {a.warmup} warm-up + "
           f"{a.iters} timed iters per size; time = max over ranks of each rank's median (p95 "
           "likewise)")
+    print(table(run.rows, a.dtype, run.world_size, run.lone_fit or run.fit, run.heldout_mask))
+
+
+def _print_lone(run, a) -> None:
+    """The nccl-tests table of lone all-reduces and the fit through them (its held-out)."""
+    _print_table(run, a)
     lone = run.lone_fit or run.fit
-    print(table(run.rows, a.dtype, run.world_size, lone, run.heldout_mask))
     lone_held = run.lone_heldout or run.heldout
     print(INTERVALS_NOTE)
     print("lone all-reduces, each after a barrier (the table; 'fit' is this line):")

@@ -24,6 +24,11 @@ T is convex, so its minimum is the comm-bound stationary point b = s·√(α/B) 
 The profile wrappers (:func:`optimal_bucket_bytes`, :func:`closed_form_optimum`) read s as the
 profile's gradient bytes and B as its total backward time; the DES (``simddp sweep``) is the
 reference — it knows tensor granularity and non-uniform layers, which this formula does not.
+
+Under contention (compute ×k_c while a collective runs, a collective ×k_m while compute runs),
+a saturated lane does B·k_c/k_m seconds of its work during the slowed backward, so the same
+T(b) holds with the effective backward B̃ = B·k_c/k_m, and the backward's own B·(k_c − 1)
+counts as exposed, as the simulated rows count it (docs/ACCOUNT.md, "Under contention").
 """
 from __future__ import annotations
 
@@ -86,24 +91,36 @@ def _check(profile: ModelProfile, world_size: int) -> None:
         raise InputError(f"model {profile.name!r} has no gradients to bucket")
 
 
-def overhead_s(profile: ModelProfile, link: Link, world_size: int, bucket_bytes: float) -> float:
+def contended_backward_s(backward_s: float, contention: Contention | None) -> tuple[float, float]:
+    """(B̃, the seconds the slowed backward adds): the module text's contended closed form."""
+    if contention is None or not contention.active:
+        return backward_s, 0.0
+    return (backward_s * contention.compute / contention.comm,
+            backward_s * (contention.compute - 1.0))
+
+
+def overhead_s(profile: ModelProfile, link: Link, world_size: int, bucket_bytes: float,
+               contention: Contention | None = None) -> float:
     """The closed form T(b) for ``profile`` (s = gradient bytes, B = backward seconds)."""
     _check(profile, world_size)
     b = min(bucket_bytes, profile.grad_total_bytes)
     _, _, alpha_s, beta = next(p for p in closed_form_law(link, world_size).segments
                                if b <= p[1])
-    return exposed_s(b, profile.grad_total_bytes, profile.backward_s, alpha_s, beta)
+    lane_backward_s, slowed_s = contended_backward_s(profile.backward_s, contention)
+    return exposed_s(b, profile.grad_total_bytes, lane_backward_s, alpha_s, beta) + slowed_s
 
 
-def optimal_bucket_bytes(profile: ModelProfile, link: Link, world_size: int) -> tuple[int, float]:
+def optimal_bucket_bytes(profile: ModelProfile, link: Link, world_size: int,
+                         contention: Contention | None = None) -> tuple[int, float]:
     """(bucket bytes, predicted exposed seconds) at the closed-form optimum for ``profile``."""
-    b, t_s, _ = _optimum_for(profile, link, world_size)
+    b, t_s, _ = _optimum_for(profile, link, world_size, contention)
     return b, t_s
 
 
-def _optimum_for(profile: ModelProfile, link: Link, world_size: int) -> tuple[int, float, str]:
+def _optimum_for(profile: ModelProfile, link: Link, world_size: int,
+                 contention: Contention | None = None) -> tuple[int, float, str]:
     _check(profile, world_size)
-    s, B = profile.grad_total_bytes, profile.backward_s
+    s, B = profile.grad_total_bytes, contended_backward_s(profile.backward_s, contention)[0]
     best = None
     # T is convex within each segment of a piecewise link: optimise each, keep the best.
     for lo, hi, alpha_s, beta in closed_form_law(link, world_size).segments:
@@ -118,28 +135,31 @@ def _optimum_for(profile: ModelProfile, link: Link, world_size: int) -> tuple[in
             best = (b, t_s, regime)
     b, _, regime = best
     b_int = max(1, min(s, round(b)))
-    return b_int, overhead_s(profile, link, world_size, b_int), regime
+    return b_int, overhead_s(profile, link, world_size, b_int, contention), regime
 
 
 def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int,
-                        link_contention: Contention | None = None) -> dict:
+                        contention: Contention | None = None) -> dict:
     """The optimum as a sweep prints it: bucket in MiB (as ``--bucket-mb``), ms, regime;
-    ``link_contention``: what the link file measured beside the link, which it ignores.
+    ``contention``: the one the simulated rows run under (simddp/predict/resolve.py), so the
+    two answer the same question.
 
     >>> from simddp.inputs.profile import Layer
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0, 1e-3) for i in range(100)))
     >>> closed_form_optimum(toy, Link("l", 1e-4, 10.0), 2)["regime"]
     'compute-bound'
     """
-    b, t_s, regime = _optimum_for(profile, link, world_size)
+    b, t_s, regime = _optimum_for(profile, link, world_size, contention)
     line = closed_form_law(link, world_size)
     if all(alpha_s == 0 for _, _, alpha_s, _ in line.segments):
         regime = NO_LATENCY  # b* would be the 1-byte floor: a floor, not an answer
     note = "α–β closed form, gradients ready evenly over backward, no tensor granularity"
-    if link_contention is not None and link_contention.active:
-        note += "; ignores the link's contention factors"
     out = {"bucket_mb": b / MB, "bucket_bytes": b, "overhead_ms": t_s * 1e3,
            "regime": regime, "buckets": profile.grad_total_bytes / b, "note": note}
+    if contention is not None and contention.active:
+        out["note"] += (f"; under the rows' contention (compute x{contention.compute:.2f}, "
+                        f"collectives x{contention.comm:.2f})")
+        out["contention"] = [contention.compute, contention.comm]
     if line.note:   # a curve link: which line it used (an α–β link's own needs no word)
         out.update(alpha_beta=line.note, alpha_us=line.alpha_s * 1e6,
                    busbw_gbps=line.busbw_gbps)
@@ -149,6 +169,8 @@ def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int,
 def format_optimum(opt: dict) -> str:
     """One line for a sweep table's footer."""
     law = f"α–β; {opt['alpha_beta']}" if opt.get("alpha_beta") else "α–β"
+    if opt.get("contention"):
+        law += ", contention x{:.2f} compute, x{:.2f} comm as the rows".format(*opt["contention"])
     if opt["regime"] == NO_LATENCY:
         return (f"closed-form optimum (bucketed, {law}): none — the link's α is 0, so per-call "
                 "cost is nil and smaller buckets are never slower; the simulated rows decide")

@@ -34,7 +34,6 @@ from simddp.cli.args import (add_beyond_ddp_args, add_contention_arg, add_host_a
                              add_link_args, add_model_args, add_precision_arg, casts_of,
                              contention_choice, parse_hooks, parse_positive_floats,
                              resolve_host, resolve_link, resolve_model, resolve_world)
-from simddp.inputs.contention import PUBLISHED_GPU_SOURCE
 from simddp.predict.resolve import resolve
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
@@ -42,7 +41,7 @@ from simddp.inputs.io import write_atomic
 from simddp.kinds import CollectiveKind
 from simddp.planning.plans import plan
 from simddp.report.levels import topology_text
-from simddp.report.table import fmt_mb, setup_line
+from simddp.report.table import contention_line, fmt_mb, setup_line
 from simddp.report.trace import trace_events
 from simddp.planning.plans import Plan
 from simddp.result import COMM, Result
@@ -197,9 +196,7 @@ def run(args: argparse.Namespace) -> int:
             "world_size": result.world_size}, indent=1))
         return 0
     print(setup_line(profile, link_file, args.world_size) + topology_text(topology))
-    if contention.source == "published":
-        print(f"contention x{contention.compute:g} compute, x{contention.comm:g} comm while "
-              f"they overlap (not measured: {PUBLISHED_GPU_SOURCE})")
+    print(contention_line(contention))
     print()
     _print_table(result, p, comm_s, n_bytes, wire_bytes, precision_note)
     return 0

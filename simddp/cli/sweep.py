@@ -58,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--accum-steps", type=int, default=DEFAULT_ACCUM_STEPS, metavar="K",
                    help="micro-steps per optimizer step for no_sync and its sync_each baseline "
                         "(default %(default)s)")
+    g.add_argument("--explain", action="store_true",
+                   help="the reasoning behind the recommendation (runner-up, regret over the "
+                        "ranges, each framework's call, the closed form) instead of its summary")
     g.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (one document on stdout) for scripts")
     g.add_argument("--out", metavar="DIR", help="also write sweep.csv, sweep.json, sweep.png here")
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         for name, payload in files.items():
             write_atomic(out_dir / name, payload)
         print(f"wrote {', '.join(str(out_dir / n) for n in files)}", file=sys.stderr)
-    print(json.dumps(answer_json(a), indent=1) if args.format == "json" else answer_text(a))
+    print(json.dumps(answer_json(a), indent=1) if args.format == "json" else answer_text(a, args.explain))
     return 0
 
 

@@ -1,27 +1,11 @@
-"""Where a plot's legend goes, so it stays inside the figure (a legend wider than its figure
-cut "forward" off), and plain labels on log axes. The scatter tells bucket sizes apart by
-marker, since point labels of a cluster piled up::
+"""Plain labels on log axes: '100' and '200', not 10^2 and 2x10^2 (the bucket axis of
+compare_buckets.png)::
 
-    legend_below(fig, handles)                                   # under the panels
+    plain_log_labels(ax.xaxis)
 """
 from __future__ import annotations
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
-
-
-def legend_below(fig: Figure, handles: list) -> None:
-    """One legend under the panels, in as many columns as fit the figure's width: with one
-    column per entry it ran wider than a one-panel figure and cut "forward" off."""
-    canvas = FigureCanvasAgg(fig)
-    for ncol in range(len(handles), 0, -1):
-        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
-                            frameon=False)
-        canvas.draw()
-        if legend.get_window_extent().width <= 0.98 * fig.bbox.width or ncol == 1:
-            return
-        legend.remove()
 
 
 class _PlainLog(LogFormatter):

@@ -3,14 +3,16 @@
 Three PNGs, each readable on its own, all times in ms:
 
 - ``compare_scatter.png``: measured median against predicted, p5–p95 bars, the y = x line and
-  a ±10 % band; points coloured by strategy, shaped by bucket MB (the legend says which).
+  a ±10 % band; points coloured by strategy, shaped by bucket MB (the legend says which);
+  step times far apart (compute-only, accumulation runs) in panels of their own.
 - ``compare_buckets.png``: step time against bucket size (log x) per strategy: the predicted
   curve (every predicted bucket, not only the measured ones) and the measured points with
   p5–p95 bars; strategies without buckets are horizontal lines (predicted dashed, measured
   solid with a p5–p95 bar at the right edge); runs with gradient accumulation get a panel
   of their own.
 - ``compare_timeline.png``: the predicted and the measured timeline of one configuration side
-  by side, compute and comm lanes on one time axis; predicted only when nothing was measured::
+  by side, compute and comm lanes on one time axis, each with its own legend; predicted only
+  when nothing was measured::
 
     from simddp.compare import compare_results
     from simddp.compare.plots import write_compare_files
@@ -31,14 +33,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
-from simddp.compare.labels import legend_below, plain_log_labels
+from simddp.compare.labels import plain_log_labels
 from simddp.compare.match import Comparison, pick_timeline
 from simddp.compare.text import config_label, config_sort_key
 from simddp.inputs.io import write_atomic
 from simddp.report.gantt import draw_gantt, step_end_ms, timeline_end_ms
-from simddp.report.sweep_plot import keep_tick_labels_apart, label_every_size
+from simddp.report.sweep_plot import keep_tick_labels_apart, label_every_size, legend_under
 from simddp.report.style import strategy_colour
 from simddp.result import Result
 
@@ -50,54 +53,116 @@ _DPI = 120
 
 def plot_scatter(c: Comparison) -> Figure:
     """Measured median (p5–p95 bars) against predicted: a colour per strategy, a marker per
-    bucket size, both in the legend (labels beside the points piled up where a dozen
-    configurations measure within a few ms of each other)."""
-    fig = Figure(figsize=(9, 6.5), dpi=_DPI)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    times_ms = [t * 1e3 for r in c.rows for t in (r.predicted_s, r.measured_s, r.measured_p5_s,
-                                                    r.measured_p95_s) if t is not None]
-    lo, hi = min(times_ms) / 1.08, max(times_ms) * 1.08
-    log = hi / lo > 3  # e.g. accumulation runs at 4x the step: on a linear axis the rest squash
-    line = np.geomspace(lo, hi, 50) if log else np.linspace(lo, hi, 50)
-    band = ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", label="±10 %", zorder=0)
-    (diagonal,) = ax.plot(line, line, "--", color="0.4", lw=1, label="y = x (perfect)", zorder=1)
-    if log:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):
-            plain_log_labels(axis)
+    bucket size, both in the legend under the panels (labels beside the points piled up where
+    a dozen configurations measure within a few ms of each other). Step times far apart
+    (compute-only, accumulation runs) get panels of their own, each scaled to its points:
+    one panel for all left the rest in a corner."""
+    groups = scatter_groups(c.rows)
+    main = max(range(len(groups)), key=lambda i: len(groups[i]))
+    others = [g for i, g in enumerate(groups) if i != main]
+    fig = Figure(figsize=(10 if others else 8, 7.6), dpi=_DPI, layout="constrained")
+    if others:
+        grid = fig.add_gridspec(len(others), 2, width_ratios=[2.6, 1])
+        axes = [fig.add_subplot(grid[:, 0])] + [fig.add_subplot(grid[i, 1])
+                                                 for i in range(len(others))]
+    else:
+        axes = [fig.add_subplot()]
+    colours, markers = _colours(c), bucket_markers(r.bucket_mb for r in c.rows)
+    cut = False
+    for ax, rows in zip(axes, [groups[main], *others]):
+        cut |= _scatter_panel(ax, rows, colours, markers, small=ax is not axes[0])
+    # three columns: the lines, the colours, the markers (a column each, read down)
+    columns = [[Patch(color="0.9", label="±10 %"),
+                Line2D([], [], ls="--", color="0.4", lw=1, label="y = x (perfect)")]]
+    if cut:
+        columns[0].append(Line2D([], [], color="0.35", marker="^", ls="none", ms=5,
+                                 label="p5–p95 bar cut\nat the panel's edge"))
+    columns.append([])
+    for strategy in _strategies(c.rows):
+        accum = sorted({r.accum_steps for r in c.rows if r.strategy == strategy} - {1})
+        columns[1].append(Line2D([], [], color=colours[strategy], marker="o", ls="none",
+                                 label=strategy + "".join(f" (accum {k})" for k in accum)))
+    if len(markers) > 1 or None not in markers:  # the shapes mean something: say what
+        columns.append([Line2D([], [], ls="none", label="marker = bucket size:")])
+        columns[2] += [Line2D([], [], color="0.35", marker=m, ls="none", mfc="none", mew=1.4,
+                              label="no buckets" if mb is None else f"{mb:g} MB")
+                       for mb, m in markers.items()]
+    rows = max(len(col) for col in columns)
+    blank = Line2D([], [], ls="none", label=" ")
+    # padding before the marker key, after the others: the key stays one run, at the end
+    columns = [col + [blank] * (rows - len(col)) if i < 2 else [blank] * (rows - len(col)) + col
+               for i, col in enumerate(columns)]
+    axes[0].set_xlabel("predicted step time (ms)")
+    axes[0].set_ylabel("measured step time, median (ms); bars p5–p95")
+    legend_under(axes[0], [h for col in columns for h in col], max_cols=len(columns))
+    s = c.summary
+    rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
+    fig.suptitle(f"Predicted vs measured step time\n{_job(c)}\n"
+                 f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
+                 f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
+    return fig
+
+
+def scatter_groups(rows) -> list[list]:
+    """Rows grouped by step time for the scatter's panels: sorted by the geometric mean of
+    predicted and measured, a new group where the next is over 1.5x the last.
+
+    >>> from types import SimpleNamespace as R
+    >>> rows = [R(predicted_s=p, measured_s=m) for p, m in ((60, 58), (27, 25), (62, 66))]
+    >>> [[r.predicted_s for r in g] for g in scatter_groups(rows)]
+    [[27], [60, 62]]
+    """
+    ordered = sorted(rows, key=lambda r: (r.predicted_s * r.measured_s) ** 0.5)
+    groups: list[list] = []
+    last = None
+    for r in ordered:
+        v = (r.predicted_s * r.measured_s) ** 0.5
+        if last is None or v > 1.5 * last:
+            groups.append([])
+        groups[-1].append(r)
+        last = v
+    return groups
+
+
+def _scatter_panel(ax, rows, colours: dict, markers: dict, small: bool) -> bool:
+    """One panel: its rows' points, the ±10 % band and y = x over its own range (from the
+    points, not their p5–p95 bars, which may run past it). True if a bar was cut."""
+    values_ms = [t * 1e3 for r in rows for t in (r.predicted_s, r.measured_s)]
+    lo, hi = min(values_ms), max(values_ms)
+    pad = max(0.08 * (hi - lo), 0.04 * hi)
+    lo, hi = lo - pad, hi + pad
+    line = np.linspace(lo, hi, 2)
+    ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", zorder=0)
+    ax.plot(line, line, "--", color="0.4", lw=1, zorder=1)
+    cut = False
+    # big markers first, so a small one at the same place shows inside it (overlap's circle
+    # hid under bucketed 1 MB's square); hollow, so a ring round a ring still shows both
+    for r in sorted(rows, key=lambda r: r.bucket_mb is None):
+        x, y = r.predicted_s * 1e3, r.measured_s * 1e3
+        colour = colours[r.strategy]
+        spread = _spread_ms([r])
+        ax.errorbar([x], [y], yerr=spread, fmt="none", capsize=3, lw=0.9, ecolor=colour,
+                    alpha=0.5, zorder=2)
+        ax.plot([x], [y], marker=markers[r.bucket_mb], ms=8 if r.bucket_mb is None else 11,
+                mfc="none", mec=colour, mew=1.6, ls="none", zorder=3)
+        for end, edge, arrow in ((y + spread[1][0], hi, "^"), (y - spread[0][0], lo, "v")):
+            if (end > edge) if arrow == "^" else (end < edge):
+                ax.plot([x], [edge], marker=arrow, ms=5, color=colour, ls="none",
+                        clip_on=False, zorder=4)
+                cut = True
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_aspect("equal", adjustable="box")
-    colours, markers = _colours(c), bucket_markers(r.bucket_mb for r in c.rows)
-    handles = [band, diagonal]
-    for strategy in _strategies(c.rows):
-        mine = [r for r in c.rows if r.strategy == strategy]
-        for r in mine:
-            ax.errorbar([r.predicted_s * 1e3], [r.measured_s * 1e3], yerr=_spread_ms([r]),
-                        fmt=markers[r.bucket_mb], ms=6, capsize=3, lw=1, alpha=0.85,
-                        color=colours[strategy], zorder=3)
-        accum = sorted({r.accum_steps for r in mine} - {1})
-        handles.append(Line2D([], [], color=colours[strategy], marker="o", ls="none", label=(
-            strategy + "".join(f" (accum {k})" for k in accum))))
-    if len(markers) > 1 or None not in markers:  # the shapes mean something: say what
-        handles.append(Line2D([], [], ls="none", label="marker = bucket size:"))
-        handles += [Line2D([], [], color="0.35", marker=m, ls="none",
-                           label="no buckets" if mb is None else f"{mb:g} MB")
-                    for mb, m in markers.items()]
-    ax.set_xlabel("predicted step time (ms)" + (", log scale" if log else ""))
-    ax.set_ylabel("measured step time, median (ms); bars p5–p95")
-    ax.grid(True, alpha=0.3, which="both")
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
-              fontsize=8)
-    s = c.summary
-    rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
-    ax.set_title(f"Predicted vs measured step time\n{_job(c)}\n"
-                 f"|error| median {s.median_ape:.1f} %, max {s.max_ape:.1f} %; "
-                 f"Spearman ρ {rho} ({s.configs} configs)", fontsize=9)
-    fig.tight_layout()
-    return fig
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(4 if small else 7))
+    ax.grid(True, alpha=0.3)
+    if small:
+        names = sorted({r.strategy for r in rows}, key=lambda n: config_sort_key((n, None, 1)))
+        ax.set_title(", ".join(names), fontsize=8)
+        ax.set_xlabel("predicted (ms)", fontsize=8)
+        ax.set_ylabel("measured (ms)", fontsize=8)
+        ax.tick_params(labelsize=8)
+    return cut
 
 
 # A marker per bucket size, smallest first; "o" is a row without buckets. Filled shapes that
@@ -217,36 +282,30 @@ def _flat_lines(ax, r, colour: str, name: str, k: int) -> None:
 
 
 def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
-    """Predicted and measured timeline of one configuration, side by side on one ms axis.
+    """Predicted and measured timeline of one configuration, side by side on one ms axis,
+    each with its own legend under it (its counts and its waiting time are its own).
 
     Only the predicted panel when nothing was measured or the measurement has no spans; the
     second title line says which. A result without spans gets an empty lane and a note.
     """
     have_measured = measured is not None and bool(measured.spans)
-    fig = Figure(figsize=(13 if have_measured else 8, 3.9), dpi=_DPI, layout="constrained")
+    fig = Figure(figsize=(13 if have_measured else 8, 4.3), dpi=_DPI, layout="constrained")
     axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]
-    handles = draw_gantt(axes[0], predicted, f"predicted: {predicted.step_ms:.1f} ms per step")
+    drawn = [(predicted, draw_gantt(axes[0], predicted,
+                                    f"predicted: {predicted.step_ms:.1f} ms per step"))]
     if have_measured:
         whose = ("one clocked step" if measured.spans_rank is None or len(measured.rank_spans) < 2
                  else f"rank {measured.spans_rank}'s clocked step (its backward ended last)")
-        handles += draw_gantt(axes[1], measured, f"measured: median {measured.step_ms:.1f} ms "
-                                                 f"per step ({measured.samples} steps)\nspans: "
-                                                 f"{whose}, {step_end_ms(measured)[0]:.1f} ms")
-    shown = (predicted, measured) if have_measured else (predicted,)
-    axes[0].set_xlim(0, max(timeline_end_ms(r) for r in shown) * 1.01)  # shared by both
+        drawn.append((measured, draw_gantt(axes[1], measured,
+                                           f"measured: median {measured.step_ms:.1f} ms per "
+                                           f"step ({measured.samples} steps)\nspans: {whose}, "
+                                           f"{step_end_ms(measured)[0]:.1f} ms")))
+    axes[0].set_xlim(0, max(timeline_end_ms(r) for r, _ in drawn) * 1.01)  # shared by both
     fig.suptitle(f"Timeline of {config_label(*predicted.config)}, {predicted.model}, "
                  f"{predicted.world_size} ranks{_timeline_note(predicted, measured)}",
                  fontsize=10)
-    # one legend for both panels: a kind once, the predicted panel's counts first
-    seen, unique = set(), []
-    for h in handles:
-        key = h.get_label().split(" (")[0]
-        if key not in seen:
-            seen.add(key)
-            unique.append(h)
-    handles = unique
-    handles.append(Line2D([], [], color="k", ls=":", label="step end"))
-    legend_below(fig, handles)
+    for ax, (_, handles) in zip(axes, drawn):
+        legend_under(ax, [*handles, Line2D([], [], color="k", ls=":", label="step end")])
     return fig
 
 

@@ -70,7 +70,8 @@ def verdict(predicted: Sequence[Result], measured: Sequence[Result],
     each row into its odd and even turns (None: no split)."""
     rec = recommend(predicted, profile)
     naive = naive_of(predicted)
-    out = {"recommendation": recommendation_text(rec, naive), "proven": None, "text": "",
+    out = {"recommendation": recommendation_text(rec, naive, results=predicted, profile=profile),
+           "proven": None, "text": "",
            "word": None}
     if rec is None:
         return out

@@ -27,8 +27,8 @@ from simddp.inputs.resolved import Inputs
 from simddp.planning.grad_dtype import GRAD_DTYPES
 from simddp.planning.plans import plan
 from simddp.planning.registry import Name
-from simddp.predict.recommend import (Recommendation, StrategyPick, recommend,
-                                      recommend_strategy)
+from simddp.predict.recommend import (Recommendation, Stakes, StrategyPick, recommend,
+                                      recommend_strategy, stakes)
 from simddp.predict.sweep import (DEFAULT_BUCKET_MB, configurations, naive_of, sweep_inputs,
                                   sweep_rows)
 from simddp.result import Result
@@ -40,7 +40,8 @@ class SweepAnswer:
 
     inputs, link_file: what it predicted on, and the link file they came from; results: one
     per configuration, in table order; naive: the speedup baseline (a row, or simulated
-    aside); recommendation: the bucket size (None: nothing bucketed swept); pick: whether a
+    aside); recommendation: the bucket size (None: nothing bucketed swept); stakes: what
+    that choice decides (None with no recommendation); pick: whether a
     strategy beyond plain DDP is faster (None: none swept); states: the model states per rank
     of the pick and what it is weighed against; optimum: the α–β closed form's bucket, with
     ``differs_from_simulator`` (the gap's reason, or None); request: how the sweep was asked
@@ -55,6 +56,7 @@ class SweepAnswer:
     states: dict[str, dict[str, int]]
     optimum: dict
     request: "SweepRequest"
+    stakes: Stakes | None = None
 
     @property
     def rows(self) -> list[dict]:
@@ -147,11 +149,12 @@ def answer(inputs: Inputs, results: Sequence[Result], request: SweepRequest | No
     pick = recommend_strategy(results)
     # the closed form on the gradients as they are reduced (a bucket counts them at their dtype)
     reduced = inputs.profile if dtype is None else at_dtype(inputs.profile, GRAD_DTYPES[dtype])
-    optimum = closed_form_optimum(reduced, inputs.link, inputs.world_size, link_file.contention)
+    optimum = closed_form_optimum(reduced, inputs.link, inputs.world_size, inputs.contention)
     # the reasons name the contention the rows were predicted under (a default included)
     optimum["differs_from_simulator"] = gap_line(inputs, optimum, results)
     return SweepAnswer(inputs, link_file, results, naive, rec, pick,
-                       model_states(pick, inputs, request.adam), optimum, request)
+                       model_states(pick, inputs, request.adam), optimum, request,
+                       None if rec is None else stakes(rec, results))
 
 
 def model_states(pick: StrategyPick | None, inputs: Inputs, adam: bool = True

@@ -106,6 +106,57 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
                           best.step_range_s, worst, point_best_mb, point_worst, same, best.spec)
 
 
+# Predicted steps closer than this are one answer: no prediction tells them apart
+# (docs/FINDINGS.md#measurement-noise).
+NEAR_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class Stakes:
+    """What the bucket size decides: the swept sizes of the recommended strategy as good as
+    the recommended one (within NEAR_PCT of its step), the worst swept size, and a faster row
+    of another strategy where one beats the recommendation by more than NEAR_PCT."""
+
+    near_mb: tuple[float, ...]          # ascending, the recommended size included
+    near_pct: float                     # the largest excess among them, % of the step
+    worst_mb: float | None              # None: no swept size outside the near ones
+    worst_pct: float
+    faster: Result | None = None
+    swept_mb: tuple[float, ...] = ()    # every swept size of the recommended strategy
+
+    @property
+    def near_is_a_run(self) -> bool:
+        """Whether the near sizes are consecutive among the swept ones (a range, no gap)."""
+        i = [self.swept_mb.index(mb) for mb in self.near_mb if mb in self.swept_mb]
+        return len(i) == len(self.near_mb) and (not i or i[-1] - i[0] == len(i) - 1)
+
+
+def stakes(rec: Recommendation, results: Sequence[Result]) -> Stakes:
+    """The :class:`Stakes` of ``rec`` over the swept ``results``.
+
+        >>> rows = [Result("m", "l", "ddp", mb, 2, s, 0.0, 1) for mb, s in
+        ...         ((1, 0.105), (10, 0.100), (100, 0.1004), (1000, 0.120))]
+        >>> st = stakes(recommend(rows), rows)
+        >>> st.near_mb, round(st.near_pct, 1), st.worst_mb, round(st.worst_pct, 1)
+        ((10.0, 100.0), 0.4, 1000.0, 20.0)
+    """
+    mine = sorted((r for r in results if r.strategy == rec.strategy and r.bucket_mb is not None
+                   and accumulates(r) == (rec.spec is not None and rec.spec.accumulates)),
+                  key=lambda r: r.bucket_mb)
+    excess = {r.bucket_mb: 100 * (r.step_s / rec.step_s - 1) for r in mine}
+    near = tuple(float(mb) for mb, pct in excess.items() if pct < NEAR_PCT)
+    far = {mb: pct for mb, pct in excess.items() if pct >= NEAR_PCT}
+    worst = max(far, key=far.get, default=None)
+    per_step = [r for r in results if not accumulates(r) and r.strategy != rec.strategy]
+    best_other = min(per_step, key=lambda r: r.step_s, default=None)
+    faster = (best_other if best_other is not None and rec.spec is not None
+              and not rec.spec.accumulates
+              and 100 * (1 - best_other.step_s / rec.step_s) >= NEAR_PCT else None)
+    return Stakes(near, max((excess[mb] for mb in near), default=0.0),
+                  None if worst is None else float(worst),
+                  far.get(worst, 0.0), faster, tuple(float(mb) for mb in excess))
+
+
 @dataclass(frozen=True)
 class StrategyPick:
     """The fastest sharded or hooked configuration, against the fastest plain one (ddp,

@@ -5,7 +5,7 @@ are reached through what it passes on (docs/CLI.md cites each library's page)::
 
     >>> print(framework_text(10.0, bucketed_step_s=0.0734))
     In Hugging Face Trainer: TrainingArguments(ddp_bucket_cap_mb=10, ddp_find_unused_parameters=False); in Accelerate: DistributedDataParallelKwargs(bucket_cap_mb=10); in PyTorch Lightning: DDPStrategy(bucket_cap_mb=10).
-    All three pass bucket_cap_mb=10 to DistributedDataParallel, which on torch 2.13 makes the first bucket 10 MB too: the bucketed row at 10 MB (73.40 ms); DDPStrategy passes any DDP keyword on, so DDPStrategy(bucket_cap_mb_list=[1, 10]) runs the ddp row. ddp_find_unused_parameters=False is torch's default, which the rows assume; Trainer turns it on unless gradient checkpointing is on.
+    All three pass bucket_cap_mb=10 to DistributedDataParallel, which on torch 2.13 makes the first bucket 10 MB too: the bucketed row's buckets at 10 MB (73.40 ms as realrun.DDP runs them); DDPStrategy passes any DDP keyword on, so DDPStrategy(bucket_cap_mb_list=[1, 10]) runs the ddp row. ddp_find_unused_parameters=False is torch's default, which the rows assume; Trainer turns it on unless gradient checkpointing is on.
 
 - Hugging Face ``TrainingArguments`` has ``ddp_bucket_cap_mb`` and ``ddp_find_unused_parameters``
   and hands them to Accelerate's ``DistributedDataParallelKwargs``, whose ``to_kwargs`` passes
@@ -51,8 +51,9 @@ def framework_text(bucket_mb: float, bucketed_step_s: float | None = None) -> st
     if mb == first:  # first bucket = cap either way: one configuration
         return (f"{calls}\nAll three pass bucket_cap_mb={mb} to DistributedDataParallel: the "
                 f"ddp rows at {mb} MB. {unused}")
-    row = (f"the bucketed row at {mb} MB ("
-           + ("not swept" if bucketed_step_s is None else f"{fmt_ms(bucketed_step_s)} ms") + ")")
+    row = (f"the bucketed row's buckets at {mb} MB ("
+           + ("not swept" if bucketed_step_s is None else
+              f"{fmt_ms(bucketed_step_s)} ms as realrun.DDP runs them") + ")")
     lists = (f"DDPStrategy passes any DDP keyword on, so DDPStrategy(bucket_cap_mb_list="
              f"[{first}, {mb}]) runs the ddp row.")
     if mb == fmt_mb(DDP_DEFAULT_BUCKET_MB):  # Accelerate's default: left out, torch's rule

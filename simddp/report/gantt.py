@@ -11,24 +11,69 @@ communication is hatched; a dotted line marks the step's end::
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from matplotlib.patches import Patch
 
 from simddp.report.style import (EXPOSED_COLOUR, KIND_COLOURS, KIND_LABELS, comm_shades)
-from simddp.result import COMM, COMPUTE, KINDS, Result
+from simddp.result import COMM, COMPUTE, COPY, KINDS, Result
 
 LANE_Y = {COMPUTE: 1.0, COMM: 0.0}
 BAR_H = 0.6
 
 
 def idle_gaps_s(result: Result) -> list[tuple[float, float]]:
-    """(start, end) intervals inside the step when the compute lane does nothing."""
+    """(start, end) intervals inside the step when the compute lane does nothing: from the
+    step's first span (fsdp's first all-gather runs before any compute) to its last (a
+    profile without an optimizer ends waiting for the last all-reduce)."""
     spans = sorted((s for s in result.spans if s.lane == COMPUTE), key=lambda s: s.start_s)
-    gaps, t = [], (spans[0].start_s if spans else 0.0)
+    gaps, t = [], min((s.start_s for s in result.spans), default=0.0)
     for s in spans:
         if s.start_s > t + 1e-12:
             gaps.append((t, s.start_s))
         t = max(t, s.end_s)
+    end = max((s.end_s for s in result.spans), default=t)
+    if spans and end > t + 1e-12:
+        gaps.append((t, end))
     return gaps
+
+
+@dataclass(frozen=True)
+class ExposedParts:
+    """A predicted step's exposed communication (step minus compute alone), split into what
+    the Gantt shows: compute idle waiting for comm (hatched), the DDP implementation's host
+    work for the sync (its own bars), and compute slowed while comm runs (compute bars
+    longer than alone, by contention). All ms; they add up to ``exposed_ms``."""
+    compute_ms: float
+    exposed_ms: float
+    waits_ms: float
+    host_ms: float
+    slowed_ms: float
+
+
+def exposed_parts(result: Result) -> ExposedParts | None:
+    """The split of a predicted result with spans; None where the parts do not add up to its
+    exposed time (a measured step, its spans one clocked step of another run).
+
+    >>> from simddp.result import Span
+    >>> spans = (Span("compute", "fwd", 0.0, 0.010, "forward"),
+    ...          Span("compute", "bwd", 0.010, 0.034, "backward"),      # 20 ms alone, slowed
+    ...          Span("comm", "ar", 0.020, 0.040, "all-reduce"),
+    ...          Span("compute", "opt", 0.040, 0.045, "optimizer"))
+    >>> exposed_parts(Result("m", "l", "ddp", 25.0, 2, 0.045, 0.010, 1, compute_s=0.035,
+    ...                      spans=spans))
+    ExposedParts(compute_ms=35.0, exposed_ms=10.0, waits_ms=6.0, host_ms=0.0, slowed_ms=4.0)
+    """
+    if result.source == "measured" or not result.spans or result.compute_s <= 0:
+        return None
+    compute = [s for s in result.spans if s.lane == COMPUTE]
+    host_s = sum(s.duration_s for s in compute if s.kind == COPY)
+    slowed_s = sum(s.duration_s for s in compute if s.kind != COPY) - result.compute_s
+    waits_s = sum(b - a for a, b in idle_gaps_s(result))
+    if abs(waits_s + host_s + slowed_s - result.exposed_comm_s) > 1e-6 + 1e-4 * result.step_s:
+        return None
+    return ExposedParts(*(round(v * 1e3, 9) for v in (result.compute_s, result.exposed_comm_s,
+                                                        waits_s, host_s, max(slowed_s, 0.0))))
 
 
 def timeline_end_ms(result: Result) -> float:
@@ -64,6 +109,31 @@ def step_end_ms(result: Result) -> tuple[float, str]:
     return step_ms, f"step ends {step_ms:.1f} ms "
 
 
+def comm_rows(result: Result) -> dict[int, int]:
+    """Index of a comm span in ``result.spans`` -> its row of the comm lane: 0, or the first
+    row free when it starts where
+    collectives overlap (Gloo runs two at once: drawn in one row, the later one cut the
+    earlier in two and four collectives showed five bars).
+
+    >>> from simddp.result import Span
+    >>> a, b, c = (Span("comm", n, t0, t1, "all-reduce")
+    ...            for n, t0, t1 in (("a", 0.0, 5.0), ("b", 2.0, 4.0), ("c", 5.0, 6.0)))
+    >>> comm_rows(Result("m", "l", "ddp", 1.0, 2, 6.0, 0.0, 3, spans=(a, b, c)))
+    {0: 0, 1: 1, 2: 0}
+    """
+    ends: list[float] = []     # each row's last end
+    rows = {}
+    for i, s in sorted(((i, s) for i, s in enumerate(result.spans) if s.lane == COMM),
+                       key=lambda item: item[1].start_s):
+        free = [r for r, end in enumerate(ends) if end <= s.start_s + 1e-12]
+        row = free[0] if free else len(ends)
+        if row == len(ends):
+            ends.append(s.end_s)
+        ends[row] = s.end_s
+        rows[i] = row
+    return rows
+
+
 def draw_gantt(ax, result: Result, title: str | None = None) -> list:
     """Draw ``result``'s spans on ``ax``; returns the legend handles of what was drawn.
 
@@ -86,21 +156,27 @@ def draw_gantt(ax, result: Result, title: str | None = None) -> list:
     t0 = min(s.start_s for s in result.spans)
     end_ms, end_text = step_end_ms(result)
     ax.axvline(end_ms, color="black", linewidth=0.8, linestyle=":")
-    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    bars: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     comm_kinds: dict[str, int] = {}
-    for s in sorted(result.spans, key=lambda s: s.start_s):
+    rows = comm_rows(result)
+    for i, s in sorted(enumerate(result.spans), key=lambda item: item[1].start_s):
         if s.lane == COMM:
             k = comm_kinds.get(s.kind, 0)
             comm_kinds[s.kind] = k + 1
             colour = comm_shades(s.kind)[k % 2]
         else:
             colour = KIND_COLOURS.get(s.kind, KIND_COLOURS["compute"])
-        bars.setdefault((s.lane, colour), []).append(((s.start_s - t0) * 1e3,
-                                                      max(s.duration_s, 0.0) * 1e3))
-    for (lane, colour), xs in bars.items():
+        row = rows.get(i, 0)
+        bars.setdefault((s.lane, colour, row), []).append(((s.start_s - t0) * 1e3,
+                                                           max(s.duration_s, 0.0) * 1e3))
+    n_rows = max(rows.values(), default=0) + 1
+    for (lane, colour, row), xs in bars.items():
         # Layer boundaries are not drawn: hundreds of them would grey out the lane.
-        ax.broken_barh(xs, (LANE_Y.get(lane, 0.0) - BAR_H / 2, BAR_H), facecolors=colour,
-                       linewidth=0)
+        y, h = LANE_Y.get(lane, 0.0) - BAR_H / 2, BAR_H
+        if lane == COMM and n_rows > 1:  # collectives that ran at once, one above the other
+            h = BAR_H / n_rows
+            y += (n_rows - 1 - row) * h
+        ax.broken_barh(xs, (y, h), facecolors=colour, linewidth=0)
     gaps = [((a - t0) * 1e3, (b - a) * 1e3) for a, b in idle_gaps_s(result)]
     if gaps:
         ax.broken_barh(gaps, (LANE_Y[COMPUTE] - BAR_H / 2, BAR_H), facecolors="none",
@@ -110,10 +186,11 @@ def draw_gantt(ax, result: Result, title: str | None = None) -> list:
     kinds = {s.kind for s in result.spans if s.lane == COMPUTE}
     handles = [Patch(facecolor=KIND_COLOURS[k], label=KIND_LABELS.get(k, k))
                for k in KINDS if k in kinds and k in KIND_COLOURS]
+    stacked = ", overlapping ones stacked" if n_rows > 1 else ""
     for kind, n in comm_kinds.items():
-        handles.append(Patch(facecolor=comm_shades(kind)[0], label=f"{kind} ({n})"))
+        handles.append(Patch(facecolor=comm_shades(kind)[0], label=f"{kind} ({n}{stacked})"))
     if gaps:
         exposed_ms = sum(w for _, w in gaps)
         handles.append(Patch(facecolor="none", edgecolor=EXPOSED_COLOUR, hatch="///",
-                             label=f"compute waits for comm ({exposed_ms:.1f} ms)"))
+                             label=f"compute idle, waiting for comm ({exposed_ms:.2f} ms)"))
     return handles

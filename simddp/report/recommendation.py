@@ -21,13 +21,132 @@ from simddp.predict.layouts import sizes_text
 from simddp.planning.plans import plan
 from simddp.inputs.profile import ModelProfile
 from simddp.report.frameworks import framework_text
-from simddp.report.table import fmt_mb, fmt_ms, fmt_range
+from simddp.report.table import fmt_mb, fmt_ms, fmt_range, fmt_speedup
 from simddp.result import Result
 from simddp.planning.registry import Name
 from simddp.planning.registry import DDP_FIRST_BUCKET_MB
-from simddp.planning.strategy import Strategy
+from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB as DDP_DEFAULT, Strategy
 from simddp.predict.sweep import accumulates
-from simddp.predict.recommend import Recommendation, StrategyPick
+from simddp.predict.recommend import NEAR_PCT, Recommendation, Stakes, StrategyPick
+
+# A decision line fits a terminal and a chat message.
+DECISION_WIDTH = 100
+
+
+def decision_text(rec: Recommendation | None, st: Stakes | None,
+                  results: Sequence[Result] = (), profile: ModelProfile | None = None,
+                  naive: Result | None = None) -> str:
+    """The recommendation as a user acts on it, in at most four lines of DECISION_WIDTH: the
+    decision, what is at stake, how to set it, and a faster path where one exists. The
+    reasoning behind it is :func:`recommendation_text` (``simddp sweep --explain``).
+
+        >>> rows = [Result("m", "l", "ddp", mb, 2, s, 0.0, 1) for mb, s in
+        ...         ((1, 0.105), (10, 0.100), (100, 0.1004), (1000, 0.120))]
+        >>> from simddp.predict.recommend import recommend, stakes
+        >>> rec = recommend(rows)
+        >>> print(decision_text(rec, stakes(rec, rows), rows))
+        Recommended bucket_cap_mb: 10 for torch DDP, 100.00 ms per step
+        10 and 100 MB are within 0.4 % of it; 1000 MB is 20.0 % slower.
+        torch 2.13: DistributedDataParallel(model, bucket_cap_mb_list=[1, 10])
+        The fastest configuration swept. Why, Accelerate and Lightning: --explain
+    """
+    if rec is None or st is None:
+        return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: nothing to set."
+    mb = fmt_mb(rec.bucket_mb)
+    accum = rec.spec is not None and rec.spec.accumulates
+    knob = "bucket_mb" if rec.strategy == Name.BUCKETED else "bucket_cap_mb"
+    who = {Name.BUCKETED: "realrun.DDP bucketed", Name.NO_SYNC: "torch DDP with no_sync"}
+    lines = [f"Recommended {knob}: {mb} for {who.get(rec.strategy, 'torch DDP')}, "
+             f"{fmt_ms(rec.step_s)} ms per {'optimizer step' if accum else 'step'}"]
+    low_high = rec.step_range_s
+    span = ("" if low_high is None or fmt_ms(low_high[0]) == fmt_ms(low_high[1])
+            else f" ({fmt_range(low_high)} ms over the ranges)")
+    if len(lines[0] + span) <= DECISION_WIDTH:
+        lines[0] += span
+    lines.append(_stakes_line(rec, st, profile))
+    lines.append(_how_line(rec, results))
+    lines.append(_faster_line(rec, st, naive))
+    return "\n".join(lines)
+
+
+def _stakes_line(rec: Recommendation, st: Stakes, profile: ModelProfile | None) -> str:
+    """What the choice decides: which sizes are as good, which one costs what."""
+    others = [mb for mb in st.near_mb if mb != rec.bucket_mb]
+    if not others and st.worst_mb is None:
+        return "No other bucket layout was swept: try --bucket-mb 1,10,100,1000."
+    if not others:
+        line = (f"It matters: the next best, {fmt_mb(rec.runner_up_mb)} MB, is "
+                f"{_pct(rec.runner_up_step_s / rec.step_s - 1)} slower")
+    elif st.worst_mb is None:
+        line = f"Any swept size will do: {_sizes(st)} are all within {_within(st.near_pct)}"
+    else:
+        line = f"{_sizes(st)} are within {_within(st.near_pct)} of it"
+    if (others and DDP_DEFAULT in st.near_mb and rec.bucket_mb != DDP_DEFAULT
+            and rec.strategy != Name.BUCKETED):
+        line += ", torch's default 25 among them"
+    if st.worst_mb is not None:
+        line += f"; {fmt_mb(st.worst_mb)} MB is {st.worst_pct:.1f} % slower"
+    line += "."
+    edge = rec.edge is not None and (profile is None or rec.spec is None
+                                     or cap_changes_plan(profile, rec.spec, rec.edge))
+    extend = f" Best at the {rec.edge} size swept: extend --bucket-mb."
+    if edge and len(line + extend) <= DECISION_WIDTH:
+        line += extend
+    return line
+
+
+def _how_line(rec: Recommendation, results: Sequence[Result]) -> str:
+    """The call that runs the recommended rows."""
+    mb, first = fmt_mb(rec.bucket_mb), fmt_mb(DDP_FIRST_BUCKET_MB)
+    if rec.strategy == Name.BUCKETED:
+        return f'realrun: realrun.DDP(model, strategy="bucketed", bucket_mb={mb})'
+    plain = _bucketed_step_s(results, rec.bucket_mb)
+    if mb == first or (plain is not None and plain / rec.step_s - 1 < NEAR_PCT / 100):
+        line = f"torch: DistributedDataParallel(model, bucket_cap_mb={mb})"
+        if len(line) + 31 + len(mb) <= DECISION_WIDTH:
+            line += f" · HF Trainer: ddp_bucket_cap_mb={mb}"
+    else:  # torch 2.13 keeps the 1 MiB first bucket only with the list (docs/CLI.md)
+        line = f"torch 2.13: DistributedDataParallel(model, bucket_cap_mb_list=[{first}, {mb}])"
+    if rec.strategy == Name.NO_SYNC:
+        line += "; no_sync() on all but the last micro-step"
+    return line
+
+
+def _faster_line(rec: Recommendation, st: Stakes, naive: Result | None) -> str:
+    """Whether anything swept is faster, and what runs it; where to read why."""
+    f = st.faster
+    if naive is not None and naive.step_s < rec.step_s * (1 - NEAR_PCT / 100) and (
+            f is None or naive.step_s <= f.step_s):
+        return (f"naive is fastest: {fmt_ms(naive.step_s)} ms per step, "
+                f"{_pct(1 - naive.step_s / rec.step_s)} less; nothing overlaps here. --explain")
+    if f is not None and f.spec is not None and f.spec.beyond_ddp:  # the pick's line says it
+        return f"Faster, beyond plain DDP: {_config(f)}, as the next lines say. Why: --explain"
+    if f is not None:
+        return (f"Faster, not torch DDP: {_config(f)}, {fmt_ms(f.step_s)} ms "
+                f"({_pct(1 - f.step_s / rec.step_s)} less; realrun.DDP runs it). --explain")
+    fastest = rec.fastest
+    if fastest is not None and fastest.step_s < rec.step_s:
+        return (f"Within {NEAR_PCT:g} % of the fastest swept ({_config(fastest)}). Why, "
+                "Accelerate and Lightning: --explain")
+    speedup = ("" if naive is None or rec.step_s <= 0
+               else f" ({fmt_speedup(naive.step_s / rec.step_s)} naive)")
+    return f"The fastest configuration swept{speedup}. Why, Accelerate and Lightning: --explain"
+
+
+def _within(pct: float) -> str:
+    return "0.1 %" if pct < 0.1 else f"{pct:.1f} %"
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def _sizes(st: Stakes) -> str:
+    """'10–200 MB' for a run of three or more swept sizes, else '10 and 100 MB'."""
+    mbs = st.near_mb
+    if len(mbs) >= 3 and st.near_is_a_run:
+        return f"{fmt_mb(mbs[0])}–{fmt_mb(mbs[-1])} MB"
+    return sizes_text([float(fmt_mb(mb)) for mb in mbs])
 
 
 def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | None:
@@ -113,7 +232,8 @@ def cap_changes_plan(profile: ModelProfile, spec: Strategy, edge: str) -> bool:
 def _bucketed_step_s(results: Sequence[Result] | None, bucket_mb: float) -> float | None:
     """The plain bucketed row at ``bucket_mb``: what bucket_cap_mb alone runs on torch 2.13."""
     return next((r.step_s for r in results or () if r.strategy == Name.BUCKETED
-                 and r.bucket_mb == bucket_mb and not accumulates(r)), None)
+                 and r.bucket_mb is not None and fmt_mb(r.bucket_mb) == fmt_mb(bucket_mb)
+                 and not accumulates(r)), None)
 
 
 def fastest_text(rec: Recommendation, naive: Result | None,
@@ -241,7 +361,7 @@ def _caveat(spec: Strategy) -> str:
 
 def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
                   hook_compute_charged: bool = True,
-                  results: Sequence[Result] | None = None) -> str:
+                  results: Sequence[Result] | None = None, brief: bool = False) -> str:
     """Whether sharding, a comm hook or the hierarchical all-reduce beats plain data
     parallelism, and the memory it moves.
 
@@ -249,7 +369,8 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
     strategy name; a missing one is left out of the sentence. ``hook_compute_charged``: False
     when the host has no copy rate, so a hook's casts and products were free. ``results``:
     the sweep's rows, so a "not faster" sentence names the kinds that were swept (without
-    them, the pick's own kind).
+    them, the pick's own kind). ``brief``: the verdict and the memory totals only, with how
+    to run it and what to check behind ``--explain``.
     """
     if pick is None:
         return ""
@@ -273,6 +394,13 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
                 f"{'the best of them' if plural else 'its best row'}, {_config(best)}, takes "
                 f"{fmt_ms(best.step_s)} ms per step, {than} {_config(versus)} "
                 f"({fmt_ms(versus.step_s)} ms).")
+    if brief:
+        if mem is not None:
+            text += f"\nModel states per rank: {fmt_bytes(sum(mem.values()))}"
+            if versus is not None and versus.strategy in states:
+                text += f"; {versus.strategy}: {fmt_bytes(sum(states[versus.strategy].values()))}"
+            text += "."
+        return text + (" How to run it, and what to check: --explain" if pick.faster else "")
     if mem is not None:
         text += f"\nModel states per rank: {_states(mem)}"
         if versus is not None and versus.strategy in states:

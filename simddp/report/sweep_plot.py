@@ -1,55 +1,87 @@
 """Plots of Results — predicted or measured, the same functions draw both.
 
 Two pictures: the Gantt of one step (:mod:`simddp.report.gantt`: a compute lane over a comm
-lane, with the time compute sits waiting for the all-reduce shaded), and step time against
-bucket size per strategy::
+lane, with the time compute sits waiting for the all-reduce hatched; its title splits the
+exposed comm into that wait, host work and compute slowed while comm runs), and step time
+against bucket size per strategy::
 
     save_png("gantt.png", gantt_figure(result))            # result with spans
     save_png("sweep.png", sweep_figure(results))            # sweep() output, measured too
 
 Figures are built with matplotlib's object API (``matplotlib.figure.Figure``, Agg canvas), never
 pyplot: no global state, no display needed, and a notebook can pass its own ``ax`` to
-:func:`draw_gantt` / :func:`draw_sweep`. Measured Results (``source="measured"``) are drawn
-dashed with their p5–p95 spread as error bars; predictions with ranges (simddp/predict/scenarios.py)
-get a shaded band from the low to the high end of their range, cut at the panel's edge where
-it reaches further beyond the curves than their own span (the legend says how far it goes).
-A sweep's panels stand one above the other, every swept size labelled on the x axis.
+:func:`draw_gantt` / :func:`draw_sweep`. A sweep panel draws a curve per bucketed strategy
+(measured: dotted, p5–p95 bars) and, in a strip at its right sharing its y axis, a column per
+strategy without buckets and per prediction range (simddp/predict/scenarios.py): a band per
+curve over the panel hid the curves. Ranges are cut at the panel's edge, an arrow where cut;
+the legend, under the panel, says how far they reach. A sweep's panels stand one above the
+other, every swept size labelled on the x axis.
 """
 from __future__ import annotations
 
 import io
 import os
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
-from matplotlib.transforms import blended_transform_factory
+from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from simddp.errors import InputError
 from simddp.inputs.io import write_atomic
-from simddp.report.gantt import draw_gantt
-from simddp.report.style import strategy_colour
+from simddp.report.gantt import draw_gantt, exposed_parts
+from simddp.report.style import KIND_LABELS, strategy_colour
 from simddp.report.trace import describe
-from simddp.result import Result
+from simddp.result import COMPUTE, Result
 from simddp.planning.registry import ROWS
 from simddp.predict.sweep import accumulates
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
-    fig = Figure(figsize=(11, 3.2), layout="constrained")
+    """The Gantt of one step, its title the step's parts: for a prediction, compute alone
+    plus exposed comm, and the exposed comm split as the picture shows it
+    (:func:`~simddp.report.gantt.exposed_parts`)."""
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
     if not result.spans:
         raise InputError(f"{describe(result)}: no timeline to plot (spans are empty)")
     ax = fig.add_subplot()
     handles = draw_gantt(ax, result)
+    drawn_ms: dict[str, float] = {}
+    for s in result.spans:
+        if s.lane == COMPUTE:
+            name = KIND_LABELS.get(s.kind, s.kind)
+            drawn_ms[name] = drawn_ms.get(name, 0.0) + s.duration_s * 1e3
+    for h in handles:  # each compute kind's time as drawn, to set beside the profile's
+        if h.get_label() in drawn_ms:
+            h.set_label(f"{h.get_label()} {drawn_ms[h.get_label()]:.1f} ms")
     # below the axes, inside the figure: anchored to the axes it hung a pixel out of it
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
                fontsize=8, frameon=False)
-    per = " per optimizer step" if result.accum_steps > 1 else ""
-    ax.set_title(title or f"{describe(result)}\nstep {result.step_s * 1e3:.2f} ms{per}, exposed "
-                          f"comm {result.exposed_comm_s * 1e3:.2f} ms, "
-                          f"{result.collectives} collectives", fontsize=10)
+    ax.set_title(title or f"{describe(result)}\n{_gantt_parts(result)}", fontsize=9)
     return fig
+
+
+def _gantt_parts(result: Result) -> str:
+    """The title's lines under the configuration: the step, and what its exposed comm is."""
+    per = " per optimizer step" if result.accum_steps > 1 else ""
+    step = f"step {result.step_s * 1e3:.2f} ms{per}"
+    parts = exposed_parts(result)
+    if parts is None:
+        return (f"{step}, exposed comm {result.exposed_comm_s * 1e3:.2f} ms (step minus "
+                f"compute alone), {result.collectives} collectives")
+    split = [f"compute idle, waiting {parts.waits_ms:.2f} ms (hatched)"]
+    if parts.host_ms >= 0.005:
+        split.append(f"DDP host work {parts.host_ms:.2f} ms (its own bars)")
+    if parts.slowed_ms >= 0.005:
+        split.append(f"compute slowed while comm runs {parts.slowed_ms:.2f} ms "
+                     "(bars longer than compute alone)")
+    lines = textwrap.wrap("exposed comm = " + " + ".join(split), 120, break_on_hyphens=False)
+    return "\n".join([f"{step} = compute alone {parts.compute_ms:.2f} ms + exposed comm "
+                      f"{parts.exposed_ms:.2f} ms; {result.collectives} collectives", *lines])
 
 
 def _series(results: Sequence[Result]) -> dict[tuple[str, str], list[Result]]:
@@ -59,81 +91,225 @@ def _series(results: Sequence[Result]) -> dict[tuple[str, str], list[Result]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Column:
+    """One column of the strip right of the curves: a strategy's step and its range."""
+    label: str
+    row: Result
+    colour: str
+    marker: str
+    hollow: bool
+
+
 def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = None,
                fit_ticks: bool = True) -> None:
-    """Step time vs bucket size (log x): a line per bucketed strategy, flat lines for the rest.
+    """Step time vs bucket size (log x), a curve per bucketed strategy; a strip at the right
+    holds each strategy without buckets (a short bar at its step) and every prediction range.
 
     ``mark=("ddp", 25.0)`` puts a star on that configuration (the recommendation). The y range
-    is the curves' (:func:`y_window_ms`); prediction bands are cut to it, never drawn past it.
-    ``fit_ticks``: tilt the size labels where they would touch, measured on ``ax``'s figure
-    as it is now (a caller that adds panels afterwards calls :func:`keep_tick_labels_apart`
-    once they are all there).
+    is the curves' (:func:`y_window_ms`), shared by the strip; ranges are cut to it, an arrow
+    at a cut end. The legend goes under the panel. ``fit_ticks``: tilt the size labels where
+    they would touch, measured on ``ax``'s figure as it is now (a caller that adds panels
+    afterwards calls :func:`keep_tick_labels_apart` once they are all there).
     """
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
-    # (marker, line, width, size, hollow) per strategy: its registry row's curve
-    style = {row.name: row.curve for row in ROWS if row.curve is not None}
-    flat_bands = [r for r in results if r.bucket_mb is None and _band(r) is not None]
     window = y_window_ms(results)
+    columns = _columns(series, mark)
+    strip = ax
     if bucketed:
         ax.set_xscale("log")
-        # room right of the largest size for the bucket-less strategies' range bars
-        ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * (1.5 + 0.6 * len(flat_bands)))
+        ax.set_xlim(min(bucketed) / 1.5, max(bucketed) * 1.5)
         label_every_size(ax, bucketed)
-    edge = blended_transform_factory(ax.transAxes, ax.transData)
-    for (strategy, source), rs in series.items():
-        spec = rs[0].spec   # ddp+fp16 is drawn like ddp (spec.base), in fp16's colour
-        color = strategy_colour(spec)
-        measured = source == "measured"
-        label = strategy + (" (measured)" if measured else "")
-        with_buckets = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
-        if with_buckets:
-            base = spec.base if spec is not None else strategy
-            _bucket_curve(ax, with_buckets, color, label, measured,
-                          style.get(base, ("o", "-", 1.4, 4, False)), window)
-        for r in (r for r in rs if r.bucket_mb is None):
-            ax.axhline(r.step_s * 1e3, color=color, linestyle=":" if measured else "--",
-                       linewidth=1.2, label=f"{label} (no buckets)")
-            bar = _bar_ms(r, window)
-            if bar is not None:  # a bar at the right edge: three full-width bands hid the panel
-                k = flat_bands.index(r)
-                ax.errorbar([0.975 - 0.03 * k], [r.step_s * 1e3], transform=edge,
-                            yerr=[[r.step_s * 1e3 - bar[0]], [bar[1] - r.step_s * 1e3]],
-                            fmt="_", color=color, capsize=3, linewidth=1.4, markersize=8)
+        ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes; log scale)")
+        ax.grid(True, which="major", alpha=0.3)
+        if columns:
+            # beside the curves, one column per strategy: a line across the panel for each
+            # strategy without buckets, and a band for each range, hid the curves
+            strip = ax.inset_axes([1.02, 0.0, min(0.06 * len(columns) + 0.02, 0.4), 1.0],
+                                  sharey=ax)
+        _draw_curves(ax, series, window)
+    if columns:
+        _draw_columns(strip, columns, window, beside=strip is not ax)
     if mark is not None:
         _star(ax, results, *mark)
-    _range_legend_entries(ax, results, window, bool(flat_bands))
-    ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes; log scale)")
-    ax.grid(True, which="major", alpha=0.3)
     if window is not None:
         ax.set_ylim(*window)
-        _off_the_scale(ax, results, window)
-    # beside the panel, not on it: "best" still landed on the curves and hid the star
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    if fit_ticks and bucketed:
+    handles = ax.get_legend_handles_labels()[0]
+    handles += _column_key(columns, window, results, "right: " if strip is not ax else "")
+    ax.legend(handles=handles, fontsize=8, loc="upper center", frameon=False)
+    if fit_ticks:
         keep_tick_labels_apart(ax.figure, [ax])
 
 
-def _range_legend_entries(ax, results: Sequence[Result], window, flat_bars: bool) -> None:
-    """One legend entry for all the shaded bands, one for the bars of the strategies without
-    buckets; the last of them says where ranges were cut at the panel's edge, and how far
-    they reach."""
-    ranges = [r.step_range_s for r in results if r.bucket_mb is not None and r.step_range_s]
-    labels = (["shaded: prediction range (low–high)"] if ranges else []) + \
-        (["bar at the right: range of a strategy without buckets"] if flat_bars else [])
-    if not labels:
-        return
-    drawn = [*ranges, *(_band(r) for r in results
-                        if r.bucket_mb is None and _bar_ms(r, window) is not None)]
-    reach = [v * 1e3 for band in drawn for v in band]
-    if window is not None and max(reach) > window[1]:
-        labels[-1] += f";\n  ranges cut at the panel's top (they reach {max(reach):.4g} ms)"
-    if window is not None and min(reach) < window[0]:
-        labels[-1] += f";\n  ranges cut at the panel's bottom (from {min(reach):.4g} ms)"
+def _draw_curves(ax, series: dict, window: tuple[float, float] | None) -> None:
+    """Each bucketed strategy's curve (measured: dashed, p5–p95 bars); a curve that lies on
+    another's says so in its label, and hollow markers go on top so both stay in sight."""
+    # (marker, line, width, size, hollow) per strategy: its registry row's curve
+    style = {row.name: row.curve for row in ROWS if row.curve is not None}
+    drawn: list[tuple[str, list[Result]]] = []
+    for (strategy, source), rs in series.items():
+        rows = sorted((r for r in rs if r.bucket_mb is not None), key=lambda r: r.bucket_mb)
+        if not rows:
+            continue
+        spec = rows[0].spec   # ddp+fp16 is drawn like ddp (spec.base), in fp16's colour
+        base = spec.base if spec is not None else strategy
+        label = strategy + (" (measured)" if source == "measured" else "")
+        twin = _coincides_with(rows, drawn, window)
+        if twin is not None:
+            label += f" (on {twin[0]}'s curve: ≤ {twin[1]:.2g} ms apart)"
+        _bucket_curve(ax, rows, strategy_colour(spec), label, source == "measured",
+                      style.get(base, ("o", "-", 1.4, 4, False)))
+        drawn.append((strategy + (" (measured)" if source == "measured" else ""), rows))
+
+
+def _coincides_with(rows: list[Result], drawn: list, window) -> tuple[str, float] | None:
+    """(name, largest gap in ms) of a curve already drawn that ``rows`` lie on: within 1 % of
+    the panel's height at every size, where one would hide the other."""
+    if window is None:
+        return None
+    mine = {r.bucket_mb: r.step_s * 1e3 for r in rows}
+    for name, other in drawn:
+        theirs = {r.bucket_mb: r.step_s * 1e3 for r in other}
+        if set(theirs) == set(mine):
+            gap = max(abs(mine[mb] - theirs[mb]) for mb in mine)
+            if gap <= 0.01 * (window[1] - window[0]):
+                return name, max(gap, 0.01)
+    return None
+
+
+def _columns(series: dict, mark: tuple[str, float] | None = None) -> list[_Column]:
+    """The strip's columns: each bucketed prediction with ranges at its fastest size (the
+    starred one at its starred size), then each strategy without buckets (measured too:
+    its p5–p95)."""
+    style = {row.name: row.curve for row in ROWS if row.curve is not None}
+    out = []
+    for (strategy, source), rs in series.items():
+        rows = [r for r in rs if r.bucket_mb is not None and r.step_range_s is not None]
+        if rows and source != "measured":
+            starred = [r for r in rows if mark is not None and (r.strategy, r.bucket_mb) == mark]
+            best = starred[0] if starred else min(rows, key=lambda r: r.step_s)
+            base = best.spec.base if best.spec is not None else strategy
+            marker, _, _, _, hollow = style.get(base, ("o", "-", 1.4, 4, False))
+            out.append(_Column(f"{strategy} {best.bucket_mb:g} MB", best,
+                               strategy_colour(best.spec), marker, hollow))
+    for (strategy, source), rs in series.items():
+        for r in (r for r in rs if r.bucket_mb is None):
+            measured = source == "measured"
+            out.append(_Column(strategy + (" (measured)" if measured else ""), r,
+                               strategy_colour(r.spec), "s" if measured else "_", measured))
+    return out
+
+
+def _draw_columns(ax, columns: list[_Column], window: tuple[float, float] | None,
+                  beside: bool) -> None:
+    """Each column: its step as a marker (a short bar for a strategy without buckets), its
+    range as a wide pale bar; a step off the panel is an arrow at the edge, its time in the
+    column's label. ``beside``: a strip beside the curves, its y labels theirs."""
+    labels = []
+    for x, col in enumerate(columns):
+        step_ms, label = col.row.step_s * 1e3, col.label
+        bar = _bar_ms(col.row, window)
+        if bar is not None and col.row.source == "measured":
+            ax.errorbar([x], [step_ms], yerr=[[step_ms - bar[0]], [bar[1] - step_ms]],
+                        fmt="none", ecolor=col.colour, capsize=3, linewidth=1.2)
+        elif bar is not None:
+            ax.vlines([x], bar[0], bar[1], colors=col.colour, linewidth=7, alpha=0.3)
+        if bar is not None:
+            low, high = _band(col.row)
+            for cut, y, arrow in ((high * 1e3 > bar[1], bar[1], "^"),
+                                  (low * 1e3 < bar[0], bar[0], "v")):
+                if cut:
+                    ax.plot([x], [y], marker=arrow, color=col.colour, markersize=6,
+                            linestyle="none", clip_on=False, zorder=4)
+        off = window is not None and not window[0] <= step_ms <= window[1]
+        if off:  # an arrow at the edge it is beyond, its time in its label
+            above = step_ms > window[1]
+            edge = blended_transform_factory(ax.transData, ax.transAxes)
+            ax.plot([x], [1.0 if above else 0.0], transform=edge, marker="^" if above else "v",
+                    markersize=8, color=col.colour, linestyle="none", clip_on=False, zorder=5)
+            label += f" ({'↑' if above else '↓'} {step_ms:.1f} ms)"
+        else:
+            big = col.marker == "_"
+            ax.plot([x], [step_ms], marker=col.marker, color=col.colour, linestyle="none",
+                    markersize=18 if big else 6, markeredgewidth=2.5 if big else 1.2,
+                    markerfacecolor="none" if col.hollow else col.colour, zorder=5)
+        labels.append(label)
+    ax.set_xlim(-0.6, len(columns) - 0.4)
+    ax.set_xticks(range(len(columns)), labels, rotation=90 if beside else 0, fontsize=8)
+    for text, col in zip(ax.get_xticklabels(), columns):
+        text.set_color(col.colour)
+    ax.grid(True, axis="y", alpha=0.3)
+    if beside:
+        ax.tick_params(axis="y", labelleft=False)
+
+
+def _column_key(columns: list[_Column], window, results: Sequence[Result],
+                where: str) -> list:
+    """Legend entries that say what the strip's marks mean, and how far cut ranges reach;
+    ``where`` ("right: ") says where the strip is."""
+    if not columns:
+        return []
+    grey = "0.35"
+    out = []
+    if any(c.marker == "_" for c in columns):
+        out.append(Line2D([], [], color=grey, marker="_", markersize=12, markeredgewidth=2.5,
+                          linestyle="none", label=f"{where}strategy without buckets"))
+    ranges = [c for c in columns if c.row.source != "measured" and _bar_ms(c.row, window)]
     if ranges:
-        ax.fill_between([], [], [], color="grey", alpha=0.2, linewidth=0, label=labels[0])
-    if flat_bars:
-        ax.errorbar([], [], yerr=[], fmt="_", color="0.3", capsize=3, label=labels[-1])
+        text = f"{where}prediction range (low–high)"
+        if any(c.row.bucket_mb is not None for c in ranges):
+            text += ";\n  a curve's at the size named under it"
+        reach = [v * 1e3 for c in ranges for v in _band(c.row)]
+        reach += [v * 1e3 for r in results if r.bucket_mb is not None and r.source != "measured"
+                  for v in r.step_range_s or ()]
+        if window is not None and max(reach) > window[1]:
+            text += f";\n  ▲ cut at the panel's top (ranges reach {max(reach):.4g} ms)"
+        if window is not None and min(reach) < window[0]:
+            text += f";\n  ▼ cut at the panel's bottom (ranges from {min(reach):.4g} ms)"
+        out.append(Line2D([], [], color=grey, alpha=0.3, linewidth=7, label=text))
+    if any(c.row.source == "measured" and _bar_ms(c.row, window) for c in columns):
+        out.append(Line2D([], [], color=grey, marker="|", markersize=8, linestyle="none",
+                          label=f"{where}measured p5–p95"))
+    return out
+
+
+def _legends_under(fig: Figure, axes) -> None:
+    """Hang each panel's legend under its x labels (and its strip's): beside the panel it
+    took a third of the figure's width."""
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            handles, texts = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+            legend.remove()
+            legend_under(ax, handles, texts)
+
+
+def legend_under(ax, handles: list, labels: list[str] | None = None, max_cols: int = 4):
+    """``ax``'s legend under its x labels and those of its inset axes, centred under them
+    all, in as many columns (up to ``max_cols``) as fit their width. Measured on the Agg
+    canvas; the offset is in points, so it holds when the layout resizes the panel and at
+    any dpi (a caller that tilts tick labels afterwards places it again)."""
+    fig = ax.figure.figure     # the root figure, also for a panel in a subfigure
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    labels = [h.get_label() for h in handles] if labels is None else labels
+    boxes = [a.get_tightbbox(renderer) for a in (ax, *ax.child_axes)]
+    width = max(b.x1 for b in boxes) - min(b.x0 for b in boxes)
+    drop = ax.bbox.y0 - min(b.y0 for b in boxes) + 2
+    # centred under the panel and its insets together (axes fraction: it moves with them)
+    frames = [a.bbox for a in (ax, *ax.child_axes)]
+    centre = ((min(b.x0 for b in frames) + max(b.x1 for b in frames)) / 2
+              - ax.bbox.x0) / ax.bbox.width
+    for ncol in range(min(len(handles), max_cols), 0, -1):
+        legend = ax.legend(handles, labels, fontsize=8, ncol=ncol, frameon=False,
+                           loc="upper center", bbox_to_anchor=(centre, 0.0),
+                           bbox_transform=offset_copy(ax.transAxes, fig,
+                                                      y=-drop * 72 / fig.dpi,
+                                                      units="points"),
+                           borderaxespad=0.0)
+        if legend.get_window_extent(renderer).width <= width or ncol == 1:
+            return legend
+        legend.remove()
 
 
 def label_every_size(ax, sizes_mb: Sequence[float]) -> None:
@@ -148,7 +324,7 @@ def label_every_size(ax, sizes_mb: Sequence[float]) -> None:
 def keep_tick_labels_apart(fig: Figure, axes) -> None:
     """Tilt the x tick labels of ``axes`` by 45°, then 90°, until no two overlap (drawn and
     measured on the Agg canvas): 12 sizes from 0.25 to 1000 MB fit flat, 16 beside 25 MB or
-    many sizes on a narrow panel may not."""
+    many sizes on a narrow panel may not. Then hang each panel's legend under its labels."""
     canvas = FigureCanvasAgg(fig)
     for angle in (0, 45, 90):
         for ax in axes:
@@ -158,7 +334,8 @@ def keep_tick_labels_apart(fig: Figure, axes) -> None:
                 label.set_rotation_mode("anchor" if angle == 45 else "default")
         canvas.draw()
         if not any(_labels_touch(ax) for ax in axes):
-            return
+            break
+    _legends_under(fig, axes)  # tilted labels are taller: the legends go under them again
 
 
 def _labels_touch(ax) -> bool:
@@ -169,22 +346,18 @@ def _labels_touch(ax) -> bool:
 
 
 def _bucket_curve(ax, rows: list[Result], color: str, label: str, measured: bool,
-                  style: tuple, window: tuple[float, float] | None) -> None:
-    """One strategy's step against bucket size, its prediction range as a band (cut to the
-    panel's ``window``, ms) and its measured p5–p95 as bars."""
+                  style: tuple) -> None:
+    """One strategy's step against bucket size, its measured p5–p95 as bars."""
     marker, line, width, size, hollow = style
     xs = [r.bucket_mb for r in rows]
     ys = [r.step_s * 1e3 for r in rows]
-    ax.plot(xs, ys, color=color, marker="s" if measured else marker, markersize=size,
-            linestyle="--" if measured else line, linewidth=width, label=label,
-            markerfacecolor="none" if hollow else color)
-    ranges = [r.step_range_s for r in rows]
-    if all(ranges):  # the prediction range as a band (simddp/predict/scenarios.py)
-        cut = [_cut(v, window) or (v[0] * 1e3, v[0] * 1e3) for v in ranges]
-        # light: ddp's and bucketed's bands lie on top of each other and at 0.12 made one
-        # dark block that hid the curves
-        ax.fill_between(xs, [v[0] for v in cut], [v[1] for v in cut],
-                        color=color, alpha=0.09, linewidth=0)
+    # hollow markers on top, a size larger: where ddp and bucketed coincide, bucketed's open
+    # square rings ddp's dot instead of hiding under it
+    if measured:  # dotted with small filled squares, whatever the prediction's curve
+        marker, line, width, size, hollow = "s", ":", 1.4, 4, False
+    ax.plot(xs, ys, color=color, marker=marker, markersize=size + 2 if hollow else size,
+            linestyle=line, linewidth=width, label=label,
+            markerfacecolor="none" if hollow else color, zorder=2.6 if hollow else 2.4)
     lo = [r.step_s - r.step_p5_s if r.step_p5_s is not None else 0 for r in rows]
     hi = [r.step_p95_s - r.step_s if r.step_p95_s is not None else 0 for r in rows]
     if any(lo) or any(hi):
@@ -193,12 +366,15 @@ def _bucket_curve(ax, rows: list[Result], color: str, label: str, measured: bool
 
 
 def _star(ax, results: Sequence[Result], strategy: str, bucket_mb: float) -> None:
-    """The recommendation, a star drawn over everything and never clipped."""
+    """The recommendation, a star on its own curve (the prediction's, where both were drawn),
+    edged in that curve's colour, drawn over everything and never clipped."""
     hit = [r for r in results if r.strategy == strategy and r.bucket_mb == bucket_mb]
+    hit = [r for r in hit if r.source != "measured"] or hit
     if hit:
-        y_ms = min(r.step_s for r in hit) * 1e3
-        ax.plot([bucket_mb], [y_ms], marker="*", markersize=15, color="gold",
-                markeredgecolor="black", linestyle="none", zorder=10, clip_on=False,
+        y_ms = hit[0].step_s * 1e3
+        ax.plot([bucket_mb], [y_ms], marker="*", markersize=16, color="gold",
+                markeredgecolor=strategy_colour(hit[0].spec), markeredgewidth=1.6,
+                linestyle="none", zorder=10, clip_on=False,
                 label=f"recommended: {strategy} {bucket_mb:g} MB, {y_ms:.1f} ms")
 
 
@@ -256,20 +432,6 @@ def _bar_ms(r: Result, window_ms: tuple[float, float] | None) -> tuple[float, fl
     return bar if bar is not None and bar[0] <= r.step_s * 1e3 <= bar[1] else None
 
 
-def _off_the_scale(ax, results: Sequence[Result], window: tuple[float, float]) -> None:
-    """A bucket-less line off the window becomes a label at the panel's edge, with its time."""
-    bottom, top = window
-    flat = [r for r in results if r.bucket_mb is None]
-    edge = blended_transform_factory(ax.transAxes, ax.transData)
-    above = sorted((r for r in flat if r.step_s * 1e3 > top), key=lambda r: r.step_s)
-    below = sorted((r for r in flat if r.step_s * 1e3 < bottom), key=lambda r: -r.step_s)
-    for rows, y, va, arrow in ((above, top, "top", "↑"), (below, bottom, "bottom", "↓")):
-        if rows:
-            text = ", ".join(f"{r.strategy} {r.step_s * 1e3:.1f} ms" for r in rows)
-            ax.text(0.01, y, f" {arrow} off the scale: {text}", transform=edge, va=va,
-                    ha="left", fontsize=8, color="0.3")
-
-
 def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | None = None,
                  title: str | None = None) -> Figure:
     """One panel per step kind: per step, and (if present) per optimizer step with no_sync.
@@ -280,8 +442,8 @@ def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | Non
     accum = [r for r in results if accumulates(r)]
     per_step = [r for r in results if not accumulates(r)]
     panels = [p for p in (per_step, accum) if p]
-    # panels one above the other, legends beside: side by side they made a 2160x540 strip
-    fig = Figure(figsize=(10.0, 4.4 * len(panels)), layout="constrained")
+    # panels one above the other, legends under: side by side they made a 2160x540 strip
+    fig = Figure(figsize=(10.0, 5.2 * len(panels)), layout="constrained")
     for i, rs in enumerate(panels):
         ax = fig.add_subplot(len(panels), 1, i + 1)
         draw_sweep(ax, rs, recommended if rs is per_step else None, fit_ticks=False)

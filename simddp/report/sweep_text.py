@@ -10,16 +10,18 @@ from simddp.predict.scenarios import range_sources
 from simddp.predict.sweep import accumulates, naive_of
 from simddp.analytic.optimal_bucket import format_optimum
 from simddp.report.levels import levels_line, topology_json, topology_text
-from simddp.report.recommendation import recommendation_text, strategy_text
-from simddp.report.table import fmt_mb, fmt_ms, fmt_speedup, host_line, render_table, setup_line
+from simddp.report.recommendation import decision_text, recommendation_text, strategy_text
+from simddp.report.table import (contention_line, fmt_mb, fmt_ms, fmt_speedup, host_line,
+                                 render_table, setup_line)
 
 
-def answer_text(a: SweepAnswer) -> str:
-    """What ``simddp sweep`` prints: the setup lines, the tables, the verdicts."""
+def answer_text(a: SweepAnswer, explain: bool = False) -> str:
+    """What ``simddp sweep`` prints: the setup lines, the tables, the decision; ``explain``:
+    the reasoning instead of the decision, and the closed form."""
     inputs = a.inputs
     host, topology = inputs.host, inputs.topology
     lines = [setup_line(inputs.profile, a.link_file, inputs.world_size)
-             + topology_text(topology)]
+             + topology_text(topology), contention_line(inputs.contention)]
     if topology is not None:
         lines.append(levels_line(topology_json(topology, a.link_file, inputs.profile,
                                                a.recommendation, a.results)))
@@ -33,21 +35,24 @@ def answer_text(a: SweepAnswer) -> str:
         lines.append("contention split (a collective's α part, its bytes): "
                      "x{alpha:.2f}, x{bytes:.2f} (the link's)".format(**a.split))
     lines += [f"prediction ranges, step ms (low–high): {range_sources(inputs)}", "",
-              tables_and_recommendation(a)]
+              tables_and_recommendation(a, explain)]
     charged = host is not None and host.costs("torch").copy_gbps is not None
-    pick = strategy_text(a.pick, a.states, hook_compute_charged=charged, results=a.results)
+    pick = strategy_text(a.pick, a.states, hook_compute_charged=charged, results=a.results,
+                         brief=not explain)
     if pick:
         lines.append(pick)
-    lines.append(format_optimum(a.optimum))
-    if a.gap:
-        lines.append(a.gap)
+    if explain:
+        lines.append(format_optimum(a.optimum))
+        if a.gap:
+            lines.append(a.gap)
     if a.request.cpu_note:  # once, with the summary it qualifies
         lines.append(f"note: profiled with {a.request.cpu_note}")
     return "\n".join(lines)
 
 
-def tables_and_recommendation(a: SweepAnswer) -> str:
-    """The tables and the recommendation, as printed under the setup line."""
+def tables_and_recommendation(a: SweepAnswer, explain: bool = False) -> str:
+    """The tables and the recommendation (its decision, or with ``explain`` its reasoning), as
+    printed under the setup line."""
     def cells(row: dict) -> list[str]:
         step = f"{row['step_ms']:.2f}"
         low, high = row.get("step_ms_range") or (0.0, 0.0)
@@ -77,5 +82,7 @@ def tables_and_recommendation(a: SweepAnswer) -> str:
             title=f"gradient accumulation, K={k} micro-steps per optimizer step "
                   "(no_sync: sync the last only; sync_each: sync every one)"))
     parts.append(recommendation_text(a.recommendation, a.naive, results=results,
-                                     profile=a.inputs.profile))
+                                     profile=a.inputs.profile) if explain else
+                 decision_text(a.recommendation, a.stakes, results, a.inputs.profile,
+                               a.naive))
     return "\n\n".join(parts)

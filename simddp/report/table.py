@@ -89,6 +89,28 @@ def fmt_sig(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+# Where a prediction's contention came from, as the header says it (simddp/predict/resolve.py).
+CONTENTION_FROM = {"link": "measured by calibrate, in the link file",
+                   "model": "measured with this model, in its profile",
+                   "published": "published GPU figures (arXiv 2507.03114, 2412.14335), not "
+                                "measured",
+                   "given": "given with --contention", "": "none measured or assumed"}
+
+
+def contention_line(contention) -> str:
+    """The header's line: the contention every row runs under, where it came from, and the
+    switch that changes it.
+
+        >>> from simddp.inputs.contention import Contention
+        >>> contention_line(Contention())
+        'contention: none (none measured or assumed; --contention none|published|COMPUTE,COMM)'
+    """
+    what = (f"compute x{round(contention.compute, 3):g}, collectives "
+            f"x{round(contention.comm, 3):g} while both run" if contention.active else "none")
+    return (f"contention: {what} ({CONTENTION_FROM[contention.source]}; "
+            "--contention none|published|COMPUTE,COMM)")
+
+
 def setup_line(profile: ModelProfile, link: Link | LinkFile, world_size: int) -> str:
     """One line naming everything a prediction depends on (a link file's Gloo host effects
     included)."""

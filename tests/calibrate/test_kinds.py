@@ -265,7 +265,7 @@ def test_a_short_real_run_writes_kind_fits(tmp_path):
         extra = [] if kinds is None else ["--kinds", kinds]
         proc = subprocess.run(
             [sys.executable, "-m", "calibrate", *SMALL, *extra, "--no-contention",
-             "--no-plots", "--threads-per-rank", "1", "--out", str(out)],
+             "--no-plots", "--threads-per-rank", "1", "--explain", "--out", str(out)],
             cwd=ROOT, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr[-2000:]
         measured = load_link_file(out / "link.json")

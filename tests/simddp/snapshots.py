@@ -17,6 +17,7 @@ MEASURED = "tests/data/validate-default-2026-11-23"
 
 CASES = {
     "sweep-default": ["sweep", "--bucket-mb", "1,10,100,1000"],
+    "sweep-default-explain": ["sweep", "--bucket-mb", "1,10,100,1000", "--explain"],
     "sweep-xl-ib-hdr-16": ["sweep", "--model", "transformer-xl", "--link", "ib-hdr",
                            "--world-size", "16"],
     "sweep-measured": ["sweep", "--model", f"{MEASURED}/profile.json", "--link",

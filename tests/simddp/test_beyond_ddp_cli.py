@@ -59,7 +59,7 @@ def test_sweep_recommends_a_hook_when_it_is_faster_and_says_what_it_costs(capsys
     # Comm-bound (1 GB/s, 4 ranks): fp16 halves what cannot hide behind 1 ms of backward.
     code, out, _ = cli(capsys, "sweep", "--model", "mlp-4x1024", "--busbw-gbps", "1",
                        "--world-size", "4", "--strategies", "ddp,fsdp,zero2",
-                       "--bucket-mb", "1,25", "--comm-hook", "fp16")
+                       "--bucket-mb", "1,25", "--comm-hook", "fp16", "--explain")
     assert code == 0
     text = out
     code, out, _ = cli(capsys, "sweep", "--model", "mlp-4x1024", "--busbw-gbps", "1",
@@ -80,7 +80,7 @@ def test_sweep_recommends_a_hook_when_it_is_faster_and_says_what_it_costs(capsys
 
 def test_sweep_says_when_sharding_is_not_faster_and_what_it_would_save(capsys):
     code, out, _ = cli(capsys, "sweep", "--model", "mlp-8x2048", "--world-size", "8",
-                       "--strategies", "ddp,fsdp", "--bucket-mb", "25")
+                       "--strategies", "ddp,fsdp", "--bucket-mb", "25", "--explain")
     assert code == 0
     # only sharding was swept: the sentence names sharding alone (issue 53)
     code, doc, _ = cli(capsys, "sweep", "--model", "mlp-8x2048", "--world-size", "8",

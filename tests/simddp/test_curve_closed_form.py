@@ -21,7 +21,7 @@ def test_sweep_and_account_name_the_fitted_line_they_use(capsys):
     words = _fitted_words()
     assert re.fullmatch(r"α–β fitted to the link's all_reduce curve over 1–100 MB: "
                         r"α [\d.]+ µs, busbw [\d.]+ GB/s", words), words
-    assert main(["sweep", *ARGS, "--bucket-mb", "1,25,100"]) == 0
+    assert main(["sweep", *ARGS, "--bucket-mb", "1,25,100", "--explain"]) == 0
     sweep_out = capsys.readouterr().out
     (line,) = [x for x in sweep_out.splitlines() if x.startswith("closed-form optimum")]
     assert words in line
@@ -33,7 +33,7 @@ def test_sweep_and_account_name_the_fitted_line_they_use(capsys):
 
 def test_a_line_link_keeps_its_own_numbers_unnamed(capsys):
     assert main(["sweep", "--model", "transformer-xl", "--alpha-us", "118", "--busbw-gbps",
-                 "19.7", "--world-size", "2", "--bucket-mb", "1,25"]) == 0
+                 "19.7", "--world-size", "2", "--bucket-mb", "1,25", "--explain"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines()
                if x.startswith("closed-form optimum")]
     # a line link's law is its own α and busbw: nothing fitted, nothing to name

@@ -14,6 +14,7 @@ import pytest
 from simddp.analytic.closed_form import closed_form_step_s
 from simddp.sim.engine import simulate
 from simddp.errors import InputError
+from simddp.inputs.contention import Contention
 from simddp.inputs.link import Link, LinkPiece
 from simddp.inputs.resolved import Inputs
 from simddp.presets.models import build_profile, parse_model
@@ -64,6 +65,25 @@ def test_compute_bound_hand_computed():
     # last one, ready at 12 ms, sticks out: 0.8 ms.
     assert des_exposed_s(UNIFORM, link, bucketed(8)) == pytest.approx(0.8e-3, rel=1e-9)
     assert closed_form_optimum(UNIFORM, link, 2)["regime"] == COMPUTE_BOUND
+
+
+def test_under_contention_the_closed_form_answers_what_the_rows_do():
+    # Compute x1.5 while a collective runs, a collective x2 while compute runs; α 120 µs,
+    # busbw 5 GB/s (comm-bound). The lane does B·1.5/2 = 9 ms of its work during the slowed
+    # backward: B̃ = 9 ms, and the backward's own 12·0.5 = 6 ms count as exposed.
+    link, contention = Link("l", 120e-6, 5.0), Contention(1.5, 2.0, source="given")
+    # at 12 layers: b·B̃/s + (s/b)·α + β·s − B̃ + 6 = 0.9 + 1.2 + 24 − 9 + 6 = 23.1 ms
+    assert overhead_s(UNIFORM, link, 2, 12e6, contention) == pytest.approx(23.1e-3, rel=1e-12)
+    # the DES: bucket 1 ready at 1.2 ms; the other 10.8 ms of backward take 16.2 ms beside the
+    # lane, which does 8.1 of its 25.2 ms meanwhile; 17.1 ms remain after 17.4 → 34.5 − 12
+    des_s = simulate(plan(UNIFORM, bucketed(12)), Inputs(UNIFORM, link, 2, contention=contention),
+                     record=False).exposed_comm_s
+    assert des_s == pytest.approx(22.5e-3, rel=1e-9)
+    # b* = s·√(α/B̃) = 13.86 MB, 2√(αB̃) + β·s − B̃ + 6 = 23.08 ms; without contention 14.4 ms
+    b, t_s = optimal_bucket_bytes(UNIFORM, link, 2, contention)
+    assert b == round(S * math.sqrt(120e-6 / 9e-3))
+    assert t_s == pytest.approx(2 * math.sqrt(120e-6 * 9e-3) + 24e-3 - 9e-3 + 6e-3, rel=1e-9)
+    assert closed_form_optimum(UNIFORM, link, 2, contention)["contention"] == [1.5, 2.0]
 
 
 def test_formula_regimes_and_clamps():

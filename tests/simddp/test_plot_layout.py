@@ -128,7 +128,9 @@ def test_timeline_legend_fits_even_one_panel(with_measured):
         m = dataclasses.replace(p, source="measured", spans=spans, samples=30)
     fig = plot_timelines(p, m)
     assert outside(fig) == []
-    assert "forward" in [t.get_text() for t in fig.legends[0].get_texts()]
+    for ax in fig.axes:       # each panel its own legend, under it
+        assert "forward" in [t.get_text() for t in ax.get_legend().get_texts()]
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
 
 
 def test_measured_step_end_is_where_its_spans_end():

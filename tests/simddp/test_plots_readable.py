@@ -12,6 +12,7 @@ Rows are made by hand (round numbers, no simulation), so the layout is tested, n
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
@@ -46,6 +47,12 @@ def drawn(fig):
     return fig
 
 
+@functools.cache
+def swept_figure():
+    """sweep_figure(swept()), drawn once for the tests that only look at it."""
+    return drawn(sweep_figure(swept()))
+
+
 def tick_labels(ax) -> list[str]:
     return [t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
 
@@ -64,7 +71,7 @@ def test_sweep_png_is_a_readable_shape_not_a_strip():
 
 
 def test_every_swept_size_has_its_tick_label_and_none_touch():
-    fig = drawn(sweep_figure(swept()))
+    fig = swept_figure()
     for ax in fig.axes:
         assert tick_labels(ax) == ["1", "10", "16", "25", "100", "1000"]
         boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
@@ -80,19 +87,25 @@ def test_crowded_sizes_are_all_labelled_tilted_apart():
     assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if overlaps(a, b)]
 
 
-def test_bands_stay_inside_the_axes_and_the_legend_says_where_they_were_cut():
-    fig = drawn(sweep_figure(swept()))
+def range_bars(ax) -> list:
+    """The (x, y) ends of the prediction-range bars in the strip beside ``ax``."""
+    (strip,) = ax.child_axes
+    return [seg for c in strip.collections for seg in c.get_segments()]
+
+
+def test_ranges_stay_in_the_strip_inside_the_axes_and_the_legend_says_where_they_were_cut():
+    # issue 63 item 5: a band per curve filled the panel; the ranges are bars beside it
+    fig = swept_figure()
     for ax in fig.axes:
         bottom, top = ax.get_ylim()
-        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
-        assert bands
-        for band in bands:
-            for path in band.get_paths():
-                ys = path.vertices[:, 1]
-                assert bottom - 1e-9 <= ys.min() and ys.max() <= top + 1e-9
+        assert not [c for c in ax.collections if isinstance(c, PolyCollection)]   # no bands
+        bars = range_bars(ax)
+        assert bars
+        assert all(bottom - 1e-9 <= y <= top + 1e-9 for seg in bars for _, y in seg)
         legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
-        assert "cut at the panel's top" in legend
-    assert "1394 ms" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+        assert "cut" in legend.split()
+    # the highest range end, off the panel, is given in the legend
+    assert "1394" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts()).split()
 
 
 def test_the_curves_keep_most_of_the_panel():
@@ -109,14 +122,43 @@ def test_a_range_that_fits_is_shown_whole():
     assert bottom < 90 and top > 108
 
 
-def test_right_edge_bars_are_cut_to_the_panel_too():
-    fig = drawn(sweep_figure(swept()))
+def test_strategies_without_buckets_are_columns_beside_the_curves_not_lines_across():
+    # issue 63 item 5: lines across the panel, told apart by colour only, ran off its edges
+    fig = swept_figure()
     ax = fig.axes[0]
-    bottom, top = ax.get_ylim()
-    segments = [seg for c in ax.collections if not isinstance(c, PolyCollection)
-                for seg in c.get_segments()]
-    assert segments
-    assert all(bottom - 1e-9 <= y <= top + 1e-9 for seg in segments for _, y in seg)
+    (strip,) = ax.child_axes
+    assert not [line for line in ax.get_lines() if len(set(line.get_xdata())) == 1
+                or list(line.get_xdata()) == [0, 1]]                    # no axhline, no axvline
+    names = [t.get_text() for t in strip.get_xticklabels()]
+    assert names[0] == "ddp 100 MB" and names[2] == "overlap"          # ddp's range at its best
+    assert names[1].split()[0] == "naive" and "1622.0" in names[1]     # off the panel: its time
+    # overlap's step is a short horizontal mark in its column, inside the panel
+    (mark,) = [line for line in strip.get_lines() if line.get_marker() == "_"]
+    assert list(mark.get_xdata()) == [2] and list(mark.get_ydata()) == [1052.0]
+    frame = strip.get_window_extent()
+    assert ax.get_window_extent().x1 < frame.x0                        # right of the curves
+
+
+def test_the_star_is_on_its_own_curve_and_coinciding_curves_say_so():
+    rows = [row("ddp", mb, ms) for mb, ms in DDP_MS.items()]
+    rows += [row("bucketed", mb, ms + 0.1) for mb, ms in DDP_MS.items()]
+    ax = drawn(sweep_figure(rows, ("ddp", 100.0))).axes[0]
+    star = next(line for line in ax.get_lines() if line.get_marker() == "*")
+    ddp = next(line for line in ax.get_lines() if line.get_label() == "ddp")
+    assert (star.get_xdata()[0], star.get_ydata()[0]) == (100.0, 1045.0)
+    assert star.get_markeredgecolor() == ddp.get_color()
+    bucketed = next(line for line in ax.get_lines() if line.get_label().startswith("bucketed"))
+    assert bucketed.get_label() != "bucketed" and "ddp's" in bucketed.get_label().split()
+    assert bucketed.get_zorder() > ddp.get_zorder()        # its open squares ring ddp's dots
+    assert bucketed.get_linestyle() != ddp.get_linestyle()
+
+
+def test_the_legend_is_under_the_panel_not_beside_it():
+    fig = swept_figure()
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y1 < ax.get_window_extent().y0
+        assert legend.width <= fig.bbox.width
 
 
 def measured_from(predicted: list[Result]) -> list[Result]:
@@ -139,7 +181,11 @@ def test_compare_scatter_tells_buckets_apart_by_marker_not_by_labels_on_the_poin
     assert len(shapes) == len(SIZES_MB) + 1              # one per size, and no buckets
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert [f"{mb:g} MB" for mb in SIZES_MB] == [t for t in legend if t.endswith(" MB")]
-    assert "no buckets" in legend and {"ddp", "bucketed", "naive"} <= set(legend)
+    assert {"ddp", "bucketed", "naive"} <= set(legend)
+    # the marker key ends the legend: the no-bucket marker, then one per size, in order
+    key = ax.get_legend().legend_handles[-len(SIZES_MB) - 1:]
+    assert [h.get_marker() for h in key] == list(bucket_markers([*SIZES_MB, None]).values())
+    assert not key[0].get_label().endswith(" MB")
 
 
 def test_compare_buckets_labels_every_measured_size():
@@ -161,9 +207,10 @@ def test_a_line_off_the_panel_gets_no_bar_even_where_its_range_reaches_into_it()
     fig = drawn(sweep_figure(rows + [row("overlap", None, 900, 1100)]))
     ax = fig.axes[0]
     assert ax.get_ylim()[0] > 900
-    assert "off the scale: overlap 900.0 ms" in " ".join(t.get_text() for t in ax.texts)
-    assert not [seg for c in ax.collections if not isinstance(c, PolyCollection)
-                for seg in c.get_segments()]
+    (strip,) = ax.child_axes
+    note = strip.get_xticklabels()[-1].get_text()          # its column, named with its time
+    assert note.split()[0] == "overlap" and "900.0" in note
+    assert [seg[0][0] for seg in range_bars(ax)] == [0]    # ddp's range only, no overlap bar
 
 
 def test_panels_drawn_on_a_callers_figure_get_apart_once_all_are_placed():

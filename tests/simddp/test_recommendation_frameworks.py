@@ -25,7 +25,8 @@ SIZE = re.compile(r"\b(?:ddp_)?bucket_cap_mb=([\d.]+)")
 SIZE_LIST = re.compile(r"bucket_cap_mb_list=\[([\d.]+), ([\d.]+)\]")
 BUCKETED_MS = re.compile(r"the bucketed row at ([\d.]+) MB \(([\d.]+) ms\)")
 # the sweep rows a line says a call runs: (strategy, size or "", its step or "not swept")
-ROWS = re.compile(r"the (ddp|bucketed) rows?(?: at ([\d.]+) MB)?(?: \(([^)]*)\))?")
+ROWS = re.compile(r"the (ddp|bucketed) rows?(?:'s buckets)?(?: at ([\d.]+) MB)?"
+                  r"(?: \(([\d.]+ ms|not swept)[^)]*\))?")
 MLP = ModelProfile("mlp", tuple(Layer(f"l{i}", (1 << 20,), 1e-3, 2e-3) for i in range(8)))
 
 

@@ -209,7 +209,7 @@ def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before
     # the command: one line says which rows and how the casts are timed; fp32 JSON unchanged
     args = ["sweep", "--model", "transformer-small", "--device", "h100", "--link",
             "pcie-2x2080ti", "--strategies", "ddp,fsdp", "--bucket-mb", "25"]
-    assert main([*args, "--precision", "bf16"]) == 0
+    assert main([*args, "--precision", "bf16", "--explain"]) == 0
     out = capsys.readouterr().out
     assert main([*args, "--precision", "bf16", "--format", "json"]) == 0
     precision = json.loads(capsys.readouterr().out)["setup"]["precision"]
@@ -220,7 +220,7 @@ def test_sweep_precision_bf16_halves_fsdps_all_gathers_and_leaves_fp32_as_before
     assert rows == "fsdp" and "h100" in precision["note"] and "3350" in precision["note"]
     # where fsdp is the pick, its torch line names the policy (transformer-xl on this pair)
     xl = ["sweep", "--model", "transformer-xl", "--device", "h100", "--link", "pcie-2x2080ti",
-          "--strategies", "ddp,fsdp", "--bucket-mb", "25", "--precision", "bf16"]
+          "--strategies", "ddp,fsdp", "--bucket-mb", "25", "--precision", "bf16", "--explain"]
     assert main(xl) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines()
                if x.startswith("Model states per rank")]
