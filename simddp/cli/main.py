@@ -27,11 +27,12 @@ and which bucket_cap_mb are fastest for this model on this network.
     python -m simddp simulate --strategy ddp --bucket-mb 25 --trace trace.json --plot gantt.png
     python -m simddp models;  python -m simddp links          # the presets
     python -m simddp collectives --link nvlink-h100-nvls --world-size 8
+    python -m simddp scale --model config.json --gpus 8,64,512 --strategies ddp,fsdp,hsdp
 
 Each command has its own --help. Bad input ends in one line on stderr and exit code 2."""
 
 COMMANDS = ("sweep", "simulate", "models", "links", "collectives", "account", "compare",
-            "trace-import")
+            "trace-import", "scale")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")  # "-5", "-5,10", "-.5": a value, not a flag

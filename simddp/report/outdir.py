@@ -33,9 +33,10 @@ OUT_FILES = {
                          "measured.json", "link.json", "profile.json", "compare.json",
                          "compare.csv", "compare_*.png"),
     "calibrate": ("allreduce.json", "allreduce.csv", "kinds.csv", "link.json", "link-p*.json",
-                  "allreduce_*.png"),
+                  "allreduce_*.png", "report.txt"),
     "realrun bench": ("bench.json", "bench.csv"),
     "simddp sweep": ("sweep.json", "sweep.csv", "sweep.png"),
+    "simddp scale": ("scale.json", "scale.png"),
     "simddp compare": ("compare.json", "compare.csv", "compare_*.png"),
     "simddp trace-import": ("summary.json", "profile.json", "link.json"),
     # a bundle: its steps' files sit in folders, moved aside whole (a name ending in "/")

@@ -34,6 +34,8 @@ CASES = {
                     "1024", "--world-size", "8"],
     "account-xl-hooks": ["account", "--model", "transformer-xl", "--world-size", "8",
                          "--comm-hook", "fp16,powersgd:2"],
+    "scale-large-ib-hdr": ["scale", "--model", "transformer-large", "--link", "ib-hdr",
+                           "--gpus", "8,16,64,256", "--strategies", "ddp,fsdp,hsdp"],
 }
 
 
