@@ -92,8 +92,7 @@ def fmt_sig(x: float) -> str:
 # Where a prediction's contention came from, as the header says it (simddp/predict/resolve.py).
 CONTENTION_FROM = {"link": "measured by calibrate, in the link file",
                    "model": "measured with this model, in its profile",
-                   "published": "published GPU figures (arXiv 2507.03114, 2412.14335), not "
-                                "measured",
+                   "published": "published GPU figures, not measured: arXiv 2507.03114",
                    "given": "given with --contention", "": "none measured or assumed"}
 
 
@@ -103,12 +102,11 @@ def contention_line(contention) -> str:
 
         >>> from simddp.inputs.contention import Contention
         >>> contention_line(Contention())
-        'contention: none (none measured or assumed; --contention none|published|COMPUTE,COMM)'
+        'contention: none (none measured or assumed; --contention to change)'
     """
     what = (f"compute x{round(contention.compute, 3):g}, collectives "
             f"x{round(contention.comm, 3):g} while both run" if contention.active else "none")
-    return (f"contention: {what} ({CONTENTION_FROM[contention.source]}; "
-            "--contention none|published|COMPUTE,COMM)")
+    return f"contention: {what} ({CONTENTION_FROM[contention.source]}; --contention to change)"
 
 
 def setup_line(profile: ModelProfile, link: Link | LinkFile, world_size: int) -> str:
