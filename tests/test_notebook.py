@@ -2,6 +2,8 @@
 without running), and a copy of it runs top to bottom without errors (small sizes, < ~60 s)."""
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,16 @@ def test_committed_with_the_outputs_of_a_full_run():
     text = "".join(o.get("text", "") for c in code for o in c.outputs)
     assert text.split()[0] == "full"                   # printed first: which run it was
     assert any(x.startswith("Recommended") for x in text.splitlines())
+
+
+def test_the_stored_preset_output_is_what_the_code_prints_now():
+    """The cell tagged "deterministic" measures nothing: its stored output must be what it
+    prints today, so the notebook cannot drift from the code unnoticed."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    (cell,) = [c for c in nb.cells if "deterministic" in c.metadata.get("tags", ())]
+    stored = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(cell.source, "deterministic cell", "exec"), {})
+    assert stored and out.getvalue() == stored, "rerun: python bench/run_notebook.py"

@@ -16,12 +16,14 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from simddp.cli.links import LINE_WIDTH
 from simddp.cli.main import main
 from simddp.inputs.io import link_to_json, profile_to_json, save_json
 from simddp.result import load_results
 from simddp.inputs.link import Link
 from simddp.inputs.profile import Layer, ModelProfile
 from simddp.planning.strategy import STRATEGIES
+from simddp.presets.links import get_link
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = "1,10,100,1000"
@@ -177,6 +179,11 @@ def test_models_and_links_list_the_presets(capsys):
     for name in ("nvlink-a100", "ib-hdr", "eth-100g", "eth-10g"):
         assert name in out
     assert table_rows(out, "eth-100g")[0][1:5] == ["*", "40", "11", "nccl"]
+    assert max(len(line) for line in out.splitlines()[1:]) <= LINE_WIDTH
+    # one preset: its whole source, word for word
+    code, one, _ = cli(capsys, "links", "nvlink-a100")
+    assert code == 0 and " ".join(one.split("source:", 1)[1].split()) == \
+        " ".join(get_link("nvlink-a100").source.split())
 
 
 # --- bad input: exit 2, one line, no traceback, no output ---------------------------------
