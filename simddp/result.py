@@ -73,20 +73,15 @@ class Result:
     step_p95_s: float | None = None
     samples: int = 0                 # measured steps behind the median
     spans: tuple[Span, ...] = ()
-    # Measured step times (each the max over ranks), in the order they ran; () for
-    # predictions. With them, compare gives a confidence interval of the regret.
+    # Measured step times (each the max over ranks), in the order they ran; () for predictions.
     steps_s: tuple[float, ...] = ()
-    # Predicted step seconds in each input scenario (simddp/predict/scenarios.py: low, high, comm_bound,
-    # compute_bound); None when no ranges were computed.
+    # Predicted step seconds in each input scenario; None when no ranges were computed.
     scenarios_s: dict[str, float] | None = None
-    # The configuration itself (``strategy`` is its name, for tables and files): what plots,
-    # recommendations and realrun read, so no one parses the name back. Files written before
-    # it existed get it rebuilt from the name once, here (simddp.planning.strategy.strategy_of).
+    # The configuration itself, so no one parses ``strategy`` back; rebuilt from the name once,
+    # here, for files without it.
     spec: Strategy | None = field(default=None, compare=False)
-    # Measured with --timelines on several ranks: every rank's spans of the same step (the
-    # median by its slower rank, realrun/step_clock.py), and which of them ``spans`` is: the
-    # rank whose backward ended last, which the last collectives waited for. () and None
-    # otherwise.
+    # Measured with --timelines on several ranks: every rank's spans of the same step, and
+    # which rank ``spans`` is (the last to end its backward); () and None otherwise.
     rank_spans: tuple[tuple[Span, ...], ...] = ()
     spans_rank: int | None = None
 

@@ -7,20 +7,10 @@ ends when both the backward and the last collective are done, plus the optimizer
     start_c = max(bwd_end[ready_layer_c], end_{c-1});   end_c = start_c + α + 2(p−1)/p·n_c/busbw
     step    = Σ_k max(bwd_end_k, end_last_k) + optimizer
 
-Each collective's seconds are the comm lane's (simddp/sim/costs.py): its law, a curve where the
-link has one (simddp/cost/), a hook's calls added up, a waited-for call's blocking α where
-its host has one.
-
-Sharded plans (simddp/planning/sharding.py) also gate compute: a collective released at the start of
-a layer's forward or backward has that time as its ready time, and a layer whose compute it
-gates starts at ``max(compute time, end_c)``. The comm lane never needs a collective released
-later than the compute that waits for it, so one walk down the compute lane, advancing the
-comm lane as far as each gate needs, is the whole evaluation. The optimizer counts 1/p when
-it updates a shard.
-
-Contention makes the lanes' rates depend on each other and has no such recurrence, and the
-DDP implementation's host costs (:class:`simddp.inputs.host.Host`: copies, hooks) are not in it;
-this evaluator refuses such inputs instead of being silently wrong::
+Each collective's seconds are the comm lane's (simddp/sim/costs.py). A sharded plan's gated
+compute starts at ``max(compute time, end_c)``; one walk down the compute lane, advancing the
+comm lane as far as each gate needs, is the whole evaluation. Contention and host costs have
+no such recurrence: such inputs are refused rather than silently wrong::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> from simddp.inputs.resolved import Inputs

@@ -1,9 +1,7 @@
 """Memory per device: model states at chosen precisions, saved activations, and FSDP sharding.
 
-Picture one device's memory as four stacks: the parameters (the master copy the optimizer
-updates), their gradients, the optimizer's state, and the activations forward saved for
-backward. Replicated data parallelism (DDP) keeps all four whole on every device; FSDP /
-ZeRO-3 slices the first three over N devices, plus one unsharded unit it gathers to compute::
+Parameters, gradients, optimizer state and saved activations: DDP keeps all four whole on
+every device; FSDP / ZeRO-3 slices the first three over N devices, plus one gathered unit::
 
     >>> from simddp.presets.models import parse_model
     >>> spec = parse_model("ffn-126x16384x53248")
@@ -12,9 +10,7 @@ ZeRO-3 slices the first three over N devices, plus one unsharded unit it gathers
     >>> report["params"], report["fsdp_min_world"]
     (219848638464, 74)
 
-Units: GB = 1e9 bytes (as the links' GB/s), GiB = 2**30 bytes; ``device_mem_gb`` is in GB.
-The activation model (what each layer saves for backward, no activation checkpointing) is
-in :func:`activation_terms` and docs/ACCOUNT.md.
+GB = 1e9 bytes, GiB = 2**30 bytes. The activation model: docs/ACCOUNT.md.
 """
 from __future__ import annotations
 
@@ -93,11 +89,6 @@ class Precision:
         """Bytes per element FSDP all-gathers: the compute copy if there is one, else master."""
         return self.copy_bytes or self.master_bytes
 
-    @property
-    def sharded_bytes(self) -> int:
-        """Bytes per parameter FSDP shards: master + gradient + optimizer state."""
-        return self.master_bytes + self.grad_bytes + self.optim_bytes
-
 
 @dataclass(frozen=True)
 class ActivationTerm:
@@ -164,12 +155,9 @@ def profile_units(profile: ModelProfile) -> list[int]:
 
 
 def fsdp_device_bytes(units: list[int], prec: Precision, act_bytes: int, world: int) -> dict:
-    """Per-device bytes under FSDP over ``world`` devices, term by term.
-
-    Each unit's flat parameter is padded to a multiple of ``world`` (as FSDP does), so a shard
-    is ``ceil(numel / world)`` elements. The working set is the largest unit gathered in full
-    (at the compute copy's dtype, else master) with its full gradient.
-    """
+    """Per-device bytes under FSDP over ``world`` devices, term by term: shards of
+    ``ceil(numel / world)`` elements (FSDP pads), and the largest unit gathered with its full
+    gradient."""
     shard = sum(-(-n // world) for n in units)
     return {"params": shard * prec.master_bytes, "grads": shard * prec.grad_bytes,
             "optimizer": shard * prec.optim_bytes,

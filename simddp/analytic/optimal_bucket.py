@@ -1,34 +1,23 @@
 """The α–β closed form of bucketed overlap DDP: exposed overhead T(b) and the b* minimising it.
 
-Picture backward as a conveyor that fills buckets at a steady rate: s gradient bytes appear
-evenly over the B seconds of backward, so a bucket of b bytes fills every b·B/s seconds. One
-comm lane drains full buckets in order, each all-reduce taking c(b) = α + β·b, where
-β = 2(p−1)/p / busbw is the ring's seconds per byte (the link's own α–β; a link whose
-all-reduce is a measured curve: the line fitted to it over 1–100 MB, simddp/cost/fitted.py,
-which the optimum then names). Bucket k (k = 1…n, n = s/b) is ready at
-k·b·B/s and the lane ends at ``max_k(ready_k + (n−k+1)·c)``; that is linear in k, so only the
-first and the last bucket matter and what sticks out past the end of backward is::
+s gradient bytes appear evenly over the B seconds of backward; one comm lane drains full
+buckets of b bytes in order, each all-reduce taking α + β·b (a curve link: the line fitted to
+it, simddp/cost/fitted.py). What sticks out past the end of backward is::
 
     T(b) = max( α + β·b,                         # compute-bound: only the last bucket shows
                 b·B/s + (s/b)·α + β·s − B )      # comm-bound: the lane never idles after bucket 1
 
-The second term exceeds the first exactly when b < α / (B/s − β) (or always, if β·s ≥ B).
-T is convex, so its minimum is the comm-bound stationary point b = s·√(α/B) (T = 2√(αB) +
-β·s − B) when that lies in the comm-bound region, else the region boundary b = α/(B/s − β)
-(T = α + β·b), clamped to [smallest bucket, s]. Derivation and limits: docs/ACCOUNT.md::
+T is convex: its minimum is b = s·√(α/B) when comm-bound, else the regions' boundary
+α/(B/s − β), clamped to [smallest bucket, s] (derivation: docs/ACCOUNT.md, "The closed form:
+optimal bucket size for bucketed overlap DDP")::
 
     >>> b, t = optimum(grad_bytes=4e8, backward_s=0.04, alpha_s=1e-4, beta_s_per_byte=1e-10)[:2]
     >>> round(b / 1e6, 3), round(t * 1e3, 3)     # comm-bound: b* = s·√(α/B) = 20 MB
     (20.0, 4.0)
 
-The profile wrappers (:func:`optimal_bucket_bytes`, :func:`closed_form_optimum`) read s as the
-profile's gradient bytes and B as its total backward time; the DES (``simddp sweep``) is the
-reference — it knows tensor granularity and non-uniform layers, which this formula does not.
-
-Under contention (compute ×k_c while a collective runs, a collective ×k_m while compute runs),
-a saturated lane does B·k_c/k_m seconds of its work during the slowed backward, so the same
-T(b) holds with the effective backward B̃ = B·k_c/k_m, and the backward's own B·(k_c − 1)
-counts as exposed, as the simulated rows count it (docs/ACCOUNT.md, "Under contention").
+The engine (``simddp sweep``) is the reference: it knows tensor granularity and uneven
+layers. Under contention the same T(b) holds with B̃ = B·k_c/k_m, plus the slowed backward's
+own B·(k_c − 1) (docs/ACCOUNT.md, "Under contention").
 """
 from __future__ import annotations
 
@@ -48,10 +37,8 @@ SMALLEST = "smallest-bucket"   # the optimum wants buckets below the smallest al
 
 def exposed_s(bucket_bytes: float, grad_bytes: float, backward_s: float, alpha_s: float,
               beta_s_per_byte: float) -> float:
-    """T(b): seconds of all-reduce left after backward ends, for buckets of ``bucket_bytes``.
-
-    ``n = s/b`` is taken as a real number; b is clamped to (0, s] (one bucket at most s).
-    """
+    """T(b): seconds of all-reduce left after backward ends, for buckets of ``bucket_bytes``
+    (n = s/b a real number, b clamped to (0, s])."""
     s, B = grad_bytes, backward_s
     b = min(bucket_bytes, s)
     if not b > 0:
@@ -140,9 +127,8 @@ def _optimum_for(profile: ModelProfile, link: Link, world_size: int,
 
 def closed_form_optimum(profile: ModelProfile, link: Link, world_size: int,
                         contention: Contention | None = None) -> dict:
-    """The optimum as a sweep prints it: bucket in MiB (as ``--bucket-mb``), ms, regime;
-    ``contention``: the one the simulated rows run under (simddp/predict/resolve.py), so the
-    two answer the same question.
+    """The optimum as a sweep prints it: bucket in MiB, ms, regime; ``contention``: the one
+    the simulated rows run under, so the two answer the same question.
 
     >>> from simddp.inputs.profile import Layer
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0, 1e-3) for i in range(100)))

@@ -1,30 +1,16 @@
 """Model states per device, per strategy: what sharding saves and what a comm hook adds.
 
-Picture each rank's memory without the activations (they are the same for every strategy):
-parameters, gradients and optimizer state, plus whatever the strategy keeps on top. Read from
-the plan, so the units and buckets are the ones the simulator moves (fp32 throughout: a
-profile's gradients are fp32, and so are the parameters and Adam's two moments)::
+Parameters, gradients and optimizer state, plus what the strategy keeps on top (the table:
+docs/ACCOUNT.md, "Model states per rank, per strategy"), read from the plan so the units and
+buckets are the simulator's. 16 MiB over 4 ranks, fp32 and Adam::
 
     >>> from simddp import Layer, ModelProfile, make_strategy, plan
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (4 * 2**20,)) for i in range(4)))
     >>> {k: v // 2**20 for k, v in state_bytes(plan(toy, make_strategy("fsdp")), 4).items()}
     {'params': 4, 'grads': 4, 'optimizer': 8, 'gathered': 12}
 
-(16 MiB of parameters over 4 ranks: a 4 MiB shard each of parameters and gradients, 8 MiB of
-Adam state; gathered: the unit computing and the one prefetched, 2 × 4 MiB, and the unit's
-full gradient before its reduce-scatter, 4 MiB.) Other precisions: :class:`PerParam`, from
-``simddp account``'s flags (:meth:`PerParam.of`).
-
-- replicated (naive … ddp): everything whole on every rank;
-- ``fsdp``: shards of 1/p (each unit rounded up to a multiple of p elements), plus two units
-  gathered at a time (FSDP2 prefetches one) and one unit's full gradient;
-- ``zero2``: the same shards, but every unit stays gathered from its forward to its
-  backward: the whole model's parameters, plus one unit's full gradient;
-- a comm hook (:func:`simddp.planning.hooks.hook_memory_bytes`): fp16/bf16 copies of the buckets in
-  flight; PowerSGD's error feedback (a copy of the gradients), P and Q, a bucket copy.
-
-torch DDP's own bucket buffers (a second copy of the gradients unless
-``gradient_as_bucket_view=True``) are left out for every replicated strategy alike.
+Gathered: the unit computing and the one prefetched, and one unit's full gradient. Other
+precisions: :class:`PerParam`.
 """
 from __future__ import annotations
 

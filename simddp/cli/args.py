@@ -1,8 +1,7 @@
 """Flags every subcommand shares: which model, which link, and list parsing with clear errors.
 
-Defaults (the built-in job): transformer-small on an A100 (batch 8 × seq 1024, bf16 compute)
-over 100 Gb/s Ethernet (eth-100g), 2 ranks — a setting where all-reduce time (≈ 47 ms for
-491 MiB of fp32 gradients) is comparable to backward time (≈ 38 ms), so the strategies differ.
+Defaults: transformer-small on an A100 (batch 8 × seq 1024) over eth-100g, 2 ranks, where
+all-reduce and backward take comparable time, so the strategies differ.
 """
 from __future__ import annotations
 
@@ -17,14 +16,12 @@ from simddp.inputs.io import load_host, load_levels, load_link_file, load_profil
 from simddp.inputs.link import Link
 from simddp.inputs.link_file import Levels, LinkFile, as_link_file
 from simddp.inputs.profile import ModelProfile
-from simddp.inputs.resolved import Inputs
 from simddp.inputs.topology import Topology
 from simddp.planning.grad_dtype import GRAD_DTYPES
 from simddp.planning.hooks import HOOK_HELP, CommHook, parse_comm_hook
 from simddp.planning.registry import TORCH_FSDP
 from simddp.planning.sharding import PRECISIONS, cast_rate
 from simddp.predict.resolve import CHOICES as CONTENTION_CHOICES
-from simddp.predict.resolve import resolve
 from simddp.presets import DEFAULT_LINK, DEVICES, LINKS, MODEL_HELP, build_profile, get_link
 from simddp.presets.architecture import Architecture
 from simddp.presets.devices import COMPUTE_DTYPES, get_device
@@ -337,16 +334,6 @@ def resolve_cpu_note(args: argparse.Namespace) -> str:
 
     doc = read_json(args.model)
     return section_note(doc.get("measured") if isinstance(doc, dict) else None)
-
-
-def resolve_inputs(args: argparse.Namespace) -> tuple[Inputs, LinkFile]:
-    """Every input flag checked and resolved once (simddp/predict/resolve.py): the inputs,
-    and the link file they came from (for what the output says of it)."""
-    topology = resolve_world(args)
-    profile = resolve_model(args)
-    link_file = resolve_link(args)
-    return resolve(profile, link_file, args.world_size, host=resolve_host(args),
-                   topology=topology, contention=contention_choice(args.contention)), link_file
 
 
 def parse_positive_floats(text: str, flag: str) -> list[float]:

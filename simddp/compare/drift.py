@@ -1,14 +1,9 @@
 """Each row's error net of the compute baseline's miss: does a miss come from the compute or
 from the communication?
 
-Every configuration runs the same forward, backward and optimizer, and ``realrun bench``
-times them alone first (compute-only). When the measurement ran the compute slower or faster
-than the profile did, every row moves with it, because the host's own speed drifts between
-the profile and the bench (docs/FINDINGS.md#drift-and-the-compute-only-anchor): the
-communication model is then better than the table says, and a row that stays off once the
-compute miss is taken out is the communication model's. To first order each step computes
-its compute-only step once per accumulated micro-batch, so the miss is added to each
-prediction that many times::
+When the bench ran the compute slower or faster than the profile did, every row moves with it
+(docs/FINDINGS.md#drift-and-the-compute-only-anchor); a row still off once the compute-only
+miss is added to its prediction (once per micro-step) is the communication model's::
 
     >>> from simddp.compare.match import Row
     >>> rows = [Row("compute-only", None, 1, 0.040, 0.050, None, None, 30),
@@ -18,9 +13,7 @@ prediction that many times::
     >>> round(net.compute_miss_s * 1e3, 3), [(label, round(pct, 2)) for label, pct in net.rows]
     (-10.0, [('overlap', -8.33), ('ddp:25', 5.88)])
 
-(overlap: 100 + 10 = 110 ms against 120, −8.3 %; ddp: 90 against 85, +5.9 %.) Not a
-correction of the prediction: a diagnostic beside it. It is absent where the compute-only row
-is an input of the prediction (``realrun validate`` sets the compute from it) or missing.
+A diagnostic, not a correction; absent where the compute-only row is an input or missing.
 """
 from __future__ import annotations
 
@@ -54,8 +47,8 @@ class NetOfCompute:
 
 
 def net_of_compute(rows) -> NetOfCompute | None:
-    """The scored rows' errors with the compute-only miss added to each prediction (see the
-    module); None without a scored compute-only row at accum 1 or any other scored row."""
+    """The scored rows' errors with the compute-only miss added to each prediction; None
+    without a scored compute-only row at accum 1 or any other scored row."""
     base = next((r for r in rows if r.strategy == COMPUTE_ONLY and r.accum_steps == 1), None)
     if base is None or base.is_input:
         return None

@@ -1,10 +1,8 @@
 """Timeline fidelity: does the predicted step agree with the measured one for the right reason?
 
-Two errors can cancel: a backward predicted 10 ms too short and an all-reduce tail predicted
-10 ms too long give the right step time from the wrong timeline, and the next bucket size
-will not be predicted as well. For the configuration drawn as a timeline this compares the
-two moments that decide a DDP step — when the backward (with the hooks' copies) ends, and
-when the last all-reduce ends — predicted against measured::
+Two errors can cancel and give the right step from the wrong timeline; this compares the two
+moments that decide a DDP step, the backward's end and the last all-reduce's, predicted
+against measured (docs/COMPARE.md)::
 
     >>> from simddp.result import Result, Span
     >>> def r(src, bwd_end, ar_end):
@@ -15,10 +13,6 @@ when the last all-reduce ends — predicted against measured::
     >>> f = timeline_fidelity(r("predicted", 0.030, 0.060), r("measured", 0.045, 0.061))
     >>> f["backward_end_ms"], f["last_all_reduce_end_ms"], f["cancelling"]
     ([30.0, 45.0], [60.0, 61.0], True)
-
-The other view of the same spans, for every configuration that has them on both sides: where
-one rank's step goes (compute, exposed comm, idle) and HTA's overlap %, predicted vs measured
-(:func:`overlap_rows`, simddp/report/overlap.py).
 """
 from __future__ import annotations
 
@@ -35,11 +29,8 @@ OFF_PCT = 10.0
 
 
 def _end(result: Result, kinds: tuple[str, ...]) -> float | None:
-    """The last end of a span of ``kinds``, from the step's first span (a measured file may
-    hold clock readings with any origin). A copy-out (the engine's host work once a
-    collective is done, ``"<collective> copy-out"``) is not the backward's: a measured
-    backward ends before it (realrun.DDP copies out in its sync, torch DDP's clocked
-    backward at its last launch)."""
+    """The last end of a span of ``kinds``, from the step's first span; a copy-out is not
+    the backward's (a measured backward ends before it)."""
     ends = [s.end_s for s in result.spans
             if s.kind in kinds and not s.label.endswith(" copy-out")]
     return max(ends) - min(s.start_s for s in result.spans) if ends else None
@@ -48,10 +39,8 @@ def _end(result: Result, kinds: tuple[str, ...]) -> float | None:
 def timeline_fidelity(predicted: Result, measured: Result | None) -> dict | None:
     """Predicted vs measured step, backward end and last all-reduce end of one configuration
     (ms, and the error in % of the measured step), and whether the step agrees while a span
-    end does not (``cancelling``). None without spans on both sides. The measured step is the
-    clocked one (its spans' end), not the bench median: both times come from one step. On
-    several ranks, the measured spans are those of the rank whose backward ended last
-    (``measured_rank``): its backward is the one the last collectives wait for."""
+    end does not (``cancelling``); None without spans on both sides. The measured step is
+    the clocked one, not the bench median."""
     if measured is None or not measured.spans or not predicted.spans:
         return None
     step_p, step_m = (_end(r, KINDS) for r in (predicted, measured))

@@ -1,9 +1,8 @@
 """Predicted versus measured: match configurations, then error, rank agreement and regret.
 
-Picture two result files of the same job: the simulator's sweep and realrun's measurements,
-maybe taken on a GPU cluster. Each measured configuration ``(strategy, bucket_mb,
-accum_steps)`` is paired with its prediction; the pairs become a table and a few numbers
-that say whether the simulator can be trusted to *pick* a strategy and a bucket size::
+Each measured configuration ``(strategy, bucket_mb, accum_steps)`` is paired with its
+prediction; the pairs become a table and a few numbers that say whether the simulator can be
+trusted to *pick* a strategy and a bucket size (docs/COMPARE.md)::
 
     >>> from simddp.result import Result
     >>> def r(src, bucket_mb, step_s):
@@ -15,9 +14,6 @@ that say whether the simulator can be trusted to *pick* a strategy and a bucket 
     >>> s = c.summary   # the simulator picks 25 MB; measured, 25 MB is 25 % slower than 10 MB
     >>> s.predicted_best_bucket_mb, s.measured_best_bucket_mb, round(s.regret, 6)
     (25.000001, 10, 25.0)
-
-Pure functions: metrics in :mod:`~simddp.compare.metrics`, text in :mod:`~simddp.compare.text`,
-plots in :mod:`~simddp.compare.plots`; ``simddp compare`` and ``realrun validate`` print it.
 """
 from __future__ import annotations
 
@@ -37,9 +33,8 @@ from simddp.errors import InputError
 from simddp.inputs.profile import ModelProfile
 from simddp.result import COMPUTE_ONLY, Result
 
-# realrun bench always measures compute-only (no gradient sync) first. A sweep does not list
-# it, but every prediction carries it as compute_s, so it is compared too: it separates an
-# error of the compute model from an error of the communication model.
+# Every prediction carries compute-only as compute_s, and realrun bench measures it: compared
+# too, it separates an error of the compute model from one of the communication model.
 
 
 @dataclass(frozen=True)
@@ -125,10 +120,7 @@ class Comparison:
                              find_result(self.measured, *r.config)) for r in self.rows)
 
     def to_json(self, timeline: str | None = None) -> dict:
-        """The ``--format json`` document: ``{"rows": [...], "summary": {...},
-        "timeline_fidelity": {...} or null, "overlap": [...], "net_of_compute": {...} or
-        null, "instance_gap_pct": % or null, "cpu_note": text or null, "halves": {...} or
-        null}``."""
+        """The ``--format json`` document (docs/COMPARE.md)."""
         net = net_of_compute(self.rows)   # drift.py
         halves = halves_summary(self.rows)   # noise.py
         return {"rows": [r.to_json() for r in self.rows], "summary": self.summary.to_json(),
@@ -169,13 +161,10 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
                     profile: ModelProfile | None = None) -> Comparison:
     """Pair every measured result with its prediction and compute the summary.
 
-    ``where`` names the two inputs in error messages (the command passes the file paths).
-    ``inputs``: strategies whose measurement the prediction was built from (realrun validate
-    sets the compute total from the compute-only row): tabled, marked, left out of the summary.
-    ``profile``: to know which bucket sizes make the same buckets, one configuration in the
-    best-bucket numbers (without: those predicted identically; simddp/predict/layouts.py).
-    Raises :class:`InputError` on mismatched inputs (model, world size, sources), a measured
-    configuration with no prediction, a configuration listed twice, or nothing to compare.
+    ``where`` names the two inputs in error messages. ``inputs``: strategies the prediction
+    was built from the measurement of: tabled, marked, left out of the summary. ``profile``
+    tells which bucket sizes make the same buckets (simddp/predict/layouts.py). InputError on
+    mismatched inputs, a configuration unpredicted or listed twice, or nothing to compare.
     """
     wp, wm = where
     for results, src, w in ((predicted, "predicted", wp), (measured, "measured", wm)):
@@ -190,8 +179,8 @@ def compare_results(predicted: list[Result], measured: list[Result], *,
         check_unique(results, w)
     model_p, world_p = one_job(predicted, wp)
     model_m, world_m = one_job(measured, wm)
-    # A preset's prediction is named "transformer-small@a100,b8s1024" (where its times came
-    # from), realrun names the module "transformer-small": the part before "@" is the model.
+    # A preset's prediction is named "transformer-small@a100,b8s1024", realrun's module
+    # "transformer-small": the part before "@" is the model.
     if check_model and model_p.split("@")[0] != model_m.split("@")[0]:
         raise InputError(f"model differs: {wp} has {model_p!r}, {wm} has {model_m!r} "
                          "(compare the same model, or pass --ignore-model)")
@@ -233,11 +222,9 @@ def _compute_only_prediction(predicted: list[Result], m: Result) -> Result | Non
 
 def pick_timeline(comparison: Comparison, spec: str | None = None
                   ) -> tuple[Result, Result | None]:
-    """The (predicted, measured-or-None) pair to draw as timelines.
-
-    ``spec`` is ``strategy[:bucket_mb]`` ("ddp:25", "naive"); the default is the measured-best
-    configuration of the summary's bucket strategy, else the measured-best configuration.
-    """
+    """The (predicted, measured-or-None) pair to draw as timelines: ``spec``
+    (``strategy[:bucket_mb]``), else the measured-best configuration of the summary's bucket
+    strategy, else the measured-best one."""
     c = comparison
     if spec is None:
         s = c.summary

@@ -4,10 +4,6 @@
     0.8
     >>> rank_average([10, 20, 20, 30]).tolist()
     [1.0, 2.5, 2.5, 4.0]
-
-:func:`summarize` turns matched rows (:class:`simddp.compare.match.Row`) into a
-:class:`Summary`: median and max APE, Spearman ρ overall and per strategy, and which bucket
-the simulator would pick against which measured fastest.
 """
 from __future__ import annotations
 
@@ -43,8 +39,7 @@ class Summary:
     measured_best_bucket_mb: float | None = None
     regret: float | None = None       # % slower, measured, at the predicted-best bucket
     regret_ci: tuple[float, float] | None = None   # 95 % bootstrap interval of regret, in %
-    # rows whose prediction has a range (simddp/predict/scenarios.py), and how many measured medians
-    # fall inside it
+    # rows whose prediction has a range, and how many measured medians fall inside it
     with_range: int = 0
     in_range: int = 0
     # bucket sizes of bucket_strategy that make the same buckets, one group each, e.g.
@@ -83,17 +78,10 @@ def summarize(rows: list, *, model: str = "", world_size: int = 0,
 
 
 def best_bucket(rows: list) -> dict:
-    """Predicted-best and measured-best bucket of one bucketed strategy, and the regret in %.
-
-    The strategy is the one ``simddp sweep`` recommends a size for: "ddp" if measured, else
-    "bucketed", else "no_sync" (simddp.predict.sweep.RECOMMEND_FROM); with several accumulation
-    settings the smallest is used. Only measured buckets are candidates, since the regret
-    needs the measured time at the predicted-best bucket. With prediction ranges the
-    predicted best is the robust choice ``simddp sweep`` recommends (simddp/predict/scenarios.py).
-    Sizes that make the same buckets (``Row.layout``) are one candidate: its steps pooled,
-    named by the size closest to 25 MB, as the recommendation names it; ``same_layout_ms``
-    gives each pooled group's median, so the table can show the figure the best is chosen
-    on, and ``*_best_bucket_mbs`` every size of the chosen group.
+    """Predicted-best and measured-best bucket of the strategy ``simddp sweep`` recommends a
+    size for (RECOMMEND_FROM; the smallest accumulation), and the regret in %. Only measured
+    buckets are candidates; the predicted best is sweep's robust choice; sizes that make the
+    same buckets are one candidate, pooled (``same_layout_ms``: each group's median).
     """
     candidates = []
     for s in RECOMMEND_FROM:
@@ -148,12 +136,9 @@ def _one_configuration(group: list):
 
 
 def paired_interval(a_runs, b_runs) -> tuple[float, float, float]:
-    """:func:`ratio_interval` of two configurations each measured as one or more rows
-    (``a_runs``, ``b_runs``: each row's steps, in the order they ran), pooled: every row of
-    ``a`` is paired step by step with every row of ``b``, so a pooled configuration's medians
-    are the pooled ones and each pair of steps still ran in the same round. (Concatenating a
-    pool's steps and pairing the first n compares one size's steps only, which can turn the
-    sign of a small difference: docs/FINDINGS.md#measurement-noise.)
+    """:func:`ratio_interval` of two configurations each measured as one or more rows of
+    steps: every row of ``a`` paired step by step with every row of ``b``, so each pair still
+    ran in the same round (docs/FINDINGS.md#measurement-noise).
 
     >>> a = [0.110, 0.112, 0.108, 0.111]
     >>> point, low, high = paired_interval([a], [[0.100] * 4, [0.104] * 4])
@@ -172,9 +157,8 @@ def paired_interval(a_runs, b_runs) -> tuple[float, float, float]:
 def ratio_interval(a_s, b_s, resamples: int = 2000, seed: int = 0
                    ) -> tuple[float, float, float]:
     """(point, low, high): how much slower ``a`` is than ``b`` in %, median over median − 1,
-    with a 95 % bootstrap interval. Steps are resampled in pairs (step i of each), because
-    realrun bench runs the configurations round-robin, so step i of each ran in the same
-    round and shares its drift; unpaired leftovers are dropped.
+    with a 95 % bootstrap interval over pairs of steps (step i of each ran in the same
+    round-robin round and shares its drift); unpaired leftovers are dropped.
 
     >>> a, b = [0.110, 0.112, 0.108, 0.111], [0.100, 0.101, 0.099, 0.100]
     >>> point, low, high = ratio_interval(a, b)

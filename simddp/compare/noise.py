@@ -1,9 +1,7 @@
 """How far the measuring bench disagrees with itself, as compare reports it: two numbers.
 
-**Twin models.** ``realrun bench`` times a second compute-only model beside the first
-(realrun/twin.py) and writes how far apart the two read as the file's ``instance_gap``. A
-best-bucket regret or an error smaller than that is within what the bench's own model
-instances differ by, which moves from one run to the next
+**Twin models**: how far a second compute-only model beside the first reads apart
+(``instance_gap``); a smaller error or regret is within the bench's own noise
 (docs/FINDINGS.md#measurement-noise)::
 
     >>> instance_gap_pct({"instance_gap": {"apart_pct": 3.8}}, "m.json")
@@ -11,12 +9,8 @@ instances differ by, which moves from one run to the next
     >>> instance_gap_pct({"results": []}, "m.json") is None      # an older bench, or validate
     True
 
-**Split halves.** The bench runs each configuration's steps in turns of ``chunk`` steps,
-round-robin with the others (realrun/bench.py), so its odd and even turns are two
-measurements of the same row taken minutes apart in the same run. How far their medians read
-apart, over the whole row's median, is the row's own measurement noise: an error smaller
-than that cannot be told from it, and on a shared CPU host the rows of many small
-collectives split far wider than the rest (docs/FINDINGS.md#measurement-noise)::
+**Split halves**: the bench runs each row in round-robin turns, so its odd and even turns are
+two measurements of the same row; how far their medians read apart is the row's own noise::
 
     >>> round(halves_apart_pct([1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0], turn_steps=2), 1)
     66.7
@@ -67,8 +61,7 @@ def turn_steps(doc, where: str) -> int | None:
 
 def halves_apart_pct(steps_s, turn_steps: int) -> float | None:
     """How far apart the medians of a row's odd and even turns read, in % of the median of
-    all its steps (``steps_s`` in the order they ran, as the bench keeps them: 1 and 2 with
-    1.5 overall read 66.7 % apart); None with fewer than two turns."""
+    all its steps (``steps_s`` in the order they ran); None with fewer than two turns."""
     turns = [steps_s[i:i + turn_steps] for i in range(0, len(steps_s), turn_steps)]
     if len(turns) < 2:
         return None

@@ -1,25 +1,13 @@
 """Pictures of a :class:`~simddp.compare.Comparison`: scatter, bucket curves, two timelines.
 
-Three PNGs, each readable on its own, all times in ms:
-
-- ``compare_scatter.png``: measured median against predicted, p5–p95 bars, the y = x line and
-  a ±10 % band; points coloured by strategy, shaped by bucket MB (the legend says which);
-  step times far apart (compute-only, accumulation runs) in panels of their own.
-- ``compare_buckets.png``: step time against bucket size (log x) per strategy: the predicted
-  curve (every predicted bucket, not only the measured ones) and the measured points with
-  p5–p95 bars; strategies without buckets are horizontal lines (predicted dashed, measured
-  solid with a p5–p95 bar at the right edge); runs with gradient accumulation get a panel
-  of their own.
-- ``compare_timeline.png``: the predicted and the measured timeline of one configuration side
-  by side, compute and comm lanes on one time axis, each with its own legend; predicted only
-  when nothing was measured::
+Three PNGs, times in ms: ``compare_scatter.png``, ``compare_buckets.png`` and
+``compare_timeline.png`` (what each shows: docs/COMPARE.md)::
 
     from simddp.compare import compare_results
     from simddp.compare.plots import write_compare_files
     write_compare_files(compare_results(predicted, measured), "out/")   # PNGs + json + csv
 
-Everything is rendered to bytes first and then written atomically, so a failure leaves no
-partial file. Matplotlib's Agg canvas only: no display and no pyplot global state.
+Everything is rendered to bytes first, then written atomically: a failure leaves no file.
 """
 from __future__ import annotations
 
@@ -53,10 +41,8 @@ _DPI = 120
 
 def plot_scatter(c: Comparison) -> Figure:
     """Measured median (p5–p95 bars) against predicted: a colour per strategy, a marker per
-    bucket size, both in the legend under the panels (labels beside the points piled up where
-    a dozen configurations measure within a few ms of each other). Step times far apart
-    (compute-only, accumulation runs) get panels of their own, each scaled to its points:
-    one panel for all left the rest in a corner."""
+    bucket size, both named in the legend (labels beside close points piled up). Step times
+    far apart get panels of their own, each scaled to its points."""
     groups = scatter_groups(c.rows)
     main = max(range(len(groups)), key=lambda i: len(groups[i]))
     others = [g for i, g in enumerate(groups) if i != main]
@@ -135,8 +121,7 @@ def _scatter_panel(ax, rows, colours: dict, markers: dict, small: bool) -> bool:
     ax.fill_between(line, line * 0.9, line * 1.1, color="0.9", zorder=0)
     ax.plot(line, line, "--", color="0.4", lw=1, zorder=1)
     cut = False
-    # big markers first, so a small one at the same place shows inside it (overlap's circle
-    # hid under bucketed 1 MB's square); hollow, so a ring round a ring still shows both
+    # big markers first and hollow, so markers at the same place all show
     for r in sorted(rows, key=lambda r: r.bucket_mb is None):
         x, y = r.predicted_s * 1e3, r.measured_s * 1e3
         colour = colours[r.strategy]
@@ -165,8 +150,8 @@ def _scatter_panel(ax, rows, colours: dict, markers: dict, small: bool) -> bool:
     return cut
 
 
-# A marker per bucket size, smallest first; "o" is a row without buckets. Filled shapes that
-# differ in outline, not only in direction (^ against v alone was hard to tell at 6 pt).
+# A marker per bucket size, smallest first: shapes that differ in outline, not only in
+# direction, which is hard to tell at 6 pt.
 _BUCKET_MARKERS = ("s", "^", "D", "P", "X", "v", "p", "h", "*", "<", ">", "8")
 
 
@@ -185,11 +170,8 @@ def bucket_markers(sizes_mb) -> dict[float | None, str]:
 
 
 def plot_buckets(c: Comparison) -> Figure:
-    """Step time against bucket MB (log x): predicted curves, measured points with spread.
-
-    Accumulation runs (accum_steps > 1) take several micro-steps per optimizer step, so they
-    get their own panel below instead of squashing the others' scale.
-    """
+    """Step time against bucket MB (log x): predicted curves, measured points with spread;
+    accumulation runs, several micro-steps long, in a panel of their own below."""
     groups = sorted({(r.strategy, r.accum_steps) for r in c.rows},
                     key=lambda g: config_sort_key((g[0], None, g[1])))
     panels = [[g for g in groups if g[1] == 1], [g for g in groups if g[1] != 1]]
@@ -256,7 +238,7 @@ def _bucket_points(ax, c: Comparison, group: tuple[str, int], rows: list, colour
 
 
 def _bucket_axis(ax, bucket_values: list[float], xmin: float, xmax: float) -> None:
-    """Log x with a label under every measured size (4 and 40 MB had none)."""
+    """Log x with a label under every measured size."""
     ax.set_xscale("log")
     plain_log_labels(ax.xaxis)
     if bucket_values:
@@ -283,11 +265,8 @@ def _flat_lines(ax, r, colour: str, name: str, k: int) -> None:
 
 def plot_timelines(predicted: Result, measured: Result | None) -> Figure:
     """Predicted and measured timeline of one configuration, side by side on one ms axis,
-    each with its own legend under it (its counts and its waiting time are its own).
-
-    Only the predicted panel when nothing was measured or the measurement has no spans; the
-    second title line says which. A result without spans gets an empty lane and a note.
-    """
+    each with its own legend; only the predicted panel (the title says why) when the
+    measurement has no spans."""
     have_measured = measured is not None and bool(measured.spans)
     fig = Figure(figsize=(13 if have_measured else 8, 4.3), dpi=_DPI, layout="constrained")
     axes = fig.subplots(1, 2 if have_measured else 1, sharex=True, sharey=True, squeeze=False)[0]

@@ -1,28 +1,11 @@
 """Whether a measurement proves or refutes the recommended bucket size: ``realrun validate``'s
 verdict, from Results alone (no torch).
 
-Picture the recommended size and the one that measured fastest, each run for 30 steps in
-turns of 5, round-robin. The verdict is a claim about how much slower one is than the other,
-and a claim needs a **margin** — the distance from the measured figure to the line the claim
-is about — larger than the **spread** of the measurement: the rows' own split halves (how far
-the medians of their odd and even turns read apart, simddp/compare/noise.py) or, where wider,
-the reach of a 95 % paired-bootstrap interval (:func:`simddp.compare.metrics.ratio_interval`).
-The interval alone is too narrow: it treats steps as independent, while a whole bench run
-moves by more than its steps' spread (docs/FINDINGS.md#measurement-noise). The words, with
-the margin each needs:
-
-- ``PROVEN``: the recommended size measured fastest, by more than the spread (margin: its
-  lead over the next layout);
-- ``PROVEN within 3 %``: following it costs at most :data:`MARGIN_PCT` even at the far end
-  of the spread (margin: 3 % less its regret; a lead counts as a negative regret);
-- ``REFUTED``: it costs more than 3 %, by more than the spread (margin: regret less 3 %);
-- ``CANNOT TELL``: none of these clears the spread, and the text says so plainly:
-  "this run cannot tell: margin 2.7 % < spread 12.5 %";
-- ``NOT JUDGED``: only one bucket layout was measured, nothing to compare it with.
-
-Without split halves (fewer than two turns) the spread is the rows' p5–p95 width, the only
-spread such a run measured. Sizes that make the same buckets are one configuration
-(simddp/predict/layouts.py): their steps are pooled, and neither is the other's "next size".
+A claim (PROVEN, PROVEN within 3 %, REFUTED) needs a **margin** larger than the measurement's
+**spread**: the rows' split halves (simddp/compare/noise.py) or, where wider, a 95 %
+paired-bootstrap interval, which alone is too narrow (docs/FINDINGS.md#measurement-noise);
+else CANNOT TELL. The words and their margins: docs/VALIDATION.md. Sizes that make the same
+buckets are one configuration, their steps pooled.
 
     >>> judge(-8.0, -9.5, -6.5, halves_pct=2.0)["claim"]        # 8 % ahead, 2 % spread
     'fastest'
@@ -59,15 +42,9 @@ SPLIT_HALVES, INTERVAL, P5_P95 = "split halves", "95 % interval", "p5-p95"
 def verdict(predicted: Sequence[Result], measured: Sequence[Result],
             profile: ModelProfile | None = None, turn_steps: int | None = None) -> dict:
     """simddp's recommendation from ``predicted`` and what ``measured`` says of it: a dict
-    with ``recommendation`` and ``text`` (lines to print), ``word`` (PROVEN, …), ``proven``
-    (True, False or None) and the numbers behind them: ``recommended_strategy``,
-    ``recommended_mb`` and its measured median ``recommended_ms`` (pooled where sizes make the
-    same buckets: ``same_layout_mb``), ``regret_pct``, ``regret_ci_pct``, ``measured_best_mb``
-    (``measured_best_mbs``, ``measured_best_ms``), ``runner_up_pct`` and ``runner_up_ci_pct`` when the recommendation
-    measured fastest; ``claim``, ``verdict_margin_pct`` (the margin the words rest on),
-    ``spread_pct`` and ``spread_from`` (what it was compared with), ``halves_apart_pct``
-    (the larger split of the two configurations). ``turn_steps``: the bench's turn, to split
-    each row into its odd and even turns (None: no split)."""
+    with ``text`` (lines to print), ``word``, ``proven`` (True, False or None) and the
+    numbers behind them (validate.json's fields: docs/VALIDATION.md). ``turn_steps``: the
+    bench's turn, to split each row into its odd and even turns (None: no split)."""
     rec = recommend(predicted, profile)
     naive = naive_of(predicted)
     out = {"recommendation": recommendation_text(rec, naive, results=predicted, profile=profile),
@@ -148,14 +125,10 @@ def judge(regret_pct: float, low_pct: float, high_pct: float, halves_pct: float 
           source: str = SPLIT_HALVES, margin_pct: float = MARGIN_PCT,
           interval_from: str = INTERVAL) -> dict:
     """The strongest claim the numbers carry: ``claim`` (``"fastest"``, ``"within"``,
-    ``"refuted"`` or None), the ``margin_pct`` it rests on (None left: the one nearest to
-    clearing), the ``spread_pct`` that margin had to clear and ``spread_from``.
-
-    ``regret_pct``: how much slower the recommendation measured than the configuration it is
-    compared with (negative: ahead of it), and its 95 % interval ``low_pct`` … ``high_pct``;
-    ``halves_pct``: the measurement's own spread (``source`` names it; None: not measured).
-    The spread towards a line is the larger of that and the interval's reach that way
-    (``interval_from`` names the interval: the steps' bootstrap, or p5–p95 without steps).
+    ``"refuted"`` or None), the ``margin_pct`` it rests on, the ``spread_pct`` it had to
+    clear and ``spread_from``. ``regret_pct`` (negative: ahead) has the 95 % interval
+    ``low_pct`` … ``high_pct``; the spread towards a line is the larger of ``halves_pct``
+    and the interval's reach that way.
 
     >>> judge(1.0, 0.5, 1.5, halves_pct=1.2)["claim"]      # 1 % behind, well inside 3 %
     'within'

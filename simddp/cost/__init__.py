@@ -17,9 +17,8 @@ and ``nbytes`` over these ranks, issued overlapped or waited for (blocking)::
 | :mod:`~simddp.rig.gloo_shared_cpu` | what a CPU box's link adds (token bucket, wake, split contention): one hook |
 | :mod:`~simddp.cost.fitted` | the α–β a closed form uses: the link's own, or fitted to its curve |
 
-tests/test_one_law.py keeps it the only place: a file elsewhere that divides a bus factor's
-bytes by a busbw, or reads a link's α–β segment directly, fails it. ``lane`` and ``effects``
-import the plan and host types, so they are imported by their own names, not from here.
+tests/test_one_law.py keeps it the only place. The last three modules import plan and host
+types, so they are imported by their own names, not from here.
 """
 from simddp.cost.curve import Curve, make_curve
 from simddp.cost.factors import (ALL_GATHER, ALL_REDUCE, COLLECTIVE_KINDS, GB, REDUCE_SCATTER,

@@ -1,18 +1,14 @@
 """The α–β a closed form uses: the link's own, or one fitted to its curve over DDP's buckets.
 
-The bucket optimum (simddp/analytic/optimal_bucket.py) needs a line, c(b) = α + β·b. An α–β
-link is one (a piecewise link one line per segment). A link whose all-reduce is a measured
-curve is not, so the closed form takes the line that follows the curve where buckets live:
-fitted to the law at 41 sizes, log-spaced over 1–100 MB (torch DDP's 1 MiB first bucket to
-4× its 25 MiB cap), least squares on relative error, α ≥ 0 — and says so::
+The bucket optimum needs a line, α + β·b; for a curve link it takes the line fitted to the
+curve where buckets live (1–100 MB, least squares on relative error, α ≥ 0), and says so::
 
     >>> from simddp.inputs.link import Link
     >>> line = closed_form_law(Link("eth", 40e-6, 11.0), 2)
     >>> line.segments[0][2:], line.note                   # (α s, β s/byte) and nothing to say
     ((4e-05, 9.090909090909091e-11), '')
 
-A curve sampled from α 40 µs, busbw 11 GB/s at 1, 10 and 100 MB reads back close to that
-line (log–log between the points bends it a little)::
+A curve sampled from that line at 1, 10 and 100 MB reads back close to it::
 
     >>> curved = Link("c", 40e-6, 11.0, curves=[{"kind": "all_reduce", "ranks": 2,
     ...     "bytes": [10**6, 10**7, 10**8], "seconds": [130.9e-6, 949.1e-6, 9.131e-3]}])
@@ -81,10 +77,8 @@ def fit_line(link, world_size: int, lo_bytes: float = BUCKET_RANGE_BYTES[0],
 
 
 def relative_line(sizes, times) -> tuple[float, float]:
-    """(α, β) of the line α + β·n through (sizes, times) by least squares on relative error,
-    minimising Σ ((α + β·n − t)/t)², the normal equations of the rows (1/t, n/t) → 1; where
-    α would be negative (or β not positive), the line through the origin (or, flat, α
-    alone)::
+    """(α, β) of the line α + β·n minimising Σ ((α + β·n − t)/t)²; where α would be negative
+    (or β not positive), the line through the origin (or, flat, α alone)::
 
         >>> a, b = relative_line([1e6, 1e7], [1.1e-4, 5.1e-4])
         >>> round(a * 1e6, 1), round(1 / b / 1e9, 2)          # α µs, bytes per ns

@@ -1,14 +1,9 @@
 """The two-level law (docs/TOPOLOGY.md): a collective over nodes × GPUs by an algorithm, each
 phase on the link it crosses, each phase answered by the one-link law (:mod:`simddp.cost.single`).
 
-- **ring**: one ring over all p = N·G ranks, paced by its slowest hop, the link between nodes:
-  the single-link law at p ranks on that link.
-- **hierarchical**: reduce-scatter inside each node (n among G), all-reduce of the node's 1/G
-  share across nodes (n/G among N), all-gather inside. A reduce-scatter is the first two
-  phases (the inter-node one a reduce-scatter of n/G), an all-gather the last two in reverse.
-
-One node is the intra link alone, one GPU per node the inter link alone, for every algorithm.
-The picture, 2 nodes × 2 GPUs, NVLink 100 GB/s inside, 1 GB/s between, 16 MiB::
+A ring over every rank is paced by the link between nodes; the hierarchical all-reduce is a
+reduce-scatter in the node, an all-reduce of the node's 1/G share across nodes and an
+all-gather in the node. 2 nodes × 2 GPUs, 100 GB/s inside, 1 GB/s between, 16 MiB::
 
     >>> from types import SimpleNamespace as Topo
     >>> from simddp.inputs.link import Link
@@ -18,10 +13,7 @@ The picture, 2 nodes × 2 GPUs, NVLink 100 GB/s inside, 1 GB/s between, 16 MiB::
     ...                    "hierarchical") * 1e3, 3)
     8.556
 
-A collective may also run on a subgroup (:data:`GROUPS`), as HSDP's do (FSDP2 on a 2-D mesh
-(replicate, shard)): the G ranks of one node (its all-gathers and reduce-scatters, on the intra
-link) or one rank of each node (its all-reduce of each node's 1/G share, on the link of the
-hierarchical inter-node phase). The same 16 MiB: an all-gather in the node, then the
+HSDP's collectives run on a subgroup (:data:`GROUPS`): an all-gather in the node, then the
 all-reduce of the 8 MiB shards across the two nodes::
 
     >>> [round(group_s(topo, Link("eth", 0.0, 1.0), k, 16_777_216, g) * 1e3, 3)
@@ -40,18 +32,15 @@ from simddp.cost.single import wait_s
 
 ALGORITHMS = ("ring", "hierarchical")
 # The process group a collective runs on: every rank; the G ranks of one node (HSDP's shard
-# group); one rank of each node, the same local index (HSDP's replicate group), which moves
-# each node's 1/G share of the collective's bytes. On one link (no topology) every rank is
-# one node.
+# group); or one rank of each node (its replicate group), moving each node's 1/G share.
 WORLD, NODE, ACROSS = "world", "node", "across"
 GROUPS = (WORLD, NODE, ACROSS)
 
 
 class LevelHosts(NamedTuple):
-    """What each link's host adds to a waited-for call (:func:`simddp.cost.single.wait_s`),
-    by link: inside a node, the hierarchical inter-node phase's own (a link file's levels),
-    and the link between nodes. None: nothing (every preset and NCCL link); only the CPU rig
-    (simddp/rig/) passes them."""
+    """What each link's host adds to a waited-for call (:func:`simddp.cost.single.wait_s`):
+    inside a node, the hierarchical inter-node phase's, and the link between nodes'. Only the
+    CPU rig passes them; None: nothing."""
 
     intra: object = None
     across: object = None
@@ -90,9 +79,8 @@ def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
     def between(k: str) -> float:   # each GPU's slice of the node crosses, one rank a node
         return link_s(across, k, n_bytes / gpus, nodes, blocking, nodes=nodes, host=across_host)
 
-    # realrun runs the three phases one after another on one worker thread, each waited for:
-    # each pays what waiting costs on the link between nodes (docs/FINDINGS.md#hierarchical-phases;
-    # 0 without a host that says so). A plan that waits anyway already pays its blocking α.
+    # Each phase is waited for before the next, so each pays what waiting costs
+    # (docs/FINDINGS.md#hierarchical-phases); a plan that waits anyway already pays it.
     waiting_s = 0.0 if blocking else wait_s(inter, hosts.inter)
     if kind == AR:
         return inside(RS) + between(AR) + inside(AG) + 3 * waiting_s
@@ -105,12 +93,9 @@ def collective_s(topo, inter, kind: str, n_bytes: float, algorithm: str,
 
 def group_s(topo, inter, kind: str, n_bytes: float, group: str, algorithm: str = "ring",
             blocking: bool = False, hosts: LevelHosts = NO_HOSTS) -> float:
-    """Seconds for one ``kind`` collective of ``n_bytes`` (the whole unit's, as
-    :func:`collective_s` counts them) on ``group`` (:data:`GROUPS`): every rank by
-    ``algorithm`` (:func:`collective_s`); a node's G ranks on the intra link; or one rank of
-    each node, each sending its 1/G share among the N nodes on the link of the hierarchical
-    inter-node phase (the G groups run at once, as that phase's do). A group of one rank
-    moves nothing: 0 s."""
+    """Seconds for one ``kind`` collective of ``n_bytes`` (the whole unit's) on ``group``:
+    every rank by ``algorithm``; a node's G ranks on the intra link; or one rank of each node,
+    its 1/G share on the hierarchical inter-node phase's link. A group of one rank: 0 s."""
     if group == WORLD:
         return collective_s(topo, inter, kind, n_bytes, algorithm, blocking, hosts)
     nodes, gpus = topo.nodes, topo.gpus_per_node

@@ -2,20 +2,15 @@
 
 Two implementations, picked per kind by what the link holds:
 
-- a **measured curve** of that kind (:mod:`simddp.cost.curve`), wherever the link has one. A
-  curve measured at p0 ranks serves p ranks through busbw, which nccl-tests defines so that a
-  ring's stays put across p: ``t_p(n) = t_p0(n) · f(p)/f(p0)``, f the kind's bus factor
-  (2(p−1)/p for an all-reduce, (p−1)/p otherwise); a curve at exactly p is preferred. Where
-  several curves of one point differ only by algorithm (ring, tree, NVLS) the fastest at each
-  size is taken, as NCCL's tuner picks (src/graph/tuning.cc).
+- a **measured curve** of that kind (:mod:`simddp.cost.curve`), wherever the link has one,
+  moved from its p0 ranks to p through busbw, ``t_p(n) = t_p0(n) · f(p)/f(p0)`` (docs/FORMATS.md);
+  of curves differing only by algorithm the fastest at each size, as NCCL's tuner picks.
 - else **α–β**: ``α + f(p) · n / busbw``, with the link's pieces (a piecewise fit) and its
   kind's own fit (``kind_fits``).
 
-A call waited for before the next is issued (``blocking``) costs more only where its host says
-so (``host``: a :class:`simddp.inputs.gloo_host.GlooHost`, Gloo on a shared CPU host, passed
-by :mod:`simddp.rig`; None everywhere else): its blocking α replaces the segment's
-(:func:`kind_segment`), and a call on a curve pays what waiting costs on top (a curve times
-calls issued back to back, as nccl-tests does)::
+A call waited for before the next is issued (``blocking``) costs more only where a ``host``
+(:class:`simddp.inputs.gloo_host.GlooHost`, passed by :mod:`simddp.rig`) says so: its blocking α
+replaces the segment's, and a curve's call pays the wait on top::
 
     >>> from simddp.inputs.link import Link
     >>> collective_s(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
@@ -51,15 +46,14 @@ def bytes_s(kind: str, n_bytes, world_size: int, busbw_gbps):
 
 
 def wait_s(link, host=None) -> float:
-    """What waiting for a call before issuing the next costs on ``link`` on top of its lone
-    α: the host's blocking α less the link's, 0 without a host (every preset and NCCL link)."""
+    """What waiting for a call before issuing the next costs on top of the lone α: the
+    host's blocking α less the link's, 0 without a host."""
     return 0.0 if host is None else host.wait_s(link.alpha_s)
 
 
 def segment(link, n_bytes: float, blocking: bool = False, host=None) -> tuple[float, float]:
-    """(α seconds, busbw GB/s) of the all-reduce fit segment ``n_bytes`` falls in (the link's
-    pieces, if any); ``blocking``: issued only after the previous collective was waited for
-    (the ``host``'s ``blocking_alpha_s``, which replaces every piece's α)."""
+    """(α seconds, busbw GB/s) of the all-reduce fit segment ``n_bytes`` falls in;
+    ``blocking``: the ``host``'s ``blocking_alpha_s`` replaces every piece's α."""
     alpha_s, busbw_gbps = link.alpha_s, link.busbw_gbps
     for piece in link.pieces:
         if piece.up_to_bytes is None or n_bytes <= piece.up_to_bytes:
@@ -72,14 +66,10 @@ def segment(link, n_bytes: float, blocking: bool = False, host=None) -> tuple[fl
 
 def kind_segment(link, kind: str, n_bytes: float, blocking: bool = False, host=None
                  ) -> tuple[float, float]:
-    """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, if any, else the
-    all-reduce's (:func:`segment`). A fit's α is a lone collective's; ``blocking``: the
-    kind's own waited-for α where the ``host`` measured it, else the lone α plus what waiting
-    for each before the next costs an all-reduce (:func:`wait_s`).
-
-    Why its own: the all-reduce's wait does not carry over to other kinds, and FSDP2's
-    hundreds of waited-for all-gathers and reduce-scatters multiply any error in it
-    (docs/FINDINGS.md#blocking-alpha).
+    """(α seconds, busbw GB/s) of a ``kind`` collective: its measured fit, else the
+    all-reduce's (:func:`segment`). ``blocking``: the kind's own waited-for α where the
+    ``host`` measured it (the all-reduce's wait does not carry over to other kinds:
+    docs/FINDINGS.md#blocking-alpha), else the lone α plus :func:`wait_s`.
 
     >>> from simddp.inputs.gloo_host import GlooHost
     >>> from simddp.inputs.link import KindFit, Link
@@ -125,10 +115,8 @@ def _curve_s(curves: tuple, kind: str, n_bytes: float, world_size: int) -> float
 
 def parts(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
           nodes: int | None = None, host=None) -> tuple[float, float]:
-    """(fixed seconds, bytes seconds) of one collective; their sum is :func:`collective_s`.
-    The fixed part is α (the segment's, or a curve's low-end α moved to ``world_size``) and
-    the wait of a waited-for call; the CPU rig's effects (contention split, token bucket)
-    read it.
+    """(fixed seconds, bytes seconds) of one collective, summing to :func:`collective_s`:
+    the fixed part is α (a curve's low-end α) and a waited-for call's wait.
 
         >>> from simddp.inputs.link import Link
         >>> parts(Link("eth", 50e-6, 1.0), "all_reduce", 1_000_000, 2)
@@ -142,26 +130,25 @@ def parts(link, kind: str, n_bytes: float, world_size: int, blocking: bool = Fal
                                    / kind_factor(kind, c.ranks) for c in curves))
         return fixed_s + waiting_s, total_s - fixed_s
     alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking, host)
-    return alpha_s, kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+    return alpha_s, bytes_s(kind, n_bytes, world_size, busbw_gbps)
 
 
 def collective_s(link, kind: str, n_bytes: float, world_size: int, blocking: bool = False,
                  nodes: int | None = None, host=None) -> float:
     """Seconds for one ``kind`` collective of ``n_bytes`` (reduce-scatter and all-gather: the
-    full, unsharded bytes) among ``world_size`` ranks on ``link`` (see the module text)."""
+    full, unsharded bytes) among ``world_size`` ranks on ``link``."""
     if link.curves:
         curves = pick_curves(link, kind, world_size, nodes)
         if curves:
             return (_curve_s(curves, kind, n_bytes, world_size)
                     + (wait_s(link, host) if blocking else 0.0))
     alpha_s, busbw_gbps = kind_segment(link, kind, n_bytes, blocking, host)
-    return alpha_s + kind_factor(kind, world_size) * n_bytes / (busbw_gbps * GB)
+    return alpha_beta_s(alpha_s, busbw_gbps, kind, n_bytes, world_size)
 
 
 def all_reduce_law(link, world_size: int, blocking: bool = False, host=None):
     """``n_bytes -> seconds`` of an all-reduce on ``link``, worked out once for a plan's many
-    calls: the common path of every sweep (bench/bench_sim.py). The same numbers as
-    :func:`collective_s`, to the bit."""
+    calls; the same numbers as :func:`collective_s`, to the bit."""
     if link.pieces or (link.curves and pick_curves(link, ALL_REDUCE, world_size)):
         return lambda n: collective_s(link, ALL_REDUCE, n, world_size, blocking, host=host)
     alpha_s, busbw_gbps = segment(link, 0.0, blocking, host)

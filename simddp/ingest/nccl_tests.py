@@ -7,35 +7,9 @@ sizes with an out-of-place and an in-place group of columns (time µs, algbw, bu
     >>> t = tables[0]; t.kind, t.ranks, t.nodes, t.placement, t.rows[17].time_us
     ('all_reduce', 16, 2, 'out-of-place', 203.2)
 
-Logs come pasted into READMEs and issues, cut, prefixed and mixed with other output. What it
-reads, and why:
-
-- **several tables in one file** (one per collective, per run, per node count): a new table
-  starts where the sizes start again, or after a new header, device block or binary line;
-  each is read on its own (:func:`read_tables`);
-- **the kind**: the binary's name where the log shows it (the command line, or
-  ``# Collective test starting: all_reduce_perf``), else the table itself: redop ``none``
-  is an all-gather (or an all-to-all: nccl-tests prints both without a redop); ``sum`` with
-  count = bytes / element size an all-reduce, count = bytes / element / ranks a
-  reduce-scatter (nccl-tests prints a sharded kind's count per rank);
-- **the ranks**: from the ``#  Rank  N [Group G] Pid … on HOST device …`` lines (nccl-tests
-  and rccl-tests; the highest rank + 1, so a header cut to its last line still counts), else
-  from the rows themselves, since busbw/algbw is 2(n−1)/n for an all-reduce and (n−1)/n for
-  the others, else from the header's nThread × nGpus, or as the caller says (``ranks``,
-  ``nodes``); each table says where its count came from (``notes``);
-- **the nodes**: the distinct hosts of the device lines, else a line before the table that
-  names them (``====== 2-node ======``); unknown (1, with a note) otherwise;
-- a launcher's line prefix (mpirun's ``[1,0]<stdout>:``, srun -l's `` 0: ``), headers whose
-  ``#`` was stripped, ``NCCL INFO`` and UCX lines, shell text and markdown are set aside;
-- rows of size 0 (an all-gather's per-rank count rounded down to 0) are skipped, and said;
-- sizes as bytes or with K/M/G suffixes (2^10, 2^20, 2^30), with or without the redop and
-  root columns (nccl-tests before 2.10 printed neither for all-gather, and an error, not a
-  #wrong);
-- the out-of-place time by default (``in_place=True`` for the other): a row whose #wrong in
-  the used group is not 0 is refused (N/A only passes where validation was off).
-
-Anything that is not such a log is an :class:`~simddp.errors.InputError` with one line
-(exit 2 at the CLIs).
+Logs come pasted into READMEs and issues, cut, prefixed and mixed with other output; what is
+read and set aside, and how kind, ranks and nodes are found: docs/FORMATS.md, "nccl-tests
+logs". Anything that is not such a log is a one-line :class:`~simddp.errors.InputError`.
 """
 from __future__ import annotations
 
@@ -75,9 +49,8 @@ _NODES_LINE = re.compile(r"^[\W_]*(\d+)[- ]nodes?[\W_]*$", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class NcclTestsRow:
-    """One size of the table: ``bytes`` (the full size, as nccl-tests counts it), ``count``
-    (elements, per rank for the sharded kinds), the used group's ``time_us``, ``algbw_gbps``
-    and ``busbw_gbps`` (GB/s = 1e9 B/s) and ``wrong`` (its #wrong: '0', or 'N/A')."""
+    """One size of the table: ``bytes`` the full size, ``count`` per rank for the sharded
+    kinds, the used group's time and bandwidths, ``wrong`` its #wrong ('0' or 'N/A')."""
 
     bytes: int
     count: int
@@ -89,10 +62,8 @@ class NcclTestsRow:
 
 @dataclass(frozen=True)
 class NcclTestsLog:
-    """One table of a log: its collective ``kind``, ``ranks`` and ``nodes``, which column
-    group the rows hold (``placement``), the ``rows`` in ascending size, ``source`` (the
-    caller's name for the text: a path, with "#2" for its second table), and ``notes``: what
-    the reader skipped or inferred, one line each."""
+    """One table of a log, its ``rows`` in ascending size; ``source`` is the caller's name
+    for the text ("#2" for its second table), ``notes`` what was skipped or inferred."""
 
     kind: str
     ranks: int
@@ -184,11 +155,8 @@ def _tables(text: str) -> list[_Table]:
 
 
 def _ranks_from_rows(kind: str, rows: list[tuple[int, int, re.Match]]) -> int | None:
-    """The rank count busbw/algbw pins, where it pins one: busbw = algbw · 2(n−1)/n for an
-    all-reduce, algbw · (n−1)/n for the others (nccl-tests' definitions). Each row's two
-    figures are printed to 0.01 GB/s, so each row allows a range of n; the one integer every
-    row allows is the answer, None where there is none or more than one (at hundreds of
-    ranks two decimals cannot tell n from n + 1)."""
+    """The rank count busbw/algbw pins (2(n−1)/n for an all-reduce, (n−1)/n for the others):
+    at 0.01 GB/s each row allows a range of n; the one integer every row allows, else None."""
     low, high = 2.0, float("inf")
     for _, _, m in rows:
         algbw, busbw = float(m.group(7)), float(m.group(8))
@@ -270,7 +238,7 @@ def _read_table(t: _Table, source: str, in_place: bool, ranks: int | None,
 
 def _world(t: _Table, kind: str, rows: list, source: str, ranks: int | None,
            nodes: int | None, notes: list[str]) -> tuple[int, int]:
-    """(ranks, nodes) of a table and where they came from (module text)."""
+    """(ranks, nodes) of a table and where they came from."""
     from_rows = _ranks_from_rows(kind, rows)
     if ranks is not None:
         n = ranks

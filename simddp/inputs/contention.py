@@ -1,22 +1,15 @@
 """Contention: how much compute and communication slow each other, and how sure that is.
 
-Picture a backward running while an all-reduce is in flight: both share the memory bus and
-the CPU threads (Gloo) or the SMs (NCCL), so each runs slower than alone. The engine
-(simddp/sim/lanes.py) slows a lane while the other is busy: compute runs at 1/``compute`` of
-its speed while a collective is in flight, a collective at 1/``comm`` while compute runs.
-:class:`Contention` is the one type that holds those two factors, their measured spread and
-where they come from. Files keep it where it was measured: a link file's ``contention``
-section (calibrate, a generic MLP), a profile's ``host_costs.contention`` and
-``contention_spread`` (the model's own backward: docs/FORMATS.md). Which one a prediction
-runs under is decided once, by :func:`simddp.predict.resolve.resolve`::
+A backward and an all-reduce in flight share the memory bus and the CPU threads (Gloo) or the
+SMs (NCCL), so each runs slower than alone (docs/FINDINGS.md, "Contention").
+:class:`Contention` holds the two factors, their measured spread and where they come from;
+:func:`simddp.predict.resolve.resolve` decides once which one a prediction runs under::
 
     >>> c = Contention(1.5, 2.0, spread=((1.2, 1.5), (1.8, 2.4)), source="model")
     >>> c.measured, c.ends()[1].factors            # the high end of its measured spread
     (True, (1.8, 2.4))
     >>> published_gpu().factors                    # where nothing measured it, on a GPU
     (1.189, 2.22)
-
-How measured times become these factors is simddp/inputs/contention_measurement.py.
 """
 from __future__ import annotations
 
@@ -25,37 +18,24 @@ from dataclasses import dataclass
 
 from simddp.errors import InputError
 
-# Where factors come from: calibrate's generic MLP (a link file), the model's own backward
-# (a profile's host_costs), the published GPU figures below (compute on a GPU, nothing
-# measured), the user's own (given, not measured), or nothing ("").
 SOURCES = ("", "link", "model", "published", "given")
 MEASURED_SOURCES = ("link", "model")
 
 
-# GPU contention from published measurements, for compute on a GPU that nobody measured
-# contention for (docs/FINDINGS.md#gpu-contention-under-overlap).
-# Compute: while NCCL collectives overlap it, compute slows 18.9 % on average and 40.0 % at
-# most (GPT and LLaMA steps on 4 x A100, H100, MI250 and MI210: arXiv 2507.03114). The
-# mechanism: NCCL's kernels hold SMs (one CTA per channel), so a layer's kernels take more
-# waves (a 132-block GEMM next to a 24-block all-gather on an H100 nearly doubled: NVIDIA
-# developer forum, "Compute-Communication Overlap Causes Severe GEMM Performance Degradation
-# because of Tail Effect"), and both share memory bandwidth.
+# Published GPU contention, for compute on a GPU nobody measured
+# (docs/FINDINGS.md#gpu-contention-under-overlap). Compute slows 18.9 % on average and 40 % at
+# most under overlapping NCCL collectives (arXiv 2507.03114).
 GPU_COMPUTE_MEAN = 1.189
 GPU_COMPUTE_MAX = 1.40
-# Communication: concurrent compute and collectives realise on average 21 % of the ideal
-# speedup (serial / max(compute, comm), from isolated times; GEMMs beside NCCL/RCCL
-# collectives on MI300X: arXiv 2412.14335). No paper found prints the collective's own
-# slowdown, so :func:`comm_factor_from_speedup` derives it from that share under the
-# engine's model (simddp/sim/lanes.py) at equal compute and comm and the mean compute factor.
+# Overlap realises 21 % of the ideal speedup (arXiv 2412.14335); no paper prints the
+# collective's own slowdown, so it is derived (:func:`comm_factor_from_speedup`).
 C3_SHARE_OF_IDEAL = 0.21
 
 
 def comm_factor_from_speedup(compute_factor: float, share_of_ideal: float) -> float:
-    """The comm slowdown that, with compute slowed ``compute_factor`` while both run, turns
-    equal lone compute and comm (1 and 1: serial 2, ideal 1) into an overlap realising
-    ``share_of_ideal`` of the ideal speedup, under the engine's model: both start together,
-    compute ends at c, the comm has then done c/m and runs the rest alone, ending at
-    c + 1 − c/m = 2 / (1 + share)::
+    """The comm slowdown m that, with compute slowed c, makes equal lone compute and comm
+    (serial 2, ideal 1) realise ``share_of_ideal`` of the ideal speedup under the engine's
+    model: comm has done c/m when compute ends, so c + 1 − c/m = 2 / (1 + share)::
 
         >>> round(comm_factor_from_speedup(1.189, 0.21), 2)      # arXiv 2412.14335's 21 %
         2.22
@@ -67,8 +47,8 @@ def comm_factor_from_speedup(compute_factor: float, share_of_ideal: float) -> fl
 
 
 GPU_COMM_MEAN = round(comm_factor_from_speedup(GPU_COMPUTE_MEAN, C3_SHARE_OF_IDEAL), 2)
-# The published point and the high end of a range for NCCL links without a measurement:
-# (compute, comm). The comm side has one derived figure, not a spread: the high end keeps it.
+# (compute, comm) at the point and at the range's high end; one derived comm figure is no
+# spread, so the high end keeps it.
 PUBLISHED_GPU = (GPU_COMPUTE_MEAN, GPU_COMM_MEAN)
 PUBLISHED_GPU_HIGH = (GPU_COMPUTE_MAX, GPU_COMM_MEAN)
 PUBLISHED_GPU_SOURCE = ("compute x1.189 mean, x1.40 max while NCCL overlaps it (arXiv "
@@ -79,7 +59,7 @@ PUBLISHED_GPU_SHORT = "published GPU figures, arXiv 2507.03114; comm derived fro
 
 
 def _is_factor(value) -> bool:
-    """A slowdown: a finite number >= 1.0 (1.0: none; below is noise, clamped by calibrate)."""
+    """A slowdown: a finite number >= 1.0 (1.0: none)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value) and value >= 1.0)
 
@@ -91,8 +71,7 @@ def check_factor(owner: str, name: str, value) -> None:
 
 
 def check_factors(owner: str, what: str, value) -> tuple[float, float]:
-    """A (compute, comm) pair of slowdowns as a tuple (a host's ``contention``), else a
-    one-line InputError naming ``owner`` and ``what``."""
+    """A (compute, comm) pair of slowdowns as a tuple, else a one-line InputError."""
     pair = tuple(value) if isinstance(value, (list, tuple)) else (value,)
     if len(pair) != 2 or not all(_is_factor(v) for v in pair):
         raise InputError(f"{owner}: {what} must be two slowdowns >= 1.0 (compute, comm), "
@@ -113,11 +92,9 @@ class Contention:
     """How much each lane slows while the other is busy: compute runs at 1/``compute`` of its
     speed while a collective is in flight, a collective at 1/``comm`` while compute runs.
 
-    spread: ((compute, comm) low, (compute, comm) high), the p10 and p90 over the repeats
-      and ranks of the measurement; None: not measured.
-    source: "link" (calibrate, a generic MLP), "model" (the model's own backward against its
-      own all-reduces), "published" (the GPU figures below), "given" (the user's own) or ""
-      (none: a preset on a CPU, or factors given as 1.0).
+    spread: the (compute, comm) p10 and p90 over the measurement's repeats and ranks.
+    source: "link" (calibrate's generic MLP), "model" (the model's own backward), "published"
+    (the GPU figures above), "given" (the user's) or "" (none).
     """
 
     compute: float = 1.0
@@ -139,8 +116,7 @@ class Contention:
 
     @property
     def measured(self) -> bool:
-        """Whether a measurement set these factors (else a range must assume some: the
-        published GPU figures are not a measurement of this job)."""
+        """Whether a measurement of this job set these factors (published ones are not)."""
         return self.source in MEASURED_SOURCES
 
     @property

@@ -18,13 +18,9 @@ MIN_OVERLAP = 0.3
 
 def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,
               comm_end_s: float) -> tuple[float, float]:
-    """(compute_slowdown, comm_slowdown) from one overlap measurement, under the engine's
-    model: while both run, compute advances at 1/compute_slowdown and comm at 1/comm_slowdown;
-    alone each runs at full speed. Both ``*_end_s`` count from the common start.
-
-    Compute W = 20 ms alone, comm T = 20 ms alone; together compute ends at D = 30 ms, comm at
-    Ts = 35 ms: compute was slowed x1.5 (30/20); comm did 30/s_m ms of work by 30 ms and the
-    remaining 20 − 30/s_m at full speed, ending at 35: s_m = 30 / (30 + 20 − 35) = 2::
+    """(compute_slowdown, comm_slowdown) from one overlap measurement, ``*_end_s`` from the
+    common start. W = T = 20 ms alone; together compute ends at D = 30 ms (x1.5), comm at
+    Ts = 35 ms: it did 30/s_m ms of work by 30 ms, so s_m = 30 / (30 + 20 − 35) = 2::
 
     >>> slowdowns(0.020, 0.020, 0.030, 0.035)
     (1.5, 2.0)
@@ -43,14 +39,10 @@ def slowdowns(compute_alone_s: float, comm_alone_s: float, compute_end_s: float,
 
 def combine_contention(per_rank: list[dict]) -> dict:
     """The factors for the link or host: the median over every repeat of every rank of that
-    repeat's :func:`slowdowns` (``repeats_s``: (W, T, D, Ts) each), at least 1.0 (below 1.0
-    is noise); and their p10/p90 spread (:func:`contention_spread`).
-
-    Why per repeat: the four times of one repeat are taken within half a second, but comm
-    alone (T) drifts between stretches of seconds on a shared CPU host, and comm's factor is
-    a difference, D / (D + T − Ts), so four medians taken from different repeats swing it
-    several-fold where the per-repeat median holds (docs/FINDINGS.md#contention). Without
-    repeats (older files): each rank's medians through :func:`slowdowns`, the mean over ranks.
+    repeat's :func:`slowdowns` (``repeats_s``: (W, T, D, Ts) each), at least 1.0, and their
+    p10/p90 spread. Per repeat, because comm alone drifts between repeats and comm's factor
+    is a difference (docs/FINDINGS.md#contention); without repeats, each rank's medians,
+    the mean over ranks.
 
     >>> r = {"compute_alone_s": 0.02, "comm_alone_s": 0.02, "compute_together_s": 0.03,
     ...      "comm_together_s": 0.035, "repeats": 5, "stream_bytes": 8, "stream_count": 1}

@@ -1,8 +1,7 @@
 """What Gloo on a shared CPU host adds to its link, as calibrate measured it: data only.
 
-A link is the network and its collective library (:mod:`simddp.inputs.link`). On a CPU box
-whose cores the ranks and Gloo's threads share, calibrate also measures what that host adds
-on top, and a link file keeps it in a section of its own, ``gloo_host`` (docs/FORMATS.md)::
+A link file's ``gloo_host`` section (docs/FORMATS.md), for a CPU box whose cores the ranks
+and Gloo's threads share::
 
     >>> h = GlooHost(blocking_alpha_s=800e-6, idle_wake_s=0.002)
     >>> h.wait_s(alpha_s=400e-6), h.time_scaled(2.0).blocking_alpha_s
@@ -17,8 +16,7 @@ on top, and a link file keeps it in a section of its own, ``gloo_host`` (docs/FO
 - ``idle_wake_s``: what a micro-step's first collective after compute waits for Gloo's
   threads to wake (docs/FINDINGS.md#wake-after-idle).
 
-What these do to a step is :mod:`simddp.rig`, which a prediction imports only when a link
-file has this section: no preset and no NCCL link does.
+What these do to a step is :mod:`simddp.rig`, imported only for a link file with this section.
 """
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ def _non_negative(owner: str, name: str, value, allow_none: bool = True) -> None
 
 @dataclass(frozen=True)
 class GlooHost:
-    """What Gloo on a shared CPU host adds to one link (see the module text); every field
-    optional, None: not measured."""
+    """What Gloo on a shared CPU host adds to one link; None: not measured."""
 
     blocking_alpha_s: float | None = None
     kind_blocking_alpha_s: dict[str, float] = field(default_factory=dict, hash=False)
@@ -75,8 +72,7 @@ class GlooHost:
         return max(0.0, self.blocking_alpha_s - alpha_s)
 
     def time_scaled(self, factor: float) -> "GlooHost":
-        """Every time ``factor`` times as long, as :meth:`simddp.inputs.link.Link.time_scaled`
-        scales its link (one end of a prediction range)."""
+        """Every time ``factor`` times as long, as :meth:`simddp.inputs.link.Link.time_scaled`."""
         if factor == 1.0:
             return self
 

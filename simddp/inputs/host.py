@@ -1,22 +1,16 @@
 """What a DDP *implementation* costs the host per step, besides the collectives themselves.
 
-Picture one rank's backward. Each time a gradient is ready, the implementation's hook runs
-(Python in realrun's wrapper, C++ in torch's reducer), copies the gradient into its bucket
-scaled by 1/p, and launches the bucket's all-reduce once the bucket is full; when the
-all-reduce is done it copies the average back out. None of that is the network's: it is CPU
-time on the compute lane, and it differs between implementations on the same host::
+Hooks, copies into and out of buckets, launches: CPU time on the compute lane, different for
+each implementation on the same host (fields: docs/FORMATS.md, host costs)::
 
     >>> host = Host("box", {"realrun": HostCosts(hook_s=140e-6, launch_s=60e-6),
     ...                     "torch": HostCosts(hook_s=30e-6)})
     >>> host.costs("torch").hook_s, host.costs("none-such").free
     (3e-05, True)
 
-A strategy says which implementation runs it (``Strategy.implementation``: "torch" for
-``ddp``, torch's own DistributedDataParallel; "realrun" for the others), and the engine charges
-that implementation's costs — it never looks at a strategy's name. How each cost lands on
-the timeline is :func:`simddp.sim.overheads.host_copies`. Measured by ``realrun validate`` (and
-``realrun profile``) on the ranks; stored as a profile's ``host_costs`` section or as a
-``simddp.host/1`` file (docs/FORMATS.md). Presets have none: their hosts are free.
+The engine charges the costs of ``Strategy.implementation``, never by a strategy's name
+(:func:`simddp.sim.overheads.host_copies`). ``realrun profile`` and ``validate`` measure them;
+presets have none.
 """
 from __future__ import annotations
 
@@ -27,15 +21,8 @@ from simddp.inputs.contention import Contention, check_factors, check_spread
 from simddp.errors import InputError
 from simddp.kinds import IMPLEMENTATIONS, REALRUN_DDP, TORCH_DDP, TORCH_FSDP
 
-# IMPLEMENTATIONS (the registry's) key a host file's costs; "fsdp": torch FSDP2 (fully_shard)
-# runs fsdp and zero2. Its host work around each all-gather
-# and reduce-scatter (gather_s, scatter_s and the copies at copy_gbps) is a large share of the
-# step on Gloo/CPU (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo); blocking_collectives says its
-# collectives hold the training thread (Gloo on CPU) instead of overlapping (NCCL).
-# Whether each implementation all-reduces a one-gradient bucket in the gradient itself
-# (HostCosts.lone_in_place, where the costs do not say). realrun.DDP does (flat_bucket.py);
-# torch's reducer keeps a flat buffer per bucket and copies every one in and out, one
-# gradient or many: torch.profiler shows its copy-in and copy-out on one-tensor buckets too
+# Whether each implementation all-reduces a one-gradient bucket in the gradient itself;
+# torch's reducer copies every bucket in and out, one gradient or many
 # (docs/FINDINGS.md#host-costs).
 LONE_IN_PLACE = {REALRUN_DDP: True, TORCH_DDP: False, TORCH_FSDP: True}
 
@@ -53,29 +40,10 @@ def _check(owner: str, name: str, value, allow_none: bool, allow_zero: bool) -> 
 
 @dataclass(frozen=True)
 class HostCosts:
-    """One implementation's host costs on the compute lane.
-
-    copy_gbps: gradient copies into a bucket (scaled by 1/p) and back out, bytes moved per
-      second in GB/s (1e9 B/s); None: free.
-    scale_gbps: a lone tensor's in-place 1/p (one pass over it); None: at copy_gbps.
-    hook_s: seconds per gradient of the hook path (dispatch, bookkeeping).
-    hook_after_backward_s: seconds per gradient launched after the backward (flat's bucket,
-      naive's lone tensors): the hook only notes the gradient, and its copy in and out of
-      the bucket, or its in-place scale, run as calls at the launch, beside no compute;
-      None: hook_s. realrun times a flat step's copy calls themselves, which cost less a
-      gradient than a hook-filled bucket's ``hook_s`` (docs/FINDINGS.md#host-costs).
-    launch_s: seconds per collective the implementation launches (call, work, callback).
-    gather_s, scatter_s: seconds per all-gather / reduce-scatter call besides its copies
-      (FSDP2's hooks and DTensor bookkeeping); the copies around them, at copy_gbps, are an
-      all-gather's shard in (n/p) and the gathered parameters out (n), a reduce-scatter's
-      gradients in (n) and the reduced shard out (n/p) (simddp/sim/overheads.py).
-    blocking_collectives: the compute lane waits for each collective it issues (FSDP2 on
-      Gloo/CPU, where its collectives run on the training thread); False: they overlap with
-      compute as the plan says (NCCL's own streams).
-    lone_in_place: a bucket of one gradient is all-reduced in the gradient itself, scaled in
-      place at ``scale_gbps``, with no copy-out (realrun.DDP); False: it is copied in and out
-      of its bucket at ``copy_gbps`` like a bucket of several (torch's reducer); None: as the
-      implementation that runs the plan does it (:data:`LONE_IN_PLACE`).
+    """One implementation's host costs on the compute lane: rates in GB/s (None: free, or
+    for ``scale_gbps`` at ``copy_gbps``), the rest in seconds per gradient or call; each
+    field is a host file's (docs/FORMATS.md). FSDP2's work around its collectives is a large
+    share of a step on Gloo/CPU (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo).
     """
 
     copy_gbps: float | None = None
@@ -115,24 +83,11 @@ FREE = HostCosts()
 
 @dataclass(frozen=True)
 class Host:
-    """The host costs of each DDP implementation, measured on one host with one model.
-
-    ``contention``: (compute_slowdown, comm_slowdown) measured with this model's own
-    backward against its own all-reduces (realrun/launch/contention_timing.py); a prediction
-    takes it before the link file's, which calibrate measures with a generic MLP.
-    ``contention_spread``: the low and high (compute, comm) pairs of that measurement over its
-    repeats and ranks (p10, p90), which the prediction ranges take (simddp/predict/scenarios.py).
-    Both are the file's fields (a profile's ``host_costs``), read as one
-    :class:`simddp.inputs.contention.Contention` (:attr:`measured_contention`) by the one
-    function that resolves a prediction's inputs (simddp/predict/resolve.py).
-    ``compute_after_comm``: how much slower the forward + backward run in a step that
-    communicates than in back-to-back compute-only steps, which the profile's layers are
-    scaled to; the engine multiplies every layer's time and the optimizer's by it in a plan
-    with collectives (:func:`after_comm_factor`). Measured with the contention probe's
-    compute alone (a forward + backward), which follows a stream of the model's all-reduces
-    (realrun/profile_on_ranks.py). Any gap between steps slows the next one, the model's
-    all-reduces most, and a model of many small ops most of all
-    (docs/FINDINGS.md#compute-after-communication).
+    """The host costs of each DDP implementation, measured on one host with one model, and
+    what was measured with the model: its own ``contention`` with its p10/p90
+    ``contention_spread`` (read as :attr:`measured_contention`), and ``compute_after_comm``,
+    how much slower compute runs in a step that communicates
+    (docs/FINDINGS.md#compute-after-communication; fields: docs/FORMATS.md).
     """
 
     name: str
@@ -173,17 +128,15 @@ class Host:
 
     @property
     def measured_contention(self) -> Contention | None:
-        """The contention measured with this model (``contention``, its spread), as the one
-        type; None where the profile did not measure it."""
+        """The contention measured with this model, with its spread; None if not measured."""
         if self.contention is None:
             return None
         return Contention(*self.contention, spread=self.contention_spread, source="model")
 
 
 def after_comm_factor(host: Host | None, plan) -> float:
-    """What the layers' compute is multiplied by in ``plan``: the host's
-    ``compute_after_comm`` where the plan has collectives, else 1 (compute-only steps run
-    back to back, as the profile timed them).
+    """What the layers' compute is multiplied by in ``plan``: ``compute_after_comm`` where the
+    plan has collectives, else 1 (compute-only steps run back to back, as profiled).
 
     >>> after_comm_factor(Host("h", compute_after_comm=1.2), type("P", (), {"collectives": (1,)}))
     1.2

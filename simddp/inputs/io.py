@@ -8,10 +8,7 @@ Every file carries a ``"format"`` tag so a profile is never read as a link by mi
     host = load_host("profile.json")                # its host_costs section (or a host file)
     measured = load_link_file("link.json")          # the link, and what calibrate measured beside it
 
-Formats are documented in docs/FORMATS.md. A link file is ``simddp.link/2``; a
-``simddp.link/1`` file (one flat object, contention and host effects among the link's fields)
-still reads the same. Writes go to a temporary file that is renamed into place, so a failed
-command never leaves a half-written output.
+Formats: docs/FORMATS.md (``simddp.link/1`` files still read). Writes are atomic.
 """
 from __future__ import annotations
 
@@ -33,13 +30,11 @@ from simddp.inputs.profile import Layer, ModelProfile
 
 PROFILE_FORMAT = "simddp.profile/1"
 LINK_FORMAT = "simddp.link/2"
-# The one flat object of the first link format: what now has a section of its own sat among
-# the link's fields (read into the sections: :func:`_from_link_1`).
+# simddp.link/1's flat fields that now have sections of their own (:func:`_from_link_1`).
 LINK_FORMAT_1 = "simddp.link/1"
 LINK_1_GLOO_FIELDS = ("blocking_alpha_s", "burst_bytes", "idle_wake_s", "blocking_refill_s")
 LINK_1_CONTENTION_FIELDS = ("compute_slowdown", "comm_slowdown")
-# The first link files also held the DDP implementations' host costs, which have had a file
-# of their own since (simddp.host/1): such a file is refused, saying how to get current ones.
+# Link files that held host costs (now simddp.host/1) are refused, saying how to get them.
 LINK_1_HOST_COST_FIELDS = ("copy_gbps", "scale_gbps", "hook_s", "ddp_hook_s", "launch_s")
 HOST_FORMAT = "simddp.host/1"
 
@@ -124,9 +119,8 @@ def profile_from_json(data: dict, where: str = "profile") -> ModelProfile:
 
 
 def measured_device(measured: Any) -> str | None:
-    """What a profile's ``measured`` section says the compute ran on: its ``device``
-    (``realrun profile``: "cpu", "cuda:0"; ``trace-import``: "cpu", "cuda"), else "cuda" where
-    it was measured over NCCL; None where it does not say::
+    """What a profile's ``measured`` section says the compute ran on: its ``device``, else
+    "cuda" where it was measured over NCCL; None where it does not say::
 
         >>> measured_device({"backend": "nccl"}), measured_device({"device": "cpu"}), measured_device(None)
         ('cuda', 'cpu', None)
@@ -153,10 +147,9 @@ def link_file_from_json(data: dict, where: str = "link") -> LinkFile:
 
 
 def _from_link_1(data: dict, where: str) -> dict:
-    """A ``simddp.link/1`` body in ``simddp.link/2``'s shape: calibrate's contention and
-    Gloo's host effects moved into their sections, as the file's values say. Contention
-    measured on such a file comes with a (possibly empty) ``gloo_host``: its links split a
-    model's contention (docs/FINDINGS.md#contention-split-into-alpha-and-bytes) as they did."""
+    """A ``simddp.link/1`` body in ``simddp.link/2``'s shape. Measured contention comes with
+    a (possibly empty) ``gloo_host``, so its links still split a model's contention
+    (docs/FINDINGS.md#contention-split-into-alpha-and-bytes)."""
     old = [k for k in LINK_1_HOST_COST_FIELDS if k in data]
     if old:
         raise InputError(f"{where}: an early simddp.link/1 file (it holds host costs: "

@@ -1,33 +1,19 @@
 """A link: what the network and the collective library measured or cite, as a link file holds it.
 
-The law that turns these fields into seconds is :mod:`simddp.cost` (the methods here call it).
-Its base is the α–β law of a ring; for n bytes over p ranks a ring all-reduce moves 2(p−1)/p·n bytes per rank, so::
-
-    t(n) = α + 2(p−1)/p · n / busbw
-
-with busbw in GB/s (1e9 bytes/s), exactly as nccl-tests reports it — a 2-rank run and an
-8-rank run of the same network show about the same busbw::
+:mod:`simddp.cost` turns these fields into seconds; its base is a ring's α–β law,
+``t(n) = α + 2(p−1)/p · n / busbw`` for an all-reduce, busbw in GB/s as nccl-tests reports it::
 
     >>> Link("eth", alpha_s=50e-6, busbw_gbps=1.0).allreduce_s(1_000_000, world_size=2)
     0.00105
 
-A reduce-scatter or an all-gather of n bytes (n the full, unsharded size, as nccl-tests
-counts it) moves half that, (p−1)/p·n per rank: ``t = α + (p−1)/p · n / busbw``. Same α and
-busbw unless calibrate measured them per kind (``kind_fits``)::
+A reduce-scatter or an all-gather of n bytes (the full, unsharded size) moves half that::
 
     >>> Link("eth", 0.0, 1.0).collective_s(REDUCE_SCATTER, 1_000_000, world_size=4)
     0.00075
 
-A link may also carry measured ``curves`` (size → time per kind and rank count, from calibrate
-or nccl-tests); a kind with one is charged by it (simddp/cost/curve.py, docs/FORMATS.md).
-``alpha_s`` is the per-collective latency of the all-reduces a step issues.
-
-A link is the network and its collective library only. A link file may hold more beside it
-(:class:`simddp.inputs.io.LinkFile`): the contention calibrate measured
-(:class:`simddp.inputs.contention.Contention`) and what Gloo on a shared CPU host adds
-(:class:`simddp.inputs.gloo_host.GlooHost`). What a DDP implementation costs the host (hooks,
-gradient copies, launches) is :class:`simddp.inputs.host.Host`. Presets and their sources are
-in ``simddp.presets.links`` and docs/LINKS.md.
+A link is the network and its collective library only; a link file may hold contention and
+Gloo host effects beside it (:class:`simddp.inputs.link_file.LinkFile`; fields:
+docs/FORMATS.md).
 """
 from __future__ import annotations
 
@@ -80,16 +66,12 @@ class Link:
     backend: str = ""
     pieces: tuple[LinkPiece, ...] = ()
     source: str = ""
-    # (p5, p95) of measured all-reduce times over their median (calibrate: the median over
-    # sizes of each size's ratios): what a prediction's range takes from the link. None: not
-    # measured (a preset).
+    # (p5, p95) of measured all-reduce times over their median: a prediction range's input.
     time_spread: tuple[float, float] | None = None
-    # Measured laws of the other collective kinds, {"reduce_scatter": KindFit, ...}; a kind
-    # without one takes the all-reduce's α and busbw (nccl-tests' busbw is defined so that
-    # it is, ideally, the same for every kind).
+    # Measured laws of the other kinds; a kind without one takes the all-reduce's α and busbw
+    # (nccl-tests defines busbw to be, ideally, the same for every kind).
     kind_fits: dict[str, KindFit] = field(default_factory=dict, hash=False)
-    # Measured size → time curves per kind (calibrate's sweep, nccl-tests logs, presets from
-    # published tables; simddp/cost/curve.py): a kind with one is charged by it, not by α–β.
+    # Measured size → time curves per kind: a kind with one is charged by it, not by α–β.
     curves: tuple[Curve, ...] = ()
 
     def __post_init__(self) -> None:
@@ -144,11 +126,8 @@ class Link:
         return single.collective_s(self, kind, n_bytes, world_size)
 
     def for_world(self, world_size: int, rescale: bool = False) -> "Link":
-        """Check that this link applies to ``world_size`` ranks.
-
-        A calibrated link is only trusted at the world size it was measured at; ``rescale``
-        accepts another size by the ring law (busbw held constant, α unchanged).
-        """
+        """Check that this link applies to ``world_size`` ranks: a calibrated link only at the
+        world size it was measured at, unless ``rescale`` (busbw and α held)."""
         if not isinstance(world_size, int) or world_size < 2:
             raise InputError(f"--world-size must be an integer >= 2, got {world_size!r}")
         if self.world_size not in (None, world_size) and not rescale:
@@ -160,8 +139,7 @@ class Link:
         return self
 
     def time_scaled(self, factor: float) -> "Link":
-        """The same link with every all-reduce ``factor`` times as long (α ×f, busbw ÷f):
-        one end of a prediction range (simddp/predict/scenarios.py)."""
+        """The same link with every all-reduce ``factor`` times as long (α ×f, busbw ÷f)."""
         if factor == 1.0:
             return self
         return replace(self, alpha_s=self.alpha_s * factor, busbw_gbps=self.busbw_gbps / factor,

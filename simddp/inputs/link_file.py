@@ -1,8 +1,6 @@
 """What a link file holds: the link, and what was measured beside it.
 
-A link (:class:`simddp.inputs.link.Link`) is the network and its collective library. The file
-``python -m calibrate`` writes (docs/FORMATS.md, ``simddp.link/2``) keeps beside it, each in a
-section of its own and each optional:
+Beside the link, a ``simddp.link/2`` file (docs/FORMATS.md) may hold, each in a section:
 
 - ``contention``: how much compute and calibrate's all-reduces slowed each other
   (:class:`simddp.inputs.contention.Contention`, source "link");
@@ -10,7 +8,7 @@ section of its own and each optional:
 - ``levels``: on a two-level world, the link inside every node and the link across nodes,
   each a link file's body of its own (:class:`Levels`).
 
-Which of these a prediction uses is decided once, by :func:`simddp.predict.resolve.resolve`::
+:func:`simddp.predict.resolve.resolve` decides once which a prediction uses::
 
     >>> from simddp.inputs.link import Link
     >>> f = LinkFile(Link("cal", 1e-4, 10.0), Contention(1.2, 1.5, source="link"))
@@ -30,7 +28,7 @@ from simddp.inputs.topology import Topology
 
 @dataclass(frozen=True)
 class LinkFile:
-    """A link and what its file measured beside it (see the module text)."""
+    """A link and what its file measured beside it."""
 
     link: Link
     contention: Contention | None = None

@@ -7,20 +7,17 @@ with the byte sizes of its gradient tensors and its forward/backward seconds::
     >>> p.n_tensors, p.tensor_bytes, p.ready_order_ids()
     (2, (400, 400), (1, 0))
 
-Gradient tensors are numbered globally in forward order (layer 0's tensors first), unless the
-layers give their tensors' ids (``grad_ids``): a measured profile lists its layers in the order
-they ran and numbers its tensors as ``module.parameters()`` lists them, as DDP does, and the
-two orders differ when a module runs in another order than it was defined (SwiGLU: w1, w3,
-w2)::
+Gradient tensors are numbered in forward order, unless the layers give their ids
+(``grad_ids``): a measured profile numbers them as ``module.parameters()`` does, which differs
+when modules run in another order than defined (SwiGLU: w1, w3, w2)::
 
     >>> p = ModelProfile("swiglu", (Layer("w1", (8,), grad_ids=(0,)), Layer("w3", (8,), grad_ids=(2,)),
     ...                             Layer("w2", (8,), grad_ids=(1,))))
     >>> p.tensor_layer, p.ready_order_ids()
     ((0, 2, 1), (2, 1, 0))
 
-A tensor's gradient is ready when its layer's backward ends. Unless a measured
-``ready_order`` is given, gradients are assumed ready in the reverse of tensor-id order,
-which is also torch DDP's assumption before it observes a real backward.
+A gradient is ready when its layer's backward ends; without a measured ``ready_order``, in
+reverse tensor-id order, as torch DDP assumes before it observes a backward.
 """
 from __future__ import annotations
 
@@ -85,15 +82,13 @@ class ModelProfile:
     name: str
     layers: tuple[Layer, ...]
     optimizer_s: float = 0.0
-    # Tensor ids in the order their gradients became ready, when measured (tied weights and
-    # unusual graphs break "reverse of definition order"). None means reverse definition order.
+    # Tensor ids in measured gradient-ready order (tied weights and unusual graphs break
+    # reverse definition order); None: reverse definition order.
     ready_order: tuple[int, ...] | None = None
-    # (p5, p95) of the measured compute-only step over its median, e.g. (0.9, 1.3): what a
-    # prediction's range takes from this profile (simddp/predict/scenarios.py). None: not measured.
+    # (p5, p95) of the measured compute-only step over its median: a prediction range's input.
     compute_spread: tuple[float, float] | None = None
-    # What the compute was timed on or for: a device preset ("a100", "cpu") or a torch device
-    # ("cuda:0"); None: not known. On a GPU, contention nobody measured takes published
-    # figures (simddp/predict/resolve.py).
+    # What the compute was timed on: a device preset or a torch device ("cuda:0"); None: not
+    # known. On a GPU, unmeasured contention takes published figures.
     device: str | None = None
 
     def __post_init__(self) -> None:
@@ -155,8 +150,7 @@ class ModelProfile:
     def grad_total_bytes(self) -> int:
         return sum(self.tensor_bytes)
 
-    # Cached: a sweep reads them per row and per scenario (compute_only_s), and each is a sum
-    # over every layer (10k on a large profile).
+    # Cached: a sweep reads these sums over every layer per row and per scenario.
     @cached_property
     def forward_s(self) -> float:
         return sum(layer.forward_s for layer in self.layers)
@@ -173,10 +167,7 @@ class ModelProfile:
 
     def scaled(self, forward_s: float | None = None, backward_s: float | None = None,
                optimizer_s: float | None = None) -> "ModelProfile":
-        """Rescale total forward/backward/optimizer seconds, keeping per-layer proportions.
-
-        Each layer is rebuilt once, with both passes scaled (a prediction range scales each
-        input once per sweep: simddp/predict/predictor.py)."""
+        """Rescale total forward/backward/optimizer seconds, keeping per-layer proportions."""
         factors = {}
         for attr, target in (("forward_s", forward_s), ("backward_s", backward_s)):
             if target is None:

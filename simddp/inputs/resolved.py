@@ -1,10 +1,7 @@
 """What one prediction needs, resolved once: the profile, the link, the contention, host costs.
 
-Like NCCL's tuning table (src/graph/tuning.cc), built once up front and only read after: one
-:class:`Inputs` per scenario of a prediction (simddp/predict/scenarios.py), made by the one
-function that decides the contention and the host's effects,
-:func:`simddp.predict.resolve.resolve`. The engine (simddp/sim/engine.py), the closed form and
-the predictor read it; nothing downstream re-derives a factor::
+Like NCCL's tuning table, built once up front by :func:`simddp.predict.resolve.resolve`, one
+per scenario of a prediction, and only read after: nothing downstream re-derives a factor::
 
     >>> from simddp.inputs.link import Link
     >>> from simddp.inputs.profile import Layer, ModelProfile
@@ -29,18 +26,9 @@ NONE = Contention()
 
 @dataclass(frozen=True)
 class Inputs:
-    """One scenario's inputs.
-
-    profile, link, world_size: the model, the link among all ranks (on two levels: the link
-      between nodes) and the ranks.
-    contention: the factors both lanes run under while they overlap (resolved: measured, else
-      the published GPU figures, else none; or the user's choice).
-    host: each DDP implementation's host costs and the compute after communication (None:
-      free, as every preset).
-    topology: nodes × GPUs with the link inside a node (None: one link among all ranks).
-    effects: what the host adds to the link, applied by the engine at one hook
-      (:class:`simddp.rig.GlooOnSharedCpu`, Gloo on a shared CPU host); None for every preset
-      and NCCL link.
+    """One scenario's inputs: ``link`` is the link among all ranks (on two levels, between
+    nodes); ``host`` None: free; ``topology`` None: one link; ``effects``: what the host
+    adds to the link (:class:`simddp.rig.GlooOnSharedCpu`), None for presets and NCCL.
     """
 
     profile: ModelProfile
@@ -58,9 +46,8 @@ class Inputs:
     def scaled(self, compute_factor: float = 1.0, comm_factor: float = 1.0,
                contention: Contention | None = None) -> "Inputs":
         """These inputs with every compute second ×``compute_factor``, every collective
-        ×``comm_factor`` (the link between nodes, and what its host adds) and, if given,
-        another contention: one corner of a prediction range. Host costs stay at their
-        measurement."""
+        ×``comm_factor`` and, if given, another contention: one corner of a prediction range.
+        Host costs stay as measured."""
         return replace(
             self, profile=scaled_profile(self.profile, compute_factor),
             link=self.link.time_scaled(comm_factor),

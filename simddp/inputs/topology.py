@@ -1,21 +1,9 @@
 """Two-level clusters: GPUs in nodes, a fast link inside a node and a slower one between.
 
-Picture 2 nodes × 2 GPUs, NVLink inside (100 GB/s), 1 GB/s between. A collective's time
-depends on the algorithm, and each algorithm's phases run on one of the two links:
-
-- **ring** (what NCCL and Gloo run by default): one ring over all p = N·G ranks. It crosses
-  the node boundary, so its slowest hop, the inter-node link, sets the pace of the whole ring:
-  ``t = α_inter + 2(p−1)/p · n / busbw_inter`` for an all-reduce (nccl-tests' busbw of a
-  multi-node run is exactly this bottleneck figure).
-- **hierarchical**: reduce-scatter inside each node (n bytes among G), all-reduce of the
-  node's 1/G share across nodes (n/G among N), all-gather inside the node::
-
-    t = [α + (G−1)/G·n/bw]_intra + [α + 2(N−1)/N·(n/G)/bw]_inter + [α + (G−1)/G·n/bw]_intra
-
-  A reduce-scatter is the first two phases (the inter-node one a reduce-scatter of n/G), an
-  all-gather the last two in reverse.
-
-A worked case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
+A **ring** over all p = N·G ranks is paced by its slowest hop, the inter-node link; the
+**hierarchical** all-reduce reduce-scatters inside each node, all-reduces the node's 1/G share
+across nodes and all-gathers inside (the laws: docs/TOPOLOGY.md). 2 nodes × 2 GPUs, α 0,
+100 GB/s inside, 1 GB/s between, 16,777,216 B::
 
     >>> from simddp.inputs.link import Link
     >>> from simddp.cost.factors import kind_factor
@@ -26,18 +14,10 @@ A worked case: mlp-4x1024's 16,777,216 B of gradients, α 0, 2 nodes × 2 GPUs::
     >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "hierarchical") * 1e3, 3)
     8.556
 
-One node (N = 1) is the intra link alone and one GPU per node (G = 1) the inter link alone,
-for every algorithm: both reduce exactly to the single-link law (simddp/cost/single.py).
-NCCL also runs trees across nodes for small messages and NVLS/CollNet where the hardware
-has them; neither is modelled here (docs/TOPOLOGY.md).
-
-A link calibrated per level (``python -m calibrate`` on a two-level world, docs/FORMATS.md)
-also carries :class:`simddp.inputs.link_file.Levels`: the intra link measured inside every
-node at once, and the inter link measured with all G cross-node subgroups at once, so that a
-node's shared NIC is in its busbw. Its topology puts the latter in ``Topology.inter``, which
-only the hierarchical inter-node phase reads; the ring keeps the link it is given. The case
-above with the two cross-node all-reduces sharing each node's 1 GB/s NIC, measured at
-0.5 GB/s each::
+One node or one GPU per node reduces exactly to the single-link law. A link calibrated per
+level puts the link measured with all G cross-node subgroups at once (a shared NIC in its
+busbw) in ``Topology.inter``, which only the hierarchical inter-node phase reads; the same
+case with each node's NIC shared, 0.5 GB/s each::
 
     >>> topo = Topology(2, 2, intra=Link("in", 0.0, 100.0), inter=Link("across", 0.0, 0.5))
     >>> round(collective_s(topo, inter, "all_reduce", 16_777_216, "hierarchical") * 1e3, 3)
@@ -60,12 +40,9 @@ from simddp.inputs.link import Link
 @dataclass(frozen=True)
 class Topology:
     """``nodes`` × ``gpus_per_node`` ranks; ``intra`` is the link among a node's GPUs (the
-    link between nodes is the one every command already takes, ``--link``). ``inter``: the
-    link of the hierarchical all-reduce's inter-node phase when it was measured apart from
-    the ring's (a link file's levels: all G cross-node subgroups at once); None: that phase
-    runs on the link between nodes, as the ring does. ``intra_host``, ``inter_host``: what Gloo
-    on a shared CPU host adds to those two links, where their link files measured it (read
-    once, where a prediction resolves its inputs: simddp/predict/resolve.py)."""
+    link between nodes is ``--link``'s). ``inter``: the hierarchical inter-node phase's link
+    where measured apart (None: the link between nodes). ``intra_host``, ``inter_host``: what
+    Gloo on a shared CPU host adds to those links, where their files measured it."""
 
     nodes: int
     gpus_per_node: int
@@ -91,9 +68,8 @@ class Topology:
         return self.nodes > 1 and self.gpus_per_node > 1
 
     def time_scaled(self, factor: float) -> "Topology":
-        """One end of a prediction range (simddp/predict/scenarios.py), which scales the link between
-        nodes by ``factor``: the hierarchical inter-node phase's own link scales with it, as
-        that phase did when it ran on the link between nodes; the intra link is held."""
+        """For a prediction range that scales the link between nodes by ``factor``: the
+        hierarchical inter-node phase's link scales with it, the intra link is held."""
         if factor == 1.0 or self.inter is None:
             return self
         return replace(self, inter=self.inter.time_scaled(factor),
@@ -111,11 +87,8 @@ class Topology:
 
 
 def level_load(topo: Topology, inter: Link, plan, inter_host: GlooHost | None = None) -> dict:
-    """Per optimizer step and rank, what each level carries for ``plan``: bytes sent over
-    each link and seconds of phases on each (run alone, no overlap; each collective on its
-    process group: simddp.cost.hierarchical.level_split), and which level bounds the
-    communication ("inter" or "intra"); ``inter_host``: what Gloo on a shared CPU host adds
-    to the link between nodes, where its file measured it."""
+    """Per optimizer step and rank, the bytes and phase seconds (run alone) each level
+    carries for ``plan``, and which level bounds the communication ("inter" or "intra")."""
     hosts = LevelHosts(topo.intra_host, topo.inter_host, inter_host)
     inter_bytes = intra_bytes = inter_s = intra_s = 0.0
     algorithm = plan.strategy.algorithm

@@ -1,10 +1,8 @@
 """The dtype gradients are reduced in: what DDP's all-reduces and FSDP's reduce-scatters move.
 
-Picture the same 100 MB of fp32 gradients reduced two ways. torch DDP under autocast keeps
-fp32 gradients and all-reduces 100 MB; Megatron-LM and DeepSpeed in fp16 (or bf16 where the
-run reduces in it) keep 16-bit gradients and all-reduce 50 MB. FSDP2 says the same with
-``MixedPrecisionPolicy(reduce_dtype=...)``: its reduce-scatters move the gradients in that
-dtype, while its all-gathers move the parameters (``param_dtype``, else fp32)::
+torch DDP under autocast all-reduces fp32 gradients; Megatron-LM and DeepSpeed keep 16-bit
+gradients and all-reduce half the bytes; FSDP2's ``reduce_dtype`` does the same to its
+reduce-scatters, not its all-gathers::
 
     >>> from simddp import Layer, ModelProfile, make_strategy, plan
     >>> toy = ModelProfile("toy", (Layer("l0", (100 * 10**6,)),))
@@ -14,11 +12,9 @@ dtype, while its all-gathers move the parameters (``param_dtype``, else fp32)::
     ...                                  ).collectives]
     [('all_gather', (100000000,)), ('reduce_scatter', (50000000,))]
 
-A collective's ``nbytes`` stays the gradients' fp32 bytes (what the states and the shard
-units count); its ``calls`` are the bytes on the wire. A replicated strategy's buckets hold
-the gradients as they are, so ``bucket_cap_mb`` counts 16-bit bytes: a 25 MB bucket holds
-twice the fp32 bytes (torch DDP on a 16-bit model does this; Megatron-LM and DeepSpeed size
-buckets in elements). A comm hook compresses fp32 buckets, so it takes fp32 gradients only.
+A collective's ``nbytes`` stays fp32; its ``calls`` are the bytes on the wire. A bucket cap
+counts 16-bit bytes, as torch DDP on a 16-bit model does. A comm hook takes fp32 gradients
+only.
 """
 from __future__ import annotations
 

@@ -9,27 +9,14 @@ bytes (``Collective.wire_bytes`` and the three ``*_work_bytes``, docs/FORMATS.md
     >>> hook_cost(parse_comm_hook("fp16"), [4 * 2**20]).wire_bytes    # a 4 MiB bucket
     (2097152,)
 
-- ``fp16`` / ``bf16`` (``fp16_compress_hook``, ``bf16_compress_hook``): cast the bucket to 16
-  bits and divide by p, all-reduce N/2 bytes, copy the result back into the fp32 bucket. The
-  cast and the copy back are one pass over N each. bf16 needs NCCL in torch.
-- ``powersgd:R`` (``powerSGD_hook``, ``matrix_approximation_rank=R``): each gradient is viewed
-  as an n×m matrix; those worth compressing, ``(n + m)·R·2 < n·m`` (torch's
-  ``min_compression_rate`` 2), are sent as P = M·Q (n×R) and Q = Mᵀ·P (m×R); the rest go
-  uncompressed. Three all-reduces per bucket, one after the other: the uncompressed tensors,
-  then the Ps, then the Qs. Compute: before launch, error feedback (add the last error, one
-  pass over N), a copy of the bucket (N) and P = M·Q (one pass over the compressed bytes C);
-  between the P and the Q all-reduce, orthogonalising P and Q = Mᵀ·P (C); after, M = P·Qᵀ (C)
-  and the new error (N). torch runs plain all-reduces for the first ``start_iter`` steps
-  (``start_powerSGD_iter``, 1000 by default); a plan is the step after that.
+- ``fp16`` / ``bf16``: cast the bucket to 16 bits, all-reduce N/2 bytes, copy it back.
+- ``powersgd:R``: gradients worth compressing (torch's ``min_compression_rate`` 2) go as
+  P = M·Q and Q = Mᵀ·P, the rest uncompressed: three all-reduces per bucket, one after the
+  other. A plan is the step after torch's ``start_powerSGD_iter``.
 
-A profile holds gradient bytes, not shapes, so PowerSGD takes each gradient as a square
-matrix (n = m = √numel). P and Q are ≥ 100× smaller than M for any matrix over 1 MiB at R ≤ 4,
-so the shape moves the wire bytes by little; a 1-D tensor (a bias, a norm) is taken for a
-square and compressed, where torch sends it uncompressed (a few KiB per bucket).
-
-The compute is counted in bytes of gradient memory passed over; the engine times it at the
-host's measured copy rate (``HostCosts.copy_gbps`` of the implementation, "torch"), so on a
-free host (presets) the hooks' compute costs nothing, like the DDP copies.
+A profile holds bytes, not shapes, so PowerSGD takes each gradient as a square matrix; P and
+Q are so much smaller than M that the shape moves the wire bytes by little. The compute, in
+bytes of gradient memory passed over, is timed at the host's copy rate (free on presets).
 """
 from __future__ import annotations
 
@@ -105,7 +92,7 @@ class HookCost:
 
 
 def matrix_view(numel: int) -> tuple[int, int]:
-    """(n, m) of a gradient of ``numel`` elements taken as a square matrix (see above).
+    """(n, m) of a gradient of ``numel`` elements taken as a square matrix.
 
     >>> matrix_view(1024 * 1024), matrix_view(10)
     ((1024, 1024), (3, 4))
@@ -144,12 +131,9 @@ def hook_cost(hook: CommHook, tensor_bytes: Sequence[int]) -> HookCost:
 
 
 def hook_memory_bytes(hook: CommHook, buckets: Sequence[tuple[int, HookCost]]) -> dict[str, int]:
-    """Extra device bytes ``hook`` holds, from each bucket's (fp32 bytes, :func:`hook_cost`).
-
-    fp16/bf16: the 16-bit copies of the buckets whose all-reduce is in flight (at most all:
-    half the gradients). PowerSGD: the error-feedback buffer (one fp32 copy of every bucket,
-    kept across steps), P and Q (kept: warm start), and the bucket copy it takes for the next
-    error (the largest bucket, while its all-reduces run).
+    """Extra device bytes ``hook`` holds, from each bucket's (fp32 bytes, :func:`hook_cost`):
+    fp16/bf16 at most half the gradients in 16-bit copies; PowerSGD its error-feedback buffer
+    (fp32 of every bucket), P and Q (warm start), and the largest bucket's copy.
     """
     if hook.kind in ("fp16", "bf16"):
         return {"16_bit_copies": sum(sum(cost.wire_bytes) for _, cost in buckets)}

@@ -1,8 +1,7 @@
 """The plan: which gradients go into which collective, ready when, launched in what order.
 
-This is the one place strategy semantics live. The SimPy engine, the closed form and the
-real wrapper (``realrun.DDP``) all execute a :class:`Plan` and never branch on a strategy
-name, so a prediction and a measurement of "bucketed, 25 MB" are about the same thing::
+The one place strategy semantics live: the engine, the closed form and the real executors
+all run a :class:`Plan` (docs/FORMATS.md, "Plans") and never branch on a strategy name::
 
     >>> from simddp import Layer, ModelProfile, make_strategy
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (4 * 2**20,), 0.01, 0.02) for i in range(3)))
@@ -10,15 +9,7 @@ name, so a prediction and a measurement of "bucketed, 25 MB" are about the same 
     [((2, 1), 1), ((0,), 0)]
 
 ``ready_layer`` is the forward index of the layer after whose backward the collective is
-ready: layer 0 ends backward, so strategies that wait for the whole backward use 0.
-
-Beyond all-reduces of gradients (docs/FORMATS.md, "Plans", says how an executor reads them):
-
-- ``kind``: ``all_reduce``, ``reduce_scatter`` or ``all_gather`` (sharded plans,
-  :mod:`simddp.planning.sharding`); ``ready_at`` says which point of ``ready_layer`` releases it
-  (after its backward, or when its forward/backward starts) and ``gates`` which compute
-  waits for it (an all-gather: the forward or backward of its unit's layer);
-- ``hook``: what a comm hook sends and computes for the bucket (:mod:`simddp.planning.hooks`)::
+ready (0: the whole backward). A comm hook's calls, and sharded plans' kinds::
 
     >>> c = plan(toy, make_strategy("ddp+fp16", 8)).collectives[0]
     >>> c.nbytes, c.calls, c.hook.pre_work_bytes
@@ -44,20 +35,11 @@ from simddp.planning.strategy import Strategy
 
 @dataclass(frozen=True, slots=True)   # slots: quicker to build, and plans build thousands
 class Collective:
-    """One collective: its gradients (tensor ids, in bucket order), bytes and readiness.
-
-    nbytes: the gradients' fp32 bytes (reduce-scatter, all-gather: the whole unit's, as the
-      α–β law counts them).
-    ready_at: "after_backward" of ready_layer (gradients ready), or the start of its
-      "forward" or "backward" (an all-gather issued one unit ahead).
-    gates: (pass, layer) whose compute waits for this collective; None: only the end of
-      the micro-step (the optimizer) waits.
-    hook: the comm hook's calls on the wire and its compute (:class:`simddp.planning.hooks.HookCost`);
-      an all-gather under FSDP2's mixed precision: its call in ``param_dtype`` (half the
-      bytes at bf16); an all-reduce or reduce-scatter under ``Strategy.grad_dtype``: its
-      call in that dtype (simddp/planning/grad_dtype.py); None: one call of ``nbytes``.
-    group: the ranks it runs among (simddp/cost/hierarchical.py, ``GROUPS``): every rank,
-      or HSDP's a node's ranks ("node") and one rank of each node ("across").
+    """One collective: its gradients (tensor ids, in bucket order), bytes and readiness
+    (fields: docs/FORMATS.md, "Plans"). ``nbytes`` are fp32 bytes, a sharded collective's
+    the whole unit's; ``gates`` is the (pass, layer) whose compute waits for it (None: the
+    micro-step's end); ``hook`` its calls in another dtype or a comm hook's (None: one call
+    of ``nbytes``); ``group`` the ranks it runs among.
     """
 
     label: str
@@ -139,8 +121,7 @@ def plan(profile: ModelProfile, strategy: Strategy) -> Plan:
         ready = min([layer_of[t] for t in ids]) if strategy.overlap else 0
         buckets.append((_label(strategy.granularity, i, ids, names), ids, sum(sizes), ready,
                         None if hook is None else hook_cost(hook, sizes)))
-    # Positional, and no hook argument without a hook: a sweep builds thousands of these
-    # (bench/bench_sim.py), and keyword arguments cost more.
+    # Positional arguments: a sweep builds thousands of these, and keywords cost more.
     collectives = tuple(
         Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro) if cost is None
         else Collective(label, ids, nbytes, ready, k * len(buckets) + i, micro, hook=cost)

@@ -1,20 +1,16 @@
 """The strategy registry: one row per strategy, and every list of names derived from the rows.
 
-A row is data. It says how :func:`simddp.planning.strategy.make_strategy` builds the Strategy
-(granularity, overlap, the first bucket, whose implementation runs it, the all-reduce
-algorithm), where the name is offered (``simddp sweep --strategies all``, ``simddp simulate``,
-``realrun bench``), its colour and curve on every plot, and its help line. Code that means one
-strategy writes ``Name.DDP``, never the string: tests/test_strategy_names.py keeps it so::
+A row says how :func:`simddp.planning.strategy.make_strategy` builds the Strategy, where the
+name is offered, its colour and curve on every plot, and its help line. Code that means one
+strategy writes ``Name.DDP``, never the string (tests/test_strategy_names.py)::
 
     >>> [row.name for row in ROWS if row.offered == ALWAYS]
     ['naive', 'flat', 'overlap', 'bucketed', 'ddp', 'no_sync']
     >>> ROW[Name.DDP].implementation, ROW[Name.DDP].first_bucket_mb, names(hookable=True)
     ('torch', 1.0, ('bucketed', 'ddp'))
 
-Adding a strategy is a :class:`Name` and a row here. If it runs under a DDP implementation
-that realrun has no executor for yet, that is a new key in :data:`IMPLEMENTATIONS`, its host
-costs (simddp/inputs/host.py) and its executor (realrun/executors/); if it needs a plan shape that
-no row has yet (a new granularity), simddp/planning/plans.py plans it.
+Adding a strategy is a :class:`Name` and a row here; a new implementation also needs its
+host costs and a realrun executor, a new granularity its plan in simddp/planning/plans.py.
 """
 from __future__ import annotations
 
@@ -54,16 +50,9 @@ BASELINE = "baseline"      # never named in a sweep: it comes with the row it is
 
 @dataclass(frozen=True)
 class StrategyRow:
-    """One strategy: how its Strategy is built, where it is offered, how it is drawn.
-
-    granularity, overlap, sync_last_only, reshard_after_forward, hybrid, algorithm: the
-      Strategy's fields (:class:`simddp.planning.strategy.Strategy` says what each means).
-    first_bucket_mb: a bucketed strategy's first bucket when none is given (None: the cap).
-    implementation: one of :data:`IMPLEMENTATIONS`, which also names realrun's executor.
-    hookable: takes a DDP comm hook (torch DDP buckets): "ddp+fp16".
-    offered: :data:`ALWAYS`, :data:`ON_REQUEST`, :data:`TWO_LEVEL` or :data:`BASELINE`.
-    colour: its colour on every plot; curve: how its bucket-size curve is drawn (marker, line
-      style, width, marker size, hollow), None: the default.
+    """One strategy: how its Strategy is built (the same field names), where it is offered,
+    how it is drawn. ``first_bucket_mb`` None: the cap; ``curve``: (marker, line style,
+    width, marker size, hollow) of its bucket-size curve, None: the default.
     """
 
     name: str

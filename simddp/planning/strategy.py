@@ -1,15 +1,14 @@
 """Gradient-sync strategies as data: what to group, when it may launch, how many micro-steps.
 
-A strategy is not a class hierarchy: :func:`simddp.planning.plans.plan` reads these fields, and the
-simulator and the real wrapper only ever execute the plan::
+:func:`simddp.planning.plans.plan` reads these fields; the simulator and the real executors
+only ever run the plan::
 
     >>> s = make_strategy("ddp", bucket_mb=25)
     >>> s.first_bucket_bytes, s.implementation
     (1048576, 'torch')
 
-``bucket_mb`` follows torch's ``bucket_cap_mb``: 1 MB = 2**20 bytes. Sharded strategies
-(``fsdp``, ``zero2``: :mod:`simddp.planning.sharding`) and comm hooks (``ddp+fp16``,
-``bucketed+powersgd:2``: :mod:`simddp.planning.hooks`) are the same dataclass with more fields set::
+``bucket_mb`` follows torch's ``bucket_cap_mb`` (MiB). Sharded strategies and comm hooks are
+the same dataclass with more fields set::
 
     >>> s = make_strategy("bucketed+powersgd:2", bucket_mb=25)
     >>> s.comm_hook.rank, s.implementation, make_strategy("zero2").reshard_after_forward
@@ -37,50 +36,29 @@ class UnknownStrategy(InputError):
 MB = 2**20                 # torch's bucket_cap_mb counts MiB
 DDP_DEFAULT_BUCKET_MB = 25.0
 
-# The lists every caller reads, from the registry (simddp/planning/registry.py), in its order:
-# the replicated strategies --strategies all sweeps (naive, flat, overlap, bucketed, ddp,
-# no_sync); bucketed with a two-level all-reduce, swept on a multi-node topology;
-STRATEGIES = names(offered=ALWAYS)
+# The lists every caller reads, in the registry's order (simddp/planning/registry.py).
+STRATEGIES = names(offered=ALWAYS)          # what --strategies all sweeps
 HIERARCHICAL = Name.HIERARCHICAL
-# the ones a sweep asks a bucket size of; FSDP2 fully_shard over every rank (fsdp, zero2);
-# FSDP2 on a 2-D mesh, sharded in a node (hsdp); torch DDP with register_comm_hook (bucketed,
-# ddp); every name a sweep or make_strategy takes;
 BUCKETED = names(granularity="bucket", offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
 SHARDED = names(sharded=True, hybrid=False)
 HYBRID = names(hybrid=True)
 HOOKABLE = names(hookable=True)
 SWEEPABLE = names(offered=(ALWAYS, ON_REQUEST, TWO_LEVEL))
-# and the baseline no_sync is reported against: the same K micro-steps, DDP-synced every time.
+# no_sync's baseline: the same K micro-steps, DDP-synced every time.
 ACCUM_BASELINE = names(offered=BASELINE)[0]
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """Which gradients go together (granularity), whether they may launch during backward.
+    """Which gradients go together, when they may launch, and who runs them (fields:
+    docs/FORMATS.md, the results file's ``spec``).
 
-    granularity: "tensor" (one collective per gradient), "all" (one flat collective) or
-    "bucket" (torch DDP's size rule with ``first_bucket_bytes`` then ``bucket_bytes``).
-    accum_steps: micro-steps per optimizer step; ``sync_last_only`` skips the others' syncs.
-    implementation: which DDP implementation runs it, so whose host costs apply
-      (:class:`simddp.inputs.host.Host`): "torch" (DistributedDataParallel), "realrun" (realrun.DDP)
-      or "fsdp" (torch FSDP2, ``fully_shard``).
-    reshard_after_forward: sharded (granularity "unit"): FSDP2's argument, True for fsdp
-      (ZeRO-3), False for zero2 (ZeRO-2); None: replicated, every rank holds everything.
-    hybrid: sharded only: HSDP, FSDP2 on a 2-D mesh (replicate, shard): each unit sharded
-      over the ranks of one node, replicated across nodes; each reduce-scatter in the node is
-      followed by an all-reduce of the shard across nodes (simddp/planning/sharding.py).
-      False: sharded over every rank.
-    shard_unit_bytes: layers grouped into units of at least this many bytes; None: one each.
-    comm_hook: the DDP comm hook every bucket goes through (granularity "bucket" only).
-    param_dtype: sharded only: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=
-      fp32)``, "bf16" or "fp16": all-gathers move and compute uses the parameters in it, the
-      shards, the optimizer and the reduce-scatters stay fp32 (simddp/planning/sharding.py); None: fp32.
-    cast_gbps: the memory bandwidth (GB/s) each all-gather's cast to ``param_dtype`` is timed
-      at (:func:`simddp.planning.sharding.cast_seconds`); None: the casts are not timed. Set by the
-      command from the device or the measured host, not by the policy.
-    grad_dtype: the dtype gradients are reduced in (simddp/planning/grad_dtype.py): every
-      all-reduce (Megatron-LM's and DeepSpeed's 16-bit gradients, buckets counted in it) and
-      reduce-scatter (FSDP2's ``reduce_dtype``), "bf16" or "fp16"; None: fp32.
+    granularity: "tensor" (one collective per gradient), "all" (one flat collective),
+    "bucket" (torch DDP's size rule) or "unit" (sharded, with ``reshard_after_forward``
+    True for fsdp, False for zero2; ``hybrid``: HSDP). implementation: whose host costs apply
+    (:class:`simddp.inputs.host.Host`). param_dtype, cast_gbps: FSDP2's mixed precision
+    (simddp/planning/sharding.py); grad_dtype: the dtype gradients are reduced in
+    (simddp/planning/grad_dtype.py); None: fp32.
     """
 
     name: str
@@ -95,9 +73,8 @@ class Strategy:
     hybrid: bool = False
     shard_unit_bytes: int | None = None
     comm_hook: CommHook | None = None
-    # How each all-reduce crosses a two-level cluster (simddp/inputs/topology.py): "ring" over every
-    # rank, as NCCL and Gloo do, or "hierarchical" (reduce-scatter in the node, all-reduce
-    # of 1/G across nodes, all-gather in the node). One node or one GPU per node: the same.
+    # How each all-reduce crosses a two-level cluster: "ring" over every rank, as NCCL and
+    # Gloo do, or "hierarchical" (docs/TOPOLOGY.md).
     algorithm: str = "ring"
     param_dtype: str | None = None
     cast_gbps: float | None = None
@@ -158,9 +135,8 @@ class Strategy:
 
     @property
     def is_baseline(self) -> bool:
-        """Whether speedups are measured against it: naive per step (one all-reduce per
-        gradient, none launched during backward), sync_each per optimizer step (every
-        micro-step synced; ``accumulates`` tells the two apart).
+        """Whether speedups are measured against it: naive per step, sync_each per
+        optimizer step.
 
         >>> [make_strategy(n).is_baseline for n in ("naive", "overlap", "sync_each", "no_sync")]
         [True, False, True, False]
@@ -171,21 +147,19 @@ class Strategy:
 
     @property
     def beyond_ddp(self) -> bool:
-        """Whether it shards (fsdp, zero2), compresses (a comm hook) or all-reduces in two
-        levels (hierarchical): what a sweep recommends as a strategy, beside the bucket size."""
+        """Whether it shards, compresses or all-reduces in two levels: what a sweep
+        recommends as a strategy, beside the bucket size."""
         return (self.reshard_after_forward is not None or self.comm_hook is not None
                 or self.two_level)
 
     @property
     def shards_optimizer(self) -> bool:
-        """Whether each rank's optimizer updates only its shard: 1/p (fsdp, zero2), or 1/G
-        of a node's G ranks (hsdp)."""
+        """Whether each rank's optimizer updates only its shard (1/p, or 1/G for hsdp)."""
         return self.reshard_after_forward is not None
 
     @property
     def two_level(self) -> bool:
-        """Whether each all-reduce runs in two levels (the hierarchical algorithm), not
-        one ring over every rank."""
+        """Whether each all-reduce runs in two levels, not one ring over every rank."""
         return self.algorithm != "ring"
 
     def to_dict(self) -> dict:
@@ -226,9 +200,8 @@ def split_name(name: str) -> tuple[str, str | None]:
 
 def strategy_of(name: str, bucket_mb: float | None = None, accum_steps: int = 1
                 ) -> Strategy | None:
-    """The Strategy a result file names, for files written before results carried it
-    (``Result.spec``); None for what is no strategy (compute-only, an unknown name). The one
-    place a strategy's name is read back.
+    """The Strategy a result file without ``spec`` names; None for compute-only or an
+    unknown name. The one place a strategy's name is read back.
 
     >>> strategy_of("ddp+fp16", 4.0).comm_hook.kind, strategy_of("compute-only")
     ('fp16', None)
@@ -252,10 +225,8 @@ def mb_to_bytes(mb: float, flag: str = "--bucket-mb") -> int:
 
 def with_precision(strategy: Strategy, precision: str, cast_gbps: float | None = None
                    ) -> Strategy:
-    """``strategy`` as a run at ``--precision`` runs it: fsdp and zero2 at bf16 take FSDP2's
-    mixed precision (``param_dtype`` bf16, casts timed at ``cast_gbps``); every other
-    strategy, and fp32/tf32, is unchanged (bf16 there is autocast: gradients and their
-    all-reduces stay fp32).
+    """``strategy`` at ``--precision``: fsdp and zero2 at bf16 take FSDP2's mixed precision
+    (casts timed at ``cast_gbps``); anything else is unchanged (bf16 there is autocast).
 
     >>> [with_precision(make_strategy(n), "bf16").param_dtype for n in ("fsdp", "ddp")]
     ['bf16', None]
@@ -271,15 +242,9 @@ def make_strategy(name: str, bucket_mb: float = DDP_DEFAULT_BUCKET_MB,
                   comm_hook: str | CommHook | None = None,
                   shard_unit_mb: float | None = None, param_dtype: str | None = None,
                   cast_gbps: float | None = None) -> Strategy:
-    """The named strategy. ``bucket_mb`` matters for bucketed, ddp, no_sync and sync_each.
-
-    ``no_sync`` and ``sync_each`` always run ``accum_steps`` micro-steps (default 1 elsewhere).
-    ``ddp``, ``no_sync`` and ``sync_each`` are torch's DistributedDataParallel (its bucket rule,
-    its ``no_sync()``); the others are realrun's wrapper, except ``fsdp``, ``zero2`` and
-    ``hsdp`` (FSDP2; ``shard_unit_mb`` groups layers; ``param_dtype``, ``cast_gbps``: its mixed
-    precision) and any strategy with a comm hook: torch DDP.
-    A hook comes as ``comm_hook`` or in the name, "ddp+fp16"; the strategy's name has it.
-    """
+    """The named strategy (docs/CLI.md, "The strategies"); a comm hook comes as ``comm_hook`` or
+    in the name ("ddp+fp16"), and the strategy's name has it. ``bucket_mb`` matters for
+    bucketed strategies only."""
     base, hook_text = split_name(name)
     if hook_text:
         if comm_hook is not None:

@@ -36,16 +36,10 @@ from simddp.result import Result
 
 @dataclass(frozen=True)
 class SweepAnswer:
-    """Everything a sweep answers (see the module text).
-
-    inputs, link_file: what it predicted on, and the link file they came from; results: one
-    per configuration, in table order; naive: the speedup baseline (a row, or simulated
-    aside); recommendation: the bucket size (None: nothing bucketed swept); stakes: what
-    that choice decides (None with no recommendation); pick: whether a
-    strategy beyond plain DDP is faster (None: none swept); states: the model states per rank
-    of the pick and what it is weighed against; optimum: the α–β closed form's bucket, with
-    ``differs_from_simulator`` (the gap's reason, or None); request: how the sweep was asked
-    for (accumulation, hooks, units, the precision note, the CPU caution)."""
+    """Everything a sweep answers: ``results`` in table order, ``naive`` the speedup baseline
+    (a row, or simulated aside), ``recommendation`` and its ``stakes``, the strategy ``pick``
+    and its model ``states``, the closed form's ``optimum``; None where nothing was swept for
+    them."""
 
     inputs: Inputs
     link_file: LinkFile
@@ -70,9 +64,8 @@ class SweepAnswer:
 
     @property
     def split(self) -> dict | None:
-        """The comm factors of a collective's α part and bytes part, where the model's own
-        contention was split (Gloo on a shared CPU host: simddp/rig/); None where one factor
-        slows it all (on two levels too)."""
+        """The comm factors of a collective's α part and bytes part where the model's own
+        contention was split (simddp/rig/); None where one factor slows it all."""
         inputs = self.inputs
         if inputs.topology is not None or inputs.effects is None:
             return None
@@ -119,10 +112,8 @@ def grad_dtype_of(results: Sequence[Result]) -> str | None:
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """How a sweep was asked for, besides its configurations: micro-steps per optimizer step,
-    comm hooks and FSDP unit size (as given), ``--precision`` and how FSDP2's casts are timed
-    (``cast_gbps`` and where it comes from, ``casts``), whether the optimizer keeps state
-    (Adam), and the CPU host's caution (simddp/rig/cpu_share.py)."""
+    """How a sweep was asked for, besides its configurations, as the flags gave it, with how
+    FSDP2's casts are timed and the CPU host's caution (simddp/rig/cpu_share.py)."""
 
     accum_steps: int = 4
     comm_hooks: tuple[str, ...] = ()
@@ -136,7 +127,7 @@ class SweepRequest:
 
 def answer(inputs: Inputs, results: Sequence[Result], request: SweepRequest | None = None,
            link_file: LinkFile | None = None) -> SweepAnswer:
-    """The answer to a sweep of ``results`` on ``inputs`` (see the module text)."""
+    """The answer to a sweep of ``results`` on ``inputs``."""
     request = request or SweepRequest()
     link_file = link_file or LinkFile(inputs.link)
     results = list(results)

@@ -1,23 +1,15 @@
 """A sweep's predictions, each engine run done once: plans, scenarios and rows shared.
 
-Picture the xl sweep: 83 rows, each wanting its step at the point and in four to six input
-scenarios (simddp/predict/scenarios.py). Done row by row that is hundreds of engine runs and a
-rebuilt profile per scenario per row. Most of it repeats itself:
+Each row wants its step at the point and in each input scenario; most of that repeats:
 
-- the scenarios' inputs (a profile scaled by the compute spread, a link by the all-reduce
-  spread, the contention) belong to the sweep, not to a row: the predictor is given them,
-  built once (:class:`simddp.predict.scenarios.ScenarioSet`);
-- scenarios with equal inputs are one run (a preset has no measured spread: ``low`` and
-  ``compute_bound`` are the point, ``high`` and ``comm_bound`` one contended run);
-- rows whose plans the engine cannot tell apart (ddp at 1 MB is bucketed at 1 MB; ten big
-  tensors fill every cap from 1 to 20 MB alike) share their runs (:func:`engine_key`);
-- a plan that never overlaps compute with communication (naive, flat) steps for the sum of
-  its parts, so each scenario moves it by its scaled compute and all-reduce seconds, with
+- the scenarios' inputs are the sweep's, built once
+  (:class:`~simddp.predict.scenarios.ScenarioSet`), and scenarios with equal inputs are one run;
+- rows whose plans the engine cannot tell apart share their runs (:func:`engine_key`);
+- a plan that never overlaps compute with communication is moved by its scaled parts, with
   no run at all (:func:`runs_alone`).
 
-The toy below: 2 ms forward, l1's backward ends at 4 ms, its 1 ms all-reduce runs 1.5 ms
-under contention while l0's backward does 1 ms of its 2, which ends at 6.5 ms; l0's
-all-reduce 7.5::
+The toy: 2 ms forward, l1's backward ends at 4 ms, its 1 ms all-reduce runs 1.5 ms under
+contention while l0's backward does 1 ms of its 2, which ends at 6.5 ms; l0's all-reduce 7.5::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy
     >>> from simddp.inputs.contention import Contention
@@ -31,8 +23,7 @@ all-reduce 7.5::
     >>> round(r.step_s * 1e3, 3), {name: round(s * 1e3, 3) for name, s in r.scenarios_s.items()}
     (7.5, {'low': 6.9, 'high': 9.0, 'comm_bound': 7.2, 'compute_bound': 8.7})
 
-``Predictor.work`` counts what was done (engine runs, scenario inputs built), so a test can
-hold the count where a timing would be noise (tests/simddp/test_predictor.py).
+``Predictor.work`` counts engine runs and inputs built, for tests that cannot time.
 """
 from __future__ import annotations
 
@@ -49,24 +40,20 @@ from simddp.sim.costs import PlanCosts, plan_costs, shard_ranks_of
 from simddp.sim.engine import compute_only_s, make_result, result_of, simulate
 from simddp.sim.schedule import optimizer_share_s
 
-# Strategy fields the engine never reads: the name (docs/DESIGN.md: the engine never branches
-# on it), the granularity and bucket caps (they act through the plan's collectives, which the
-# key holds), the implementation (it acts through its HostCosts, which the key holds).
+# Strategy fields the engine never reads: they act through the plan's collectives or its
+# HostCosts, which the key holds, or are just the name.
 _NOT_ENGINE = frozenset({"name", "granularity", "bucket_bytes", "first_bucket_bytes",
                          "implementation"})
 
 
-# A collective's fields as a plain tuple: equal tuples compare in C, where equal Collectives
-# compare field by field in Python (a large sweep makes hundreds of thousands). Not its
-# label: it names spans, and no step depends on it (overlap's one all-reduce per tensor is
-# bucketed's at 1 MB once names are set aside: two runs fewer on a 10k-tensor sweep).
+# A collective's fields as a plain tuple, which compares in C; not its label, which only
+# names spans.
 _COLLECTIVE_FIELDS = attrgetter(*(f.name for f in fields(Collective) if f.name != "label"))
 
 
 def engine_key(p: Plan, costs: HostCosts = FREE) -> tuple:
-    """Everything of a plan and its host costs the engine reads for a step's time: two
-    plans with equal keys have equal steps on equal inputs (not equal spans: labels differ).
-    Cheap beside building the plan, even for xl's largest (1352 collectives)."""
+    """Everything of a plan and its host costs the engine reads for a step's time: equal
+    keys, equal steps on equal inputs (not equal spans: labels differ)."""
     s = p.strategy
     rest = tuple(getattr(s, f.name) for f in fields(s) if f.name not in _NOT_ENGINE)
     return costs, rest, tuple(map(_COLLECTIVE_FIELDS, p.collectives)), p.micro_steps, p.units
@@ -74,10 +61,8 @@ def engine_key(p: Plan, costs: HostCosts = FREE) -> tuple:
 
 def runs_alone(p: Plan, copy_out_s: list[float]) -> bool:
     """Whether compute and communication never run at the same time in ``p``, so its step
-    is the sum of its parts and contention cannot touch it: no sharding, every collective
-    released after its micro-step's last backward (layer 0) and waited for at the
-    micro-step's end, and no host work once one is done except after the micro-step's last
-    (a copy-out would run beside the next collective). ``copy_out_s``: host_copies()'s."""
+    is the sum of its parts: no sharding, every collective released after the micro-step's
+    backward and waited for at its end, and no copy-out but after its last."""
     if p.units:
         return False
     last = {c.micro_step: i for i, c in enumerate(p.collectives)}
@@ -91,10 +76,8 @@ def runs_alone(p: Plan, copy_out_s: list[float]) -> bool:
 
 def micro_step_strategies(strategy: Strategy) -> list[Strategy | None]:
     """Each micro-step of ``strategy``'s step as a strategy of one micro-step, or None for one
-    that only computes. The engine ends a micro-step only when its collectives are done
-    (DDP's finalize_backward), so the next starts on two idle lanes and a step is the sum of
-    its micro-steps run alone, plus the optimizer: sync_each's four are ddp's one, and
-    no_sync's first three are compute only::
+    that only computes. A micro-step ends only when its collectives are done (DDP's
+    finalize_backward), so a step is the sum of its micro-steps run alone, plus the optimizer::
 
         >>> from simddp import make_strategy
         >>> [s and s.accum_steps for s in micro_step_strategies(make_strategy("no_sync", 25, 3))]
@@ -116,8 +99,7 @@ class Predictor:
         self.set, self.record, self.stats = scenario_set, record, stats
         self.point_key = scenario_set.point_key
         self.inputs = scenario_set.inputs
-        # Engine key -> a small id: a lookup with the key itself compares every collective
-        # of a hit (hundreds of thousands of Collective.__eq__ calls on a large sweep).
+        # Engine key -> a small id: a lookup by the key itself compares every collective.
         self.ids: dict[tuple, int] = {}
         self.steps: dict[tuple[int, tuple], float] = {}   # (id, scenario key) -> step s
         self.costs: dict[tuple[int, tuple], PlanCosts] = {}   # (id, scenario key) -> costs
@@ -151,9 +133,8 @@ class Predictor:
                                             for name, key in self.set.names.items()})
 
     def step_s(self, pid: int, p: Plan | None, scenario_key: tuple) -> float:
-        """Step seconds of ``p`` (id ``pid``; None for a step registered as its micro-steps)
-        in a scenario, from the runs already done where they tell (see the module text),
-        else from one engine run."""
+        """Step seconds of ``p`` (None for a step registered as its micro-steps) in a
+        scenario, from the runs already done where they tell, else from one engine run."""
         step_s = self.steps.get((pid, scenario_key))
         if step_s is not None:
             return step_s
@@ -168,6 +149,7 @@ class Predictor:
             step_s = self._run(pid, p, scenario_key).step_s
         self.steps[pid, scenario_key] = step_s
         return step_s
+
     def _plan(self, strategy: Strategy) -> Plan:
         """``strategy``'s plan; its collectives shared with a strategy that differs only in
         name (sync_each's micro-step is ddp's plan)."""
@@ -228,8 +210,7 @@ class Predictor:
 
     def _parts_moved_s(self, pid: int, p: Plan, scenario_key: tuple) -> float:
         """How far a scenario moves a plan that runs its lanes one after the other: its
-        compute seconds and its comm lane's seconds there minus at the point (host work is
-        held at its measurement; contention never applies, nothing overlaps)."""
+        compute and comm seconds there minus at the point (host work held as measured)."""
         def parts_s(key: tuple) -> float:
             inputs, pc = self.inputs[key], self.plan_costs(pid, p, key)
             compute_s = compute_only_s(inputs.profile, p.micro_steps, optimizer_share_s(

@@ -1,9 +1,8 @@
 """Which bucket_cap_mb to set, and whether a strategy beyond plain DDP is worth it.
 
-Picture a user who just swept: :func:`recommend` picks the bucket size of the knob they set
-(torch DDP's, else bucketed's, else no_sync's), robust over the prediction ranges, with the
-runner-up it beats; :func:`recommend_strategy` says whether sharding, a comm hook or the
-hierarchical all-reduce beats the best plain configuration::
+:func:`recommend` picks the bucket size of the knob users set, robust over the prediction
+ranges, with the runner-up it beats; :func:`recommend_strategy` says whether sharding, a comm
+hook or the hierarchical all-reduce beats the best plain configuration::
 
     >>> from simddp import build_profile, get_link, parse_model, sweep
     >>> profile = build_profile(parse_model("transformer-small"))
@@ -11,7 +10,7 @@ hierarchical all-reduce beats the best plain configuration::
     >>> rec = recommend(results); rec.bucket_mb, rec.runner_up_mb
     (25.0, 10.0)
 
-Both read measured Results too (realrun validate's verdict).
+Both read measured Results too.
 """
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ from simddp.predict.scenarios import robust_pick
 from simddp.predict.sweep import accumulates
 from simddp.result import Result
 
-# Which strategy's bucket size is "the" recommendation: ddp's, since bucket_cap_mb is the knob
-# users set on torch DDP; bucketed (no small first bucket), then no_sync, stand in when ddp was
-# not swept.
+# Whose bucket size is "the" recommendation: ddp's, the knob users set on torch DDP; the
+# others stand in when ddp was not swept.
 RECOMMEND_FROM = (Name.DDP, Name.BUCKETED, Name.NO_SYNC)
 
 
@@ -64,12 +62,9 @@ def recommend(results: Sequence[Result], profile: ModelProfile | None = None
               ) -> Recommendation | None:
     """The bucket_cap_mb minimising ddp's step (else bucketed's, else no_sync's); None if none.
 
-    With prediction ranges, the size with the lowest worst-case regret over them (a robust
-    choice; ``point_best_mb`` names the lowest point estimate when that is another size).
-    Ties (comm fully hidden at several sizes) go to the size closest to torch's default 25 MB,
-    the one a user need not change. Sizes that make the same buckets are one configuration
-    (``profile``: by the plan's buckets; without, by identical predictions): the runner-up
-    is another layout, and ``same_layout_mb`` names the recommended one's other sizes.
+    With prediction ranges, the lowest worst-case regret. Ties go to the size closest to
+    torch's default 25 MB, which a user need not change. Sizes that make the same buckets
+    (by ``profile``'s plans, else by identical predictions) are one configuration.
     """
     per_step = [r for r in results if not accumulates(r)]
     for name in RECOMMEND_FROM:
@@ -113,9 +108,8 @@ NEAR_PCT = 1.0
 
 @dataclass(frozen=True)
 class Stakes:
-    """What the bucket size decides: the swept sizes of the recommended strategy as good as
-    the recommended one (within NEAR_PCT of its step), the worst swept size, and a faster row
-    of another strategy where one beats the recommendation by more than NEAR_PCT."""
+    """What the bucket size decides: the swept sizes within NEAR_PCT of the recommended one,
+    the worst swept size, and another strategy's row faster by more than NEAR_PCT."""
 
     near_mb: tuple[float, ...]          # ascending, the recommended size included
     near_pct: float                     # the largest excess among them, % of the step
@@ -179,9 +173,9 @@ class StrategyPick:
 
 
 def recommend_strategy(results: Sequence[Result]) -> StrategyPick | None:
-    """Whether sharding (fsdp, zero2) or a comm hook beats plain data parallelism, per step;
-    None when the sweep had neither. Ties go to the plain configuration (less to change),
-    then to torch DDP's bucket rule, then to the size closest to torch's default 25 MB."""
+    """Whether sharding or a comm hook beats plain data parallelism, per step; None when the
+    sweep had neither. Ties go to the plain configuration, then torch DDP's bucket rule, then
+    the size closest to 25 MB."""
     per_step = [r for r in results if not accumulates(r)]
     beyond = [r for r in per_step if r.spec is not None and r.spec.beyond_ddp]
     if not beyond:

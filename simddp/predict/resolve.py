@@ -1,7 +1,7 @@
 """The one function that resolves a prediction's inputs: which contention, which host effects.
 
-The Python API, every command and realrun's workflows call :func:`resolve`, so the same job
-gives the same step by any door. The contention a step runs under, in order:
+The API, every command and realrun's workflows call :func:`resolve`, so the same job gives
+the same step by any door. The contention a step runs under, in order:
 
 1. the user's choice, where given (``contention``: "none", "published", or (compute, comm));
 2. a measurement: the model's own (a profile's ``host_costs.contention``), else calibrate's
@@ -10,8 +10,8 @@ gives the same step by any door. The contention a step runs under, in order:
    (docs/FINDINGS.md#gpu-contention-under-overlap);
 4. none: a CPU host, whose contention is Gloo's and which calibrate measures.
 
-A link file that measured Gloo on a shared CPU host (its ``gloo_host`` section) also puts that
-host's effects in the inputs (simddp/rig/), imported only then::
+A link file's ``gloo_host`` section also puts that host's effects in the inputs (simddp/rig/,
+imported only then)::
 
     >>> from simddp import build_profile, get_link, parse_model
     >>> inputs = resolve(build_profile(parse_model("transformer-small")), get_link("eth-100g"))
@@ -45,9 +45,8 @@ NOT_GPU_PRESETS = ("cpu",)
 
 
 def computes_on_gpu(device: str | None) -> bool:
-    """Whether ``device`` names a GPU: a device preset other than cpu, or a torch device
-    "cuda" / "cuda:N" (what ``realrun profile`` and ``simddp trace-import`` record). None,
-    or a name neither knows: not known to be one::
+    """Whether ``device`` names a GPU: a device preset other than cpu, or "cuda" / "cuda:N"
+    as ``realrun profile`` and ``trace-import`` record it::
 
         >>> [computes_on_gpu(d) for d in ("a100", "cuda:0", "cuda", "cpu", None, "mps")]
         [True, True, True, False, False, False]
@@ -76,9 +75,8 @@ def choose_contention(link_file: LinkFile, host: Host | None, device: str | None
 
 
 def given_contention(choice) -> Contention:
-    """The user's choice: "none", "published" or (compute, comm) factors, each >= 1. What the
-    user gives is held there (the prediction ranges do not vary it) and is never called
-    measured::
+    """The user's choice: "none", "published" or (compute, comm) factors, each >= 1; held
+    there by the prediction ranges, and never called measured::
 
         >>> given_contention("none"), given_contention("published").source
         (Contention(compute=1.0, comm=1.0, spread=None, source='given'), 'published')
@@ -99,12 +97,10 @@ def resolve(profile: ModelProfile | str | os.PathLike,
             link: Link | LinkFile | str | os.PathLike, world_size: int = 2, *,
             host: Host | str | os.PathLike | None = None, topology: Topology | None = None,
             contention=None) -> Inputs:
-    """One scenario's :class:`~simddp.inputs.resolved.Inputs`, resolved once.
-
-    ``profile`` and ``link``: the objects, or the files (a profile file brings its host costs
-    unless ``host`` is given; a link file what calibrate measured beside the link);
-    ``topology``: a two-level cluster (``link`` is then the link between nodes);
-    ``contention``: None for the rule above, or the user's choice."""
+    """One scenario's :class:`~simddp.inputs.resolved.Inputs`, resolved once. ``profile``
+    and ``link`` may be files (a profile file brings its host costs unless ``host`` is
+    given); with ``topology``, ``link`` is the link between nodes; ``contention`` None: the
+    rule above."""
     if not isinstance(profile, ModelProfile):
         path = profile
         profile = load_profile(path)
@@ -121,8 +117,8 @@ def resolve(profile: ModelProfile | str | os.PathLike,
 
 
 def host_effects(link_file: LinkFile, topology: Topology | None):
-    """What Gloo on a shared CPU host adds (simddp/rig/), where a link file measured it: the
-    link's, or its levels'; None for every preset and NCCL link (the rig is not imported)."""
+    """What Gloo on a shared CPU host adds (simddp/rig/), where a link file measured it;
+    None otherwise, without importing the rig."""
     levels = topology is not None and (topology.intra_host is not None
                                        or topology.inter_host is not None)
     if link_file.host is None and not levels:

@@ -1,16 +1,12 @@
 """Scaling: one model's step, per-GPU throughput and efficiency over a list of GPU counts.
 
-A user planning a run asks "what does going from 8 to 64 GPUs cost me?". Each GPU count is a
-cluster of whole nodes (or part of one), each strategy one prediction on it, through the same
-resolve and predictor as ``simddp sweep`` (:func:`simddp.predict.resolve.resolve`,
-:class:`simddp.predict.predictor.Predictor`). Weak scaling holds the per-GPU batch
-(``micro_batch`` × ``accum_steps``); strong scaling holds ``global_batch``, so the
-accumulation steps follow: K = global_batch / (GPUs × micro_batch).
+Each GPU count is a cluster of whole nodes (or part of one), each strategy one prediction on
+it through the same resolve and predictor as ``simddp sweep``; weak scaling holds the per-GPU
+batch, strong scaling ``global_batch`` (docs/CLI.md, ``scale``).
 
-The picture on round numbers: one 100 MB gradient (10⁸ bytes) whose all-reduce can only
-start when the 30 ms of compute ends; 100 GB/s inside an 8-GPU node, 10 GB/s between nodes.
-At 8 GPUs the all-reduce takes 2·7/8·10⁸ B / 100 GB/s = 1.75 ms, at 16 (the ring paced by
-the link between nodes) 2·15/16·10⁸ B / 10 GB/s = 18.75 ms; efficiency 31.75 / 48.75::
+On round numbers: one 10⁸-byte gradient after 30 ms of compute, 100 GB/s inside an 8-GPU
+node, 10 GB/s between nodes. At 8 GPUs the all-reduce takes 2·7/8·10⁸ B / 100 GB/s = 1.75 ms,
+at 16 (the ring paced by the link between nodes) 2·15/16·10⁸ B / 10 GB/s = 18.75 ms::
 
     >>> from simddp import Layer, Link, ModelProfile
     >>> toy = ModelProfile("toy", (Layer("w", (10**8,), 0.010, 0.020),))
@@ -56,12 +52,8 @@ GRAD_ELEM_BYTES = 4   # a profile's gradients are fp32 bytes (simddp/presets/mod
 @dataclass(frozen=True)
 class ScaleRequest:
     """What to scale: the strategies, the per-GPU micro-batch and, for strong scaling, the
-    global batch in samples (None: weak scaling, ``accum_steps`` micro-steps everywhere).
-
-    ``seq``: tokens per sample (None: a model without tokens, reported in samples/s);
-    ``bucket_mb``: ddp's (and bucketed's, hierarchical's) cap, None: torch's 25;
-    ``shard_unit_mb``: sharded units, None: one per transformer block; ``precision``,
-    ``cast_gbps``, ``grad_dtype``: as ``simddp sweep`` takes them."""
+    global batch in samples (None: weak scaling). ``seq``: tokens per sample (None: samples/s);
+    ``bucket_mb`` None: torch's 25; ``shard_unit_mb`` None: a unit per transformer block."""
 
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     micro_batch: int = 8
@@ -112,11 +104,8 @@ class ScaleRequest:
 
 @dataclass(frozen=True)
 class ScaleRow:
-    """One strategy at one GPU count: its optimizer step and what a GPU gets done per second.
-
-    ``efficiency``: samples (or tokens) per second per GPU over the strategy's own at the
-    smallest count (weak and strong scaling alike); ``tokens_per_s_per_gpu``: None for a model
-    without tokens."""
+    """One strategy at one GPU count: its optimizer step and what a GPU gets done per second;
+    ``efficiency`` is per-GPU throughput over the strategy's own at the smallest count."""
 
     strategy: str
     gpus: int
@@ -216,11 +205,9 @@ def check_gpus(gpus: Sequence[int]) -> list[int]:
 
 
 def by_block(profile: ModelProfile) -> ModelProfile | None:
-    """``profile`` with each transformer block's layers (those whose names share a block
-    index) merged into one layer, and each run of layers outside a block (the embeddings;
-    the final norm and head) into one: its layers are then FSDP's units when a transformer
-    is wrapped block by block. None where no block holds more than one layer (an mlp's
-    numbered layers are a unit each already).
+    """``profile`` with each transformer block's layers (names sharing a block index), and
+    each run of layers outside a block, merged into one layer: FSDP's units when a
+    transformer is wrapped block by block. None where no block holds more than one layer.
 
         >>> from simddp import build_profile, parse_model
         >>> blocks = by_block(build_profile(parse_model("transformer-small")))
@@ -252,9 +239,8 @@ def by_block(profile: ModelProfile) -> ModelProfile | None:
 
 
 def strategy_at(name: str, accum_steps: int, request: ScaleRequest) -> Strategy:
-    """The Strategy ``name`` runs as at ``accum_steps`` micro-steps: ddp over several syncs
-    on the last only (torch's ``no_sync()``, as Lightning, Accelerate and HF Trainer
-    accumulate); every other strategy syncs each micro-step (FSDP's default)."""
+    """The Strategy ``name`` runs as at ``accum_steps`` micro-steps: ddp syncs the last only
+    (``no_sync()``, as the trainers accumulate); every other strategy syncs each (FSDP's)."""
     bucket_mb = request.bucket_mb or DDP_DEFAULT_BUCKET_MB
     if name == Name.DDP and accum_steps > 1:
         s = make_strategy(Name.NO_SYNC, bucket_mb, accum_steps)
@@ -308,10 +294,9 @@ def strategy_notes(profile: ModelProfile, request: ScaleRequest) -> dict[str, st
 
 def scale(profile: ModelProfile, link: Link | LinkFile, cluster_list: Sequence[Topology],
           request: ScaleRequest, *, host: Host | None = None, contention=None) -> ScaleAnswer:
-    """Each strategy of ``request`` on each cluster (:func:`clusters`; ``link``: the link
-    between nodes), resolved and predicted as ``simddp sweep`` does: one row per strategy
-    and GPU count, strategies in the request's order, counts rising. Sharded strategies run
-    a unit per transformer block (:func:`sharded_profile`)."""
+    """Each strategy of ``request`` on each cluster (``link``: the link between nodes),
+    resolved and predicted as ``simddp sweep`` does: one row per strategy and GPU count,
+    strategies in the request's order, counts rising."""
     topologies = sorted(cluster_list, key=lambda t: t.world_size)
     if not topologies:
         raise InputError("--gpus: empty list (e.g. 8,16,32)")

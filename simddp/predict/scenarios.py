@@ -1,24 +1,10 @@
 """Prediction ranges: each configuration's step time over the uncertainty of its inputs.
 
-A prediction is only as sure as the measurements behind it. Two of them carry a measured
-spread, the p5 and p95 over the median of many repeats:
-
-- ``ModelProfile.compute_spread``: the compute-only step (``realrun profile`` on all ranks);
-- ``Link.time_spread``: an all-reduce of the bandwidth-bound sizes (``python -m calibrate``).
-
-Contention (resolved once: :func:`simddp.predict.resolve.resolve`), when nothing measured it,
-ranges from none to :data:`UNCALIBRATED_CONTENTION` around a point of none; where the compute
-runs on a GPU the point is the published GPU contention and the range none to its high end.
-When the profile measured it, it ranges over its repeats' p10–p90 (``Host.contention_spread``);
-when the user gave it, it is held there.
-
-Each *scenario* is a corner of that box: all fast (``low``), all slow (``high``), and the
-two mixed corners, where compute and communication err in opposite directions; then the
-measured contention at its two ends (``contention_low``, ``contention_high``). The mixed
-corners are what reorder bucket sizes: a job that is really more communication-bound than
-measured wants larger buckets. A row's range is the min and max over the point and the
-scenarios (``Result.step_range_s``); the recommendation's worst-case regret is over the
-corners only (:func:`worst_regrets` says why)::
+The spreads are the profile's ``compute_spread``, the link's ``time_spread`` and the
+contention's; each *scenario* is a corner of that box (all fast, all slow, and the two mixed
+corners that reorder bucket sizes), plus a measured contention at its two ends. A range is the
+spread of a step from the spread of its inputs, not a confidence interval of the median
+(docs/CLI.md, "Prediction ranges")::
 
     >>> from simddp import Layer, Link, ModelProfile
     >>> from simddp.inputs.contention import Contention
@@ -29,13 +15,6 @@ corners only (:func:`worst_regrets` says why)::
     ...                Contention(1.5, 1.5, source="link"))
     >>> {name: (s.compute_factor, s.comm_factor) for name, s in scenarios(point).items()}
     {'low': (0.9, 1.0), 'high': (1.2, 1.2), 'comm_bound': (0.9, 1.2), 'compute_bound': (1.2, 1.0)}
-
-This module says what each scenario is and builds each distinct one's inputs once
-(:func:`scenario_set`); :mod:`simddp.predict.predictor` simulates them and works out rows that
-need no engine run.
-
-docs/CLI.md ("Prediction ranges") says what a range is and is not: it is the spread
-of a step from the spread of its inputs, not a confidence interval of the median.
 """
 from __future__ import annotations
 
@@ -45,8 +24,7 @@ from dataclasses import dataclass, field, replace
 from simddp.inputs.contention import PUBLISHED_GPU_SHORT, Contention
 from simddp.inputs.resolved import Inputs, scaled_profile
 
-# (compute_slowdown, comm_slowdown) at the high end when no contention was measured and the
-# compute is not known to run on a GPU (on one: the published figures' high end), as the
+# (compute, comm) slowdown at the high end when nothing measured contention off a GPU: the
 # published GPU compute's maximum (docs/FINDINGS.md#gpu-contention-under-overlap).
 UNCALIBRATED_CONTENTION = (1.4, 1.4)
 # Scenario name -> (compute end, comm end): 0 the low end of a spread, 1 the high end.
@@ -89,13 +67,10 @@ def assumed_ends(point: Contention) -> tuple[Contention, Contention]:
 
 
 def scenarios(point: Inputs) -> dict[str, Scenario]:
-    """Each scenario by name: the four corners of compute and all-reduce time. When no
-    contention was measured (or given), the corners with all-reduces at their fast end take
-    its assumed low end and those at their slow end its high end (:func:`assumed_ends`; on a
-    GPU the point between them is the published one). When the model's own contention was
-    measured with its spread, the corners take it at the point, and two more scenarios put
-    it at its low and high end with the other inputs at the point (``contention_low``,
-    ``contention_high``): whether an overlapped bucket pays off hinges on it."""
+    """Each scenario by name: the four corners of compute and all-reduce time, an assumed
+    contention at its low end where all-reduces are fast and its high end where slow. A
+    measured or given contention stays at the point; a measured spread adds
+    ``contention_low`` and ``contention_high`` with the other inputs at the point."""
     compute = point.profile.compute_spread or (1.0, 1.0)
     comm = point.link.time_spread or (1.0, 1.0)
     contention = point.contention
@@ -113,9 +88,8 @@ def scenarios(point: Inputs) -> dict[str, Scenario]:
 
 @dataclass(frozen=True)
 class ScenarioSet:
-    """A prediction's inputs, each built once: the point's, and with ranges each scenario's.
-    ``names``: scenario name -> key; ``inputs``: key -> inputs (the point's key included;
-    scenarios with equal keys share theirs, and one engine run)."""
+    """A prediction's inputs, each built once: ``names`` maps a scenario to its key,
+    ``inputs`` a key (the point's included) to its inputs, shared by equal keys."""
 
     point: Inputs
     names: dict[str, tuple] = field(default_factory=dict)
@@ -127,8 +101,8 @@ class ScenarioSet:
 
 
 def scenario_set(point: Inputs, ranges: bool = False) -> ScenarioSet:
-    """The point's inputs and, with ``ranges``, each scenario's, built once each: a scaled
-    profile is shared by every scenario with its compute factor (it rebuilds every layer)."""
+    """The point's inputs and, with ``ranges``, each scenario's; a scaled profile is shared
+    by every scenario with its compute factor."""
     named = scenarios(point) if ranges else {}
     profiles = {1.0: point.profile}
     built = {point_scenario(point).key: point}
@@ -144,15 +118,12 @@ def scenario_set(point: Inputs, ranges: bool = False) -> ScenarioSet:
 
 
 def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list[float] | None:
-    """Each row's worst-case regret over the input corners, from (point step, scenario
-    steps) pairs: in each corner (:data:`SCENARIOS`) its step over the best row's in the same
-    corner, minus 1; the max over the point and the corners. The scenarios move every row
-    together (one profile, one link), so rows are compared within a scenario, not across.
+    """Each row's worst-case regret from (point step, scenario steps) pairs: the max over
+    the point and the corners of its step over the best row's in the same corner, minus 1;
     None unless every row has the same scenarios.
 
-    The contention's two ends widen the ranges but do not enter the regret: they are the
-    p10 and p90 of single repeats' factors, each a difference of four noisy times, and their
-    worst case steered the pick to buckets that never overlap (docs/FINDINGS.md#contention)::
+    The contention's ends are single repeats' noisy factors and steered the pick to buckets
+    that never overlap, so they do not enter (docs/FINDINGS.md#contention)::
 
         >>> a = (0.100, {"low": 0.09, "high": 0.13})
         >>> b = (0.101, {"low": 0.09, "high": 0.11})
@@ -173,9 +144,9 @@ def worst_regrets(rows: Sequence[tuple[float, dict[str, float] | None]]) -> list
 
 def robust_pick(rows: Sequence[tuple[float, dict[str, float] | None]]
                 ) -> tuple[int, list[float] | None]:
-    """(index of the row to recommend, every row's worst-case regret or None). ``rows`` come
-    in preference order (the best point estimate first): without scenarios that first row;
-    with them the lowest worst-case regret, ties within 0.1 % going to the earlier row."""
+    """(index of the row to recommend, every row's worst-case regret or None): the lowest
+    worst-case regret, ties within 0.1 % going to the earlier row (``rows`` come best point
+    estimate first); without scenarios the first row."""
     regrets = worst_regrets(rows)
     if regrets is None:
         return 0, None
@@ -183,9 +154,7 @@ def robust_pick(rows: Sequence[tuple[float, dict[str, float] | None]]
 
 
 def range_sources(point: Inputs) -> str:
-    """One line: what the ranges are made of, for the sweep's output and JSON; on a GPU
-    with nothing measured, the contention the point takes, its range and where it comes
-    from::
+    """One line: what the ranges are made of, for the sweep's output and JSON::
 
         >>> from simddp import Layer, Link, ModelProfile
         >>> from simddp.inputs.contention import published_gpu

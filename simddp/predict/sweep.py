@@ -1,7 +1,6 @@
 """A sweep: every strategy at every bucket size, one :class:`Result` each, and the verdict.
 
-Picture the table a user wants before touching ``bucket_cap_mb``: each strategy's step time
-at each bucket size, and which size wins by how much::
+Each strategy's step time at each bucket size::
 
     >>> from simddp import build_profile, get_link, parse_model
     >>> profile = build_profile(parse_model("transformer-small"))
@@ -9,13 +8,10 @@ at each bucket size, and which size wins by how much::
     >>> [(r.strategy, r.bucket_mb) for r in results]
     [('naive', None), ('ddp', 10.0), ('ddp', 25.0), ('ddp', 100.0)]
 
-Strategies without buckets (naive, flat, overlap, fsdp, zero2) do not depend on the bucket
-size and are simulated once; comm hooks (``comm_hooks=["fp16"]``) add a row per hookable
-strategy (ddp, bucketed) and bucket size, named "ddp+fp16". ``no_sync`` (K micro-steps, only the last synced) always comes with its
-baseline ``sync_each`` (the same K micro-steps, DDP-synced every time), both per optimizer
-step. :func:`sweep_strategies` is the list of configurations, so ``realrun validate`` can
-measure exactly what was predicted; :func:`recommend`, :func:`recommend_strategy` and
-:func:`sweep_rows` read measured Results too.
+Strategies without buckets are simulated once; comm hooks add a row per hookable strategy
+and size ("ddp+fp16"); ``no_sync`` always comes with its baseline ``sync_each``, both per
+optimizer step. :func:`sweep_strategies` is the list, so ``realrun validate`` measures
+exactly what was predicted.
 """
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ from simddp.planning.strategy import (ACCUM_BASELINE, BUCKETED, HOOKABLE, MB,
                              with_precision)
 from simddp.inputs.topology import Topology
 
-# 1-2-5 steps over three decades, plus torch's default 25: the optimum of every preset on every
-# link preset lies inside, and a 2.5× grid pins it to within ~10% of the step.
+# 1-2-5 steps over three decades, plus torch's default 25: every preset's optimum lies inside.
 DEFAULT_BUCKET_MB = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
 DEFAULT_ACCUM_STEPS = 4
 
@@ -52,10 +47,7 @@ def sweep_strategies(strategies: Sequence[str], bucket_mbs: Sequence[float],
                      comm_hooks: Sequence[str | CommHook] = (),
                      shard_unit_mb: float | None = None) -> list[Strategy]:
     """The configurations a sweep covers, in table order; all input checked before any run.
-
-    ``comm_hooks`` add, after each hookable strategy's rows, the same rows with each hook;
-    ``shard_unit_mb`` groups layers into FSDP units of at least that many MB (None: one each).
-    """
+    ``comm_hooks`` add each hookable strategy's rows again with each hook."""
     if isinstance(accum_steps, bool) or not isinstance(accum_steps, int) or accum_steps < 1:
         raise InputError(f"--accum-steps must be an integer >= 1, got {accum_steps!r}")
     for name in strategies:
@@ -104,14 +96,9 @@ def sweep(profile: ModelProfile, link: Link | LinkFile, world_size: int,
           cast_gbps: float | None = None, contention=None,
           grad_dtype: str | None = None) -> list[Result]:
     """Predict every configuration of :func:`sweep_strategies` on inputs resolved as every
-    command resolves them (:func:`simddp.predict.resolve.resolve`): ``host``: the DDP
-    implementations' host costs (None: free); ``topology``: a two-level cluster;
-    ``device``: what the compute runs on, where not the profile's own (on a GPU, contention
-    nobody measured is the published GPU one); ``contention``: the user's choice (None: the
-    rule). Then :func:`sweep_inputs` with ``ranges``, ``record``, ``stats``, ``on_progress``;
-    ``precision``: as realrun's ``--precision`` (bf16: fsdp and zero2 under FSDP2's mixed
-    precision, their casts timed at ``cast_gbps``, :func:`simddp.planning.sharding.cast_rate`);
-    ``grad_dtype``: the dtype gradients are reduced in (simddp/planning/grad_dtype.py)."""
+    command resolves them (:func:`simddp.predict.resolve.resolve`), then
+    :func:`sweep_inputs`. ``device``: what the compute runs on, where not the profile's own;
+    ``precision`` and ``grad_dtype``: as the commands' flags."""
     configs = configurations(strategies, bucket_mbs, accum_steps, comm_hooks, shard_unit_mb,
                              precision, cast_gbps, grad_dtype)
     as_link_file(link).link.for_world(world_size, rescale=True)  # an integer >= 2
@@ -137,10 +124,8 @@ def configurations(strategies: Sequence[str], bucket_mbs: Sequence[float],
 def sweep_inputs(point: Inputs, configs: Sequence[Strategy], *, ranges: bool = False,
                  record: bool = False, stats: dict | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> list[Result]:
-    """One Result per configuration on resolved inputs; ``ranges``: also each input scenario
-    (simddp/predict/scenarios.py), for ``Result.step_range_s``; ``record`` keeps the spans.
-    Each engine run is done once per sweep (simddp/predict/predictor.py); ``stats`` gets
-    ``events`` and the ``work`` done."""
+    """One Result per configuration on resolved inputs; ``ranges``: also each input scenario;
+    ``record`` keeps the spans; ``stats`` gets ``events`` and the ``work`` done."""
     predictor = Predictor(scenario_set(point, ranges), record=record, stats=stats)
     results = []
     for i, strategy in enumerate(configs):

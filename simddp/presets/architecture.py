@@ -1,20 +1,16 @@
 """A transformer as its config describes it: every parameter tensor, in forward order.
 
-Picture a Hugging Face ``config.json`` unrolled into the model's modules: the embeddings,
-then each block's norms, attention projections (grouped-query where there are fewer
-key/value heads), attention core and MLP (SwiGLU's three matrices or GELU's two), then the
-final norm and the head (an LM head tied to the embedding holds no tensor of its own)::
+A Hugging Face ``config.json`` unrolled into the model's modules: the embeddings, each block,
+then the final norm and the head (a tied LM head holds no tensor of its own)::
 
     >>> llama3 = Architecture("llama-3-8b", "llama", hidden=4096, layers=32, heads=32, ffn=14336,
     ...                       vocab=128256, max_positions=8192, kv_heads=8)
     >>> llama3.n_params, [op.name for op in llama3.modules()][:4]
     (8030261248, ['model.embed_tokens', 'model.layers.0.input_layernorm', 'model.layers.0.self_attn.q_proj', 'model.layers.0.self_attn.k_proj'])
 
-Its :meth:`Architecture.modules` are what :func:`simddp.presets.models.build_profile` times
-by the same roofline as the presets; module names are the model's own (``family``: the
-naming of ``gpt2``, ``llama``, ``mpt``, ``bert``, or simddp's preset names, ``decoder``), so a
-simulated gradient has the name a trace of the real model gives it. What a config file or
-a short spec says is read in :mod:`simddp.presets.hf_config`.
+:func:`simddp.presets.models.build_profile` times its modules by the presets' roofline; their
+names are the ``family``'s own, so a simulated gradient has the name a trace of the real model
+gives it.
 """
 from __future__ import annotations
 
@@ -95,17 +91,11 @@ def _choice(owner: str, name: str, value, allowed: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class Architecture:
-    """A decoder (pre-norm) or encoder (post-norm, BERT) transformer, every size explicit.
-
-    hidden, layers, heads, ffn (the MLP's inner size), vocab, max_positions: as configs name
-    them; kv_heads: key/value heads (None: ``heads``; fewer: grouped-query attention);
-    head_dim: None for ``hidden // heads``. mlp: "swiglu" or "gelu"; norm: "rmsnorm" or
-    "layernorm" (its bias unless ``norm_bias`` is False); attn_bias, mlp_bias: the Linear
-    biases; fused_qkv: one q|k|v matrix (GPT-2, MPT); positions: "learned" holds a
-    ``max_positions × hidden`` table, "rope" and "alibi" none; token_types: BERT's segment
-    table; post_norm: BERT's norms after each residual add and after the embeddings; tied:
-    the LM head (or BERT's MLM decoder) reuses the token embedding; head: "lm", "none",
-    "pooler" (BertModel), "mlm" (BertForMaskedLM), "pretraining" (BertForPreTraining).
+    """A decoder (pre-norm) or encoder (post-norm, BERT) transformer, every size explicit,
+    named as configs name them (their meaning: docs/MODELS.md). ``kv_heads`` None: ``heads``;
+    ``head_dim`` None: ``hidden // heads``; ``fused_qkv``: one q|k|v matrix (GPT-2, MPT);
+    ``post_norm``: BERT's norms after each residual add and the embeddings; ``head``: "lm",
+    "none", "pooler", "mlm" or "pretraining".
     """
 
     name: str
@@ -167,7 +157,7 @@ class Architecture:
         return self.max_positions if self.positions == "learned" else None
 
     def modules(self) -> list[Op]:
-        """Every module in forward order with its parameters (see the module text)."""
+        """Every module in forward order with its parameters."""
         n = NAMES[self.family]
         prefix = "bert." if self.family == "bert" and self.head != "pooler" else ""
         out = [self._embed(prefix + n.embed, self.vocab)]

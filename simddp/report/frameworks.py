@@ -1,23 +1,12 @@
 """The recommended bucket size in the user's own framework: Trainer, Accelerate, Lightning.
 
-Each of them builds torch's DistributedDataParallel for the user, so the sweep's ``ddp`` rows
-are reached through what it passes on (docs/CLI.md cites each library's page)::
+Each builds torch's DistributedDataParallel for the user, so a sweep row is reached through
+what it passes on (docs/CLI.md, "In Hugging Face Trainer, Accelerate and PyTorch Lightning",
+cites each library's page)::
 
     >>> print(framework_text(10.0, bucketed_step_s=0.0734))
     In Hugging Face Trainer: TrainingArguments(ddp_bucket_cap_mb=10, ddp_find_unused_parameters=False); in Accelerate: DistributedDataParallelKwargs(bucket_cap_mb=10); in PyTorch Lightning: DDPStrategy(bucket_cap_mb=10).
     All three pass bucket_cap_mb=10 to DistributedDataParallel, which on torch 2.13 makes the first bucket 10 MB too: the bucketed row's buckets at 10 MB (73.40 ms as realrun.DDP runs them); DDPStrategy passes any DDP keyword on, so DDPStrategy(bucket_cap_mb_list=[1, 10]) runs the ddp row. ddp_find_unused_parameters=False is torch's default, which the rows assume; Trainer turns it on unless gradient checkpointing is on.
-
-- Hugging Face ``TrainingArguments`` has ``ddp_bucket_cap_mb`` and ``ddp_find_unused_parameters``
-  and hands them to Accelerate's ``DistributedDataParallelKwargs``, whose ``to_kwargs`` passes
-  on only the values that differ from its defaults (``bucket_cap_mb=25``).
-- Trainer sets ``find_unused_parameters=True`` unless gradient checkpointing is on (transformers
-  5.24, ``Trainer._build_accelerator_args``): an autograd-graph walk every step that torch's
-  default, and so every ddp row here, does without.
-- Lightning's ``DDPStrategy(**kwargs)`` passes its keywords to DistributedDataParallel as they
-  are, so torch 2.13's ``bucket_cap_mb_list`` reaches it too.
-
-No sweep row sets ``static_graph`` or ``gradient_as_bucket_view`` (torch's defaults, False),
-so no line asks for them: the predictions say nothing about what they change.
 """
 from __future__ import annotations
 

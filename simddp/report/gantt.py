@@ -23,9 +23,8 @@ BAR_H = 0.6
 
 
 def idle_gaps_s(result: Result) -> list[tuple[float, float]]:
-    """(start, end) intervals inside the step when the compute lane does nothing: from the
-    step's first span (fsdp's first all-gather runs before any compute) to its last (a
-    profile without an optimizer ends waiting for the last all-reduce)."""
+    """(start, end) intervals when the compute lane does nothing, from the step's first span
+    to its last (either may be a collective's)."""
     spans = sorted((s for s in result.spans if s.lane == COMPUTE), key=lambda s: s.start_s)
     gaps, t = [], min((s.start_s for s in result.spans), default=0.0)
     for s in spans:
@@ -40,10 +39,9 @@ def idle_gaps_s(result: Result) -> list[tuple[float, float]]:
 
 @dataclass(frozen=True)
 class ExposedParts:
-    """A predicted step's exposed communication (step minus compute alone), split into what
-    the Gantt shows: compute idle waiting for comm (hatched), the DDP implementation's host
-    work for the sync (its own bars), and compute slowed while comm runs (compute bars
-    longer than alone, by contention). All ms; they add up to ``exposed_ms``."""
+    """A predicted step's exposed communication split as the Gantt shows it: compute waiting
+    for comm (hatched), DDP host work (its own bars), and compute slowed by contention.
+    All ms; they add up to ``exposed_ms``."""
     compute_ms: float
     exposed_ms: float
     waits_ms: float
@@ -86,12 +84,9 @@ def timeline_end_ms(result: Result) -> float:
 
 
 def step_end_ms(result: Result) -> tuple[float, str]:
-    """Where the dotted step-end line goes, ms from the first span, and its label.
-
-    A measured result's spans are one clocked step of a separate run (realrun validate's
-    timeline, with hooks on its clock), its ``step_s`` the median of the bench's steps: a
-    line at the median can sit in the middle of the drawn spans. So the line marks the end
-    of the drawn spans and the label names the median beside it.
+    """Where the dotted step-end line goes, ms from the first span, and its label. A measured
+    result's spans are one clocked step, its ``step_s`` a median, so the line marks the drawn
+    step's end and the label names the median.
 
     >>> from simddp.result import Span
     >>> spans = (Span("compute", "fwd", 2.0, 2.030, "forward"),
@@ -110,10 +105,8 @@ def step_end_ms(result: Result) -> tuple[float, str]:
 
 
 def comm_rows(result: Result) -> dict[int, int]:
-    """Index of a comm span in ``result.spans`` -> its row of the comm lane: 0, or the first
-    row free when it starts where
-    collectives overlap (Gloo runs two at once: drawn in one row, the later one cut the
-    earlier in two and four collectives showed five bars).
+    """Index of a comm span in ``result.spans`` -> its row of the comm lane: the first row
+    free when it starts, so collectives that ran at once are all seen.
 
     >>> from simddp.result import Span
     >>> a, b, c = (Span("comm", n, t0, t1, "all-reduce")
@@ -135,11 +128,8 @@ def comm_rows(result: Result) -> dict[int, int]:
 
 
 def draw_gantt(ax, result: Result, title: str | None = None) -> list:
-    """Draw ``result``'s spans on ``ax``; returns the legend handles of what was drawn.
-
-    Times are ms from the first span (a measured clock need not start at 0). A result with
-    no spans gets empty lanes and a note instead.
-    """
+    """Draw ``result``'s spans on ``ax``, in ms from the first span; returns the legend
+    handles. A result with no spans gets empty lanes and a note."""
     ax.set_yticks([LANE_Y[COMPUTE], LANE_Y[COMM]], ["compute", "comm"])
     ax.set_ylim(-0.6, 1.75)
     ax.set_xlabel("time in step (ms)")

@@ -6,13 +6,10 @@
     # InputError: --out out/sweep: holds sweep.json from simddp sweep, not realrun validate's
     # files; choose another --out, or pass --force to write there anyway
 
-Each command's outputs are listed in OUT_FILES, first the file that marks a folder as that
-command's (a name ending in "/" is a folder of its files, moved as one). Rerunning a command
-into its own folder (the default one, or one the user named) moves the earlier run's files
-into a dated sub-folder and says where on stderr, so the README's commands can be run twice
-without a flag. A folder that holds another command's
-results is refused: the two runs' files (validate writes compare.json too) would mix.
-``force`` keeps the old meaning: replace files in place, wherever.
+Rerunning a command into its own folder moves the earlier run's files into a dated
+sub-folder, so the README's commands can be run twice without a flag; a folder holding another
+command's results is refused, since the two runs' files would mix. ``force`` replaces files
+in place.
 """
 from __future__ import annotations
 
@@ -48,12 +45,8 @@ EARLIER_PREFIX = "earlier-"  # earlier-YYYYMMDD-HHMMSS: when the earlier run wro
 def check_out_dir(out: str | os.PathLike | None, flag: str = "--out", files=(),
                   force: bool = False) -> Path | None:
     """``out`` as a Path, ready for this command's files (it may not exist yet); InputError
-    naming ``flag`` otherwise. Call it after the other inputs are checked and before any work.
-
-    ``files[0]`` names the command (its marker in OUT_FILES; other names are its own files
-    too). An earlier run of the same command there is moved to ``out/earlier-<time>/`` (a
-    note on stderr says where); another command's results there are refused unless
-    ``force``, which replaces files in place.
+    naming ``flag`` otherwise. Call it after the other inputs are checked, before any work;
+    ``files[0]`` names the command (its marker in OUT_FILES).
     """
     if out is None:
         return None

@@ -1,14 +1,9 @@
 """Where one rank's step goes: compute, exposed communication, idle, and the overlap %.
 
-Picture one GPU's two lanes over a step. Everything the compute lane does is *compute*;
-everything the comm lane does is *communication*. Communication that runs while compute runs
-is *overlapped* (hidden); the rest of it is *exposed* (the step waits on the wire). Time when
-neither lane does anything is *idle*. The **overlap %** is Holistic Trace Analysis's
-(HTA, pytorch/HolisticTraceAnalysis, ``get_comm_comp_overlap``): the time communication
-overlaps compute ÷ the total communication time. 100 % means every collective was hidden.
-
-Spans on one lane may overlap each other (a real run's clock readings do), so each lane is
-an interval union first. A step with compute 0–6 ms and 8–10 ms, and communication 4–9 ms::
+Communication under compute is *overlapped*, the rest *exposed*; time neither lane is busy
+is *idle*. The **overlap %** is Holistic Trace Analysis's: overlapped ÷ communication
+(docs/COMPARE.md). Each lane is an interval union first, since a real run's spans may
+overlap. Compute 0–6 ms and 8–10 ms, communication 4–9 ms::
 
     compute  ██████··████      (0–6, 8–10)
     comm         █████         (4–9)
@@ -129,15 +124,10 @@ def overlap_of(spans: Iterable[Span]) -> Overlap:
 
 def side_by_side(predicted: Result, measured: Result | None) -> dict | None:
     """Predicted vs measured :class:`Overlap` of one configuration, in ms; None without
-    spans on both sides. ``measured`` is its ``spans``' rank (on several ranks the one that
-    whose backward ended last, ``"measured_rank"``); with every rank clocked (``rank_spans``),
-    ``"measured_ranks"`` holds each rank's, in rank order (the engine's ranks are alike, so
-    one prediction stands beside each).
-
-    A measured timeline without comm spans (FSDP2, and torch DDP with a comm hook of its
-    own: realrun/step_clock.py) while the prediction has some is
-    ``"comm_clocked": false``: its exposed comm, idle and overlap % would be wrong (the
-    collectives' time would read as idle), so they are None; compute and step stand.
+    spans on both sides. ``"measured_rank"`` is the rank of ``measured.spans``;
+    ``"measured_ranks"`` holds every clocked rank's (``rank_spans``), in rank order.
+    A measured timeline without comm spans (FSDP2, a comm hook) is ``"comm_clocked": false``,
+    its exposed comm, idle and overlap % None.
     """
     if measured is None or not predicted.spans or not measured.spans:
         return None
@@ -159,9 +149,9 @@ def side_by_side(predicted: Result, measured: Result | None) -> dict | None:
 
 
 def overlap_table(rows: list[tuple[str, dict]]) -> list[str]:
-    """Text lines: a heading, then per (configuration label, :func:`side_by_side` dict) one
-    row, or one per rank when every rank was clocked (the rank whose backward ended
-    last first, marked *), each value "predicted / measured"; [] when there are no rows."""
+    """Text lines: a heading, then per (label, :func:`side_by_side` dict) one row, or one
+    per clocked rank (the last to end its backward first, marked *), each value
+    "predicted / measured"; [] without rows."""
     if not rows:
         return []
 

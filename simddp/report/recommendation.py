@@ -6,11 +6,8 @@
     >>> print(recommendation_text(recommend(results), results[0]).splitlines()[0][:73])
     Recommended bucket_cap_mb: 10 — ddp predicts 97.12 ms per step; the runne
 
-Used by ``simddp sweep`` and by ``realrun validate`` (which then says whether the measurement
-proves it). :func:`strategy_text` adds whether sharding (fsdp, zero2), a comm hook or the
-hierarchical all-reduce beats plain DDP, and what it does to memory. Each line is computed
-from the rows it summarises: :func:`fastest_text` counts the naive baseline printed under the
-table, and "extend --bucket-mb" is said only where :func:`cap_changes_plan`.
+Used by ``simddp sweep`` and ``realrun validate``; each line is computed from the rows it
+summarises.
 """
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ DECISION_WIDTH = 100
 def decision_text(rec: Recommendation | None, st: Stakes | None,
                   results: Sequence[Result] = (), profile: ModelProfile | None = None,
                   naive: Result | None = None) -> str:
-    """The recommendation as a user acts on it, in at most four lines of DECISION_WIDTH: the
-    decision, what is at stake, how to set it, and a faster path where one exists. The
-    reasoning behind it is :func:`recommendation_text` (``simddp sweep --explain``).
+    """The recommendation as a user acts on it, in at most four lines: the decision, what is
+    at stake, how to set it, and a faster path; the reasoning is ``--explain``'s.
 
         >>> rows = [Result("m", "l", "ddp", mb, 2, s, 0.0, 1) for mb, s in
         ...         ((1, 0.105), (10, 0.100), (100, 0.1004), (1000, 0.120))]
@@ -162,13 +158,9 @@ def fastest_row(results: list[Result], rec: Recommendation | None) -> dict | Non
 def recommendation_text(rec: Recommendation | None, naive: Result | None = None, *,
                         results: Sequence[Result] | None = None,
                         profile: ModelProfile | None = None) -> str:
-    """The sentences users read: which bucket_cap_mb, by how much, and what is fastest.
-
-    ``naive``: the speedup baseline (a swept row, or simulated aside and printed as such);
-    ``results``: the rows the summary is about (without them, ``rec.fastest`` stands for
-    them); ``profile``: whether a larger (smaller) cap would change the recommended plan at
-    all, so "extend --bucket-mb" is said only where it can change the answer.
-    """
+    """The sentences ``--explain`` prints: which bucket_cap_mb, by how much, and what is
+    fastest. ``profile`` lets "extend --bucket-mb" be said only where a cap beyond the swept
+    ones would change the plan (:func:`cap_changes_plan`)."""
     if rec is None:
         return "No bucketed strategy (ddp, bucketed, no_sync) in this sweep: no bucket size " \
                "to recommend."
@@ -218,10 +210,9 @@ def recommendation_text(rec: Recommendation | None, naive: Result | None = None,
 
 
 def cap_changes_plan(profile: ModelProfile, spec: Strategy, edge: str) -> bool:
-    """Whether a cap beyond ``spec``'s, on the ``edge`` ("largest" or "smallest") side,
-    makes other buckets: not once every gradient after the first bucket is in one bucket
-    already (largest), nor once every bucket holds one tensor (smallest). A bucketed plan's
-    first bucket moves with its cap; ddp's stays torch's 1 MiB."""
+    """Whether a cap beyond ``spec``'s on the ``edge`` ("largest" or "smallest") side makes
+    other buckets: not once all gradients after the first bucket share one, nor once every
+    bucket holds one tensor."""
     total = profile.grad_total_bytes + 1
     cap = total if edge == "largest" else 1
     first = cap if spec.first_bucket_bytes == spec.bucket_bytes else spec.first_bucket_bytes
@@ -238,10 +229,8 @@ def _bucketed_step_s(results: Sequence[Result] | None, bucket_mb: float) -> floa
 
 def fastest_text(rec: Recommendation, naive: Result | None,
                  results: Sequence[Result] | None = None) -> str:
-    """The fastest per-step configuration of ``results`` (else ``rec.fastest``) and of the
-    ``naive`` baseline, which counts where it was simulated aside and is faster: one line.
-    Configurations tied to the fastest are all named, so no other summary line contradicts
-    it (a strategy pick breaks the tie another way)."""
+    """One line: the fastest per-step configuration of ``results`` (else ``rec.fastest``) and
+    the ``naive`` baseline, naming every configuration tied to the fastest."""
     rows = [r for r in results if not accumulates(r)] if results is not None else \
         [r for r in (rec.fastest,) if r is not None]
     if not rows:
@@ -363,14 +352,9 @@ def strategy_text(pick: StrategyPick | None, states: dict[str, dict[str, int]],
                   hook_compute_charged: bool = True,
                   results: Sequence[Result] | None = None, brief: bool = False) -> str:
     """Whether sharding, a comm hook or the hierarchical all-reduce beats plain data
-    parallelism, and the memory it moves.
-
-    ``states``: each configuration's model states per rank (simddp.analytic.states), keyed by
-    strategy name; a missing one is left out of the sentence. ``hook_compute_charged``: False
-    when the host has no copy rate, so a hook's casts and products were free. ``results``:
-    the sweep's rows, so a "not faster" sentence names the kinds that were swept (without
-    them, the pick's own kind). ``brief``: the verdict and the memory totals only, with how
-    to run it and what to check behind ``--explain``.
+    parallelism, and the memory it moves. ``states``: model states per rank by strategy name
+    (simddp.analytic.states); ``hook_compute_charged`` False: a hook's compute was free;
+    ``brief``: the verdict and memory totals only (the rest is ``--explain``'s).
     """
     if pick is None:
         return ""

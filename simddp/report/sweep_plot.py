@@ -1,21 +1,13 @@
 """Plots of Results — predicted or measured, the same functions draw both.
 
-Two pictures: the Gantt of one step (:mod:`simddp.report.gantt`: a compute lane over a comm
-lane, with the time compute sits waiting for the all-reduce hatched; its title splits the
-exposed comm into that wait, host work and compute slowed while comm runs), and step time
-against bucket size per strategy::
+The Gantt of one step (:mod:`simddp.report.gantt`) and step time against bucket size per
+strategy (what it shows: docs/CLI.md, ``sweep``)::
 
     save_png("gantt.png", gantt_figure(result))            # result with spans
     save_png("sweep.png", sweep_figure(results))            # sweep() output, measured too
 
-Figures are built with matplotlib's object API (``matplotlib.figure.Figure``, Agg canvas), never
-pyplot: no global state, no display needed, and a notebook can pass its own ``ax`` to
-:func:`draw_gantt` / :func:`draw_sweep`. A sweep panel draws a curve per bucketed strategy
-(measured: dotted, p5–p95 bars) and, in a strip at its right sharing its y axis, a column per
-strategy without buckets and per prediction range (simddp/predict/scenarios.py): a band per
-curve over the panel hid the curves. Ranges are cut at the panel's edge, an arrow where cut;
-the legend, under the panel, says how far they reach. A sweep's panels stand one above the
-other, every swept size labelled on the x axis.
+Figures use matplotlib's object API on an Agg canvas, never pyplot: no global state, no
+display, and a notebook can pass its own ``ax`` to :func:`draw_gantt` / :func:`draw_sweep`.
 """
 from __future__ import annotations
 
@@ -42,8 +34,7 @@ from simddp.predict.sweep import accumulates
 
 
 def gantt_figure(result: Result, title: str | None = None) -> Figure:
-    """The Gantt of one step, its title the step's parts: for a prediction, compute alone
-    plus exposed comm, and the exposed comm split as the picture shows it
+    """The Gantt of one step, its title the step's parts as the picture shows them
     (:func:`~simddp.report.gantt.exposed_parts`)."""
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     if not result.spans:
@@ -103,14 +94,10 @@ class _Column:
 
 def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = None,
                fit_ticks: bool = True) -> None:
-    """Step time vs bucket size (log x), a curve per bucketed strategy; a strip at the right
-    holds each strategy without buckets (a short bar at its step) and every prediction range.
-
-    ``mark=("ddp", 25.0)`` puts a star on that configuration (the recommendation). The y range
-    is the curves' (:func:`y_window_ms`), shared by the strip; ranges are cut to it, an arrow
-    at a cut end. The legend goes under the panel. ``fit_ticks``: tilt the size labels where
-    they would touch, measured on ``ax``'s figure as it is now (a caller that adds panels
-    afterwards calls :func:`keep_tick_labels_apart` once they are all there).
+    """Step time vs bucket size (log x), a curve per bucketed strategy; a strip at the right,
+    on the same y range (:func:`y_window_ms`), holds each strategy without buckets and every
+    prediction range. ``mark=("ddp", 25.0)`` stars that configuration. ``fit_ticks``: tilt the
+    size labels now (a caller adding panels later calls :func:`keep_tick_labels_apart`).
     """
     series = _series(results)
     bucketed = [r.bucket_mb for r in results if r.bucket_mb is not None]
@@ -124,8 +111,7 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
         ax.set_xlabel("bucket size (bucket_cap_mb, MB = 2^20 bytes; log scale)")
         ax.grid(True, which="major", alpha=0.3)
         if columns:
-            # beside the curves, one column per strategy: a line across the panel for each
-            # strategy without buckets, and a band for each range, hid the curves
+            # a line or band across the panel per strategy without buckets hid the curves
             strip = ax.inset_axes([1.02, 0.0, min(0.06 * len(columns) + 0.02, 0.4), 1.0],
                                   sharey=ax)
         _draw_curves(ax, series, window)
@@ -145,7 +131,6 @@ def draw_sweep(ax, results: Sequence[Result], mark: tuple[str, float] | None = N
 def _draw_curves(ax, series: dict, window: tuple[float, float] | None) -> None:
     """Each bucketed strategy's curve (measured: dashed, p5–p95 bars); a curve that lies on
     another's says so in its label, and hollow markers go on top so both stay in sight."""
-    # (marker, line, width, size, hollow) per strategy: its registry row's curve
     style = {row.name: row.curve for row in ROWS if row.curve is not None}
     drawn: list[tuple[str, list[Result]]] = []
     for (strategy, source), rs in series.items():
@@ -203,9 +188,9 @@ def _columns(series: dict, mark: tuple[str, float] | None = None) -> list[_Colum
 
 def _draw_columns(ax, columns: list[_Column], window: tuple[float, float] | None,
                   beside: bool) -> None:
-    """Each column: its step as a marker (a short bar for a strategy without buckets), its
-    range as a wide pale bar; a step off the panel is an arrow at the edge, its time in the
-    column's label. ``beside``: a strip beside the curves, its y labels theirs."""
+    """Each column: its step as a marker, its range as a wide pale bar; a step off the panel
+    is an arrow at the edge, its time in the label. ``beside``: the strip shares the curves'
+    y labels."""
     labels = []
     for x, col in enumerate(columns):
         step_ms, label = col.row.step_s * 1e3, col.label
@@ -223,7 +208,7 @@ def _draw_columns(ax, columns: list[_Column], window: tuple[float, float] | None
                     ax.plot([x], [y], marker=arrow, color=col.colour, markersize=6,
                             linestyle="none", clip_on=False, zorder=4)
         off = window is not None and not window[0] <= step_ms <= window[1]
-        if off:  # an arrow at the edge it is beyond, its time in its label
+        if off:
             above = step_ms > window[1]
             edge = blended_transform_factory(ax.transData, ax.transAxes)
             ax.plot([x], [1.0 if above else 0.0], transform=edge, marker="^" if above else "v",
@@ -286,17 +271,14 @@ def _legends_under(fig: Figure, axes) -> None:
 
 
 def legend_under(ax, handles: list, labels: list[str] | None = None, max_cols: int = 4):
-    """``ax``'s legend under its x labels and those of its inset axes, centred under them
-    all, in as many columns (up to ``max_cols``) as fit their width. Measured on the Agg
-    canvas; the offset is in points, so it holds when the layout resizes the panel and at
-    any dpi (a caller that tilts tick labels afterwards places it again)."""
+    """``ax``'s legend under its and its insets' x labels, centred, in as many columns (up to
+    ``max_cols``) as fit their width; offset in points, so it holds at any size and dpi."""
     fig = ax.figure.figure     # the root figure, also for a panel in a subfigure
     renderer = FigureCanvasAgg(fig).get_renderer()
     labels = [h.get_label() for h in handles] if labels is None else labels
     boxes = [a.get_tightbbox(renderer) for a in (ax, *ax.child_axes)]
     width = max(b.x1 for b in boxes) - min(b.x0 for b in boxes)
     drop = ax.bbox.y0 - min(b.y0 for b in boxes) + 2
-    # centred under the panel and its insets together (axes fraction: it moves with them)
     frames = [a.bbox for a in (ax, *ax.child_axes)]
     centre = ((min(b.x0 for b in frames) + max(b.x1 for b in frames)) / 2
               - ax.bbox.x0) / ax.bbox.width
@@ -314,17 +296,15 @@ def legend_under(ax, handles: list, labels: list[str] | None = None, max_cols: i
 
 def label_every_size(ax, sizes_mb: Sequence[float]) -> None:
     """A tick and a plain label ("0.25", "1000") at every swept size and none between: log
-    ticks left 4 and 40 MB bare, and thinning the labels left 25 MB bare beside 16 MB.
-    :func:`keep_tick_labels_apart` tilts them where they would touch."""
+    ticks and thinned labels left swept sizes bare."""
     sizes = sorted(set(sizes_mb))
     ax.set_xticks(sizes, [f"{x:g}" for x in sizes])
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def keep_tick_labels_apart(fig: Figure, axes) -> None:
-    """Tilt the x tick labels of ``axes`` by 45°, then 90°, until no two overlap (drawn and
-    measured on the Agg canvas): 12 sizes from 0.25 to 1000 MB fit flat, 16 beside 25 MB or
-    many sizes on a narrow panel may not. Then hang each panel's legend under its labels."""
+    """Tilt the x tick labels of ``axes`` by 45°, then 90°, until no two overlap, then hang
+    each panel's legend under its labels."""
     canvas = FigureCanvasAgg(fig)
     for angle in (0, 45, 90):
         for ax in axes:
@@ -335,7 +315,7 @@ def keep_tick_labels_apart(fig: Figure, axes) -> None:
         canvas.draw()
         if not any(_labels_touch(ax) for ax in axes):
             break
-    _legends_under(fig, axes)  # tilted labels are taller: the legends go under them again
+    _legends_under(fig, axes)
 
 
 def _labels_touch(ax) -> bool:
@@ -351,9 +331,8 @@ def _bucket_curve(ax, rows: list[Result], color: str, label: str, measured: bool
     marker, line, width, size, hollow = style
     xs = [r.bucket_mb for r in rows]
     ys = [r.step_s * 1e3 for r in rows]
-    # hollow markers on top, a size larger: where ddp and bucketed coincide, bucketed's open
-    # square rings ddp's dot instead of hiding under it
-    if measured:  # dotted with small filled squares, whatever the prediction's curve
+    # hollow markers on top, a size larger: where two curves coincide, one rings the other
+    if measured:
         marker, line, width, size, hollow = "s", ":", 1.4, 4, False
     ax.plot(xs, ys, color=color, marker=marker, markersize=size + 2 if hollow else size,
             linestyle=line, linewidth=width, label=label,
@@ -390,9 +369,7 @@ def _band(r: Result) -> tuple[float, float] | None:
 def y_window_ms(results: Sequence[Result]) -> tuple[float, float] | None:
     """The panel's y limits (ms), from the bucket curves: their points and measured p5–p95,
     the bucket-less lines within half their span, and the prediction ranges only up to
-    ``max(span, 3 % of the top)`` beyond those: transformer-xl on ib-hdr x16 has curves over
-    1045–1115 ms and ranges to 1314 ms, which squashed the curves into a quarter of the panel.
-    A naive 50 % above the curves stays off it too (:func:`_off_the_scale` names it).
+    ``max(span, 3 % of the top)`` beyond those, so long ranges do not squash the curves.
 
     >>> from simddp.result import Result
     >>> rows = [Result("m", "l", "ddp", mb, 2, s, 0.0, 1, scenarios_s={"high": 2 * s})
@@ -434,15 +411,11 @@ def _bar_ms(r: Result, window_ms: tuple[float, float] | None) -> tuple[float, fl
 
 def sweep_figure(results: Sequence[Result], recommended: tuple[str, float] | None = None,
                  title: str | None = None) -> Figure:
-    """One panel per step kind: per step, and (if present) per optimizer step with no_sync.
-
-    ``recommended=("ddp", 25.0)`` stars that point; accumulation rows (per optimizer step of K
-    micro-steps) get their own panel, since their times are K steps long.
-    """
+    """One panel per step kind, one above the other: per step, and (if present) per
+    optimizer step of K micro-steps. ``recommended=("ddp", 25.0)`` stars that point."""
     accum = [r for r in results if accumulates(r)]
     per_step = [r for r in results if not accumulates(r)]
     panels = [p for p in (per_step, accum) if p]
-    # panels one above the other, legends under: side by side they made a 2160x540 strip
     fig = Figure(figsize=(10.0, 5.2 * len(panels)), layout="constrained")
     for i, rs in enumerate(panels):
         ax = fig.add_subplot(len(panels), 1, i + 1)

@@ -58,10 +58,7 @@ def fmt_range(range_s: tuple[float, float] | None, digits: int = 2) -> str:
 
 def fmt_mb(bucket_mb: float | None) -> str:
     """A bucket size as the user typed it: 25, 2.5, 1000; '-' for strategies without buckets.
-
-    A size comes back from whole bytes (mb_to_bytes truncates: 0.1 MB is 104857 bytes,
-    0.0999994 MB), and result files keep 6 decimals of that (0.099999): print the shortest
-    decimal within a byte and a half of it.
+    Sizes come back from whole bytes, so print the shortest decimal within 1.5 bytes of it.
 
         >>> fmt_mb(104857 / 2**20), fmt_mb(0.099999), fmt_mb(25.0), fmt_mb(0.25), fmt_mb(None)
         ('0.1', '0.1', '25', '0.25', '-')
@@ -80,8 +77,7 @@ def fmt_speedup(x: float | None) -> str:
 
 
 def fmt_sig(x: float) -> str:
-    """Three significant digits, whole numbers from 100 up: a calibrated busbw is 0.838879
-    GB/s, and nobody reads the last three digits of it.
+    """Three significant digits, whole numbers from 100 up.
 
         >>> fmt_sig(0.838879), fmt_sig(11.0), fmt_sig(40.0), fmt_sig(1806.4), fmt_sig(0.0)
         ('0.839', '11', '40', '1806', '0')

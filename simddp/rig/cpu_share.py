@@ -1,15 +1,9 @@
 """Whether Gloo's threads have cores of their own while the ranks compute.
 
-On a CPU host each Gloo rank runs its training thread(s) and three threads of Gloo's: the
-process group's two workers (``pt_gloo_runloop``) and the TCP device's loop
-(``gloo_tcp_loop``). Where the ranks' training threads fill the host's CPUs, a collective
-launched during the backward waits for the scheduler to give its threads a core. The engine
-does not model the scheduler, so there it predicts overlapped collectives too fast.
-
-Why: a collective launched while every CPU computes waits scheduler ticks for its threads,
-whatever its size, so the same cell that is predicted well with cores to spare misses its
-overlapped rows once the training threads fill the CPUs
-(docs/FINDINGS.md#cores-and-the-scheduler)::
+Each Gloo rank runs its training thread(s) and three of Gloo's. Where the training threads
+fill the CPUs, a collective launched during the backward waits scheduler ticks for a core;
+the engine does not model the scheduler, so it predicts overlapped collectives too fast
+there (docs/FINDINGS.md#cores-and-the-scheduler)::
 
     >>> note = starved_note("gloo", ranks_on_host=2, threads_per_rank=1, cpus=2)
     >>> note.split(":")[0]

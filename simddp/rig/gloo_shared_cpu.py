@@ -1,9 +1,7 @@
 """Gloo on a shared CPU host: what that host adds to a step, applied by the engine at one hook.
 
-The law (simddp/cost/) is the network and its collective library. On a CPU box whose cores
-the ranks' training threads and Gloo's threads share (this project's test rig), a step also
-pays what that host adds, each measured by calibrate and kept in a link file's ``gloo_host``
-section (:class:`simddp.inputs.gloo_host.GlooHost`):
+Where training threads and Gloo's threads share a CPU box's cores (this project's test rig),
+a step also pays, as calibrate measured into a link file's ``gloo_host`` section:
 
 - a **blocking α**: a collective waited for before the next is issued costs more than one
   issued behind another (docs/FINDINGS.md#blocking-alpha);
@@ -14,10 +12,8 @@ section (:class:`simddp.inputs.gloo_host.GlooHost`):
 - **split contention**: the model's comm factor splits into its α part's and its bytes
   part's (:func:`split_comm`, docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
 
-:class:`GlooOnSharedCpu` is the effect object :func:`simddp.predict.resolve.resolve` puts in
-``Inputs.effects`` when a link file has that section; the engine asks it for the comm lane of
-each plan (:func:`simddp.sim.costs.plan_costs`). No preset and no NCCL link imports this
-module::
+:func:`simddp.predict.resolve.resolve` puts a :class:`GlooOnSharedCpu` in ``Inputs.effects``
+for such a link file; :func:`simddp.sim.costs.plan_costs` asks it for each plan's comm lane::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> from simddp.inputs.gloo_host import GlooHost
@@ -48,20 +44,16 @@ from simddp.sim.comm import comm_seconds, issued_blocking
 from simddp.sim.costs import CommLane
 from simddp.sim.overheads import comm_gaps_s
 
-# The model's stream tells its α part's factor from its bytes part's only where α is a fair
-# share of its lone time: the solve multiplies the stream's noise by 1/share
+# Below this α share of the model's stream the split's solve multiplies its noise too much
 # (docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
 MIN_ALPHA_SHARE = 0.2
 
 
 @dataclass(frozen=True)
 class GlooOnSharedCpu:
-    """What Gloo on a shared CPU host adds to a step (see the module text).
-
-    host: the link's (on two levels: the link between nodes; a two-level cluster's other
-    links carry their own, ``Topology.intra_host`` and ``inter_host``); bytes_factor:
-    calibrate's comm factor, the bytes part of a split contention (None: the link file
-    measured none)."""
+    """What Gloo on a shared CPU host adds to a step: ``host`` is the link's (on two levels,
+    the link between nodes'); ``bytes_factor`` is calibrate's comm factor (None: not
+    measured)."""
 
     host: GlooHost
     bytes_factor: float | None = None
@@ -96,10 +88,7 @@ class GlooOnSharedCpu:
 
     def split(self, contention: Contention, profile: ModelProfile, link: Link,
               world_size: int) -> tuple[Contention, float | None]:
-        """``contention`` with the model's comm factor split into α and bytes parts by
-        calibrate's factor and the model's stream (:func:`split_comm`): (the contention, its
-        comm the α part's; the bytes part's factor), or (``contention``, None) where that
-        cannot be told."""
+        """``contention`` split by :func:`split_comm` against the model's own stream."""
         if contention.source != "model":
             return contention, None
         return split_comm(contention, self.bytes_factor,
@@ -108,18 +97,13 @@ class GlooOnSharedCpu:
 
 def split_comm(contention: Contention, bytes_factor: float | None, stream_alpha_s: float,
                stream_bytes_s: float) -> tuple[Contention, float | None]:
-    """The model's comm factor split into its α part's and its bytes part's.
+    """The model's comm factor split into its α part's and its bytes part's: (the contention
+    with comm c_α, c_β), or (``contention``, None) where that cannot be told.
 
-    Why: the model's own stream (one all-reduce per gradient tensor, realrun profile) measures
-    one factor for a mix of fixed per-call work and bytes; on a shaped link a call's fixed
-    part is CPU work beside the backward while its bytes mostly wait on the wire, so the two
-    parts contend differently (docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
-
-    ``bytes_factor``: calibrate's comm factor (its stream is bytes-dominated), None where the
-    link file measured none; ``stream_alpha_s``/``stream_bytes_s``: the model's stream's lone
-    α and bytes seconds (A, B). The α factor reproduces the model's measurement:
-    c·(A + B) = c_α·A + c_β·B. Unchanged where that cannot be told (not the model's own
-    factors, no link factor, α under :data:`MIN_ALPHA_SHARE` of the stream, or c_α < 1)::
+    A call's fixed part is CPU work beside the backward while its bytes wait on the wire, so
+    they contend differently (docs/FINDINGS.md#contention-split-into-alpha-and-bytes).
+    c_β is calibrate's ``bytes_factor``; c_α solves c·(A + B) = c_α·A + c_β·B for the model's
+    stream's lone α and bytes seconds (A, B)::
 
         >>> model = Contention(1.5, 2.44, source="model")
         >>> c, b = split_comm(model, 1.14, 0.0916, 0.0403); round(c.comm, 2), b
@@ -173,15 +157,11 @@ def stream_parts_s(profile: ModelProfile, link: Link, world_size: int) -> tuple[
 
 
 class TokenBucket:
-    """A shaped link's token bucket, in seconds of the link's rate: a collective's bytes go
-    unshaped (at memory speed) as far as the tokens last, the rest at busbw.
-
-    Why: Linux tbf, which realrun's emulated hosts shape with, lets ``burst`` bytes pass at
-    once after an idle stretch (docs/FINDINGS.md#token-bucket). Tokens refill while the link
-    idles: between collectives, and during the α of one that was waited for (by the part of
-    α the bucket keeps, :func:`refill_share`). A queued collective's α is not idle: the next
-    one is already waiting (docs/FINDINGS.md#small-collective-queues). The bucket is full when
-    the step starts (the forward sends nothing)::
+    """A shaped link's token bucket (Linux tbf, docs/FINDINGS.md#token-bucket), in seconds of
+    the link's rate: a collective's bytes go unshaped as far as the tokens last, the rest at
+    busbw. Tokens refill while the link idles and during a waited-for call's α
+    (:func:`refill_share`), not a queued one's (docs/FINDINGS.md#small-collective-queues).
+    The bucket is full when the step starts::
 
         >>> b = TokenBucket(burst_s=0.001, refill_s=[0.0005, 0.0005], bytes_s=[0.002, 0.0002])
         >>> round(b.unshaped_s(0, 0.0), 6)        # 1 ms of the 2 ms of bytes: the bucket
@@ -222,9 +202,8 @@ def token_bucket(plan: Plan, link: Link, host: GlooHost, costs: HostCosts,
         return None
     share = refill_share(host) if issued_blocking(plan, costs) else 0.0
     refill_s = [a * share for a in alpha_s]
-    # A kind with its own fit, or a curve calibrate measured through the bucket, was fitted
-    # on a sweep the bucket already shaped: its law holds the bucket, which must not be
-    # charged twice (docs/FINDINGS.md#token-bucket).
+    # A kind fit or curve measured through the bucket already holds it: not charged twice
+    # (docs/FINDINGS.md#token-bucket).
     in_fit = [c.kind in link.kind_fits or bool(link.curves and pick_curves(link, c.kind, world_size))
               for c in plan.collectives]
     return TokenBucket(host.burst_bytes / (link.busbw_gbps * 1e9), refill_s,
@@ -233,8 +212,7 @@ def token_bucket(plan: Plan, link: Link, host: GlooHost, costs: HostCosts,
 
 def refill_share(host: GlooHost) -> float:
     """The share of a waited-for call's α that refills the bucket (``blocking_refill_s`` over
-    ``blocking_alpha_s``; 1 where not measured): α is the mean call, a tick's stall included,
-    and the bucket keeps only a burst of it::
+    ``blocking_alpha_s``; 1 where not measured)::
 
         >>> refill_share(GlooHost(blocking_alpha_s=8e-4, blocking_refill_s=4.6e-4))
         0.575

@@ -1,11 +1,8 @@
 """How long each collective of a plan occupies the communication lane.
 
-The engine asks one question of the network: for collective i of this plan, how many seconds
-on the comm lane? The answer is the collective law per call (:mod:`simddp.cost.single`: a
-measured curve where the link has one, else its α–β; :mod:`simddp.cost.hierarchical` on two
-levels), issued overlapped when the plan overlaps its collectives and waited for (blocking)
-when each is waited for before the next, plus a comm hook's work between its calls
-(PowerSGD's Q = Mᵀ·P) and FSDP2's cast of the shard before a mixed-precision all-gather::
+The collective law per call (:mod:`simddp.cost`), blocking where each is waited for before the
+next, plus a comm hook's work between its calls and FSDP2's cast before a mixed-precision
+all-gather::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,), 0.001, 0.002) for i in range(2)))
@@ -18,10 +15,8 @@ when each is waited for before the next, plus a comm hook's work between its cal
     ...                                           hosts=host)]
     [1.08, 1.08]
 
-A lane that pipelines two collectives in flight was tried and predicted small-collective steps
-too fast (docs/FINDINGS.md#small-collective-queues). What Gloo on a shared CPU host adds on top
-(a blocking α, a token bucket, a wake after idle, split contention) is :mod:`simddp.rig`,
-applied at one hook (simddp/sim/costs.py), which passes its ``hosts`` here.
+One collective at a time: two in flight predicted small-collective steps too fast
+(docs/FINDINGS.md#small-collective-queues). The CPU rig (:mod:`simddp.rig`) passes ``hosts``.
 """
 from __future__ import annotations
 
@@ -37,26 +32,20 @@ from simddp.sim.overheads import comm_gaps_s
 
 
 def issued_blocking(plan: Plan, costs: HostCosts = FREE) -> bool:
-    """Whether each collective is waited for before the next is issued: plans that do not
-    overlap (naive, flat), or an implementation whose collectives hold the training thread
-    (``blocking_collectives``: FSDP2 on Gloo/CPU). Such collectives pay their host's blocking
-    α, where it has one (simddp/inputs/gloo_host.py)."""
+    """Whether each collective is waited for before the next is issued (and pays a host's
+    blocking α): plans that do not overlap, or ``blocking_collectives``."""
     return not plan.strategy.overlap or costs.blocking_collectives
 
 
 def comm_seconds(plan: Plan, link: Link, world_size: int, costs: HostCosts = FREE,
                  topology: Topology | None = None, hosts: LevelHosts = NO_HOSTS) -> list[float]:
-    """Seconds each collective of ``plan`` occupies the comm lane, in launch order.
-
-    ``topology``: nodes × GPUs with an intra-node link (``link`` is then the one between
-    nodes); each collective crosses it by ``plan.strategy.algorithm``, on its process group
-    (simddp/cost/hierarchical.py; without a topology every rank is one node, so HSDP's
-    all-reduce across nodes has one rank and takes 0 s). ``hosts``: what each link's host
-    adds to a waited-for call (only the CPU rig passes any)."""
+    """Seconds each collective of ``plan`` occupies the comm lane, in launch order. With
+    ``topology`` (``link`` is then the one between nodes) each runs on its process group by
+    the strategy's algorithm; without, every rank is one node."""
     blocking = issued_blocking(plan, costs)
     if (not plan.units and plan.strategy.comm_hook is None and topology is None
             and plan.strategy.grad_dtype is None):
-        # plain all-reduces on one link: the common case, kept lean (bench/bench_sim.py)
+        # plain all-reduces on one link: the common case, kept lean
         law = all_reduce_law(link, world_size, blocking, hosts.inter)
         return [law(c.nbytes) for c in plan.collectives]
     if topology is not None:

@@ -1,10 +1,8 @@
 """What one plan costs on one scenario's inputs, worked out once: host work, comm seconds, factors.
 
-Every evaluator of a step reads this and nothing else: the engine's schedule
-(simddp/sim/schedule.py), the closed form (simddp/analytic/closed_form.py) and the predictor's
-shortcuts (simddp/predict/predictor.py). It is also the one hook where a host's own effects
-act (``Inputs.effects``: Gloo on a shared CPU host, simddp/rig/): without them the comm lane
-runs each collective for the law's seconds, under the resolved contention::
+The engine's schedule, the closed form and the predictor read this and nothing else. It is
+also the one hook where a host's own effects (``Inputs.effects``, simddp/rig/) act; without
+them each collective takes the law's seconds under the resolved contention::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> from simddp.inputs.resolved import Inputs
@@ -28,9 +26,8 @@ from simddp.sim.overheads import host_copies
 
 
 def shard_ranks_of(strategy, inputs: Inputs) -> int:
-    """The ranks each unit of ``strategy`` is sharded over on ``inputs``: every rank, or a
-    node's under HSDP (:func:`simddp.planning.sharding.shard_ranks`); what its shard copies
-    and its optimizer's share are divided by."""
+    """The ranks each unit of ``strategy`` is sharded over on ``inputs``
+    (:func:`simddp.planning.sharding.shard_ranks`)."""
     topology = inputs.topology
     return shard_ranks(strategy, inputs.world_size,
                        None if topology is None else topology.gpus_per_node)
@@ -38,12 +35,10 @@ def shard_ranks_of(strategy, inputs: Inputs) -> int:
 
 @dataclass(frozen=True)
 class CommLane:
-    """The comm lane of one plan, as a host's effects hand it back (the hook's answer).
-
-    comm_s: each collective's seconds, in launch order; contention: what both lanes run
-    under; slowdowns: each collective's own comm factor under contention (None: the
-    contention's); bucket: a shaped link's token bucket, with ``fresh()`` giving a full one
-    per run (None: a wire); wake_s: what a micro-step's first collective after compute waits.
+    """The comm lane of one plan, as a host's effects hand it back: each collective's
+    seconds and own comm factor under contention (``slowdowns`` None: the contention's), a
+    shaped link's token ``bucket`` (None: a wire), and the ``wake_s`` a micro-step's first
+    collective after compute waits.
     """
 
     comm_s: list[float]
@@ -71,7 +66,7 @@ class PlanCosts:
 
 
 def plan_costs(plan: Plan, inputs: Inputs) -> PlanCosts:
-    """What ``plan`` costs on ``inputs`` (see the module text)."""
+    """What ``plan`` costs on ``inputs``."""
     costs = inputs.costs(plan.strategy.implementation)
     copy_in, copy_out = host_copies(inputs.profile, costs, plan,
                                      shard_ranks_of(plan.strategy, inputs))

@@ -1,11 +1,8 @@
 """The discrete-event engine: a compute lane and a communication lane on SimPy.
 
-Picture one GPU and one NCCL stream (or one Gloo process group). The compute lane runs the
-forward, then each layer's backward in reverse order, then the optimizer. When a layer's
-backward ends, the collectives the plan marked ready after that layer may launch. The comm
-lane runs collectives one at a time, in launch order, each for its cost law
-(simddp/cost/). The optimizer (and the next micro-step) waits until every collective of
-the step is done::
+The compute lane runs the forward, each layer's backward in reverse, then the optimizer; a
+collective may launch once its layer's backward ends, and the comm lane runs them one at a
+time in launch order. The optimizer waits for every collective of the step::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> from simddp.inputs.resolved import Inputs
@@ -14,17 +11,10 @@ the step is done::
     >>> round(r.step_ms, 6)    # 2 ms fwd, bwd l1 ends 4 ms, l0 ends 6 ms, comm 1 ms each
     7.0
 
-The inputs come resolved (:class:`~simddp.inputs.resolved.Inputs`: the contention decided, the
-host's costs and effects chosen), and everything a strategy, a comm hook, sharding or the host
-changes is in the :class:`~simddp.sim.schedule.Schedule` built from the plan and its
-:class:`~simddp.sim.costs.PlanCosts` before the first event: this module only walks it.
-:class:`_Step`'s methods are the processes, as SimPy's examples write them: ``compute`` (the
-training thread: layers, host work, releases, waits), ``comm`` (the collective stream) and
-the two helpers the compute lane calls where the schedule says so, ``release`` and ``reach``.
-Contention slows a lane while the other is busy (simddp/sim/lanes.py). Where the host adds
-its own effects (simddp/rig/), the plan's costs carry them: each collective's own factor
-under contention, a shaped link's token bucket, the wake of a micro-step's first collective
-after compute. The engine never looks at a strategy's name.
+Everything a strategy, a comm hook, sharding or the host changes is in the
+:class:`~simddp.sim.schedule.Schedule` and :class:`~simddp.sim.costs.PlanCosts` built before
+the first event; this module only walks them and never looks at a strategy's name
+(docs/DESIGN.md, "The engine, piece by piece").
 """
 from __future__ import annotations
 
@@ -79,10 +69,8 @@ def simulate(plan: Plan, inputs: Inputs, *, record: bool = True, stats: dict | N
 
 class _Step:
     """One optimizer step on SimPy: the events the two processes meet at, and the processes.
-
-    Speed (bench/bench_sim.py): each process copies what it looks up per event into locals,
-    and without contention a lane is a bare timeout rather than a ``yield from`` of
-    :meth:`Lanes.work`: the same events, spans and floats, fewer µs per event."""
+    For speed, each process keeps per-event lookups in locals, and without contention a lane
+    is a bare timeout: the same events, spans and floats."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, lanes: Lanes,
                  record: bool, comm_slowdowns: list[float] | None = None,

@@ -1,11 +1,9 @@
 """A plan turned into the tables one step runs from: who is ready when, what waits, what it costs.
 
-The engine (simddp/sim/engine.py) only walks these tables; everything a strategy, a comm hook,
-sharding or the host changes about a step is decided here, once, before any event. Per
-micro-step and layer a :class:`Schedule` says which collectives the compute lane releases
-after the layer's backward (gradients ready, ``after_backward``), and which it releases or
-waits for when the layer's forward or backward starts (``at_start``: FSDP's all-gathers,
-issued one unit ahead, and the compute they gate)::
+Everything a strategy, a comm hook, sharding or the host changes about a step is decided
+here, once, before any event; the engine only walks these tables. Per micro-step and layer a
+:class:`Schedule` says which collectives the layer's finished backward releases, and which
+compute releases or waits for where a forward or backward starts (FSDP's all-gathers)::
 
     >>> from simddp import Layer, Link, ModelProfile, make_strategy, plan
     >>> from simddp.inputs.resolved import Inputs
@@ -73,10 +71,8 @@ class Schedule:
 
 def build_schedule(profile: ModelProfile, plan: Plan, world_size: int, pc: PlanCosts
                    ) -> Schedule:
-    """The tables of one step of ``plan`` with its costs ``pc`` (see the module text): every
-    layer's forward and backward and the optimizer's seconds x ``pc.compute_factor`` (a
-    host's compute after communication). ``world_size``: the ranks a sharded plan's units
-    are sharded over (:func:`simddp.sim.costs.shard_ranks_of`: a node's under HSDP)."""
+    """The tables of one step of ``plan`` with its costs ``pc``, every compute second times
+    ``pc.compute_factor``; ``world_size``: the ranks a sharded plan's units are sharded over."""
     collectives, micro = plan.collectives, plan.micro_steps
     costs, copy_in, copy_out, compute_factor = pc.costs, pc.copy_in, pc.copy_out, pc.compute_factor
     hold = costs.blocking_collectives
@@ -128,6 +124,5 @@ def forward_segments(profile: ModelProfile, points: set[int]) -> list[tuple[int,
 
 def optimizer_share_s(profile: ModelProfile, plan: Plan | Strategy, world_size: int) -> float:
     """The optimizer's seconds on one rank of ``plan`` (or of its strategy): all of it, or
-    1/p when it updates a shard (``world_size``: the ranks it is sharded over, a node's
-    under HSDP: :func:`simddp.sim.costs.shard_ranks_of`)."""
+    1/``world_size`` when it updates a shard."""
     return profile.optimizer_s / (world_size if plan.shards_optimizer else 1)
