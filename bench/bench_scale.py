@@ -3,7 +3,7 @@
     python bench/bench_scale.py                  # 9 rounds after a warm-up
     python bench/bench_scale.py --repeats 15
 
-The command is the 1024-GPU sweep of issue 62 (8 counts × ddp, fsdp, hsdp) on a 7B model
+The command is the 1024-GPU sweep (8 counts × ddp, fsdp, hsdp) on a 7B model
 (llm-foundry's MPT-7B as an ``mpt:`` spec) on H100s over ib-8xndr, printed (``table``) and
 printed and plotted (``--out``: scale.json and scale.png), each as a whole process, alternated
 with a bare ``python -c "import simpy, numpy"`` so all see the same load (the pattern of

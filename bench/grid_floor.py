@@ -6,7 +6,7 @@ The "oracle" predicts each row of each cell by that row's median over all the gi
 the grid: the best any simulator can do for a step whose measured time moves from run to run.
 Scoring it against each run as ``simddp compare`` scores a prediction (|error| over the
 measured median, per cell the median and max over rows, then the mean of the cells' medians)
-gives the floor that run's noise puts under issue 19's targets: on a box whose measured rows
+gives the floor that run's noise puts under the grid's targets: on a box whose measured rows
 move by ±10 % between runs, no prediction scores below it except by luck. Needs ≥ 3 runs.
 
 A second table scores each run's own prediction (its calibrate, profile and sweep) against

@@ -10,8 +10,8 @@ scored it then. ``--spread``: the link's ``time_spread`` is first rebuilt from t
 calibration kept (cal/allreduce.json) by today's rule (calibrate/analysis.py: the bandwidth
 sizes, the overlapped α's uncertainty, the blocking α's repeats), written as
 cal/link_spread.json. Prints per cell then and now: median and max APE, regret, medians
-inside their ranges; then the means over cells by kind of cell. Used for issue 19's
-changes of 2026-11-26 (docs/results/2026-11-26-torch-lone-buckets.md).
+inside their ranges; then the means over cells by kind of cell. Used for the
+changes in docs/results/2026-11-26-torch-lone-buckets.md.
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ OUTLIERS = {
     ("damek-cs336-2gpu-xl", "flat", 4, 512):
         "1962.8 ms against 915-1143 ms for every other row of its setting (naive 1143.4): "
         "its all-reduce wait (402.9 ms) is like its neighbours', so ~800 ms went elsewhere "
-        "in that one run (issue 52 counted 41 rows without it)",
+        "in that one run (the other 41 rows are counted without it)",
 }
 
 

@@ -7,13 +7,15 @@
     python -m simddp sweep --model profile.json --link link.json --out out/sweep
     python -m simddp sweep --strategies ddp,fsdp,zero2 --comm-hook fp16,powersgd:2
 
-Prints one setup line, the prediction ranges' inputs (on a GPU with no contention measured:
-the published GPU contention the point takes, docs/FINDINGS.md#gpu-contention-under-overlap),
-a table (strategy, bucket MB, collectives per step, step ms, exposed communication ms,
-speedup vs naive), a second table for gradient accumulation (no_sync vs sync_each, per
-optimizer step of K micro-steps) and the recommended bucket size with its margin over the
-runner-up. With sharded strategies (fsdp, zero2) or --comm-hook rows, it also says whether
-one of them beats plain DDP, and the model states per rank each holds.
+Prints the setup, the contention the rows run under (--contention to change it) and the
+prediction ranges' inputs, a table (strategy, bucket MB, collectives per step, step ms,
+exposed communication ms, speedup vs naive), a second table for gradient accumulation
+(no_sync vs sync_each, per optimizer step of K micro-steps), then the decision in four lines:
+the bucket size for torch DDP, what is at stake, the call that sets it, and a faster path
+where one exists. With sharded strategies (fsdp, zero2, hsdp) or --comm-hook rows, it also
+says whether one of them beats plain DDP, and the model states per rank each holds.
+--explain gives the reasoning instead: the runner-up, regret over the ranges, every
+framework's call and the closed-form optimum.
 --format json prints one JSON document and nothing else on stdout.
 --out DIR writes sweep.csv, sweep.json (simddp.results/1 plus the rows) and sweep.png.
 """

@@ -69,7 +69,7 @@ LINKS = {link.name: link for link in (
                 "≈ 85 GB/s average, 96 GB/s peak, of a 100 GB/s wire (NVIDIA/nccl-tests#119)"),
     Link("ib-hdr", alpha_s=25e-6, busbw_gbps=22.0, backend="nccl",
          source="one 200 Gb/s HDR port per node = 25 GB/s wire; ~88% busbw efficiency, "
-                "as in the 4× HDR runs above"),
+                "as ib-4xhdr's 4× HDR runs measured (NVIDIA/nccl-tests#119)"),
     Link("eth-100g", alpha_s=40e-6, busbw_gbps=11.0, backend="nccl",
          source="100 Gb/s RoCE = 12.5 GB/s wire; ~88% busbw efficiency; α ≈ 40 µs for a "
                 "NIC round trip plus NCCL launch"),

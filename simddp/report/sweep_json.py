@@ -52,6 +52,9 @@ def setup(a: SweepAnswer) -> dict:
            "link": link.name, "alpha_us": link.alpha_s * 1e6, "busbw_gbps": link.busbw_gbps,
            "world_size": inputs.world_size, "accum_steps": r.accum_steps,
            "host_costs": None if host is None else host.name,
+           "contention": {"compute": inputs.contention.compute,
+                          "comm": inputs.contention.comm,
+                          "source": inputs.contention.source or None},
            "ranges": range_sources(inputs),
            "naive_step_ms": a.naive.step_s * 1e3,
            "comm_hooks": list(r.comm_hooks), "shard_unit_mb": r.shard_unit_mb}

@@ -163,8 +163,10 @@ def test_simulate_predicts_what_the_sweep_does_and_says_why(capsys):
     assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0
     sim = json.loads(capsys.readouterr().out)
     assert cli(["sweep", "--strategies", "ddp", "--bucket-mb", "10", "--format", "json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["rows"]
     assert sim["step_ms"] == row["step_ms"]
+    assert doc["setup"]["contention"] == sim["contention"]     # one answer to "which contention"
     assert sim["contention"] == {"compute": 1.189, "comm": 2.22, "source": "published"}
     assert cli(["simulate", "--strategy", "ddp", "--bucket-mb", "10"]) == 0
     # the text says which contention it charged and where the figures come from
