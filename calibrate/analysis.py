@@ -38,8 +38,7 @@ class KindCalibration:
     lone_fit: object               # relative residuals on the lone sweep, α fitted
     lone_heldout: dict
     sequence: dict | None = None   # α queued back to back (rig/sequence.py), if measured
-    # The all-reduce's busbw over this kind's sizes, fitted the same way: the fair baseline
-    # for "x0.5 the all-reduce's" when the kinds stop below --max-bytes.
+    # The all-reduce's busbw over this kind's sizes: the fair baseline for the report's ratio
     allreduce_busbw_gbps: float | None = None
 
     @property
@@ -68,24 +67,20 @@ class WorldCalibration:
     alternative: object = None     # what --piecewise would give, when one line fits badly
     contention: dict | None = None
     oversubscribed: str = ""
-    # The fit of lone all-reduces (the sweep, relative residuals) and its held-out errors:
-    # what the sweep says on its own. With the sequence step the link keeps the step's α and
-    # refits busbw under it (``fit``); without, the two are the same fit.
+    # The sweep's own fit (relative residuals); with the sequence step ``fit`` is busbw
+    # refitted under the step's α, without it the same fit.
     lone_fit: object = None
     lone_heldout: dict | None = None
-    # reduce_scatter / all_gather, when measured (settings.kinds): their fits are link.kind_fits
+    # reduce_scatter / all_gather, when measured: their fits are link.kind_fits
     kinds: dict[str, KindCalibration] = field(default_factory=dict)
-    # Why a fit the link uses is degenerate ("link: busbw at its bound ..."), for the report,
-    # the link's source and realrun validate; () when every fit is usable (fit.fit_problems).
+    # Why a fit the link uses is degenerate ("link: busbw at its bound ..."); () when usable.
     problems: tuple[str, ...] = ()
     tcp: str = ""   # the ranks' TCP congestion control (realrun/launch/host_stack.py)
-    # Per level on a two-level world (calibrate.levels.LevelsCalibration): the link file's
-    # levels section; None where the per-level step did not run.
+    # calibrate.levels.LevelsCalibration: the link file's levels; None where not run.
     levels: object = None
     # Whether the link carries the sweep as its all-reduce curve, and why (calibrate/curves.py)
     curve: CurveChoice | None = None
-    # What Gloo on this shared CPU host adds (the sequence step's blocking α and wake, the
-    # shaper's bucket): the link file's gloo_host section; None on NCCL and without the step.
+    # What Gloo on this shared CPU host adds: the link file's gloo_host section; None on NCCL.
     host: GlooHost | None = None
 
     @property
@@ -127,8 +122,7 @@ class Calibration:
 def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
             burst_bytes: int | None = None) -> WorldCalibration:
     """Summaries, fits (held-out scored), contention factors and the Link for one world.
-    ``burst_bytes``: the shaped link's token bucket (None unshaped), which serves part of
-    the waited-for chain's bytes (calibrate/rig/shaped_chain.py)."""
+    ``burst_bytes``: the shaped link's token bucket (None unshaped)."""
     rows = summarize(ranks)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
@@ -138,8 +132,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     seq = None
     if "sequence" in ranks[0]:
         seq, held = step_alpha_fit(s, world_size, ranks, rows, lone, burst_bytes)
-    # Each line's intervals and judged figures, once: the report, the link's source and the
-    # warnings all read these
+    # Each line's intervals and judged figures, once, for everything that prints them
     lone_held = finished(lone_held, rows, None)
     held = lone_held if seq is None else finished(held, rows, seq["alpha_s"])
     fit, lone = held["fit"], lone_held["fit"]
@@ -166,8 +159,7 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
     if kinds:
         link = dataclasses.replace(link, kind_fits={k: c.kind_fit for k, c in kinds.items()})
     host = gloo_host(seq, kinds) if s.backend == "gloo" else None
-    # The sweep as the link's all-reduce curve, where it predicts the held-out sizes better
-    # than the line; moved by the step's α less a lone call's, as the line is
+    # The sweep as the link's curve where it beats the line (docs/CALIBRATE.md, measured curve)
     curve = choose_curve(rows, held, world_size, _nodes(s, world_size),
                          seq["alpha_s"] - lone.alpha_s if seq is not None else 0.0,
                          link.busbw_gbps, s.backend)
@@ -192,9 +184,8 @@ def analyse(s: CalibrateSettings, world_size: int, ranks: list[dict],
 
 
 def gloo_host(seq: dict | None, kinds: dict[str, KindCalibration]) -> GlooHost:
-    """What Gloo on this shared CPU host adds, from the sequence step where it ran: the
-    waited-for α of each kind, the wake after compute, a shaped link's refill (its bucket
-    comes from the shaper: calibrate.calibration.shaped)."""
+    """What Gloo on this shared CPU host adds, from the sequence step: each kind's waited-for
+    α, the wake after compute, a shaped link's refill (its bucket is set apart)."""
     seq = seq or {}
     return GlooHost(seq.get("blocking_alpha_s"),
                     {k: c.blocking_alpha_s for k, c in kinds.items()
@@ -211,11 +202,9 @@ def _nodes(s: CalibrateSettings, world_size: int) -> int:
 
 def step_alpha_fit(s: CalibrateSettings, world_size: int, ranks: list[dict], rows: list[dict],
                    lone, burst_bytes: int | None) -> tuple[dict, dict]:
-    """(the sequence step's summary, the held-out line through its α). α from the sequence
-    step (async: Link.alpha_s; blocking: GlooHost.blocking_alpha_s); busbw refitted under that α
-    with plain least squares, which the large sizes decide (relative residuals would bend
-    busbw to the erratic small sizes). α needs busbw for its bandwidth terms and busbw needs
-    α: a few rounds settle both (they barely couple)."""
+    """(the sequence step's summary, the held-out line through its α): busbw refitted under
+    that α by plain least squares (docs/FINDINGS.md#bandwidth-from-the-large-sizes); α and
+    busbw need each other, and a few rounds settle both."""
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
     fit = lone
@@ -232,10 +221,8 @@ def step_alpha_fit(s: CalibrateSettings, world_size: int, ranks: list[dict], row
 
 def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: int,
                     alpha_s: float, lone, kind: str = fitting.ALL_REDUCE) -> dict:
-    """busbw under the step's α by plain least squares (held-out scored). When that α lies
-    above the lone times of every size, no slope fits under it and busbw would sit at its
-    1e6 GB/s bound (a small model's sweep, up to 1 MiB): then busbw is the lone fit's, if
-    that one measured a slope."""
+    """busbw under the step's α by plain least squares (held-out scored); where no slope fits
+    under that α (busbw at its bound), the lone fit's busbw, if it measured one."""
     held = fitting.heldout_error(sizes, times, world_size, s.holdout_every, weights="absolute",
                                  fixed_alpha_s=alpha_s, kind=kind)
     if fitting.busbw_unresolved(held["fit"]) and not fitting.busbw_unresolved(lone):
@@ -249,12 +236,9 @@ def held_alpha_fit(s: CalibrateSettings, sizes: list, times: list, world_size: i
 def analyse_kind(s: CalibrateSettings, world_size: int, ranks: list[dict], kind: str,
                  allreduce_rows: list[dict] | None = None,
                  allreduce_alpha_s: float | None = None) -> KindCalibration:
-    """A reduce-scatter's or all-gather's fit, as the all-reduce's: with the sequence step, α
-    is its small sizes' lone α and busbw is refitted under it by plain least squares;
-    without, both come from relative residuals on the lone sweep. Always one line (no
-    pieces: Link.kind_fits holds one α and busbw per kind), held-out scored the same way.
-    ``allreduce_rows`` (and the all-reduce's step α, if any): its busbw over the same sizes,
-    for a like-for-like ratio."""
+    """A reduce-scatter's or all-gather's fit, as the all-reduce's, always one line;
+    ``allreduce_rows`` (and the all-reduce's step α): its busbw over the same sizes, for a
+    like-for-like ratio."""
     rows = summarize(ranks, kind)
     sizes = [r["size_bytes"] for r in rows]
     times = [r["time_s"] for r in rows]
@@ -293,8 +277,7 @@ def _link_name(s: CalibrateSettings, world_size: int) -> str:
 
 def _source(s: CalibrateSettings, world_size: int, fit, held: dict, oversubscribed: str,
             seq: dict | None, tcp: str = "") -> str:
-    """One line for the link's ``source``: where, when, what was swept, how well it fit;
-    ``tcp``: the ranks' TCP congestion control (Gloo's flows run on it)."""
+    """One line for the link's ``source``: where, when, what was swept, how well it fit."""
     where = f"{s.backend}{f' over TCP {tcp}' if tcp and s.backend == 'gloo' else ''}, " \
             f"{world_size} ranks"
     if s.emulate_hosts:

@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinds-max-bytes", default=None, metavar="BYTES",
                    help="largest size of the reduce-scatter and all-gather sweep (default a "
                         "quarter of --max-bytes, or all sizes if that leaves fewer than 3 to "
-                        "fit: on Gloo they took 1.6-3.4x an all-reduce at 64 MiB here)")
+                        "fit: on Gloo they take a few times an all-reduce's time at large "
+                        "sizes, docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo)")
     p.add_argument("--no-sequence", action="store_true", help="skip the sequence step: α is "
                    "then the sweep's fitted intercept (a lone all-reduce)")
     p.add_argument("--profile", metavar="FILE", default=None,

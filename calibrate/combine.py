@@ -1,10 +1,8 @@
 """The parent's side of a calibration: each rank's raw timings combined into one number.
 
-A step ends when its slowest rank ends, so every combination takes each rank's median and
-then the max over ranks, except what a step adds up call by call: the waited-for chain's α
-(:func:`combine_sequence`) and the wake after compute (calibrate/rig/chain_first.py) are means
-over repeats of the slowest rank. numpy and scipy, no torch: reading a calibration needs no
-GPU stack.
+A step ends when its slowest rank ends: each rank's median, then the max over ranks, except
+what a step adds up call by call (the waited-for chain's α, the wake after compute), which
+are means over repeats of the slowest rank. No torch (docs/CALIBRATE.md, Method).
 """
 from __future__ import annotations
 
@@ -33,10 +31,9 @@ def summarize(rank_results: list[dict], kind: str = ALL_REDUCE) -> list[dict]:
 
 
 def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
-    """(p5, p95) over the median of an all-reduce's time, where a step's bytes go: per size,
-    each iteration's slowest rank, as ratios to their median; the median of those over the
-    sizes whose median is at least 2α (bandwidth-bound; the small sizes' scheduling jitter
-    would dominate otherwise). None without per-iteration times.
+    """(p5, p95) over the median of an all-reduce's time: each iteration's slowest rank,
+    medianed over the bandwidth-bound sizes (≥ 2α); None without per-iteration times
+    (docs/CALIBRATE.md, The spread).
 
     >>> rows = [{"time_s": 0.01, "times_s_per_rank": [[0.009, 0.01, 0.012], [0.01, 0.01, 0.01]]}]
     >>> [round(v, 2) for v in time_spread(rows, 0.001)]
@@ -58,19 +55,11 @@ def time_spread(rows: list[dict], alpha_s: float) -> tuple[float, float] | None:
 
 def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: float,
                      world_size: int, burst_bytes: float | None = None) -> dict:
-    """Parent side: the sequence totals and both αs. The queued chain: max over ranks of
-    each rank's median. The waited-for chain: per repeat its slowest rank, then the **mean**
-    over repeats, because a step's N waited-for calls add up to N times the mean call, which
-    the calls that wait a scheduler tick lift well above the median call
-    (docs/FINDINGS.md#blocking-alpha).
-    ``burst_bytes``: a shaped link's bucket, which serves part of the waited-for chain's
-    bytes (calibrate/rig/shaped_chain.py); the queued one's α is taken less every byte. Where
-    the ranks timed the chain's first call (``blocking_first_s``), the blocking α comes from
-    the other calls and ``idle_wake_s`` is what the first paid over its law (the wake after
-    compute, ``GlooHost.idle_wake_s``), on average (:func:`wake_mean_s`). Where they
-    clocked each call after it (on the CPU), the calls' median and mean are kept, and on a
-    shaped link ``blocking_refill_s``: what each hand-off refills the bucket by
-    (calibrate/rig/shaped_chain.py, :func:`hand_off_refill_s`).
+    """The sequence step's totals and both αs: the queued chain's from each rank's median,
+    the waited-for chain's from the **mean** over repeats of the slowest rank, since a step's
+    N waited-for calls add up to N mean calls (docs/FINDINGS.md#blocking-alpha). With the
+    first call timed apart, ``idle_wake_s`` is what it paid over its law; ``burst_bytes``: a
+    shaped link's bucket, which serves part of the chain (calibrate/rig/shaped_chain.py).
 
     >>> r = combine_sequence([{"blocking_s": [0.05], "async_s": [0.03]}], [10 ** 6] * 10, 1.0, 2)
     >>> round(r["blocking_alpha_s"], 6), round(r["alpha_s"], 6)    # 10 x 1 ms of bandwidth
@@ -93,10 +82,8 @@ def combine_sequence(per_rank: list[dict], sizes_bytes: list[int], busbw_gbps: f
     share = _clocked_calls(per_rank, slowest["blocking"], chain, burst_s, out)
     laws = {"blocking": lambda total_s: blocking_alpha_s(total_s, chain, burst_s, share),
             "async": lambda total_s: blocking_alpha_s(total_s, bytes_s, None)}   # every byte
-    # Each repeat's α (its slowest rank) is kept: they spread widely around the median
-    # within one run, in stretches of seconds
-    # (docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the spread is reported and
-    # carried into the prediction ranges (analysis.py widens the link's time_spread with it).
+    # Each repeat's α is kept: they spread widely within one run, and the spread widens the
+    # prediction ranges (docs/FINDINGS.md#bandwidth-from-the-large-sizes).
     _blocking_alpha(per_rank, slowest["blocking"], laws["blocking"], out)
     _queued_alpha(series["async"], slowest["async"], laws["async"], out)
     if "blocking_call_median_s" in out and burst_s is not None:   # calls clocked, shaped
@@ -121,9 +108,8 @@ def _slowest_totals(series: dict[str, list]) -> dict[str, np.ndarray]:
 
 def _clocked_calls(per_rank: list[dict], slowest_blocking: np.ndarray, chain: list[float],
                    burst_s: float | None, out: dict) -> float:
-    """Where the ranks clocked each call after the first (on the CPU): the calls' median and
-    mean into ``out``; returns the share of α that refills a shaped link's bucket (1.0
-    unless measured)."""
+    """The clocked calls' median and mean into ``out``; returns the share of α that refills
+    a shaped link's bucket (1.0 unless measured)."""
     calls = slowest_calls(per_rank)
     if calls is None:
         return 1.0
@@ -135,8 +121,7 @@ def _clocked_calls(per_rank: list[dict], slowest_blocking: np.ndarray, chain: li
 
 
 def _blocking_alpha(per_rank: list[dict], slowest: np.ndarray, law, out: dict) -> None:
-    """The waited-for chain's α: the **mean** over repeats of the slowest rank's total, which
-    a step's N waited-for calls add up to; its per-repeat values and their spread over it."""
+    """The waited-for chain's α from the mean slowest-rank total; per repeat and spread."""
     per_repeat = np.array([law(float(t)) for t in slowest])
     out["blocking_alpha_per_repeat_s"] = per_repeat.tolist()
     totals = [r["blocking_s"][:len(per_repeat)] for r in per_rank]
@@ -146,8 +131,7 @@ def _blocking_alpha(per_rank: list[dict], slowest: np.ndarray, law, out: dict) -
 
 
 def _queued_alpha(totals: list[list[float]], slowest: np.ndarray, law, out: dict) -> None:
-    """The queued chain's α: max over ranks of each rank's median total; its per-repeat
-    values (slowest rank) and their spread over their median."""
+    """The queued chain's α from each rank's median total; per repeat and spread."""
     per_repeat = np.array([law(float(t)) for t in slowest])
     out["alpha_per_repeat_s"] = per_repeat.tolist()
     out["async_s"] = max(float(np.median(t)) for t in totals)
@@ -164,22 +148,16 @@ def _first_call(per_rank: list[dict], first_bytes_s: float, burst_s: float | Non
     out["idle_wake_s"] = max(0.0, first_s - law_s)
 
 
-# Sizes whose lone time is mostly α (up to 64 KiB the bytes are a small part of a lone
-# all-reduce, on Gloo as on NCCL): their medians, less their bytes, are α.
+# Sizes whose lone time is mostly α, on Gloo as on NCCL.
 SMALL_BYTES = 64 * 1024
 
 
 def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
                         kind: str = ALL_REDUCE) -> dict | None:
-    """α of a collective that a step overlaps or queues: what a small one costs alone.
-
-    In a real step the all-reduces still running after the backward complete one every
-    α_lone + bytes/busbw, while a queue of N issued at once after compute costs a fixed start
-    plus N marginal calls, so its total / N spreads that start over every collective
-    (docs/FINDINGS.md#small-collective-queues). The median over
-    the sizes up to :data:`SMALL_BYTES` of (median time − bytes term) is that α when the
-    sequence step sampled none (calibrate/rig/lone_alpha.py, docs/CALIBRATE.md). ``spread``:
-    (min, max) of those sizes' α over their median. None when no size is that small.
+    """α of a collective a step overlaps: the median over the sizes up to :data:`SMALL_BYTES`
+    of (time − bytes term), a lone call's cost, not a queue's total / N
+    (docs/FINDINGS.md#small-collective-queues). ``spread``: (min, max) over that median;
+    None when no size is that small.
 
     >>> rows = [{"size_bytes": n, "time_s": t} for n, t in
     ...         ((1024, 400e-6), (4096, 380e-6), (65536, 480e-6), (2 ** 20, 1.3e-3))]
@@ -201,12 +179,9 @@ def small_message_alpha(rows: list[dict], busbw_gbps: float, world_size: int,
 
 def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
                           world_size: int) -> dict:
-    """Parent side, for a reduce-scatter or all-gather in the sequence step
-    (rig/sequence.py): queued back to back, its total (max over ranks of each rank's
-    median) and α; waited for, where the ranks timed that too, the blocking α of the calls
-    after the first (as :func:`combine_sequence`'s). Every byte is taken out at the kind's
-    busbw, on a shaped link too: simddp charges a kind with its own fit every byte
-    (simddp.rig.gloo_shared_cpu.token_bucket), its busbw having been fitted with the bucket inside.
+    """:func:`combine_sequence` for a reduce-scatter or all-gather: the queued α and, where
+    timed, the blocking α of the calls after the first. Every byte is taken out, shaped link
+    or not, since the kind's busbw was fitted with the bucket inside.
 
     >>> seq = {"kinds": {"all_gather": {"async_s": [0.03], "sizes_bytes": [10 ** 6] * 10,
     ...                                 "blocking_s": [0.04], "blocking_first_s": [0.004]}}}
@@ -230,12 +205,9 @@ def combine_kind_sequence(per_rank: list[dict], kind: str, busbw_gbps: float,
 
 def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size: int,
                       kind: str = ALL_REDUCE, sampled: dict | None = None) -> None:
-    """The α of collectives a step overlaps (Link.alpha_s, a kind's KindFit) is a small one's
-    lone α: ``sampled`` across the sequence step if given
-    (calibrate/rig/lone_alpha.py), else the sweep's sizes up to 64 KiB
-    (:func:`small_message_alpha`, capped at the queue's total / N); not the queue's total /
-    N itself, which stays in ``seq`` as ``queued_alpha_s`` for the report. Without either
-    the queue's α stays."""
+    """Set ``seq``'s α to a small collective's lone α: ``sampled`` across the sequence step
+    if given, else the sweep's small sizes capped at the queue's total / N (kept as
+    ``queued_alpha_s``); without either the queue's α stays (docs/FINDINGS.md#lone-alpha)."""
     small = small_message_alpha(rows, busbw_gbps, world_size, kind)
     seq["queued_alpha_s"], seq["queued_alpha_spread"] = seq["alpha_s"], seq.get("alpha_spread")
     if sampled is not None:   # sampled in every repeat: no one slow stretch decides it
@@ -248,21 +220,17 @@ def overlapped_alpha(seq: dict, rows: list[dict], busbw_gbps: float, world_size:
             seq["alpha_from"] += ", their fast mode (the median between two modes)"
         seq["sweep_small_alpha_s"] = small["alpha_s"] if small is not None else None
         seq["lone_samples_s"] = sampled["samples_s"]   # the slower rank's, for a second look
-        # Not capped at the queue's total / N: the sampled median has its own guard (its
-        # interval; the fast mode where it is unresolved), and a step's queue drains slower
-        # than calibrate's queue issued all at once, so the cap put α under resolved medians
-        # and every overlapped row came out fast (docs/FINDINGS.md#lone-alpha).
+        # Not capped: the sampled median has its own guard, and the cap made every overlapped
+        # row fast (docs/FINDINGS.md#lone-alpha).
         return
     if small is None:
         seq["alpha_from"] = f"{seq['count']} queued after compute"
         return
     seq["alpha_s"], seq["alpha_spread"] = small["alpha_s"], small["spread"]
     seq["alpha_from"] = f"{small['sizes']} lone sizes up to {SMALL_BYTES // 1024} KiB"
-    # The sweep's small sizes are one stretch of seconds with no interval of their own: a
-    # queue of N after compute costs total / N each, its one-off start included, and a lone α
-    # above it was a slow stretch (docs/FINDINGS.md#lone-alpha). A queue's α of 0 is no
-    # measurement (its bytes term, at a busbw fitted on ≤ 64 KiB, exceeded its time; capping
-    # there zeroed α in CI), so nothing is capped then.
+    # The sweep's small sizes are one stretch with no interval: a lone α above the queue's
+    # total / N was a slow stretch (docs/FINDINGS.md#lone-alpha); a queue's α of 0 (its bytes
+    # term exceeded its time) is no measurement, so nothing is capped then.
     if seq["queued_alpha_s"] <= 0:
         seq["alpha_from"] += ", not capped (the queue's α is not resolved above its bytes)"
     elif seq["alpha_s"] > seq["queued_alpha_s"]:

@@ -1,27 +1,11 @@
 """The sweep as the link's measured all-reduce curve, where the curve earns it.
 
-A link file may carry measured curves (docs/FORMATS.md), and simddp charges a collective by
-its curve wherever one exists (simddp/cost/single.py). calibrate's own sweep is such a curve:
-per size, the slowest rank's median time. It is written into the link when it predicts the
-sizes held out of the fit better than the fitted line does; otherwise the link keeps its α–β
-alone. The two are judged on the same held-out sizes (calibrate/judged.py: those taking at
-least 2α where the step's α set the line, else every one), the curve read between the kept
-sizes exactly as simddp reads it (log–log, α–β past its ends). NCCL is not a line in DDP's
-bucket range (docs/FINDINGS.md#nccl-is-not-a-line): its curve wins.
-On Gloo the link keeps the line, and allreduce.json records what the curve would have scored
-(:data:`CURVE_BACKENDS` says why).
-
-Two facts the curve is adjusted for, so that it says what the line says where both hold:
-
-- **α as a step sees it.** The sweep times lone all-reduces; with the sequence step the link's
-  α is the step's (calibrate/rig/sequence.py), which differs from a lone call's. Every point
-  moves by (step α − lone α), the difference the line applies too. Moved down, a point is
-  charged no less than its bytes at the fitted busbw (the wire cannot be beaten), unless it
-  was measured faster than that.
-- **Only the all-reduce.** A reduce-scatter's or all-gather's waited-for α is its own
-  (``GlooHost.kind_blocking_alpha_s[kind]``, docs/FINDINGS.md#blocking-alpha), while a curve's
-  waited-for call pays the all-reduce's wait (``GlooHost.wait_s(alpha_s)``): those kinds keep
-  their fits.
+The sweep (per size the slowest rank's median) goes into the link where, read between the
+kept sizes as simddp reads a curve, it predicts the held-out sizes better than the line, on
+the same sizes (calibrate/judged.py); NCCL is not a line (docs/FINDINGS.md#nccl-is-not-a-line).
+Every point moves by (step α − lone α), as the line does, but never below its bytes at busbw
+unless measured so. Only the all-reduce gets one: the other kinds' waited-for α is their own
+(docs/CALIBRATE.md, The measured curve).
 
 ::
 
@@ -45,11 +29,8 @@ import numpy as np
 from simddp.cost import ALL_REDUCE, Curve, bytes_s
 
 CURVE_SOURCE = "python -m calibrate's sweep: per size the slowest rank's median time"
-# Backends whose sweep may become the link's curve. Gloo's laws on this CPU box
-# (docs/FINDINGS.md#blocking-alpha, #wake-after-idle, #token-bucket) were measured and validated against the
-# line's charges, and no workflow grid has run on curves yet, so a Gloo link keeps the line
-# even where its curve predicts the held-out sizes better (docs/FINDINGS.md#left-open);
-# allreduce.json records both figures.
+# Backends whose sweep may become the link's curve: Gloo's laws on this box were validated
+# against the line's charges (docs/FINDINGS.md#left-open); allreduce.json records both figures.
 CURVE_BACKENDS = ("nccl",)
 
 
@@ -91,9 +72,8 @@ def shifted_points(rows: list[dict], alpha_shift_s: float, busbw_gbps: float,
 def choose_curve(rows: list[dict], held: dict, world_size: int, nodes: int,
                  alpha_shift_s: float, busbw_gbps: float, backend: str = "nccl") -> CurveChoice:
     """The all-reduce curve for the link, or None where the line predicts the held-out sizes
-    at least as well, or the backend is not one whose curve is used (see the module text).
-    ``held``: the line's judged held-out figures
-    (``mask`` over ``rows``, ``heldout_bytes`` it is judged on, ``median_rel_err``)."""
+    at least as well, or on a backend not in :data:`CURVE_BACKENDS`. ``held``: the line's
+    judged figures (``mask``, ``heldout_bytes``, ``median_rel_err``)."""
     line_err = float(held.get("median_rel_err", float("nan")))
     kept = [r for r, out in zip(rows, held["mask"]) if not out]
     judged = set(held.get("heldout_bytes") or ())

@@ -11,10 +11,9 @@ Pure numpy/scipy, no torch, so tests run in milliseconds::
     err = heldout_error(sizes_bytes, times_s, 2, every=3)          # fit 2/3, score the rest
     rs = fit_alpha_beta(sizes_bytes, rs_times_s, 2, kind="reduce_scatter")  # (p−1)/p factor
 
-Why relative residuals: from 1 KiB to 64 MiB the times span about 3 decades, so
-plain least squares is decided by the biggest sizes alone and α comes out as noise, often
-negative. Dividing each residual by its measured time makes every size count the same.
-R² is computed on log10(time) for the same reason: the log-log plot is what users judge.
+Relative residuals by default: the times span about 3 decades, and plain least squares would
+let the biggest sizes alone decide, leaving α as noise. R² is on log10(time) for the same
+reason: the log-log plot is what users judge.
 """
 from __future__ import annotations
 
@@ -28,17 +27,12 @@ from simddp.cost import alpha_beta_s
 from simddp.cost.factors import ALL_REDUCE, GB, kind_factor
 from simddp.inputs.link import Link, LinkPiece
 
-# Suggest --piecewise when the single line misses by more than this (rms of relative
-# residuals): well above a size's repeat-to-repeat noise, so a shape, not noise
+# Suggest --piecewise above this rms relative miss: a shape, not noise
 # (docs/FINDINGS.md#measurement-noise).
 SUGGEST_PIECEWISE_RMS = 0.15
-# busbw's upper bound: 1e6 GB/s is 1000x NVLink. A flat (latency-bound) segment has no
-# measurable slope and ends up here; the report prints it as unresolved.
+# busbw's upper bound, 1000x NVLink: where a flat (latency-bound) segment ends up, unresolved.
 MAX_BUSBW_GBPS = 1e6
-# A fit past any of these is degenerate, not just noisy, and is flagged, so that no such link
-# is used without a word: a negative R² on log time
-# (the line explains less than a constant would), busbw at its bound (no slope was measured),
-# or a held-out median error above 50 % (the line does not predict the sizes it never saw).
+# A held-out median error above this flags a fit as degenerate (:func:`fit_problems`).
 MAX_HELDOUT_REL_ERR = 0.5
 
 
@@ -97,15 +91,10 @@ def fit_alpha_beta(sizes_bytes, times_s, world_size: int,
                    weights: str | np.ndarray = "relative",
                    fixed_alpha_s: float | None = None, kind: str = ALL_REDUCE,
                    fixed_busbw_gbps: float | None = None) -> AlphaBetaFit:
-    """Weighted least squares for α >= 0 and busbw > 0.
-
-    ``weights``: "relative" (residual / measured time, the default), "absolute" (plain
-    least squares, dominated by the largest sizes) or an array, one weight per point.
-    ``fixed_alpha_s``: α measured elsewhere (calibrate's sequence step); only busbw is fitted,
-    and α's interval is that single value. ``fixed_busbw_gbps`` pins busbw the same way (with
-    both pinned nothing is fitted: the quality figures score that line).
-    ``kind``: the collective timed (all_reduce, reduce_scatter, all_gather): the same fit
-    with that kind's bytes per rank, so busbw is comparable between kinds.
+    """Weighted least squares for α >= 0 and busbw > 0. ``weights``: "relative" (residual /
+    measured time), "absolute" or one per point. ``fixed_alpha_s`` / ``fixed_busbw_gbps`` pin
+    that parameter (its interval one value); ``kind`` sets the bytes per rank, so busbw is
+    comparable between kinds.
     """
     sizes, times = _check(sizes_bytes, times_s)
     w = _weights(weights, times)
@@ -209,9 +198,9 @@ def busbw_unresolved(fit: AlphaBetaFit | PiecewiseFit) -> bool:
 
 def fit_problems(fit: AlphaBetaFit | PiecewiseFit, heldout: dict | None = None,
                  r2: float | None = None) -> list[str]:
-    """Why a fit is degenerate, one short phrase each; [] when it is usable. ``r2``: the R²
-    to judge instead of the fit's own (calibrate/analysis.py scores a line through the step's
-    α on the bandwidth-bound sizes only).
+    """Why a fit is degenerate (busbw at its bound, R² on log time < 0, held-out median error
+    over :data:`MAX_HELDOUT_REL_ERR`), one phrase each; [] when usable. ``r2``: the R² to judge
+    instead of the fit's own.
 
     >>> sizes = [2 ** k for k in range(10, 17)]
     >>> flat = fit_alpha_beta(sizes, [1e-3] * 7, 2)     # time does not grow with size

@@ -3,24 +3,12 @@ size, over its timed iterations (the repeats the sweep already ran), widened for
 
     fit = rerun_intervals(fit, rows, mask, alpha_held=True)   # busbw_ci_gbps replaced
 
-Why not the fit's own Student-t intervals (calibrate/fit.py): they assume every size's
-median is off by the same independent noise. On Gloo here each size is timed in its own
-stretch of one or two seconds, and the box runs fast or slow for seconds at a time
-(docs/FINDINGS.md#bandwidth-from-the-large-sizes), so the large sizes that decide busbw
-are off by their stretch, several % each, and plain least squares (the link's busbw, α held)
-treats the small sizes' microseconds as if they were that precise: its intervals are too
-narrow for a rerun to fall inside. Here each resample draws the fitted sizes with
-replacement (a size's stretch comes or goes with it) and, for each size drawn, its
-iterations with replacement (each rank's median, then the slowest rank, as
-calibrate.combine.summarize); the line is refitted the same way (α held or free, the same
-weights). The 2.5th and 97.5th percentiles, or the t-interval where it is wider, bound the
-estimate; a rerun's value carries that uncertainty again, so the interval is √2 as wide
-about the value (:func:`_covering`). On synthetic sweeps with a stretch per size and jitter
-per iteration it must hold another run's busbw over 90 % of the time, where the t-interval
-holds it under 40 % (tests/calibrate/test_intervals.py). What no single run can show is a
-shift common to every size (a busier box for the whole run): the report's load note says
-when the box was busy. Vectorised numpy: 1000 resamples of a 17-size sweep
-take milliseconds.
+Not the fit's Student-t intervals: each size is timed in its own stretch of seconds and the
+box runs fast or slow for seconds at a time, so they were too narrow for a rerun to fall inside
+(docs/FINDINGS.md#bandwidth-from-the-large-sizes). Each resample draws the fitted sizes with
+replacement and, per size, its iterations (each rank's median, then the slowest rank), and
+refits the line the same way (docs/CALIBRATE.md, Intervals). tests/calibrate/test_intervals.py
+checks that another run's busbw falls inside over 90 % of the time.
 """
 from __future__ import annotations
 
@@ -37,12 +25,9 @@ RERUN = 2 ** 0.5   # a rerun's value vs this run's: two estimates' uncertainty, 
 
 def rerun_intervals(fit, rows: list[dict], mask, *, alpha_held: bool,
                     busbw_held: bool = False, resamples: int = RESAMPLES, seed: int = 0):
-    """``fit`` (an AlphaBetaFit over the rows not held out by ``mask``, or a PiecewiseFit:
-    each line over its own sizes) with its busbw interval, and α's where α was fitted
-    (``alpha_held`` False), from the bootstrap (module text). A pinned parameter keeps its
-    single-value interval; with both pinned nothing was fitted and ``fit`` comes back as it
-    is. ``seed`` fixes the resamples: the same
-    measurement gives the same report.
+    """``fit`` (an AlphaBetaFit over the rows ``mask`` keeps, or a PiecewiseFit) with the
+    bootstrap's busbw interval, and α's where α was fitted; a pinned parameter keeps its
+    interval. ``seed`` fixes the resamples: the same measurement gives the same report.
 
     >>> from calibrate.fit import fit_alpha_beta, predict_s
     >>> sizes = [2 ** k for k in range(20, 27)]
@@ -131,11 +116,9 @@ def _refit(x: np.ndarray, t: np.ndarray, w: np.ndarray, alpha_s: float | None,
 
 def _covering(interval: np.ndarray, student_t: tuple[float, float], value: float
               ) -> tuple[float, float]:
-    """Where 95 % of reruns read: the estimate's own uncertainty on each side, the wider of
-    the bootstrap's and the fit's Student-t interval (with relative residuals the t-interval
-    is often the wider), times √2, since a rerun's value carries the same uncertainty again
-    (the difference of two independent estimates spreads √2 as wide; a 95 % interval of the
-    estimate holds another run's value only 83 % of the time). A fit on a bound lies inside.
+    """Where 95 % of reruns read: on each side the wider of the bootstrap's and the Student-t
+    interval, times √2, as a rerun's value carries the same uncertainty again (a 95 % interval
+    of the estimate holds another run's value only 83 % of the time).
 
     >>> [round(v, 4) for v in _covering(np.array([0.9, 1.2]), (0.95, 1.1), 1.0)]
     [0.8586, 1.2828]

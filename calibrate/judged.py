@@ -6,8 +6,7 @@ and the degenerate-fit warnings taken from those same figures::
     held["median_rel_err"], held["r2_log"], held["judged_on"], held["fit"].busbw_ci_gbps
     problems_of(held["fit"], held)            # ['held-out median error 67% > 50% on ...']
 
-The report prints these figures, the link's source and allreduce.json carry them
-(calibrate/analysis.py, calibrate/levels.py): one number per quantity.
+The report, the link's source and allreduce.json all carry these: one number per quantity.
 """
 from __future__ import annotations
 
@@ -22,17 +21,10 @@ BANDWIDTH_BOUND = "the sizes taking at least 2α"   # bandwidth-bound: where the
 
 
 def judged(fit, held: dict, rows: list[dict], alpha_s: float | None) -> dict:
-    """``held`` as the line is judged, once: its held-out errors (``heldout_bytes``,
-    ``rel_err``, ``median_rel_err``, ``max_rel_err``) and ``r2_log``, the R² on log time,
-    over the sizes it makes its claim on (``judged_on``). The report prints these, the link's
-    source and allreduce.json carry them, and fit_problems' warnings are taken from them.
-
-    A line through the step's α (``alpha_s``) misses lone small all-reduces by design (its
-    α is not a lone call's: R² can fall below 0 on a small model's sweep), so it is judged only
-    on the sizes that take at least 2α (bandwidth-bound, where that line makes its claim); R²
-    needs 3 of them. Without (``alpha_s`` None) every size counts and R² is the fit's own.
-    ``mask``, ``fit`` and ``busbw_from`` stay as they were: the sizes held out of the fit are
-    the same.
+    """``held`` with its held-out errors and ``r2_log`` (R² on log time) over the sizes the
+    line makes its claim on (``judged_on``). A line through the step's α (``alpha_s``) misses
+    lone small all-reduces by design, so it is judged on the sizes taking at least 2α (R² needs
+    3); without, every size counts. The sizes held out of the fit stay the same.
 
     >>> from calibrate.fit import heldout_error, predict_s
     >>> sizes = [2 ** k for k in range(10, 27, 2)]
@@ -70,9 +62,8 @@ def problems_of(fit, held: dict) -> list[str]:
 
 
 def finished(held: dict, rows: list[dict], alpha_s: float | None) -> dict:
-    """A fitted line's held-out dict, final: its fit's intervals over what a rerun reads
-    (calibrate/intervals.py; α held where ``alpha_s`` is given, busbw held where it came from
-    the lone fit), then judged (:func:`judged`)."""
+    """A fitted line's held-out dict, final: its rerun intervals (calibrate/intervals.py),
+    then judged (:func:`judged`)."""
     fit = rerun_intervals(held["fit"], rows, held["mask"], alpha_held=alpha_s is not None,
                           busbw_held=bool(held.get("busbw_from")))
     return judged(fit, {**held, "fit": fit}, rows, alpha_s)

@@ -5,16 +5,10 @@ into the link file's ``levels`` section (docs/FORMATS.md)::
     lv = world.levels                        # a LevelsCalibration, None without the step
     lv.intra.link, lv.inter.link, lv.levels  # simddp Links; simddp.inputs.link_file.Levels
 
-Each level is fitted as the world's all-reduce is (calibrate/analysis.py), with its own number
-of ranks in the factor: ``intra`` with G (a node's ranks), ``inter`` with N (one rank per
-node). With the sequence step (the default) α is what a small collective of that level costs
-alone, the median over the sweep's sizes up to 64 KiB less their bytes
-(calibrate.combine.small_message_alpha; the world's link samples its own lone α across the
-sequence step), and busbw is fitted under it by plain least squares, which the large sizes
-decide; with ``--no-sequence`` or ``--piecewise``, one line by relative residuals. The intra
-level's reduce-scatter and all-gather, the hierarchical all-reduce's intra phases, are fitted
-the same way into its ``kind_fits``. The world's fit stays the link's top level: the flat
-ring over all N·G ranks.
+Each level is fitted as the world's all-reduce is, with its own ranks in the factor (G inside,
+N across) and α from its sizes up to 64 KiB (:func:`calibrate.combine.small_message_alpha`);
+the intra level's reduce-scatter and all-gather go into its ``kind_fits``. The world's fit
+stays the link's top level (docs/CALIBRATE.md, Per level).
 """
 from __future__ import annotations
 

@@ -4,11 +4,8 @@
     >>> s.sizes_bytes, s.world_sizes, s.sequence_sizes[:2]
     ([1024, 2048, 4096, 8192], (2,), (65536, 65536))
 
-Every field is validated in ``__post_init__`` and a bad one raises
-:class:`simddp.errors.InputError` naming its flag, so ``python -m calibrate`` (which only
-parses flags into these settings) and a library caller (``realrun validate``) fail alike.
-No torch and no scipy here: a bad flag is refused in a fraction of a second, and
-``python -m calibrate --help`` works on an install without them.
+A bad field raises :class:`simddp.errors.InputError` naming its flag, so the CLI and a
+library caller fail alike. No torch and no scipy: a bad flag is refused at once.
 """
 from __future__ import annotations
 
@@ -27,19 +24,15 @@ from simddp.errors import InputError
 # Bytes per element of the dtypes an all-reduce is timed in (torch's names).
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
                "int64": 8, "uint8": 1}
-# The collectives measured besides all-reduce, for sharded strategies (simddp Link.kind_fits);
-# simddp.inputs.link's names, kept here as text so the settings need nothing but numpy.
+# The collectives measured besides all-reduce, for sharded strategies (Link.kind_fits).
 KINDS = ("reduce_scatter", "all_gather")
 MIN_POINTS = 3  # two parameters plus one degree of freedom for a confidence interval
-# The sequence step (α as a step sees it, calibrate/rig/sequence.py): this many all-reduces
-# of this size back to back, a small model's tensor count and a typical small gradient.
-# 40 repeats, not 10: one repeat's α strays far from the median, in stretches of seconds,
-# so 10 repeats (1.5 s) let α swing from run to run where 40 (~6 s) keep runs close
+# The sequence step (calibrate/rig/sequence.py): a small model's tensor count of typical small
+# gradients; 40 repeats, as one repeat's α strays in stretches of seconds
 # (docs/FINDINGS.md#bandwidth-from-the-large-sizes).
 SEQUENCE_COUNT, SEQUENCE_BYTES, SEQUENCE_REPEATS = 32, 64 * 2 ** 10, 40
-# Contention is measured with a real forward + backward of an MLP of these widths on this many
-# rows, against its gradients' all-reduces (calibrate/ranks/mlp_contention.py): the mlp-8x1024
-# preset at batch 2 x seq 8, whose backward takes about as long as its 8 x 4 MiB stream.
+# Contention's MLP (calibrate/ranks/mlp_contention.py): mlp-8x1024 at batch 2 x seq 8, whose
+# backward takes about as long as its 8 x 4 MiB all-reduce stream.
 CONTENTION_WIDTHS, CONTENTION_ROWS = (1024,) * 8, 16
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30}  # binary, like nccl-tests' -b/-e
@@ -101,8 +94,7 @@ class CalibrateSettings:
     max_bytes: int = 64 * 2 ** 20
     factor: float = 2.0
     dtype: str = "float32"
-    # ranks, backend, emulated hosts, link shaping, timeout (realrun/launch/world.py); a
-    # calibration sends up to 64 MiB-1 GiB messages: the sweep's timeout, two minutes
+    # the sweep's timeout: a calibration sends up to 64 MiB-1 GiB messages
     world: WorldConfig = field(default_factory=lambda: WorldConfig(timeout_s=SWEEP_TIMEOUT_S))
     warmup: int = 5
     iters: int = 20
@@ -115,23 +107,16 @@ class CalibrateSettings:
     sequence_bytes: int = SEQUENCE_BYTES
     sequence_repeats: int = SEQUENCE_REPEATS
     sequence_sizes: tuple[int, ...] | None = None  # None: sequence_count x sequence_bytes
-    # Also swept and fitted (n = the full, unsharded bytes), and queued back to back in the
-    # sequence step: the link's kind_fits. () = all-reduce only.
-    kinds: tuple[str, ...] = KINDS
-    # Their sweep: the all-reduce's sizes up to this. None: a quarter of max_bytes (the two
-    # largest sizes of a x2 sweep), or all sizes if that leaves too few to fit. On Gloo the
-    # largest reduce-scatters and all-gathers take longer than an all-reduce of their size
-    # and would lengthen the default run most (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo);
-    # FSDP's collectives are one unit's parameters, a fraction of the model, so the large
-    # sizes matter least for them.
+    kinds: tuple[str, ...] = KINDS   # the link's kind_fits; () = all-reduce only
+    # None: a quarter of max_bytes (all sizes if that leaves too few to fit); FSDP's collectives
+    # are one unit's, and Gloo's large ones are slow (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo).
     kinds_max_bytes: int | None = None
     contention: bool = True
     contention_widths: tuple[int, ...] = CONTENTION_WIDTHS   # the backward-like workload
     contention_rows: int = CONTENTION_ROWS
     contention_stream_bytes: tuple[int, ...] | None = None   # None: the MLP's gradients
     contention_repeats: int = 5
-    # The per-level step (calibrate/levels.py): inside every node and across nodes, each
-    # level's subgroups all at once. None: wherever a world has >1 node and >1 rank a node.
+    # The per-level step (calibrate/levels.py). None: wherever >1 node and >1 rank a node.
     levels: bool | None = None
     name: str | None = None
     progress: bool = True
@@ -160,11 +145,10 @@ class CalibrateSettings:
         if bad:
             raise InputError(f"--kinds: {bad[0]!r} is not a comma list of distinct "
                              f"{', '.join(KINDS)} (or none)")
-        if self.kinds_max_bytes is not None and kinds and _n_fit(
-                self.sizes_bytes, self.kinds_max_bytes, self.holdout_every) < MIN_POINTS:
-            raise InputError(f"--kinds-max-bytes {self.kinds_max_bytes} leaves "
-                             f"{_n_fit(self.sizes_bytes, self.kinds_max_bytes, self.holdout_every)}"
-                             f" sizes to fit, need >= {MIN_POINTS}: raise it, or --kinds none")
+        if self.kinds_max_bytes is not None and kinds and (n := _n_fit(
+                self.sizes_bytes, self.kinds_max_bytes, self.holdout_every)) < MIN_POINTS:
+            raise InputError(f"--kinds-max-bytes {self.kinds_max_bytes} leaves {n} sizes to "
+                             f"fit, need >= {MIN_POINTS}: raise it, or --kinds none")
         if self.holdout_every < 0 or self.holdout_every == 1:
             raise InputError(f"--holdout-every must be 0 (none) or >= 2, got "
                              f"{self.holdout_every}")
@@ -184,7 +168,6 @@ class CalibrateSettings:
         # Resolve the defaults that depend on other fields or on how the ranks were started.
         fields = {"world_sizes": self._world_sizes(), "kinds": tuple(self.kinds),
                   "_resolved": True}
-
         if self.piecewise:  # each piece keeps its own fitted α: no sequence step
             fields["sequence"] = False
         if self.sequence_sizes is None:
@@ -209,11 +192,9 @@ class CalibrateSettings:
 
     def for_model(self, tensor_bytes: list[int], max_bytes_given: bool = False
                   ) -> "CalibrateSettings":
-        """These settings on one model's gradients (``calibrate --profile``): the sequence
-        step on its tensors, one all-reduce each, back to back (the α its step sees); the
-        contention stream of its tensors, computed against an MLP as deep as it has tensors
-        (up to 32) and as wide as its median tensor; unless ``max_bytes_given``, the sweep up
-        to its gradient total rounded up to a power of two (1 MiB..1 GiB).
+        """These settings on one model's gradients (``calibrate --profile``; docs/CALIBRATE.md,
+        One model's sizes): the sequence step and contention stream on its tensors, and unless
+        ``max_bytes_given`` the sweep up to its gradient total.
 
         >>> s = CalibrateSettings(world_sizes=(2,)).for_model([4 * 512 * 512] * 3)
         >>> s.sequence_sizes, s.contention_widths, s.max_bytes
@@ -234,9 +215,8 @@ class CalibrateSettings:
               threads_per_rank: int = 1, kinds: tuple[str, ...] = (), sequence: bool = True,
               piecewise: bool = False, max_bytes: int | None = None) -> "CalibrateSettings":
         """The short calibration ``realrun validate`` runs first (no ``--link``), on one
-        model's gradients (:meth:`for_model`): 4 KiB up to ``max_bytes`` x2 (default the
-        model's gradient total rounded up to a power of two, 1-64 MiB: its largest bucket),
-        3 warm-up all-reduces, 5 contention repeats and 15 sequence repeats, about a minute.
+        model's gradients (:meth:`for_model`): 4 KiB up to ``max_bytes`` (default the gradient
+        total, 1-64 MiB), fewer repeats; about a minute.
 
         >>> s = CalibrateSettings.short(WorldConfig(world_size=2), [4 << 20] * 3)
         >>> s.min_bytes, s.max_bytes, s.sequence_repeats, s.sequence_sizes
@@ -257,8 +237,7 @@ class CalibrateSettings:
 
     @property
     def kind_sizes_bytes(self) -> list[int]:
-        """The reduce-scatter and all-gather sweep: the all-reduce's sizes up to
-        ``kinds_max_bytes``.
+        """The reduce-scatter and all-gather sweep: the all-reduce's sizes to ``kinds_max_bytes``.
 
         >>> CalibrateSettings().kind_sizes_bytes[-1] == 16 * 2 ** 20     # 64 MiB / 4
         True

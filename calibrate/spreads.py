@@ -40,16 +40,10 @@ def widen(a: tuple[float, float] | None, b: tuple[float, float] | None
 
 
 def alpha_uncertainty(seq: dict) -> tuple[float, float] | None:
-    """How far the overlapped α itself may be off, over the α, for the link's time_spread:
-    the sampled median's bootstrap p5–p95 (``alpha_interval_s``) where α is that median or
-    its fast mode, else the spread the α came with (``alpha_spread``: the sweep's small
-    sizes, or the queue's repeats where the sweep's α was capped at it).
-
-    Not the samples' own spread: a scenario scales every collective of a step by one factor,
-    and a step's many collectives see the α's typical value, not one call's. The lone
-    4 KiB samples are bimodal (one mode a scheduler tick above the other), so they spread far
-    wider than their median's interval, and ranges that wide would let the sweep's robust
-    pick choose for a step no one runs (docs/FINDINGS.md#lone-alpha).
+    """How far the overlapped α itself may be off, over the α: the sampled median's bootstrap
+    p5–p95 (``alpha_interval_s``), else the spread the α came with (``alpha_spread``). Not the
+    samples' own spread: a step's many collectives see α's typical value, not one call's
+    (docs/FINDINGS.md#lone-alpha).
 
     >>> alpha_uncertainty({"alpha_s": 5e-4, "alpha_interval_s": [4e-4, 6e-4],
     ...                    "alpha_spread": [0.5, 5.0]})

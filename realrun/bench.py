@@ -6,39 +6,20 @@ Started by ``python -m realrun bench`` through the launcher (or under torchrun):
     ranks = run_world("realrun.bench:run_rank", payload, world_size=2)   # or run_bench(payload)
     run = summarize(ranks, payload, link="loopback")   # .results: list[simddp Result]
 
-``payload``: ``workload`` (a realrun.workload.Workload as a dict: a preset at batch x seq, or
-the user's ``--module``), ``configs`` (``{"strategy", "bucket_mb", "spec"}`` each, the
-Strategy serialised, from :func:`realrun.configs.bench_configs`), ``steps``, ``warmup``, ``chunk``, ``seed``,
-``optimizer``, ``precision``, ``trace_dir`` (or None), ``trace_steps``, ``progress``,
-``timeline_steps`` (0: none; else each config's clocked steps on every rank, and on its
-Result the median one's spans of every rank, realrun/step_clock.py);
-optionally ``extras`` (names) and ``extras_factory`` (a ``module:function`` target building
-a steppable per name): things timed in the same rounds that are not configurations, such as
-realrun validate's probes (realrun/workflows/validate/probes.py).
+``payload``: ``workload`` (a Workload as a dict), ``configs`` (from
+:func:`realrun.configs.bench_configs`: ``{"strategy", "bucket_mb", "spec"}``), ``steps``,
+``warmup``, ``chunk``, ``seed``, ``optimizer``, ``precision``, ``trace_dir`` (or None),
+``trace_steps``, ``progress``, ``timeline_steps`` (0: none; else clocked steps,
+realrun/step_clock.py), ``hold``; optionally ``extras`` (names) and ``extras_factory`` (a
+``module:function`` building a steppable per name): things timed in the same rounds that are
+not configurations, such as realrun validate's probes.
 
-How the comparison is kept fair on a noisy box:
-
-- every configuration builds its model from the same seed and trains on the same per-rank
-  batch;
-- the timed steps run round-robin in chunks of ``chunk`` steps, the starting configuration
-  rotating each round, so slow drift (thermal, other tenants) hits all configurations alike;
-- a rank holds one model at a time (``hold: "one"``, the default), as a training job does: a
-  turn builds its configuration's model afresh and runs ``warmup`` untimed steps first (torch
-  DDP records the gradient order in its first step and rebuilds its buckets in the forward of
-  its second; allocators and gloo's buffers settle). On 4 KiB pages every further model a
-  Gloo rank holds slows the stepped one (docs/FINDINGS.md#models-a-rank-holds).
-  ``hold: "all"`` builds and warms each model once and keeps them all; then each chunk starts
-  with one untimed step, as the first step after switching models finds the caches holding
-  the previous one and runs slower (docs/FINDINGS.md#drift-and-the-compute-only-anchor);
-- every timed step starts after a barrier (outside the clock), so the ranks start together;
-  a step's time is the max over ranks, as a step ends when its slowest rank ends.
-
-Configurations: ``compute-only`` (no communication at all: the compute baseline, and the
-single-rank baseline for scaling), then each Strategy under the executor of its
-implementation (realrun/steps.py, realrun/executors/): ``ddp`` and hooked strategies under
-torch's DistributedDataParallel (``bucket_cap_mb_list=[1, X]``), fsdp and zero2 under FSDP2,
-the others under :class:`realrun.ddp.DDP`. Each measured Result carries its Strategy
-(``Result.spec``).
+Fair on a noisy box (docs/REALRUN.md, Fair comparison on a noisy box): the same seed and
+batch for every configuration; timed steps round-robin in chunks, the first configuration
+rotating each round; one model held at a time, as a training job does
+(docs/FINDINGS.md#models-a-rank-holds); a barrier before every step, and a step's time the max
+over ranks. Each configuration runs under its implementation's executor
+(realrun/executors/); each measured Result carries its Strategy (``Result.spec``).
 """
 from __future__ import annotations
 
@@ -65,13 +46,8 @@ from simddp.result import COMPUTE_ONLY, Result
 
 def run_rank(payload: dict, ctx) -> dict:
     """Rank function for run_world: time every config and extra round-robin, in turns of
-    ``chunk`` steps. Extras (``payload["extras"]``, names handed to the ``extras_factory``
-    target, e.g. realrun.workflows.validate's probes) are timed alongside but are not
-    configurations.
-
-    ``payload["hold"]``: ``"one"`` (the default) builds a turn's model afresh and warms it up
-    (``warmup`` untimed steps), dropping the last turn's, so the rank holds one model, as a
-    training job does; ``"all"`` builds and warms every model once and keeps them all alive."""
+    ``chunk`` steps. ``payload["hold"]``: ``"one"`` (default) builds each turn's model afresh
+    and warms it up; ``"all"`` builds and warms every model once and keeps them all."""
     torch.set_flush_denormal(True)  # tiny activations must not hit the slow denormal path
     set_precision(payload.get("precision", "fp32"))
     workload = Workload(**payload["workload"])
@@ -99,14 +75,14 @@ def run_rank(payload: dict, ctx) -> dict:
                 i = (k + round_index) % len(configs)
                 trainer = None           # let go of the last turn's before the next is built
                 trainer = held.take(i)   # built and warmed up if it was not held
-                if len(configs) > 1 and not held.one:  # its caches warm again, untimed
+                if len(configs) > 1 and not held.one:  # the caches warm again, untimed
+                    # (docs/FINDINGS.md#drift-and-the-compute-only-anchor)
                     ctx.barrier()
                     trainer.step()
                 for _ in range(n):
                     ctx.barrier()
                     step_s = timed(ctx, trainer.step)
-                    # an extra may time only part of its step (realrun/workflows/validate/
-                    # probes.py), or report several numbers of it (``inner``, a dict)
+                    # an extra may time only part of its step, or several numbers of it
                     steps_s[i].append(getattr(trainer, "inner_s", None) or step_s)
                     for key, value in (getattr(trainer, "inner", None) or {}).items():
                         inner[i].setdefault(key, []).append(value)
@@ -132,9 +108,8 @@ def run_rank(payload: dict, ctx) -> dict:
 
 
 class Held:
-    """The models a rank holds: built by ``build(i)`` and warmed up (``warmup`` untimed steps)
-    when first taken. With ``one``, taking another drops the one held first (why: the module
-    docstring)."""
+    """The models a rank holds, built by ``build(i)`` and warmed up when first taken; with
+    ``one``, taking another drops the one held."""
 
     def __init__(self, build, warmup: int, one: bool) -> None:
         self.build, self.warmup, self.one = build, warmup, one
@@ -163,15 +138,13 @@ def step_stats(rank_steps_s: list[list[float]]) -> dict:
 
 @dataclass(frozen=True)
 class BenchRun:
-    """What a benchmark measured: Results of the configurations, their step statistics, and
-    the statistics of each extra by name (with ``per_rank`` medians of the numbers an extra
-    reports in ``inner``, if it does)."""
+    """What a benchmark measured: the configurations' Results and step statistics, and each
+    extra's statistics by name (with ``per_rank`` medians of its ``inner`` numbers)."""
 
     results: list[Result]
     stats: list[dict]
     extras: dict[str, dict]
-    # rank 0's CPUs (affinity) and the ranks sharing them: compare's caution (cpu_share.py);
-    # the models it held and its allocator (the bench's caution, realrun/launch/allocator.py)
+    # rank 0's CPUs, the ranks sharing them, the models it held, its allocator: the cautions
     host: dict = field(default_factory=dict)
 
 
@@ -217,13 +190,9 @@ def summarize(ranks: list[dict], payload: dict, link: str) -> BenchRun:
 
 def run_bench(payload: dict, *, world: WorldConfig | None = None, threads: int = 1,
               trace_dir: str | None = None) -> BenchRun | None:
-    """Run ``payload`` on the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo); a
-    BenchRun on the launching process or torchrun's rank 0, None on other torchrun ranks.
-    LaunchError if a rank fails.
-
-    Traces are written to a hidden staging folder inside ``trace_dir`` and moved into it only
-    when every rank succeeded, so a failed run leaves no partial trace files.
-    """
+    """Run ``payload`` on the ranks of ``world`` (default 2 Gloo ranks): a BenchRun, None on
+    torchrun ranks other than 0; LaunchError if a rank fails. Traces are staged and moved into
+    ``trace_dir`` only when every rank succeeded."""
     world = WorldConfig() if world is None else world
     staging = created = None
     if trace_dir is not None:

@@ -16,8 +16,7 @@ from simddp.cli.main import build_parser, run_command
 
 COMMANDS = ("profile", "bench", "validate", "selfcheck")
 
-# What `python -m realrun --help` says above the command list: for users, no developer notes
-# (how to register a subcommand is in the module docstring).
+# What `python -m realrun --help` says above the command list: for users, no developer notes.
 DESCRIPTION = """\
 Measure on real ranks what simddp predicts: profile a model, time DDP strategies and bucket
 sizes, compare the measurements with the prediction, check a cluster end to end.

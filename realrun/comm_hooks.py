@@ -1,32 +1,16 @@
 """DDP communication hooks for real: torch's fp16, bf16 and PowerSGD hooks on torch DDP.
 
-simddp names a hooked strategy "ddp+fp16" or "bucketed+powersgd:2" (simddp/planning/hooks.py says
-what each hook sends and computes); here the same :class:`simddp.planning.hooks.CommHook` becomes
+A simddp :class:`simddp.planning.hooks.CommHook` ("ddp+fp16", "bucketed+powersgd:2") becomes
 ``model.register_comm_hook(state, hook)`` on torch's DistributedDataParallel::
 
     model = DistributedDataParallel(net, bucket_cap_mb=25)
     register(model, parse_comm_hook("powersgd:2"), process_group=None)
 
-- ``fp16``: ``default_hooks.fp16_compress_hook`` (cast to fp16, all-reduce, cast back);
-- ``bf16``: ``default_hooks.bf16_compress_hook``; torch documents it for NCCL only, and Gloo
-  has no bfloat16 all-reduce, so :func:`check_backend` refuses it on Gloo before any rank
-  starts;
-- ``powersgd:R[:S]``: ``powerSGD_hook.powerSGD_hook`` with
-  ``PowerSGDState(matrix_approximation_rank=R, start_powerSGD_iter=POWERSGD_START_ITER)``.
-  torch sends plain all-reduces until the start step (1000 by default); simddp's plan is the
-  compressed step after it, so realrun starts at step 2 — torch's minimum with error
-  feedback and warm start — and bench needs ``--warmup`` >= :data:`POWERSGD_MIN_WARMUP`, so
-  every timed step is compressed and the first compressed step (which allocates P, Q and
-  the error buffers) is not timed. The name's S is what a training run would use; it does
-  not change what a compressed step does, so bench ignores it.
-- PowerSGD on Gloo, several buckets: torch's hook issues a bucket's P and Q all-reduces from
-  the completion callbacks of the one before, so with buckets in flight together the order
-  of collectives differs between ranks and Gloo pairs the wrong ones: the step hangs until
-  the timeout (2 ranks, 6 layers of 512×512 in 1 MB buckets, torch 2.13). Off NCCL realrun
-  therefore waits, in each bucket's hook, for the previous bucket's PowerSGD chain, so the
-  calls go out bucket by bucket (uncompressed, P, Q) on every rank — the plan's launch order.
-  The price: the backward pauses while the previous bucket's chain finishes, which simddp's
-  plan does not charge.
+- ``fp16``, ``bf16``: torch's ``default_hooks``; bf16 needs NCCL (:func:`check_backend`);
+- ``powersgd:R[:S]``: ``powerSGD_hook`` starting at step 2, torch's minimum, so bench's timed
+  steps are all compressed (``--warmup`` >= :data:`POWERSGD_MIN_WARMUP`); S is not used. Off
+  NCCL each bucket's hook waits for the previous bucket's chain (:func:`bucket_by_bucket`), as
+  Gloo paired the wrong collectives when buckets overlapped (docs/REALRUN.md, Comm hooks).
 - PowerSGD on CPU tensors where CUDA exists: torch's hook ends its decompress callback with
   ``if torch.cuda.is_available(): torch.cuda.synchronize(device)``, ``device`` being the
   bucket's, so a Gloo run on a GPU host fails in the callback with "Expected a cuda device,
@@ -81,9 +65,8 @@ def register(model, hook: CommHook, process_group=None) -> None:
 
 
 def bucket_by_bucket(hook_fn):
-    """``hook_fn`` with each bucket's start waiting for the previous bucket's future (see the
-    module text: PowerSGD on Gloo). The reducer calls hooks in bucket order, from index 0 in
-    every step, so the previous future is the one of index - 1."""
+    """``hook_fn`` with each bucket's start waiting for the previous bucket's future (the
+    reducer calls hooks in bucket order, from index 0 every step)."""
     last: list = [None]
 
     def hook(state, bucket):

@@ -1,12 +1,9 @@
 """What realrun runs: configurations ``{"strategy": name, "bucket_mb": MB, "spec": dict}``.
 
-``strategy`` and ``bucket_mb`` name the row (tables, file names, ``simddp compare``'s pairing;
-the MB as typed); ``spec`` is the simddp Strategy itself, serialised
-(``Strategy.to_dict``), which a rank reads back and runs (realrun/steps.py): no rank parses a
-name. compute-only has no Strategy (``spec`` None). :func:`bench_configs` builds the one grid
-(compute-only first, then simddp's own sweep configurations), so a benchmark measures exactly
-what a sweep predicts. No torch here: the commands check flags with it before anything heavy
-is imported::
+``strategy`` and ``bucket_mb`` name the row (the MB as typed); ``spec`` is the simddp Strategy
+itself (``Strategy.to_dict``, None for compute-only), which a rank runs: no rank parses a name.
+:func:`bench_configs` builds the one grid from simddp's sweep, so a benchmark measures exactly
+what a sweep predicts. No torch here::
 
     >>> [label(c) for c in bench_configs(["naive", "ddp"], [10, 1])]
     ['compute-only', 'naive', 'ddp-1MB', 'ddp-10MB']
@@ -27,21 +24,16 @@ from simddp.planning.registry import ALWAYS, names
 from simddp.planning.strategy import Strategy, with_precision
 from simddp.predict.sweep import sweep_strategies
 
-# What realrun runs for real, in the registry's order (simddp/planning/registry.py): all but no_sync
-# and sync_each, a training-loop pattern, not a wrapper of their own. fsdp and zero2 are torch
-# FSDP2 (realrun/sharded.py); --comm-hook adds hooked ddp/bucketed; hierarchical is
-# realrun.DDP's bucketed in two levels (G ranks a node: --gpus-per-node).
+# What realrun runs for real, in the registry's order: all but no_sync and sync_each, which
+# are training-loop patterns, not wrappers.
 BENCH_STRATEGIES = names(runs_for_real=True)
 # The default grid (bench, validate): the replicated strategies; "all" adds the others.
 DEFAULT_STRATEGIES = names(runs_for_real=True, offered=ALWAYS)
-# realrun bench --gpus-per-node G reaches the ranks' executor (realrun/executors/realrun_ddp.py)
-# through the environment, as the launcher's LOCAL_WORLD_SIZE does, which it overrides.
+# realrun bench --gpus-per-node reaches the ranks' executor here, over LOCAL_WORLD_SIZE.
 GPUS_PER_NODE_ENV = "REALRUN_GPUS_PER_NODE"
-# What a profile's compute total is scaled to (realrun/profile_on_ranks.py): the slowest rank's
-# plain step, per step, as realrun bench times a step; or rank 0's.
+# What a profile's compute total is scaled to: the slowest rank's plain step, or rank 0's.
 COMPUTE_BASES = ("slowest", "rank0")
-# turns of 3 steps per DDP implementation when the profile times their host costs
-# (realrun/ddp_host_costs.py): the default of --host-turns
+# the default of --host-turns (realrun/ddp_host_costs.py)
 HOST_TURNS = 8
 
 
@@ -82,28 +74,25 @@ def config_of(strategy: Strategy | None, bucket_mb: float | None = None) -> dict
 
 
 def runs_torch_ddp(configs: list[dict]) -> bool:
-    """Whether torch's DistributedDataParallel runs any of them (ddp, a hooked strategy): it
-    records the gradient order in its first step and rebuilds its buckets in the forward of
-    its second, so such a run needs 2 warm-up steps or more."""
+    """Whether torch's DDP runs any of them, which then need 2 warm-up steps or more (it
+    rebuilds its buckets in its second step)."""
     return any(s is not None and s.implementation == "torch" for s in map(spec_of, configs))
 
 
 def shards(configs: list[dict]) -> bool:
-    """Whether any of them shards (fsdp, zero2): calibrate's reduce-scatter and all-gather
-    fits and FSDP2's host costs are then worth their time."""
+    """Whether any of them shards (fsdp, zero2)."""
     return any(s is not None and s.reshard_after_forward is not None
                for s in map(spec_of, configs))
 
 
 def two_level(configs: list[dict]) -> bool:
-    """Whether any of them all-reduces in two levels (hierarchical): it needs the ranks per
-    node, ``--gpus-per-node`` (sent to the ranks as :data:`GPUS_PER_NODE_ENV`)."""
+    """Whether any of them all-reduces in two levels (hierarchical), needing --gpus-per-node."""
     return any(s is not None and s.two_level for s in map(spec_of, configs))
 
 
 def spec_of(config: dict) -> Strategy | None:
-    """The Strategy a configuration runs (None for compute-only), read back from its data.
-    A configuration without ``spec`` is refused rather than run as compute-only."""
+    """The Strategy a configuration runs (None for compute-only); one without ``spec`` is
+    refused rather than run as compute-only."""
     if "spec" not in config:
         raise ValueError(f"configuration {label(config)!r} carries no 'spec' (its Strategy); "
                          "build it with realrun.configs.config_of(strategy)")

@@ -13,19 +13,10 @@ simddp Strategy, or a name with bucket sizes (built by ``make_strategy``)::
         model.finish_gradient_synchronization()    # REQUIRED: wait, write the averages back
         opt.step(); opt.zero_grad(set_to_none=True)
 
-``strategy="hierarchical"`` (or a Strategy whose ``algorithm`` is "hierarchical") runs each
-bucket's all-reduce in two levels, ranks node-major (realrun/launch/two_level.py, TwoLevel):
-reduce-scatter inside the node, all-reduce of the 1/G shard across nodes, all-gather inside.
-G is ``gpus_per_node``, by default the launcher's ``LOCAL_WORLD_SIZE`` (torchrun and
-realrun's launcher set it), else 1. Every rank must build it at the same point: it makes the
-node groups (``dist.new_group``) the first time.
-
-Gradient accumulation over K micro-steps: run the first K-1 backward passes inside
-``with model.no_sync():`` (no communication; ``p.grad`` accumulates), then the last one
-outside it and call ``finish_gradient_synchronization()``, which reduces the accumulated sum.
-
-Launch with ``realrun.launch.run_world`` or ``torchrun --nproc-per-node 2 your_script.py``;
-the process group must exist before ``DDP(...)`` is built.
+``strategy="hierarchical"`` runs each bucket's all-reduce in two levels
+(realrun/launch/two_level.py; docs/REALRUN.md, Two levels); every rank must build it at the
+same point, as it makes the node groups. Gradient accumulation: the first K-1 backward passes
+inside ``with model.no_sync():``. The process group must exist before ``DDP(...)`` is built.
 
 How the plan is executed (the wrapper never looks at the strategy's name):
 
@@ -72,16 +63,11 @@ __all__ = ["DDP"]
 class DDP(nn.Module):
     """Data-parallel wrapper running ``simddp.plan(profile, strategy)``.
 
-    strategy: a simddp :class:`~simddp.planning.strategy.Strategy` that replicates and has no comm hook
-      (the bucket sizes are its own), or one of simddp's names — naive, flat, overlap,
-      bucketed, ddp (the bucketed rule with torch's 1 MiB first bucket); no_sync plans like
-      ddp (accumulate with :meth:`no_sync`). bucket_mb (default
-      ``DDP_DEFAULT_BUCKET_MB``, 25, torch's) / first_bucket_mb are MiB, like torch's
-      ``bucket_cap_mb``, and go with a name only.
-    profile: optional ModelProfile of this module (e.g. measured, with its gradient-ready
-      order); its tensors must be the module's trainable parameters. Default: module_profile.
-    gpus_per_node: ranks per node of a hierarchical strategy (ignored by the others); default
-      ``LOCAL_WORLD_SIZE`` from the environment, else 1. It must divide the group's size.
+    strategy: a replicating :class:`~simddp.planning.strategy.Strategy` without comm hook, or
+      a name of :data:`NAMES` (no_sync plans like ddp); ``bucket_mb`` (default 25)
+      and ``first_bucket_mb`` are MiB, like torch's ``bucket_cap_mb``, and go with a name only.
+    profile: this module's ModelProfile (e.g. measured, with its gradient-ready order).
+    gpus_per_node: hierarchical's ranks per node; default ``LOCAL_WORLD_SIZE``, else 1.
 
     Exposed for tests and benchmarks: ``plan``, ``buckets`` (tensor ids per collective, in
     launch order), ``param_names`` (tensor id -> name), ``collectives_last_step``, and two
@@ -209,8 +195,7 @@ class DDP(nn.Module):
 
 def _strategy_from(strategy: str | Strategy, bucket_mb: float | None,
                    first_bucket_mb: float | None) -> Strategy:
-    """The Strategy to plan: the one given, or the named one at these bucket sizes; always one
-    synced micro-step (accum_steps 1): :meth:`DDP.no_sync` skips the others."""
+    """The Strategy to plan, with one synced micro-step (:meth:`DDP.no_sync` skips the others)."""
     if isinstance(strategy, Strategy):
         if bucket_mb is not None or first_bucket_mb is not None:
             raise InputError(f"bucket_mb / first_bucket_mb: strategy {strategy.name!r} is a "
@@ -239,9 +224,8 @@ def _make_hook(self_ref: "weakref.ref[DDP]", tid: int) -> Callable[[torch.Tensor
 
 def _checked_profile(module: nn.Module, named: list, profile: ModelProfile | None
                      ) -> tuple[ModelProfile, list]:
-    """(profile, the (name, parameter) of each of its tensor ids). A measured profile that
-    names its tensors (realrun profile does) is matched by name, so its order may differ from
-    ``parameters()`` order; one without names must match that order and the sizes."""
+    """(profile, the (name, parameter) of each tensor id): matched by name where the profile
+    names its tensors, else by ``parameters()`` order and sizes."""
     if profile is None:
         return module_profile(module), named
     names = [n for n in profile.tensor_names if n]

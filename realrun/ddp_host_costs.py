@@ -1,17 +1,9 @@
 """What a DDP implementation costs the host per step, besides the all-reduces themselves.
 
-Measured by ``realrun validate`` on the ranks (all at once, as in the real run) and handed to
-simddp as a :class:`simddp.inputs.host.Host`, whose costs the engine charges on the compute lane for
-the implementation that runs each strategy (simddp.sim.overheads.host_copies):
-
-- :func:`measure_copies` — GB/s of realrun.DDP's gradient copies (``copy_gbps``,
-  ``scale_gbps``), also timed as probes (realrun/workflows/validate/probes.py);
-- :func:`measure_hooks` — seconds per gradient of the hook path (``hook_s`` for realrun's
-  Python wrapper, ``ddp_hook_s`` for torch's C++ reducer) and per collective the wrapper
-  launches (``launch_s``): each implementation runs the model's steps on a 1-rank process
-  group, where an all-reduce has nobody to wait for, interleaved with plain steps; what is
-  left over the plain step and the copies is split by :func:`hook_fields`. realrun's Python
-  wrapper costs several times torch's C++ reducer per gradient (docs/FINDINGS.md#host-costs).
+Measured on the ranks, all at once, and handed to simddp as a :class:`simddp.inputs.host.Host`
+(charged by simddp.sim.overheads.host_copies): :func:`measure_copies` the copies' GB/s,
+:func:`measure_hooks` the seconds per gradient and per launch, from each implementation's steps
+on a 1-rank group beside plain steps (docs/FINDINGS.md#host-costs).
 """
 from __future__ import annotations
 
@@ -34,11 +26,9 @@ from simddp.planning.strategy import DDP_DEFAULT_BUCKET_MB, make_strategy
 
 
 def copy_passes(tensor_bytes: list[int], ctx, grads: list[torch.Tensor] | None = None):
-    """(copy, in_place): the passes of flat_bucket.py over gradients of ``tensor_bytes`` —
-    copy-in scaled by 1/p (``torch.mul(g, 1/p, out=view)``) then copy-out (``g.copy_(view)``),
-    and a lone tensor's in-place 1/p (``div_(1.0)``: the same pass, without shrinking the
-    values every repeat). ``grads``: the model's own gradients to copy (flattened, fp32),
-    so the passes add one model-sized buffer, not two; default fresh random ones."""
+    """(copy, in_place): flat_bucket.py's passes over gradients of ``tensor_bytes``: copy-in
+    scaled by 1/p then copy-out, and a lone tensor's in-place scale (``div_(1.0)``, so repeats
+    do not shrink the values). ``grads``: the model's own gradients (default random ones)."""
     if grads is None:
         grads = [torch.randn(max(1, n // 4), device=ctx.device) for n in tensor_bytes]
     flat = torch.empty(sum(g.numel() for g in grads), device=ctx.device)
@@ -71,9 +61,8 @@ def copy_rates(tensor_bytes: list[int], copy_s: float, in_place_s: float) -> dic
 
 def measure_copies(tensor_bytes: list[int], ctx, repeats: int,
                    grads: list[torch.Tensor] | None = None) -> dict:
-    """GB/s of realrun.DDP's gradient copies over this model's tensors, all ranks at once:
-    each pass of :func:`copy_passes` (over ``grads`` if given) timed after a barrier, median
-    of ``repeats``."""
+    """GB/s of realrun.DDP's gradient copies, all ranks at once: each pass of
+    :func:`copy_passes` timed after a barrier, median of ``repeats``."""
     out = {}
     for name, fn in zip(("copy", "in_place"), copy_passes(tensor_bytes, ctx, grads)):
         fn()
@@ -104,10 +93,9 @@ def solo_trainer(name: str, workload: Workload, ctx, payload: dict, shared: dict
 
 
 class SharedWeights:
-    """A stand-in for a Workload whose ``build`` hands out copies of one built ``trainer``'s
-    module that share its parameters' and buffers' storage (new Parameter objects, so each
-    copy has its own hooks and ``.grad``): the solo steps time the same work as on models of
-    their own without holding one model's weights each."""
+    """A Workload whose ``build`` hands out copies of ``trainer``'s module sharing its weights'
+    storage (new Parameter objects: own hooks and ``.grad``), so the solo steps do not each hold
+    the weights."""
 
     def __init__(self, trainer: Trainer) -> None:
         self.module, self.inputs, self.loss_fn = trainer.model, trainer.inputs, trainer.loss_fn
@@ -119,31 +107,21 @@ class SharedWeights:
         return copy.deepcopy(self.module, memo), self.inputs, self.loss_fn
 
 
-# Three round-robins, each against its own plain steps: realrun's wrapper with and without
-# its one bucket, realrun's flat, then torch's reducer. All models at once held 4 x (weights
-# + gradients) and the buckets: 12x the parameters' bytes where a torch DDP step needs 3x
-# (docs/FINDINGS.md#memory-and-the-allocator); flat's bucket beside the other one would be a
-# fourth.
+# Three round-robins, each against its own plain steps: all models at once held 12x the
+# parameters' bytes where a torch DDP step needs 3x (docs/FINDINGS.md#memory-and-the-allocator).
 HOOK_GROUPS = (("wrapper", "bucket"), (Name.FLAT,), ("torch",))
 PLAIN_KEYS = {"wrapper": "plain_s", Name.FLAT: "flat_plain_s", "torch": "torch_plain_s"}
-# each round-robin: warm-up, then turns (--host-turns, default HOST_TURNS) of steps; at 8 the
-# three groups take ~190 steps of the model, the longest phase of a profile
+# each round-robin: warm-up, then --host-turns turns of steps (the longest phase of a profile)
 WARMUP_STEPS, TURN_STEPS = 3, 3
 
 
 def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None = None,
                   on_group=None) -> dict:
-    """Rank side: median step seconds of the plain model and of each solo step
-    (:data:`SOLO_CONFIGS`), round-robin within each of :data:`HOOK_GROUPS`: 3 warm-up steps
-    each, then ``payload["host_turns"]`` turns (default 8) of 3 steps. ``plain_s`` is the plain
-    steps' median beside realrun's wrapper, ``flat_plain_s`` beside its flat, ``torch_plain_s``
-    beside torch's;
-    ``flat_copy_calls_s`` the median per step of flat's copy-in and copy-out calls, timed
-    themselves (:func:`time_copy_calls`); ``steps_s`` every timed step's seconds, in order,
-    under the same keys (the profile keeps them per rank: the hook costs follow the box's
-    speed, docs/FINDINGS.md#host-costs). ``plain``: the plain step's
-    Trainer (its weights are shared by the solo steps; default a new one).
-    ``on_group(names)`` runs after each group, once its models are released."""
+    """Rank side: median step seconds of the plain model and each :data:`SOLO_CONFIGS` step,
+    round-robin within each of :data:`HOOK_GROUPS` (``plain_s``, ``flat_plain_s``,
+    ``torch_plain_s``: the plain steps beside each group); ``flat_copy_calls_s``: flat's copy
+    calls timed themselves; ``steps_s``: every step's seconds, in order. ``on_group(names)``
+    runs after each group, once its models are released."""
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     turns = payload.get("host_turns") or HOST_TURNS
     weights, shared, out = SharedWeights(plain), {}, {}
@@ -171,12 +149,9 @@ def measure_hooks(workload: Workload, payload: dict, ctx, plain: Trainer | None 
 
 @contextmanager
 def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
-    """Seconds of each step's copy-in and copy-out calls of ``trainer``'s realrun.DDP with
-    one bucket (flat), appended per step while inside: its fill and finish, timed around
-    the calls (nothing when ``trainer`` is None). A difference of step medians divided by N
-    gradients carries the whole step's noise, on a few gradients far more than the calls
-    cost; the calls' own times do not. The wrappers come off on leaving, so no cycle keeps the
-    trainer's buffers alive into the next group (the memory bound)."""
+    """Seconds of each step's copy-in and copy-out calls of flat ``trainer`` (nothing if None),
+    appended per step while inside: a difference of step medians over N gradients would carry
+    the whole step's noise. The wrappers come off on leaving, so no cycle keeps buffers alive."""
     seconds: list[float] = []
     if trainer is None:
         yield seconds
@@ -208,10 +183,8 @@ def time_copy_calls(trainer: Trainer | None) -> Iterator[list[float]]:
 
 
 def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
-    """``trainer``'s optimizer updates ``source``'s state tensors in place, parameter by
-    parameter (its module is a :class:`SharedWeights` copy: the same order): Adam's two
-    moments would otherwise be 2x the weights' bytes per trainer. The same update work;
-    the step count is shared, which changes only the bias correction's value."""
+    """``trainer``'s optimizer updates ``source``'s state in place (a :class:`SharedWeights`
+    copy: same order), saving 2x the weights per trainer; same work, shared step count."""
     state = source.optimizer.state
     for p, q in zip(source.model.parameters(), trainer.model.parameters()):
         if p is not q and p in state:
@@ -219,10 +192,8 @@ def share_optimizer_state(source: Trainer, trainer: Trainer) -> None:
 
 
 def _round_robin(trainers: dict[str, Trainer], ctx, turns: int) -> dict[str, list[float]]:
-    """Step seconds of each trainer, in order: 3 warm-up steps each, then ``turns`` turns of 3
-    steps, each after a barrier. After its turn a trainer's gradients are dropped (untimed), so
-    only the stepping one holds any; the first step of a turn then frees none, for every trainer
-    alike."""
+    """Step seconds of each trainer, in order, each after a barrier. After its turn a trainer's
+    gradients are dropped (untimed), so only the stepping one holds any."""
     for _ in range(WARMUP_STEPS):  # torch DDP rebuilds its buckets in its second step
         for trainer in trainers.values():
             trainer.step()
@@ -241,9 +212,8 @@ def _round_robin(trainers: dict[str, Trainer], ctx, turns: int) -> dict[str, lis
 
 def host_from_measurements(name: str, copy: dict, hooks: dict | None,
                            tensor_bytes: list[int], source: str = "") -> Host:
-    """The :class:`Host` of realrun's wrapper and torch's DDP from the copy rates
-    (:func:`measure_copies`) and the solo-step medians (:func:`measure_hooks`, or None: hooks
-    free). Both implementations copy at the same rates.
+    """The :class:`Host` of realrun's wrapper and torch's DDP from :func:`measure_copies` and
+    :func:`measure_hooks` (None: hooks free); both copy at the same rates.
 
     >>> h = host_from_measurements("box", {"copy_gbps": 1.0, "in_place_gbps": 2.0},
     ...     {"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043}, [10**6] * 4)
@@ -261,20 +231,10 @@ def host_from_measurements(name: str, copy: dict, hooks: dict | None,
 
 def hook_fields(hooks: dict, copy: dict, tensor_bytes: list[int]) -> dict:
     """Host seconds ``hook_s``, ``launch_s`` (realrun's wrapper) and ``ddp_hook_s`` (torch's
-    reducer) from solo-step medians.
-
-    ``hooks``: ``plain_s`` (no DDP; ``torch_plain_s`` beside torch's, if measured apart),
-    ``wrapper_s`` (realrun.DDP "overlap": N gradients, N
-    collectives, each gradient scaled in place at ``in_place_gbps``), optionally ``bucket_s``
-    (realrun.DDP with one bucket: N gradients, 1 collective, copied in and out at
-    ``copy_gbps``) and ``torch_s`` (torch DDP, copies both ways). What is left over the plain
-    step and the copies: overlap N·hook + N·launch, one bucket N·hook + launch — two equations
-    for the two costs; without ``bucket_s`` it is all hook. Never below 0 (noise).
-
-    ``flat_copy_calls_s`` (realrun.DDP "flat": its copy-in and copy-out calls after the
-    backward, timed themselves) gives ``hook_after_backward_s``: what they cost over the
-    copies' bytes, per gradient. Flat's hooks, which only note a gradient
-    (docs/FINDINGS.md#host-costs), are not in it.
+    reducer) from solo-step medians. Over the plain step and the copies, overlap (``wrapper_s``)
+    leaves N·hook + N·launch and one bucket (``bucket_s``) N·hook + launch: two equations for
+    the two costs (without ``bucket_s``, all hook); never below 0. ``flat_copy_calls_s`` gives
+    ``hook_after_backward_s``, the flat calls' cost over their bytes per gradient.
 
     >>> hook_fields({"plain_s": 0.04, "wrapper_s": 0.05, "bucket_s": 0.05, "torch_s": 0.043},
     ...             {"copy_gbps": 1.0, "in_place_gbps": 2.0}, [10 ** 6] * 4)

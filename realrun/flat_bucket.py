@@ -11,22 +11,12 @@ buffer; finishing waits and copies the average back into each ``p.grad``::
     bucket.launch(async_op=True)     # from a gradient hook, or from finish
     bucket.finish()                  # wait, then p.grad = average over ranks
 
-Copying at readiness spreads the copies over the backward instead of doing them all at launch,
-and fusing the division saves a pass over the bucket, which brings realrun's bucketed step
-close to torch DDP's (docs/FINDINGS.md#host-costs).
-
-The buffer is allocated on first use and reused every step, on the parameters' device and in
-their promoted dtype. ``p.grad`` is never a view into it: gradients are copied in and out, so
-``zero_grad(set_to_none=True)``, optimizers that replace ``.grad`` and in-place
-``zero_grad(set_to_none=False)`` all keep working. A collective of ONE tensor whose gradient
-exists and is contiguous skips the copies and all-reduces the gradient in place (naive and
-overlap have one such collective per tensor, so they never need twice the gradient memory).
-
-**Two levels** (``reducer=TwoLevel(...)``, realrun/launch/two_level.py, the ``hierarchical``
-strategy): the buffer is padded with zeros to a multiple of G = ``gpus_per_node`` elements so
-the shards are equal, and the reducer runs the bucket's all-reduce as reduce-scatter inside the
-node, all-reduce of the shard across nodes, all-gather inside the node; ``launch`` hands it the
-buffer and returns at once, as an async all-reduce does.
+Copying at readiness, with the division fused, brings realrun's bucketed step close to torch
+DDP's (docs/FINDINGS.md#host-costs). The buffer is reused every step; ``p.grad`` is never a view
+into it, so every way of zeroing or replacing ``.grad`` keeps working. A collective of ONE
+dense contiguous gradient is all-reduced in place (naive and overlap never need twice the
+gradient memory). With ``reducer=TwoLevel(...)`` (hierarchical) the buffer is zero-padded to a
+multiple of G elements and the reducer runs the two-level all-reduce.
 """
 from __future__ import annotations
 
@@ -57,10 +47,6 @@ class FlatBucket:
         self._payload: torch.Tensor | None = None  # what was all-reduced this step
         self._work = None
         self._added = [False] * len(self.params)   # slots filled by add() this step
-
-    @property
-    def launched(self) -> bool:
-        return self._payload is not None
 
     def add(self, slot: int) -> None:
         """Gradient ``slot`` of this bucket is ready: copy it in, divided by the world size."""

@@ -1,28 +1,17 @@
 """What torch FSDP2 costs the host around its collectives: the "fsdp" implementation's HostCosts.
 
-Picture one rank's fsdp step on Gloo: before each unit computes, FSDP2 copies its shard into
-a buffer, all-gathers it and copies the gathered parameters out; after each unit's backward it
-copies the gradients into a reduce-scatter's input and the reduced shard out; DTensor
-bookkeeping runs in Python hooks around each. None of that is the wire's. Measured on the
-ranks the profile runs on (realrun/profile_on_ranks.py), when a sharded strategy will be
-predicted (it adds ~5-30 s)::
+FSDP2 copies each unit's shard in and the gathered parameters out, the gradients into a
+reduce-scatter and the shard out, with DTensor bookkeeping in Python hooks around each; none of
+that is the wire's. Measured on the profile's ranks when a sharded strategy will be predicted::
 
     times = measure_fsdp(workload, payload, ctx)              # rank side, every rank at once
     host_s, steps_s = host_over_rounds(times_max_over_ranks)  # parent
     costs, info = fsdp_costs(host_s, plans, copy_gbps, world_size, optimizer_s, blocking=True)
 
-The decomposition (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo), in one world, round-robin,
-each step after a barrier: ``host = strategy's step - compute-only step - the plan's
-collectives alone`` (the plan's all-gathers and reduce-scatters on buffers of each unit's
-size, in its order, each waited for, as FSDP2 issues them on CPU), for fsdp and for zero2,
-within each round (a shared box's speed drifts between rounds), median over the rounds
-(:func:`host_over_rounds`). Their copies (simddp's
-:func:`simddp.sim.overheads.shard_host_s` at the measured ``copy_gbps``) are taken out; fsdp does
-U more all-gathers than zero2, which splits the rest into ``gather_s`` and ``scatter_s``
-(:func:`fsdp_costs`). On CPU/Gloo FSDP2's collectives block the training thread
-(``async_op=False``), so ``blocking_collectives`` is set there; on NCCL they overlap.
-On Gloo this host work is a large share of the step
-(docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo).
+Per round, ``host = strategy's step - compute-only step - the plan's collectives alone``, for
+fsdp and zero2, median over rounds; less the copies, fsdp's U more all-gathers split the rest
+into ``gather_s`` and ``scatter_s``. On Gloo the collectives block the training thread
+(``blocking_collectives``); on NCCL they overlap (docs/FINDINGS.md#sharded-steps-fsdp2-on-gloo).
 """
 from __future__ import annotations
 
@@ -44,8 +33,7 @@ from simddp.planning.plans import Plan, plan as make_plan
 from simddp.result import COMPUTE_ONLY
 from simddp.planning.strategy import SHARDED, make_strategy
 
-# 12 timed steps per item, round-robin in 6 rounds: with fewer, longer rounds one slow
-# stretch of the box could decide a strategy's host seconds and skew the split between them
+# many short rounds, so that no one slow stretch of the box decides a strategy's host seconds
 ROUNDS, CHUNK, WARMUP = 6, 2, 2
 
 
@@ -53,10 +41,8 @@ class Wire:
     """The plan's all-gathers and reduce-scatters of one sharded strategy, each waited for."""
 
     def __init__(self, plan: Plan, world_size: int, device, pool: dict | None = None) -> None:
-        """Every call's buffers are views of one full and one shard buffer of the largest
-        call (``pool``, shared with other Wires): the same bytes on the wire, without a
-        buffer per call, which held several times the parameters' bytes for fsdp's and
-        zero2's plans together."""
+        """Every call's buffers are views of one full and one shard buffer of the largest call
+        (``pool``, shared with other Wires): a buffer per call held several times the weights."""
         sizes = [c.nbytes // 4 - (c.nbytes // 4) % world_size for c in plan.collectives]
         pool = {} if pool is None else pool
         largest = max(sizes, default=0)
@@ -84,11 +70,9 @@ def sharded_plans(module, shard_unit_mb: float | None) -> dict[str, Plan]:
 
 def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | None = None,
                  plain: Trainer | None = None, on_group=None) -> dict[str, list[float]]:
-    """Rank side: per-step seconds of fsdp and zero2, each round-robin in chunks with the
-    compute-only step (``compute-only:fsdp``, ``compute-only:zero2``) and its plan's
-    collectives alone (``wire:fsdp``, ``wire:zero2``), warmed up. One sharded strategy at a
-    time, so one sharded model is alive. ``plain``: the compute-only Trainer
-    to reuse (default a new one). ``on_group(name)`` runs after each, once released."""
+    """Rank side: per-step seconds of fsdp and zero2, each round-robin with the compute-only
+    step (``compute-only:fsdp``) and its plan's collectives alone (``wire:fsdp``); one sharded
+    model alive at a time. ``on_group(name)`` runs after each, once released."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # *_tensor's deprecation notes
     plain = plain or Trainer(config_of(None), workload, ctx, payload)
     plans, pool, times = sharded_plans(plain.model, shard_unit_mb), {}, {}
@@ -107,9 +91,8 @@ def measure_fsdp(workload: Workload, payload: dict, ctx, shard_unit_mb: float | 
 
 
 def _round_robin(items: dict[str, tuple], ctx) -> dict[str, list[float]]:
-    """Per-step seconds of each (step, optimizer or None): :data:`WARMUP` steps each, then
-    :data:`ROUNDS` rounds of :data:`CHUNK` steps after a barrier. After its chunk an item's
-    gradients are dropped (untimed), so only the stepping one holds any."""
+    """Per-step seconds of each (step, optimizer or None), round-robin, each after a barrier;
+    after its chunk an item's gradients are dropped, so only the stepping one holds any."""
     for step, optimizer in items.values():
         for _ in range(WARMUP):
             step()
@@ -131,9 +114,8 @@ def _round_robin(items: dict[str, tuple], ctx) -> dict[str, list[float]]:
 
 def host_over_rounds(times_s: dict[str, list[float]], chunk: int = CHUNK
                      ) -> tuple[dict[str, float], dict[str, float]]:
-    """(fsdp's and zero2's host seconds, every item's median step) from per-step seconds
-    (the max over ranks) of :func:`measure_fsdp`: host = step − compute-only − wire within
-    each round (the chunks of one round ran back to back), median over rounds.
+    """(fsdp's and zero2's host seconds, every item's median step) from :func:`measure_fsdp`'s
+    seconds (max over ranks): step − compute-only − wire within each round, median over rounds.
 
     >>> t = {"compute-only": [1, 1, 5, 5], "fsdp": [4, 4, 12, 12], "zero2": [3, 3, 9, 9],
     ...      "wire:fsdp": [2, 2, 2, 2], "wire:zero2": [1, 1, 1, 1]}
@@ -154,13 +136,10 @@ def host_over_rounds(times_s: dict[str, list[float]], chunk: int = CHUNK
 def fsdp_costs(host_s: dict[str, float], plans: dict[str, Plan], copy_gbps: float | None,
                world_size: int, optimizer_s: float = 0.0, blocking: bool = False
                ) -> tuple[HostCosts, dict]:
-    """The "fsdp" implementation's costs from fsdp's and zero2's host seconds per step
-    (step − compute-only − wire, :func:`host_over_rounds`), and how they were derived.
-
-    A sharded optimizer updates 1/p, so (p−1)/p of ``optimizer_s`` goes back to the host;
-    less its copies at ``copy_gbps``, the rest is A·gather_s + R·scatter_s with A, R the
-    strategy's all-gathers and reduce-scatters. Two strategies, two unknowns; when the
-    solution has a negative (noise), the better least-squares fit with one of them 0.
+    """The "fsdp" implementation's costs from :func:`host_over_rounds`'s host seconds, and how
+    they were derived. A sharded optimizer updates 1/p, so (p−1)/p of ``optimizer_s`` goes back
+    to the host; less the copies, the rest is A·gather_s + R·scatter_s (A all-gathers, R
+    reduce-scatters): two strategies, two unknowns (:func:`_solve`).
 
     >>> from simddp import Layer, ModelProfile
     >>> toy = ModelProfile("toy", tuple(Layer(f"l{i}", (10**6,)) for i in range(2)))

@@ -6,30 +6,12 @@ One process, no communication: warm-up steps, then ``repeats`` timed steps with 
     save_json("profile.json", {**profile_to_json(profile), "measured": measured})
     # python -m simddp sweep --model profile.json
 
-Layers are the modules that directly own trainable parameters (qualified names, "(root)"
-for the model's own). Tensor ids are realrun.DDP's (realrun/tensors.py: unique trainable
-parameters in ``parameters()`` order, tied weights once, frozen ones skipped); each layer
-lists its tensors' ids (``Layer.grad_ids``). What is recorded per step:
-
-- forward: when each layer's forward hook fires (its forward ended; the last call counts);
-- backward: when each parameter's ``post_accumulate_grad`` hook fires; a layer's backward
-  "ends" when its last gradient is ready — the moment the simulator and a DDP wrapper care
-  about. The order the hooks fire is the measured gradient-ready order;
-- the optimizer step (``optimizer.step()``).
-
-Layers are listed in the reverse of the order their backward ended (median over the timed
-steps), which is execution order for ordinary models and exactly the order the simulator
-replays; a layer whose parameters got no gradient (unused) comes first, so its gradients are
-ready only after the whole backward, as in realrun.DDP. Attribution: a layer is charged from
-the end of the layer that ended before it (in time) to its own end, so unhooked work between
-layers (activations, parameter-free modules, residual adds) goes to the next layer to finish
-and the layers sum to the whole pass; work after the last hook (the loss; the tail of
-backward) goes to the layer that finished last.
-
-Clocks: on CPU ``perf_counter`` in the hooks; on CUDA each hook records a CUDA event and the
-events are resolved after the step's one synchronize, so the hooks never serialise the GPU
-they measure. Hooks cost tens of µs each on the host; the hook-free forward and backward
-medians are recorded next to the profile (``measured``) so the overhead is visible.
+Layers are the modules that directly own trainable parameters ("(root)" for the model's
+own), their tensor ids realrun.DDP's (realrun/tensors.py). A layer's forward ends at its forward
+hook, its backward at its last ``post_accumulate_grad`` hook (the measured ready order); layers
+are listed in the reverse of their backward's end, and each is charged from the previous end
+to its own, so the layers sum to the whole pass (docs/REALRUN.md, python -m realrun profile).
+On CUDA the hooks record events, read after the step, so they never serialise the GPU.
 """
 from __future__ import annotations
 
@@ -191,8 +173,20 @@ class _Step:
     def hooked(self, hooks: _Hooks) -> tuple:
         """(forward ends, backward ends per layer, the forward's, backward's and optimizer's
         ends) in seconds from the step's start, with ``hooks`` recording."""
-        self.opt.zero_grad(set_to_none=True)
         hooks.reset()
+        t1, t2, t3 = self._marks()
+        sec = self.clock.seconds
+        return ([None if m is None else sec(m) for m in hooks.fwd_end],
+                [None if m is None else sec(m) for m in hooks.bwd_end], sec(t1), sec(t2), sec(t3))
+
+    def plain(self) -> tuple[float, float]:
+        """(forward, backward) seconds of one step without hooks: the hook overhead reference."""
+        t1, t2, _ = self._marks()
+        return self.clock.seconds(t1), self.clock.seconds(t2) - self.clock.seconds(t1)
+
+    def _marks(self) -> tuple:
+        """One step; the clock's marks at the end of its forward, backward and optimizer."""
+        self.opt.zero_grad(set_to_none=True)
         self.clock.begin()
         with autocast(self.precision, self.device):
             loss = loss_of(run_forward(self.model, self.inputs), self.loss_fn)
@@ -202,21 +196,12 @@ class _Step:
         self.opt.step()
         t3 = self.clock.mark()
         self.clock.end()
-        sec = self.clock.seconds
-        return ([None if m is None else sec(m) for m in hooks.fwd_end],
-                [None if m is None else sec(m) for m in hooks.bwd_end], sec(t1), sec(t2), sec(t3))
-
-    def plain(self) -> tuple[float, float]:
-        """(forward, backward) seconds of one step without hooks: the hook overhead
-        reference."""
-        return _plain_pass(self.model, self.inputs, self.loss_fn, self.opt, self.clock,
-                           self.precision, self.device)
+        return t1, t2, t3
 
 
 def _hooked_steps(step: _Step, hooks: _Hooks, warmup: int, repeats: int) -> dict[str, list]:
-    """``warmup`` untimed, then ``repeats`` timed steps with the hooks on (removed after); per
-    timed step: each layer's forward and backward seconds (:func:`attribute`), the layers'
-    backward ends, the optimizer's seconds and the gradient-ready order."""
+    """``warmup`` untimed, then ``repeats`` timed steps with the hooks on (removed after): per
+    step each layer's seconds (:func:`attribute`), backward ends, optimizer seconds, ready order."""
     timed: dict[str, list] = {"forward": [], "backward": [], "bwd_ends": [],
                               "optimizer_s": [], "orders": []}
     try:
@@ -244,7 +229,6 @@ def _layers_in_replay_order(model: torch.nn.Module, layer_params: dict,
         ends = [e[j] for e in timed["bwd_ends"] if e[j] is not None]
         return median(ends) if ends else float("inf")
     order = sorted(range(len(names)), key=lambda j: (-backward_end(j), j))
-    # Tensor ids are realrun.DDP's: the index in parameters() order (realrun/tensors.py).
     tensor_id = {pn: t for t, (pn, _) in enumerate(trainable_parameters(model))}
     layers = []
     for j in order:
@@ -271,26 +255,10 @@ def _grad_hook(ends: list, layer: int, ready: list, name: str, clock: Clock):
     return hook
 
 
-def _plain_pass(model, inputs, loss_fn, opt, clock: Clock, precision: str,
-                dev) -> tuple[float, float]:
-    """(forward, backward) seconds of one step without hooks: the hook overhead reference."""
-    opt.zero_grad(set_to_none=True)
-    clock.begin()
-    with autocast(precision, dev):
-        loss = loss_of(run_forward(model, inputs), loss_fn)
-    t1 = clock.mark()
-    loss.backward()
-    t2 = clock.mark()
-    opt.step()
-    clock.end()
-    return clock.seconds(t1), clock.seconds(t2) - clock.seconds(t1)
-
-
 def profile_workload(workload, *, seed: int = 0, rank: int = 0, on_built=None,
                      **kwargs) -> tuple[ModelProfile, dict]:
-    """A preset or a ``--module`` target (realrun.workload.Workload), built on ``device``
-    and profiled; ``measured`` also says what was profiled. ``on_built(model)`` runs once
-    the model is built, before its first step (realrun profile's memory check and clock)."""
+    """A Workload built on ``device`` and profiled; ``measured`` also says what was profiled.
+    ``on_built(model)`` runs once the model is built, before its first step."""
     device = kwargs.get("device", "cpu")
     model, inputs, loss_fn = workload.build(seed, rank, device)
     if on_built is not None:

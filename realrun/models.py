@@ -11,21 +11,11 @@ model because both start from one :class:`simddp.presets.models.ModelSpec`::
     >>> inputs, target = make_batch(spec, batch=2, seq=8, seed=0)
     >>> loss = model(inputs, target)          # every model returns its scalar loss
 
-The families:
-
-- transformer: ``embed`` → blocks (``attn_norm`` RMSNorm, bias-free ``q k v``, causal attention
-  ``attn`` over ``heads`` heads, ``o``; ``ffn_norm``, SwiGLU ``w2(silu(w1 x) * w3 x)``; both
-  halves residual) → final ``norm`` → untied ``head``; loss = next-token cross-entropy.
-- mlp: ``layers.i`` = bias-free Linear(W, W) then ReLU, on inputs [B, S, W]; loss = MSE to a
-  fixed random target. Weights use Kaiming-normal init (std √(2/W)) so activations keep their
-  scale through deep stacks instead of decaying into (slow, on CPU) denormal floats.
-- ffn: ``blocks.i`` = ``x + down(relu(up(x)))``, bias-free up d→d_ff and down d_ff→d. The
-  residual is always on: it keeps deep stacks numerically tame and is what an FFN stack in a
-  transformer does; it adds no parameters, so names and sizes match simddp's ``ffn-LxDxF``.
-  Loss = MSE to a fixed random target.
-
-The attention core (softmax(QKᵀ/√d)·V, no parameters) is its own module, ``blocks.i.attn``, so
-the profiler can time it and name it like simddp's ``ops()`` does.
+The families (docs/REALRUN.md, Models): transformer (pre-norm blocks, causal attention,
+SwiGLU, untied head; next-token cross-entropy), mlp (bias-free Linear + ReLU, Kaiming-normal so
+deep stacks keep their scale instead of decaying into slow denormals) and ffn (residual
+``x + down(relu(up(x)))`` blocks); mlp and ffn take MSE to a fixed random target. The attention
+core is its own parameter-free module, ``blocks.i.attn``, so the profiler can time it.
 """
 from __future__ import annotations
 

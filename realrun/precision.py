@@ -7,18 +7,11 @@
 - fp32: plain float32 everywhere (``torch.set_float32_matmul_precision("highest")``);
 - tf32: float32 tensors, matmuls and convolutions on TF32 tensor cores (Ampere and newer;
   ``set_float32_matmul_precision("high")`` and cuDNN's ``allow_tf32``); on a CPU this is fp32;
-- bf16: ``torch.autocast(device_type, dtype=torch.bfloat16)`` around forward and loss, as
-  mixed-precision training does; parameters, gradients and the all-reduced bytes stay float32.
-  fsdp and zero2 also run as GPU FSDP jobs do, under FSDP2's
-  ``MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)``
-  (:func:`mixed_precision_policy`, realrun/sharded.py): the shards and the optimizer stay
-  float32, each all-gather sends the shard cast to bf16 and forward and backward compute on
-  it, the gradients are cast to float32 and reduce-scattered in float32.
-
-Gloo carries bf16: in torch 2.13 its ``all_gather_into_tensor`` and ``reduce_scatter_tensor``
-(SUM and AVG) accept bfloat16 and float16 on CPU tensors (checked on 2 ranks), so the policy
-is the same on Gloo and NCCL and needs no fp16 stand-in. (torch's ``bf16_compress_hook`` for
-DDP is another matter: it needs NCCL, realrun/comm_hooks.py.)
+- bf16: ``torch.autocast(device_type, dtype=torch.bfloat16)`` around forward and loss;
+  parameters, gradients and the all-reduced bytes stay float32. fsdp and zero2 also run under
+  FSDP2's mixed precision (:func:`mixed_precision_policy`): bf16 all-gathers and compute,
+  float32 shards, optimizer and reduce-scatters; Gloo carries bf16 there too in torch 2.13
+  (docs/REALRUN.md, fsdp, zero2 and comm hooks).
 """
 from __future__ import annotations
 
@@ -55,8 +48,8 @@ def autocast(precision: str, device) -> "torch.autocast | nullcontext":
 
 
 def mixed_precision_policy(param_dtype: str | None):
-    """FSDP2's policy for a sharded Strategy's ``param_dtype`` (None: no policy, fp32), as GPU
-    FSDP jobs set it: gathered and computed in ``param_dtype``, reduced in float32.
+    """FSDP2's policy for a sharded Strategy's ``param_dtype`` (None: no policy, fp32):
+    gathered and computed in ``param_dtype``, reduced in float32.
 
     >>> mixed_precision_policy("bf16").param_dtype, mixed_precision_policy(None)
     (torch.bfloat16, None)

@@ -1,24 +1,16 @@
 """Profile a model on every rank at once: what a step computes, and what DDP costs the host.
 
 A profile taken in one process alone misses what the real run shares the host with: the other
-ranks. ``realrun profile`` and ``realrun validate`` both run this on ``world_size`` ranks::
+ranks. ``realrun profile`` and ``realrun validate`` both run this::
 
     profile, measured, host = profile_world(Workload.preset(spec, 2, 8), WorldConfig(world_size=2))
     save_json("profile.json", {**profile_to_json(profile, host=host), "measured": measured})
 
-Each rank profiles its model (realrun/layer_timing.py) while the others do the same, then times
-the DDP implementations' host costs (realrun/ddp_host_costs.py: gradient copies; the hook path on
-its own 1-rank group), hook-free compute-only steps after a barrier, as realrun bench times
-them, and the contention between this model's backward and its own all-reduces
-(realrun/launch/contention_timing.py), which goes with the host costs (``Host.contention``).
-When fsdp or zero2 will be predicted, torch FSDP2's host work around its collectives too
-(realrun/fsdp_host_costs.py: the "fsdp" implementation's costs).
-
-Rank 0's per-layer split is kept, rescaled so that a step's compute is the median plain
-step of the slowest rank (see :func:`profile_world`); the host costs are the slowest
-rank's. ``ModelProfile.compute_spread`` is the p5 and p95 of the compute-only step
-(the max over ranks per step, as a step ends with its slowest rank) over its median: what
-``simddp sweep`` turns into prediction ranges (simddp/predict/scenarios.py).
+Each rank times its layers (realrun/layer_timing.py), plain steps, the DDP implementations'
+host costs (realrun/ddp_host_costs.py), its backward against its own all-reduces
+(``Host.contention``) and, for fsdp or zero2, FSDP2's host work (realrun/fsdp_host_costs.py).
+Rank 0's per-layer split is kept, scaled to the slowest rank's median plain step; the host
+costs are the slowest rank's; ``compute_spread`` is the plain step's p5 and p95 over its median.
 """
 from __future__ import annotations
 
@@ -76,9 +68,8 @@ LAYERS, PLAIN, COPIES, HOOKS, CONTENTION, FSDP = (
 
 def planned_steps(repeats: int, warmup: int, host_turns: int = HOST_TURNS,
                   world_size: int = 2, fsdp: bool = False) -> dict[str, int]:
-    """Training steps each rank runs in each phase of :func:`profile_rank`, in order: what
-    its progress counts (every optimizer step). Contention's repeats and FSDP2's wire-only
-    steps run no optimizer: they are counted as the steps of compute they take.
+    """Optimizer steps each rank runs in each phase of :func:`profile_rank` (what its progress
+    counts); contention's repeats and FSDP2's wire-only steps count as their compute's steps.
 
     >>> planned_steps(10, 3)
     {'layers': 23, 'plain steps': 12, 'copies': 9, 'host costs': 198, 'contention': 31}
@@ -123,9 +114,8 @@ def _profile_phases(workload: Workload, payload: dict, ctx, progress: StepProgre
         workload, seed=payload["seed"], rank=ctx.rank, repeats=payload["repeats"],
         warmup=payload["warmup"], optimizer=payload["optimizer"], device=ctx.device,
         precision=payload["precision"], on_built=built)
-    # Plain steps in chunks spread over the phase, as realrun bench spreads its steps over
-    # its run: a shared box's compute speed moves between stretches of seconds, and one
-    # stretch would carry its own (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
+    # Plain steps in chunks spread over the run, as a shared box's speed drifts
+    # (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
     memory.mark("layers")  # one model at a time from here: the plain one, shared
     progress.phase(PLAIN)
     plain = PlainSteps(workload, payload, ctx)
@@ -168,8 +158,7 @@ def _profile_phases(workload: Workload, payload: dict, ctx, progress: StepProgre
 
 
 def _rank_progress(payload: dict, ctx) -> tuple[StepProgress, contextlib.AbstractContextManager]:
-    """(rank 0's progress when ``payload["progress"]`` asks for it, else a silent one; the
-    context that counts every optimizer step into it)."""
+    """(rank 0's progress if asked for, else a silent one; the context counting steps into it)."""
     settings = payload.get("progress")
     planned = planned_steps(payload["repeats"], payload["warmup"], payload.get("host_turns")
                             or HOST_TURNS, ctx.world_size, payload.get(TORCH_FSDP) is not None)
@@ -182,9 +171,8 @@ def _rank_progress(payload: dict, ctx) -> tuple[StepProgress, contextlib.Abstrac
 
 @contextlib.contextmanager
 def _counting_steps(progress: StepProgress):
-    """Every optimizer step of this process is one step of ``progress``: the phases' own
-    loops (realrun/ddp_host_costs.py, realrun/fsdp_host_costs.py) stay as they are. A line it
-    writes lands inside a timed step at most once per interval, which the medians absorb."""
+    """Every optimizer step of this process is one step of ``progress``, so the phases' loops
+    stay as they are (a line written inside a timed step is absorbed by the medians)."""
     handle = register_optimizer_step_post_hook(lambda _opt, _args, _kwargs: progress.step())
     try:
         yield
@@ -216,25 +204,21 @@ def _check_memory(workload: Workload, model: torch.nn.Module, payload: dict, ctx
 
 
 class PlainSteps:
-    """Hook-free compute-only steps, each after a barrier (as realrun bench times them), in
-    chunks; the parent takes the max over ranks per step, since a step ends with the
-    slowest."""
+    """Hook-free compute-only steps, each after a barrier (as realrun bench times them)."""
 
     WARMUP = 3   # untimed steps before the first chunk
     CHUNK = 8    # timed steps per chunk: 4 chunks, 32 steps on 2+ ranks
 
     def __init__(self, workload: Workload, payload: dict, ctx) -> None:
         self.ctx = ctx
-        self.trainer = Trainer(config_of(None), workload, ctx,
-                               payload)
+        self.trainer = Trainer(config_of(None), workload, ctx, payload)
         self.times: list[float] = []
         for _ in range(self.WARMUP):
             self.trainer.step()
 
     def chunk(self) -> None:
-        # one untimed step first: the phase before left its own tensors in the caches, and
-        # the first step after it runs slow (realrun bench does the same at each chunk:
-        # docs/FINDINGS.md#drift-and-the-compute-only-anchor)
+        # one untimed step first: the step after another phase runs slow
+        # (docs/FINDINGS.md#drift-and-the-compute-only-anchor)
         self.ctx.barrier()
         self.trainer.step()
         for _ in range(self.CHUNK):
@@ -242,8 +226,7 @@ class PlainSteps:
             self.times.append(timed(self.ctx, self.trainer.step))
 
     def gradients(self) -> list[torch.Tensor] | None:
-        """The last step's gradients, flat, in tensor-id order: what realrun.DDP copies (None
-        unless every one is a contiguous fp32 tensor, as measure_copies' own would be)."""
+        """The last step's gradients, flat, in tensor-id order (None unless all contiguous fp32)."""
         grads = [p.grad for _, p in trainable_parameters(self.trainer.model)]
         if not all(g is not None and g.dtype == torch.float32 and g.is_contiguous()
                    for g in grads):
@@ -257,18 +240,12 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
                   shard_unit_mb: float | None = None, host_turns: int = HOST_TURNS,
                   progress: dict | None = None, memory_check: bool = False
                   ) -> ProfileRun | None:
-    """What the ranks of ``world`` (default ``WorldConfig()``: 2 ranks, Gloo) measured
-    (:class:`ProfileRun`); None on torchrun ranks other
-    than 0. ``compute_basis``: what the profile's compute totals are scaled to — the median
-    over steps of the slowest rank's plain step ("slowest", as realrun bench times a step),
-    or rank 0's ("rank0"). ``fsdp``: also measure torch FSDP2's host costs (the "fsdp"
-    implementation, realrun/fsdp_host_costs.py; ~5-30 s more) with units of ``shard_unit_mb``.
-    ``host_turns``: turns of the DDP implementations' host-cost round-robin
-    (realrun/ddp_host_costs.py), the longest phase: fewer is quicker and noisier.
-    ``progress``: rank 0 reports its steps on stderr (realrun/step_progress.py), with these
-    settings of :class:`~realrun.step_progress.StepProgress` (``{}``: its defaults); None:
-    quiet. ``memory_check``: rank 0 judges the ranks' memory once its model is built
-    (realrun/memory_fit.py) and fails the run when they cannot fit."""
+    """What the ranks of ``world`` (default 2 Gloo ranks) measured; None on torchrun ranks
+    other than 0. ``compute_basis``: scale compute to the slowest rank's median plain step
+    ("slowest", as realrun bench times a step) or rank 0's ("rank0"). ``fsdp``: also FSDP2's
+    host costs. ``host_turns``: the host-cost round-robin's turns (fewer: quicker, noisier).
+    ``progress``: :class:`~realrun.step_progress.StepProgress` settings for rank 0's stderr
+    (None: quiet). ``memory_check``: rank 0 fails the run when the ranks cannot fit."""
     if compute_basis not in COMPUTE_BASES:
         raise ValueError(f"compute_basis must be one of {COMPUTE_BASES}, got {compute_basis!r}")
     world = WorldConfig() if world is None else world
@@ -285,11 +262,9 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     # forward vs backward from the hook-free passes (hooks inflate the forward most)
     profile = profile_from_json(ranks[0]["profile"]).scaled(
         forward_s=measured["forward_s_unhooked"], backward_s=measured["backward_s_unhooked"])
-    # The per-layer split comes from rank 0's hooked passes; the total from whole plain
-    # steps (zero_grad, forward, backward, optimizer, after a barrier), as realrun bench
-    # times them: the hook-free passes alone miss part of a step, and a step ends when its
-    # slowest rank ends (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
-    steps0 = ranks[0]["measured"]["plain_steps_s"]
+    # The total from whole plain steps, as realrun bench times them: the hook-free passes
+    # miss part of a step (docs/FINDINGS.md#drift-and-the-compute-only-anchor).
+    steps0 = measured["plain_steps_s"]
     per_step = np.max([r["measured"]["plain_steps_s"] for r in ranks], axis=0)
     basis_steps = per_step if compute_basis == "slowest" else steps0
     target_s = float(np.median(basis_steps))
@@ -304,8 +279,7 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
     measured.update(world_size=world_size, compute_basis=compute_basis, compute_scale=k,
                     rank0_step_s=statistics.median(steps0),
                     slowest_step_s=float(np.median(per_step)), compute_spread=spread)
-    # The hook path's step medians from the slowest rank (realrun/ddp_host_costs.py); each
-    # rank's own, with every step, kept beside them.
+    # The hook path's step medians from the slowest rank; each rank's own kept beside them.
     per_rank = [r["measured"]["hooks"] for r in ranks]
     measured["hooks_per_rank"] = per_rank
     measured["hooks"] = {key: max(h[key] for h in per_rank)
@@ -332,8 +306,8 @@ def profile_world(workload: Workload, world: WorldConfig | None = None, *, threa
 
 def _with_fsdp_costs(host: Host, ranks: list[dict], module, profile: ModelProfile,
                      world: WorldConfig, shard_unit_mb: float | None) -> Host:
-    """``host`` with the "fsdp" implementation's costs from the ranks' FSDP2 steps (rank 0's
-    ``measured`` gets their summary, ``fsdp``)."""
+    """``host`` with the "fsdp" implementation's costs from the ranks' FSDP2 steps (summary in
+    rank 0's ``measured``)."""
     measured = ranks[0]["measured"]
     per_rank = [r["measured"].pop("fsdp_steps_s") for r in ranks]  # max over ranks per step
     host_s, steps_s = host_over_rounds(

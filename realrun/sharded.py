@@ -1,37 +1,18 @@
 """fsdp and zero2 for real: torch FSDP2 ``fully_shard`` on simddp's shard units, then the root.
 
-Picture simddp's plan for a sharded strategy (simddp/planning/sharding.py): a list of units, each one
-module with trainable parameters (or several consecutive ones with ``--shard-unit-mb``). Here
-each unit becomes one ``fully_shard`` call, bottom-up, and the root gets the last one, which
-takes every parameter no unit took::
+Each unit of simddp's plan (simddp/planning/sharding.py) becomes one ``fully_shard`` call,
+bottom-up, and the root gets the last one, which takes every parameter no unit took::
 
     model, plan = shard_module(net, make_strategy("fsdp"), torch.device("cpu"))
     loss_fn(model(x), y).backward()     # FSDP2 all-gathers, reduce-scatters inside
     opt.step()                          # on this rank's shard (DTensor parameters)
 
-``reshard_after_forward`` is the strategy's (True for fsdp and hsdp, False for zero2);
-prefetching is FSDP2's default. hsdp (``Strategy.hybrid``) shards on a 2-D mesh, FSDP2's
-HSDP: ``init_device_mesh(device, (N, G), mesh_dim_names=("replicate", "shard"))``, G ranks a
-node (node-major, as the launcher numbers them): each unit is sharded over its node's G ranks
-and FSDP2 all-reduces each reduce-scattered shard over the N ranks sharing its local index.
-``Strategy.param_dtype`` (``--precision bf16``) adds FSDP2's
-``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)`` to every call
-(realrun/precision.py), the same policy on each unit and the root. The units come from ``simddp.plan(module_profile(module), strategy)``: the
-same function the simulator uses, on the module's own definition order (a measured profile
-may order layers differently; that only moves the grouping with ``--shard-unit-mb``).
-
-What FSDP2 needs that the plan does not say:
-
-- every rank must start from the same weights: FSDP2 shards what each rank holds and
-  broadcasts nothing (realrun builds every rank's model from one seed);
-- a tied parameter (one Parameter held by two modules, e.g. embedding and LM head) must live
-  in one FSDP unit reaching all its users, so a unit holding one is left to the root
-  (:func:`shard_groups` says which).
-
-On Gloo FSDP2 reduce-scatters with ``ReduceOp.AVG``, which older Gloo builds summed silently
-(pytorch/pytorch#162338). torch 2.13's averages (checked on 2 ranks: the same result with and
-without ``set_force_sum_reduction_for_comms``), so FSDP2's defaults stay; the equivalence
-tests (tests/realrun/test_beyond_ddp.py) would catch a sum.
+``reshard_after_forward`` is the strategy's; hsdp shards on FSDP2's 2-D mesh, (N nodes, G
+ranks a node) node-major; ``Strategy.param_dtype`` adds the same mixed-precision policy to every
+call. The units come from ``simddp.plan(module_profile(module), strategy)``, the simulator's own
+function. FSDP2 broadcasts nothing, so every rank builds its model from one seed; a unit holding
+a tied parameter is left to the root (:func:`shard_groups`). Gloo's ``ReduceOp.AVG`` is checked
+in docs/REALRUN.md, fsdp, zero2 and comm hooks.
 """
 from __future__ import annotations
 
@@ -49,11 +30,8 @@ ROOT = "(root)"   # module_profile's name for parameters the root module owns it
 
 
 def shard_groups(module: nn.Module, plan: Plan) -> list[list[str]]:
-    """Module names of each ``fully_shard`` call before the root's, children first.
-
-    A unit is skipped (its parameters go to the root) when it is the root itself or when one
-    of its parameters is also held by a module outside it (a tied weight).
-    """
+    """Module names of each ``fully_shard`` call before the root's, children first; a unit is
+    left to the root when it is the root or shares a parameter with a module outside it."""
     named = dict(module.named_modules())
     holders: dict[int, set[str]] = {}      # id(parameter) -> modules that hold it directly
     for name, sub in named.items():
@@ -99,9 +77,8 @@ def shard_module(module: nn.Module, strategy: Strategy, device: torch.device,
                  ) -> tuple[nn.Module, Plan]:
     """``module`` under FSDP2 as ``strategy`` (fsdp, zero2 or hsdp) plans it, and that plan;
     ``gpus_per_node``: hsdp's shard group, the ranks of one node (None: the whole world)."""
-    # here, not at the top: torch.distributed.fsdp pulls in DTensor, a large share of what
-    # every rank of every world took to import realrun's step code, which most worlds (ddp,
-    # bucketed, calibrate) never use (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
+    # here: DTensor is slow to import, and most worlds never shard
+    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
     plan = make_plan(module_profile(module), strategy)

@@ -1,12 +1,9 @@
 """One training step's spans on each rank's clock: what ``realrun validate`` and ``realrun
 bench --timelines`` measure, and what ``simddp compare`` lays beside a prediction's spans.
 
-Every rank clocks its compute (forward, backward with its launches, optimizer) and every
-collective from its launch (or the previous one's end, when it queued behind it) to its
-completion, read in the work's future callback: realrun.DDP's through its launch hook, torch
-DDP's through a comm hook registered after the timed steps (:func:`clock_torch_ddp`). FSDP2
-and torch DDP with a comm hook of its own get compute spans only. Of several clocked steps
-the median by the slower rank is kept, on every rank::
+Every rank clocks its compute and every collective from its launch (or its predecessor's
+end) to its future's callback; FSDP2 and hooked torch DDP get compute spans only. Of several
+clocked steps the median by the slower rank is kept, on every rank::
 
     steps = clocked_steps(trainer, ctx, steps=5)             # on each rank
     spans_by_rank, slowest = step_on_ranks([r0_steps, r1_steps])   # in the parent
@@ -24,9 +21,8 @@ from simddp.result import BACKWARD, COMM, COMPUTE, FORWARD, OPTIMIZER, Span
 
 def clocked_steps(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> list[dict]:
     """``{"step_s", "spans"}`` of each of ``steps`` clocked steps of ``trainer`` (after
-    ``warmup`` unclocked ones), spans relative to this rank's start of that step. Every rank
-    must call it (each step starts after a barrier) and clocks its own collectives, so each
-    pays the clocks' callbacks alike; :func:`step_on_ranks` picks the step to keep."""
+    ``warmup`` unclocked ones), relative to this rank's step start. Every rank must call it
+    (a barrier starts each step), so every rank pays the clocks' callbacks alike."""
     clock = time.perf_counter
     comm: list[list] = []          # [label, launch_s, end_s, nbytes]
     ddp = trainer.model if trainer.sync is not None else None
@@ -49,16 +45,10 @@ def clocked_steps(trainer: Trainer, ctx, steps: int, warmup: int = 0) -> list[di
 
 
 def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
-    """(every rank's spans of the kept step, the rank whose backward ended last in it) from
-    each rank's :func:`clocked_steps`. The kept step is the median by its slower rank, as
-    realrun bench times a step (the max over ranks). The rank whose backward ended last is
-    the one the step's last collectives waited for: its timeline explains the step (both
-    ranks then end together, at the last collective, within a millisecond).
-
-    Why every rank: the ranks leave each step's barrier together, but under overlap their
-    backwards part, so the last collectives launch on one rank well after the other, and one
-    clocked step of one rank can show a backward as short as compute-only's where both ranks
-    ran it longer over many steps (docs/FINDINGS.md#contention).
+    """(every rank's spans of the kept step, the rank whose backward ended last in it): the
+    median step by its slower rank, as realrun bench times a step. The last backward is what
+    the step's last collectives waited for, so its rank's timeline explains the step; one
+    rank's alone can mislead, as backwards part under overlap (docs/FINDINGS.md#contention).
 
         >>> def step(step_s, backward_end_s):
         ...     return {"step_s": step_s, "spans": [["compute", "backward", 0.0,
@@ -81,27 +71,22 @@ def step_on_ranks(per_rank: list[list[dict]]) -> tuple[list[list], int]:
 
 
 def timeline_fields(per_rank: list[list[dict]]) -> dict:
-    """A measured Result's timeline fields from each rank's :func:`clocked_steps`: every
-    rank's spans of the kept step (``rank_spans``), and as ``spans`` those of the rank whose
-    backward ended last (``spans_rank``), :func:`step_on_ranks`'s choices."""
+    """A measured Result's ``rank_spans``, ``spans`` and ``spans_rank`` (:func:`step_on_ranks`)."""
     by_rank, slowest = step_on_ranks(per_rank)
     rank_spans = tuple(tuple(Span(*sp) for sp in spans) for spans in by_rank)
     return {"spans": rank_spans[slowest], "rank_spans": rank_spans, "spans_rank": slowest}
 
 
 def backward_end(t1: float, t2: float, comm: list[list], torch_clocked: bool) -> float:
-    """Where a clocked step's backward compute ended: ``backward()``'s return ``t2``, except
-    under a clocked torch DDP, whose ``backward()`` returns after waiting for its buckets:
-    there, at its last bucket's launch (its last gradient)."""
+    """Where the backward's compute ended: ``t2``, or under a clocked torch DDP, which waits
+    inside ``backward()``, its last bucket's launch."""
     return max(t1, comm[-1][1]) if torch_clocked and comm else t2
 
 
 def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:
-    """The comm lane's spans from ``comm`` ([label, launch_s, end_s, nbytes] in launch
-    order; an end not stamped by the sync's end ``t3`` counts as ``t3``): each from its
-    launch, or from the previous one's end if it queued behind it. Gloo runs two at once, so
-    one that ended before its predecessor ran beside it, from its launch (clipped to the
-    predecessor's end it was drawn ending before it began)::
+    """The comm lane's spans from ``comm`` (in launch order; an unstamped end counts as ``t3``):
+    each from its launch, or its predecessor's end if it queued behind it; one that ended first
+    ran beside it (Gloo runs two at once), from its launch::
 
         >>> [s[2:4] for s in comm_spans([["a", 1, 5, 0], ["b", 2, 4, 0], ["c", 3, None, 0]],
         ...                             0, 6)]
@@ -118,34 +103,28 @@ def comm_spans(comm: list[list], t0: float, t3: float) -> list[tuple]:
 
 def clock_collectives(ddp, comm: list, clock) -> None:
     """Record every collective of a realrun.DDP in ``comm`` as [label, launch_s, end_s,
-    nbytes]: launched in ``on_collective_launch``, ended in the work's future callback
-    (the small-collective probe clocked both ranks with it:
-    docs/FINDINGS.md#small-collective-queues)."""
+    nbytes]: launched in ``on_collective_launch``, ended in the work's future callback."""
     ddp.on_collective_launch = lambda c: comm.append([c.label, clock(), None, c.nbytes])
     for bucket in ddp._flat:
         _clock_bucket(bucket, comm, clock)
 
 
 def clockable(spec) -> bool:
-    """Whether a Strategy's collectives get clocked: realrun.DDP's, and torch DDP's where it
-    has no comm hook of its own (FSDP2's have no hook of ours at all)."""
+    """Whether a Strategy's collectives get clocked: realrun.DDP's, and unhooked torch DDP's."""
     return spec.implementation == "realrun" or (spec.implementation == "torch"
                                                 and spec.comm_hook is None)
 
 
 def clock_torch_ddp(ddp, comm: list, clock) -> bool:
-    """Record every bucket of a torch DistributedDataParallel in ``comm`` as [label,
-    launch_s, end_s, nbytes] through a comm hook doing what torch does without one (the
-    average: divide by the world size, all-reduce), the span from the all-reduce's launch;
-    False if it has a comm hook already (torch takes one, once). torch accepts it after
-    training steps, so the timed steps before it ran torch's own C++ path."""
+    """Record every bucket of a torch DDP in ``comm`` through a comm hook that averages as
+    torch does without one; False if it has a hook already. Registered after the timed steps,
+    which ran torch's own C++ path."""
     group = ddp.process_group
     world_size = dist.get_world_size(group)
 
     def hook(_state, bucket):
         buffer = bucket.buffer()
-        # torch's own path scales while copying in; here it is one more pass over the bucket,
-        # host work before the launch, outside the span
+        # one more pass than torch's own path, before the launch: outside the span
         buffer.div_(world_size)
         entry = [f"bucket {bucket.index()}", clock(), None,
                  buffer.numel() * buffer.element_size()]

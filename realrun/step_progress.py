@@ -7,9 +7,8 @@ step, then a line at intervals on stderr (in a terminal, simddp's progress bar i
     progress.close()            # the last line, if anything was shown
 
 Work projected to take less than ``quiet_s`` prints nothing. The estimate is the time per step
-so far times the steps left. A phase's planned steps may include work that is not counted
-step by step (it is step-equivalents); the count jumps to the next phase's start when it
-begins, so that work's time goes into the time per step.
+so far times the steps left; at each phase's start the count jumps there, so work a phase
+does not count step by step still goes into the time per step.
 """
 from __future__ import annotations
 

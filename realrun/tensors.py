@@ -1,9 +1,8 @@
 """How realrun numbers a module's gradients: simddp tensor id i is the i-th unique trainable
 parameter in ``module.parameters()`` order.
 
-Tied weights appear once (``named_parameters`` drops repeats), so they are reduced once;
-frozen parameters are skipped. realrun.DDP, the profiler and the probes all number tensors
-here, so a profile's tensor ids are the wrapper's::
+Tied weights appear once, so they are reduced once; frozen parameters are skipped. Everything
+in realrun numbers tensors here, so a profile's tensor ids are the wrapper's::
 
     >>> from torch import nn
     >>> [n for n, _ in trainable_parameters(nn.Linear(4, 2))]
@@ -18,11 +17,8 @@ from simddp.inputs.profile import Layer, ModelProfile
 
 
 def trainable_parameters(module: nn.Module) -> list[tuple[str, nn.Parameter]]:
-    """(name, parameter) of each unique trainable parameter, in ``module.parameters()`` order.
-
-    Position i in this list is simddp tensor id i. ``named_parameters`` drops repeats, so a
-    weight tied to two modules appears once, under its first name.
-    """
+    """(name, parameter) of each unique trainable parameter, position i being tensor id i; a
+    tied weight appears once, under its first name."""
     return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
 
 

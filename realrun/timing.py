@@ -1,8 +1,7 @@
 """Timing a training step on one rank: a wall clock around the step, and profiler traces.
 
-A step is timed between two clock reads, each after ``ctx.synchronize()``, so on CUDA the
-clock waits for queued kernels and NCCL collectives instead of timing their launch (on CPU
-with gloo, synchronize is a no-op and host clocks are already right)::
+Each clock read follows ``ctx.synchronize()``, so on CUDA it waits for queued kernels and
+collectives instead of timing their launch (a no-op on CPU)::
 
     seconds = timed(ctx, lambda: run_step(ranges=False))
 
@@ -13,9 +12,8 @@ openable in https://ui.perfetto.dev or chrome://tracing::
 
     write_trace(ctx, lambda: run_step(ranges=True), n_steps=3, path="traces/bucketed-25MB.rank0.json")
 
-``sync`` is the wait for gradient all-reduces after backward (``finish_gradient_synchronization``).
-torch's DistributedDataParallel waits inside its own autograd callback, so under torch ``ddp``
-that wait is part of ``backward`` and ``sync`` is empty.
+``sync`` is the wait in ``finish_gradient_synchronization``; torch DDP waits inside its own
+autograd callback, so under ``ddp`` that wait is in ``backward`` and ``sync`` is empty.
 """
 from __future__ import annotations
 
@@ -31,11 +29,8 @@ PHASES = ("forward", "backward", "sync", "optimizer")
 
 
 def phase(name: str, ranges: bool) -> ContextManager:
-    """A profiler range named ``name`` (one of PHASES) if ``ranges``, else nothing at all.
-
-    Off by default in timed steps: a range costs a few microseconds, and the timed steps of
-    every configuration should pay the same (nothing).
-    """
+    """A profiler range named ``name`` (one of PHASES) if ``ranges``, else nothing: timed
+    steps run without, so every configuration pays the same."""
     if name not in PHASES:
         raise ValueError(f"phase {name!r}: expected one of {', '.join(PHASES)}")
     return record_function(name) if ranges else nullcontext()

@@ -1,12 +1,8 @@
 """A second compute-only model, timed beside the first: how far apart two identical rows read.
 
-``realrun bench`` gives each configuration a model of its own and times them round-robin, so
-drift in time hits all alike; what it cannot share is the model instance. Identical
-compute-only models timed in turns can read apart by more than some strategies differ, by a
-different amount from run to run (docs/FINDINGS.md#measurement-noise). A difference
-between two rows smaller than that may be their instances', not their strategies'. So the
-bench times a twin of compute-only as an extra (realrun/bench.py's ``extras``: timed in the
-same rounds, not a configuration) and reports how far apart the two read::
+Identical compute-only models timed in turns can read apart by more than some strategies
+differ (docs/FINDINGS.md#measurement-noise), so the bench times a twin of compute-only as an
+extra, in the same rounds, and reports how far apart the two read::
 
     >>> gap = instance_gap({"median_s": 0.050}, {"median_s": 0.052})
     >>> gap["apart_pct"], gap_text(gap).split(":")[0]
@@ -21,8 +17,7 @@ FACTORY = "realrun.twin:make_twin"
 
 
 def make_twin(name: str, workload, ctx, payload: dict, shared: dict):
-    """realrun bench's ``extras_factory``: a compute-only model of its own (same seed), a
-    realrun.steps.Trainer (imported here: the bench's command line stays free of torch)."""
+    """realrun bench's ``extras_factory``: a compute-only Trainer of its own (same seed)."""
     from realrun.steps import Trainer
     if name != TWIN:
         raise ValueError(f"realrun.twin makes {TWIN!r} only, not {name!r}")
@@ -30,8 +25,7 @@ def make_twin(name: str, workload, ctx, payload: dict, shared: dict):
 
 
 def instance_gap(compute_only: dict, twin: dict) -> dict:
-    """The two medians (ms) and how far apart, in % of the smaller (from bench's step
-    statistics of compute-only and of the twin: ``median_s`` each)."""
+    """The two medians (ms) and how far apart, in % of the smaller."""
     a_s, b_s = compute_only["median_s"], twin["median_s"]
     return {"compute_only_ms": a_s * 1e3, "twin_ms": b_s * 1e3,
             "apart_pct": round(100 * abs(a_s - b_s) / min(a_s, b_s), 2)}

@@ -9,14 +9,10 @@ an all-reduce. n is rounded down to a multiple of p elements so the shards are e
     out, inp = kind_tensors("all_gather", 1 << 20, "float32", 2, ctx.device)
     op(out, inp, async_op=False)
 
-torch 2.13 calls them ``reduce_scatter_single`` and ``all_gather_single`` (what FSDP2's
-``fully_shard`` issues); ``reduce_scatter_tensor`` and ``all_gather_into_tensor``, the older
-names, still work there but warn that they are deprecated, and are used on a torch without the
-new ones. Gloo (CPU) and NCCL both run both; the device comes from ``ctx`` as for the
-all-reduce, so the NCCL path is this same code. Gloo has no reduce-scatter of its own: in
-torch 2.13 the profiler shows ``aten::clone`` + ``gloo:all_reduce`` for one (the full input
-copied and all-reduced, the shard copied out), so its busbw is at most half the all-reduce's;
-that is what FSDP2 runs on Gloo, and what the fit should carry (docs/CALIBRATE.md).
+torch 2.13's ``reduce_scatter_single`` and ``all_gather_single`` (what FSDP2 issues), else the
+older ``*_tensor`` names; the NCCL path is this same code on ``ctx.device``. Gloo's
+reduce-scatter is a clone plus a full all-reduce, so its busbw is at most half the
+all-reduce's, which is what FSDP2 gets on Gloo (docs/CALIBRATE.md, Reduce-scatter and all-gather).
 """
 from __future__ import annotations
 

@@ -6,12 +6,9 @@ Picture 2 nodes × 2 ranks, ranks node-major (0, 1 on node 0; 2, 3 on node 1)::
     intra:  {0, 1} and {2, 3}   all-reduce (and reduce-scatter, all-gather) of n, both at once
     inter:  {0, 2} and {1, 3}   all-reduce of n, both at once: they share each node's NIC
 
-Why all at once: in the hierarchical all-reduce every node runs its reduce-scatter together,
-and all G local-rank groups their cross-node all-reduce together. One group alone misses what
-they share: a node's NIC across nodes, its CPUs inside it, so one group alone runs faster
-than it does in the step (docs/FINDINGS.md#hierarchical-phases).
-Each iteration starts after a barrier of the whole world, as the sweep's do
-(calibrate/ranks/allreduce.py), so the groups start together::
+All at once, as in the step: one group alone misses what they share, a node's NIC and CPUs
+(docs/FINDINGS.md#hierarchical-phases). Each iteration starts after a barrier of the whole
+world, so the groups start together::
 
     out = measure_levels({"gpus_per_node": 2, "sizes_bytes": [...], "dtype": "float32",
                           "warmup": 5, "iters": 20, "kinds": [...],

@@ -1,10 +1,8 @@
 """A waited-for chain's first call, apart from the others: the wake after compute.
 
-calibrate/rig/sequence.py clocks the first call of each waited-for chain on its own
-(``blocking_first_s``). The calls after it give a blocking α (calibrate/combine.py); the
-first one's excess over that law is the wake (``GlooHost.idle_wake_s``). On the CPU it clocks
-each of the others too (``blocking_calls_s``): their tail (:func:`slowest_calls`). numpy and
-scipy only.
+The calls after the first give the blocking α (calibrate/combine.py); the first one's excess
+over that law is the wake (``GlooHost.idle_wake_s``); on the CPU each other call is clocked too
+(``blocking_calls_s``).
 """
 from __future__ import annotations
 
@@ -13,9 +11,8 @@ from scipy.stats import trim_mean
 
 
 def calls_after_first(per_rank: list[dict], calls: int) -> list[list[float]] | None:
-    """Per rank, each waited-for chain's seconds less its first call's (``blocking_s`` −
-    ``blocking_first_s``), where every rank timed the first call of a chain of more than
-    one; else None.
+    """Per rank, each waited-for chain's seconds less its first call's, where every rank timed
+    the first call of a chain of more than one; else None.
 
     >>> calls_after_first([{"blocking_s": [0.05], "blocking_first_s": [0.01]}], 10)
     [[0.04]]
@@ -35,9 +32,8 @@ WAKE_TRIM = 0.1
 
 def wake_mean_s(firsts: list[list[float]]) -> float:
     """The first call's seconds a step pays on average: per repeat its slowest rank, then the
-    mean trimmed by :data:`WAKE_TRIM` at each end. Not the median: the samples have two modes,
-    one a scheduler tick after the other (docs/FINDINGS.md#wake-after-idle), and a step whose
-    own noise is as wide as the gap shifts by the mean, not by the commoner mode.
+    trimmed mean; not the median, as the samples have two modes a tick apart
+    (docs/FINDINGS.md#wake-after-idle).
 
     >>> round(wake_mean_s([[0.5e-3] * 6 + [3.5e-3] * 3 + [20e-3], [0.4e-3] * 10]) * 1e3, 3)
     1.625

@@ -1,13 +1,9 @@
 """The α of overlapped collectives from lone small all-reduces, and whether they decide it.
 
-calibrate's sequence step times 4 lone 4 KiB all-reduces in each of its repeats
-(calibrate/rig/sequence.py); α is their median (each sample its slowest rank) less the
-bytes term. On a shared CPU box the samples have two modes, a fast one and one 4 ms
-scheduler tick later (a kernel at CONFIG_HZ=250), whatever the CPU did just before. Where the
-slow mode holds near half of them, the median sits between the modes and jumps. So the
-median's own interval is measured (bootstrap), and where it is wide α comes from the fast
-mode instead, which a step's queue of small all-reduces follows more closely than such a
-median (docs/FINDINGS.md#lone-alpha).
+α is the median of the sequence step's lone 4 KiB all-reduces (each its slowest rank) less
+the bytes term. On a shared CPU the samples have two modes, one a 4 ms scheduler tick slower;
+where the slow one holds near half, the median jumps between them, so its bootstrap interval
+is measured and, where wide, α is the fast mode's (docs/FINDINGS.md#lone-alpha).
 """
 from __future__ import annotations
 
@@ -16,22 +12,18 @@ import numpy as np
 from calibrate.spreads import spread
 from simddp.cost import ALL_REDUCE, bytes_s as law_bytes_s
 
-# Resamples for the median's interval: enough that its p95/p5 barely moves between seeds,
-# which at 1000 it still did (docs/FINDINGS.md#lone-alpha).
+# Enough that the interval's p95/p5 barely moves between seeds (docs/FINDINGS.md#lone-alpha).
 BOOTSTRAP_RESAMPLES = 5000
-# From x1.6 the samples do not decide the median: x1.6 lies in the gap between the intervals
-# of resolved and unresolved medians (docs/FINDINGS.md#lone-alpha).
+# In the gap between resolved and unresolved medians' intervals (docs/FINDINGS.md#lone-alpha).
 UNRESOLVED_RATIO = 1.6
 
 
 def sampled_lone_alpha(per_rank: list[dict], busbw_gbps: float, world_size: int
                        ) -> dict | None:
-    """α from the lone samples of every rank (``lone_s``, ``lone_bytes``): per sample its
-    slowest rank, the median over samples less the bytes term; ``spread`` over the repeats'
-    medians (4 samples each); ``interval_s`` the median's p5 and p95 over bootstrap
-    resamples (less the bytes term). Where that interval spans ``UNRESOLVED_RATIO`` or more,
-    ``alpha_s`` is the fast mode's median (less the bytes term), ``median_alpha_s`` the
-    median's and ``modes`` the two modes (:func:`two_modes`). None without samples.
+    """α from every rank's lone samples (``lone_s``, ``lone_bytes``); ``spread`` over the
+    repeats' medians; ``interval_s`` the median's bootstrap p5 and p95. Where that spans
+    ``UNRESOLVED_RATIO``, ``alpha_s`` is the fast mode's, with ``median_alpha_s`` and
+    ``modes`` (:func:`two_modes`). None without samples.
 
     >>> r = {"lone_s": [4e-4, 3e-4, 5e-4, 4e-4] * 3, "lone_bytes": 4096}
     >>> a = sampled_lone_alpha([r, r], 1.0, 2)
@@ -97,9 +89,8 @@ def median_interval(values, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float
 
 
 def alpha_unresolved(seq: dict) -> str | None:
-    """What the report and the link file say when the lone samples' median did not decide
-    α (``seq["alpha_modes"]``, from :func:`sampled_lone_alpha`), as one phrase; None when it
-    did or when α was not sampled.
+    """One phrase for the report and the link file where the lone samples' median did not
+    decide α; None where it did, or α was not sampled.
 
     >>> print(alpha_unresolved({"alpha_interval_s": [9e-4, 2.1e-3], "alpha_s": 6e-4,
     ...     "median_alpha_s": 1.5e-3, "alpha_modes": {"slow_s": 3.6e-3, "slow_share": 0.48}}))

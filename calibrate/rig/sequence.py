@@ -11,39 +11,18 @@ naive one waits for each before issuing the next. Each repeat, on every rank::
                              for w in works: w.wait()                        -> async_s
     4 x (barrier; clock; all_reduce(4 KiB))                                  -> lone_s
 
-blocking_s gives GlooHost.blocking_alpha_s, lone_s Link.alpha_s (the α of overlapped
-all-reduces: what a small one costs alone); async_s is reported, not used;
-blocking_calls_s, on a shaped link, GlooHost.blocking_refill_s
-(calibrate/rig/shaped_chain.py). The first waited-for call pays what a step's first
-collective after compute pays: Gloo's threads wake, and the second call pays nothing
-(docs/FINDINGS.md#wake-after-idle). Its excess over the other calls is GlooHost.idle_wake_s,
-and the blocking α comes from the other calls.
-
-(``ctx.synchronize()`` before each clock read, so on CUDA the clock waits for the kernels).
-"compute" is 20 ms of matmuls, because in a step the all-reduces follow the backward, and
-blocking ones issued from a busy CPU run faster than straight after a barrier (an idle vCPU
-is slow to wake; docs/FINDINGS.md#wake-after-idle).
-Per rank the median over repeats, then the max over ranks. Each total minus the bandwidth
-terms of the fitted line, over the number of all-reduces, is that pattern's α::
+blocking_s gives GlooHost.blocking_alpha_s (the calls after the first; the first's excess is
+GlooHost.idle_wake_s, docs/FINDINGS.md#wake-after-idle), lone_s Link.alpha_s, blocking_calls_s
+on a shaped link GlooHost.blocking_refill_s; async_s is reported, not used. "compute" is 20 ms
+of matmuls, as a step's all-reduces follow the backward. Per rank the median over repeats,
+then the max over ranks; each total less the fitted line's bandwidth terms, over N, is α::
 
     α_async    = (async_s    − Σ 2(p−1)/p·n/busbw) / N      -> queued_alpha_s (reported)
     α_blocking = (blocking_s − Σ 2(p−1)/p·n/busbw) / N      -> GlooHost.blocking_alpha_s
 
-Why not the sweep's α: with Gloo a lone small all-reduce costs less than each of a chain of
-them (thread hand-offs inside Gloo), and a sweep's small sizes jump from one size to the
-next, so the fitted intercept is mostly noise
-(docs/FINDINGS.md#bandwidth-from-the-large-sizes).
-``realrun validate`` runs this with the model's own gradient sizes.
-
-With ``kinds`` (reduce_scatter, all_gather: calibrate/ranks/kinds.py), each repeat also queues
-one collective of one kind per size, the kinds in turn (so each gets half the repeats with
-two, which keeps the default run's time close to its time without kinds), n the full bytes,
-async as FSDP2 issues them on NCCL, and
-``α_kind = (async_s − Σ (p−1)/p·n/busbw_kind) / N`` is that kind's α in Link.kind_fits.
-Then the same collectives again, each waited for, as FSDP2 issues them on Gloo/CPU: the
-calls after the first give the kind's blocking α (GlooHost.kind_blocking_alpha_s[kind]):
-what waiting costs an all-reduce did not carry over to the other kinds
-(docs/FINDINGS.md#blocking-alpha).
+With ``kinds``, each repeat also issues one kind's collectives (the kinds in turn, to save
+time), queued (``α_kind``, Link.kind_fits) then each waited for (the kind's own blocking α,
+docs/FINDINGS.md#blocking-alpha). docs/CALIBRATE.md, Method, says why.
 """
 from __future__ import annotations
 
@@ -56,10 +35,8 @@ from calibrate.ranks.allreduce import time_allreduce, zeros
 from calibrate.ranks.kinds import collective, full_bytes, kind_tensors
 
 BUSY_S = 0.020  # compute before each timed sequence, as a backward precedes the all-reduces
-# Each repeat also times a few lone small all-reduces (after a barrier each, as the sweep does):
-# the α of overlapped collectives, sampled across the whole step rather than in the sweep's
-# one stretch of seconds, which a slow stretch can cover (docs/FINDINGS.md#lone-alpha).
-# 4 small calls a repeat add little to the step's time.
+# Lone small all-reduces each repeat: α sampled across the whole step, not in one stretch
+# (docs/FINDINGS.md#lone-alpha).
 LONE_BYTES = 4096
 LONE_PER_REPEAT = 4
 _MATMUL_N = 256  # one chunk: well under a millisecond on one core, so busy() ends near busy_s
@@ -113,10 +90,8 @@ def measure_sequence(cfg: dict, ctx) -> dict:
 
 def timed_sequence(tensors: list, blocking: bool, ctx, busy_s: float = BUSY_S,
                    first_s: list | None = None, each_s: list | None = None) -> float:
-    """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back: each waited
-    for (``blocking``) or all queued, then waited for. realrun's probes time the same.
-    ``first_s``, ``each_s``: blocking, the first call's seconds and the others' (as
-    :func:`timed_calls`) are appended to them."""
+    """``busy_s`` of matmuls, then seconds to all-reduce ``tensors`` back to back, each waited
+    for (``blocking``) or all queued; ``first_s``, ``each_s`` as :func:`timed_calls`."""
     return timed_calls([lambda async_op, t=t: dist.all_reduce(t, async_op=async_op)
                         for t in tensors], blocking, ctx, busy_s, first_s, each_s)
 
@@ -132,10 +107,9 @@ def busy(busy_s: float, ctx) -> None:
 
 def timed_calls(calls: list, blocking: bool, ctx, busy_s: float = BUSY_S,
                 first_s: list | None = None, each_s: list | None = None) -> float:
-    """:func:`timed_sequence` for any collectives: each ``call(async_op)`` issues one and
-    returns its work when ``async_op`` is True. ``each_s``: blocking, on the CPU, the list of
-    the calls after the first, each's seconds, is appended to it (on CUDA a call returns once
-    enqueued, so its clock would say nothing)."""
+    """:func:`timed_sequence` for any collectives (``call(async_op)`` returns its work when
+    async). Blocking: the first call's seconds go to ``first_s``, and on the CPU (where a call
+    returns when done) the others' to ``each_s``."""
     busy(busy_s, ctx)
     start_s = time.perf_counter()
     if blocking:

@@ -1,17 +1,9 @@
 """The blocking α of a shaped link: what a chain of waited-for all-reduces pays its bucket.
 
-calibrate's blocking α is a chain's total less its bytes, over its calls
-(calibrate/rig/sequence.py: 32 × 64 KiB, each waited for, after 20 ms of compute). On a
-wire every byte goes at busbw. On realrun's emulated link, tbf lets ``burst`` bytes pass at
-memory speed (250 kB at 2 Gbit/s) and refills while the link idles, which in a waited-for
-chain is each call's hand-off, its α. simddp charges the chain that way
-(simddp.rig.gloo_shared_cpu.TokenBucket: a call pays α plus what of its bytes the bucket leaves), so
-calibrate must take the α out of the chain the same way. Subtracting every byte at busbw
-charged the bucket twice: the bytes were taken out of the measured chain although the bucket
-had served them, and simddp then let the bucket serve them again, which put the blocking α
-below the lone one and the naive rows short (docs/FINDINGS.md#token-bucket).
-
-Here α is solved so that the chain, as simddp charges it, takes the measured total::
+On realrun's emulated link tbf serves ``burst`` bytes at memory speed and refills during each
+call's hand-off, and simddp charges a chain that way (simddp.rig.gloo_shared_cpu.TokenBucket);
+subtracting every byte at busbw charged the bucket twice (docs/FINDINGS.md#token-bucket). So α
+is solved so that the chain, as simddp charges it, takes the measured total::
 
     >>> bucket = 1e-3                        # 1 ms of the link's busbw
     >>> round(chain_s(5e-4, [2e-4] * 4, bucket) * 1e3, 6)   # each 0.2 ms of bytes: free
@@ -31,9 +23,9 @@ from simddp.cost.factors import GB, bus_factor
 
 def chain_s(alpha_s: float, bytes_s: list[float], burst_s: float,
             refill_s: float | None = None) -> float:
-    """Seconds of a waited-for chain as simddp charges it: each call α, then what of its
-    bytes (seconds at busbw) the bucket does not serve; full at the start (compute before
-    it sends nothing), refilled during each call's hand-off by ``refill_s`` (None: α)."""
+    """Seconds of a waited-for chain as simddp charges it: each call α plus the bytes (seconds
+    at busbw) the bucket does not serve; full at the start, refilled by ``refill_s`` (None: α)
+    at each hand-off."""
     refill_s = alpha_s if refill_s is None else refill_s
     bucket = TokenBucket(burst_s, [refill_s] * len(bytes_s), list(bytes_s))
     now_s = 0.0
@@ -57,27 +49,20 @@ def blocking_alpha_s(total_s: float, bytes_s: list[float], burst_s: float | None
 
     if over_s(0.0) >= 0:
         return 0.0
-    # chain_s grows with α (one more second of α saves at most one of bytes), and at
-    # α = total/n the α alone takes the total: the root lies in between, or there, where
-    # the bucket serves every byte.
+    # chain_s grows with α, and at α = total/n the α alone takes the total: the root is below.
     high_s = total_s / n
     if over_s(high_s) <= 0:
         return high_s
-    # imported here: scipy.optimize is slow to import, and a validate timeline rank imports
-    # this module but never solves (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
+    # imported here: slow to import, and ranks that import this module never solve
+    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     from scipy.optimize import brentq
     return float(brentq(over_s, 0.0, high_s, xtol=1e-9))
 
 
 def hand_off_refill_s(calls_s: np.ndarray, alpha_s: float, burst_s: float) -> float:
-    """What a waited-for call's hand-off refills the bucket by, on average: each call's α,
-    capped at the burst. ``calls_s``: the chain's calls, each's seconds; a call's α is its
-    share of ``alpha_s`` (the chain's mean α), by its seconds over the calls' mean.
-
-    Why: α is the mean call, which a step adds up; but a few calls wait a 4 ms scheduler
-    tick, longer than the emulated link's bucket takes to refill (250 kB is about 1 ms at
-    2 Gbit/s), so most of a tick's refill is lost, and refilling by the mean α would let the
-    bucket serve bytes the link never refilled (docs/FINDINGS.md#token-bucket)::
+    """What a waited-for call's hand-off refills the bucket by, on average: each call's share
+    of ``alpha_s`` (by its seconds in ``calls_s`` over their mean), capped at the burst, since
+    a tick's stall overflows the bucket (docs/FINDINGS.md#token-bucket)::
 
         >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])      # one call waits a tick
         >>> round(hand_off_refill_s(calls, 0.8e-3, 1e-3) * 1e6)   # 9 × 400 + 1 × 1000 µs
@@ -91,12 +76,9 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
                     world_size: int, burst_bytes: float | None, busbw_gbps: float,
                     refill_share: float = 1.0) -> tuple[float, float | None]:
     """(blocking α, busbw GB/s or None) from a waited-for chain of ``sizes_bytes`` and one
-    all-reduce of them all, both after compute (``realrun validate``'s probes). On a wire
-    (``burst_bytes`` None) whole = α + b and chain = N·α + b, b every byte at busbw; through
-    a bucket, each pays what the bucket leaves: α from the chain at a busbw, busbw from the
-    whole at that α, in turn from ``busbw_gbps`` until they settle (each round shrinks the
-    error by about the bucket's share of the whole's bytes); each hand-off refills the bucket
-    by ``refill_share`` of α (the link's: simddp.rig.gloo_shared_cpu.refill_share)::
+    all-reduce of them all (``realrun validate``'s probes). On a wire whole = α + b and chain =
+    N·α + b; through a bucket, α from the chain at a busbw and busbw from the whole at that α,
+    in turn from ``busbw_gbps`` until they settle; hand-offs refill by ``refill_share`` of α::
 
         >>> alpha, busbw = chain_and_whole(6e-3, 4.5e-3, [10 ** 6] * 4, 2, 500_000, 0.8)
         >>> round(alpha * 1e3, 4), round(busbw, 4)     # a wire's formulas: 0.5 ms, 1.0 GB/s
@@ -124,8 +106,7 @@ def chain_and_whole(chain_total_s: float, whole_s: float, sizes_bytes: list[int]
 def chain_refill_share(total_s: float, bytes_s: list[float], burst_s: float,
                        calls_s: np.ndarray) -> float:
     """The share of the chain's α that its hand-offs refill the bucket by
-    (:func:`hand_off_refill_s`), with that α solved under the same share: α and the share
-    move each other only where the refill falls under a call's bytes, so a few rounds settle.
+    (:func:`hand_off_refill_s`), with α solved under that share; a few rounds settle.
 
     >>> calls = np.array([0.4e-3] * 9 + [4.4e-3])
     >>> round(chain_refill_share(0.01, [0.1e-3] * 10, 1e-3, calls), 4)   # α 1 ms: 9 × 0.5 + 1

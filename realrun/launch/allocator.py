@@ -1,31 +1,12 @@
 """Keep glibc malloc from handing a step's tensors back to the kernel between steps.
 
-A CPU rank frees its gradients and activations every step (``zero_grad(set_to_none=True)``)
-and allocates them again in the next. With glibc's defaults the mmap and trim thresholds
-adapt to the history of frees, so whether those megabytes stay in the heap or are unmapped
-and faulted back in, page by page, zeroed by the kernel, changes from process to process and
-from phase to phase: a rank that re-faults its tensors every step pays system time the
-others do not, and a profile's chunk of plain steps can run slow for it. With both
-thresholds set (which also turns their adaptation off) no rank re-faults a step
-(docs/FINDINGS.md#memory-and-the-allocator).
-
-So every Gloo rank realrun starts (``make_context``) sets them: blocks up to 32 MiB (glibc's
-largest mmap threshold on 64-bit) come from the heap, and the heap is never trimmed. Left
-alone where the user chose an allocator or glibc settings (``LD_PRELOAD``, ``MALLOC_*``,
-malloc ``GLIBC_TUNABLES`` other than huge pages), asked for glibc as it comes
-(``REALRUN_ALLOCATOR=default``), and where the C library is not glibc. Between measured
-phases :func:`release_free_memory` returns what the heap holds free, so a phase's resident
-peak is its own (realrun.peak_memory.PeakMemory).
-
-Which pages the heap is on is left to the user, and reported (``measured.allocator``). With
-transparent huge pages on request (``/sys/kernel/mm/transparent_hugepage/enabled``:
-madvise) glibc's heap is on 4 KiB pages unless ``GLIBC_TUNABLES`` carries
-``glibc.malloc.hugetlb=1``; that one setting alone still counts as realrun's to pin the
-thresholds beside. Why realrun does not ask for huge pages itself: they took out most of
-what extra models held by ``realrun bench --hold all`` cost on 4 KiB pages, but slowed the
-steps torch.profiler records, so trace import missed by far more; a user's job runs on the
-pages its machine gives it (docs/REALRUN.md, "The models a bench rank
-holds"; docs/FINDINGS.md#models-a-rank-holds).
+A CPU rank frees its gradients and activations every step and allocates them again; with
+glibc's adaptive mmap and trim thresholds some ranks re-fault them from the kernel every step
+and some do not (docs/FINDINGS.md#memory-and-the-allocator). So every Gloo rank realrun starts
+pins both: blocks up to 32 MiB from the heap, never trimmed. Left alone where the user chose
+(``LD_PRELOAD``, ``MALLOC_*``, malloc ``GLIBC_TUNABLES`` other than huge pages,
+``REALRUN_ALLOCATOR=default``) or the C library is not glibc. Which pages the heap is on is left
+to the user and reported: huge pages slowed traced steps (docs/FINDINGS.md#models-a-rank-holds).
 """
 from __future__ import annotations
 
@@ -37,7 +18,6 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # <malloc.h>
 MMAP_THRESHOLD_BYTES = 32 * 2**20               # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD_BYTES = 2**31 - 1                # mallopt takes an int: never, in practice
 OPT_OUT = "REALRUN_ALLOCATOR"                   # "default": glibc as it comes
-#                                     (docs/FINDINGS.md#memory-and-the-allocator: both measured)
 HUGE_PAGES = "glibc.malloc.hugetlb=1"           # glibc >= 2.35: madvise the heap for THP
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 SMALL_PAGES = "4 KiB pages"   # huge_pages' words for them, which held_models_note looks for
@@ -60,8 +40,7 @@ def user_choice(environ: dict[str, str]) -> str | None:
     for name in sorted(environ):
         if name.startswith("MALLOC_"):   # glibc's MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_, ...
             return f"{name} is set"
-    # asking for huge pages alone leaves the thresholds to realrun: pages do not change
-    # which freed blocks glibc unmaps
+    # huge pages alone leave the thresholds to realrun: pages do not change what is unmapped
     tunables = [t for t in environ.get("GLIBC_TUNABLES", "").split(":") if "malloc" in t]
     if any(t.partition("=")[0] != HUGE_PAGES.partition("=")[0] for t in tunables):
         return "GLIBC_TUNABLES sets malloc"
@@ -108,7 +87,7 @@ def huge_pages(environ) -> str:
 
 def held_models_note(backend: str, models: int | None, allocator: str | None) -> str:
     """A one-line caution for ``realrun bench``'s table where each Gloo rank held more than
-    one model on 4 KiB pages (see the module docstring), else ''::
+    one model on 4 KiB pages, else ''::
 
         >>> held_models_note("gloo", 15, "glibc: mmap threshold 32 MiB, no trim, 4 KiB pages")[:40]
         'each rank held 15 models (its configurat'
@@ -126,7 +105,8 @@ def held_models_note(backend: str, models: int | None, allocator: str | None) ->
 
 
 def release_free_memory() -> None:
-    """Hand the heap's free memory back to the kernel (``malloc_trim(0)``); glibc only."""
+    """Hand the heap's free memory back to the kernel (``malloc_trim(0)``; glibc only), so the
+    next measured phase's resident peak is its own."""
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)

@@ -1,9 +1,8 @@
 """Contention, on the ranks: a backward and the all-reduces in flight, alone and together.
 
-In DDP the backward keeps computing while bucket all-reduces run. On a CPU box Gloo runs the
-collective on its own threads (copies, reductions, loopback TCP), so it competes with the
-backward for cores; on GPUs NCCL kernels take SMs and memory bandwidth. Each repeat, on every
-rank, after a barrier each:
+In DDP the backward keeps computing while bucket all-reduces run, and the two compete (for
+cores under Gloo, for SMs and memory bandwidth under NCCL). Each repeat, on every rank, after a
+barrier each:
 
 1. compute alone: a forward + backward (the model's own, or :func:`mlp_step`), ``W`` seconds;
 2. comm alone: a stream of gradient-sized all-reduces queued at once (as an overlapping DDP
@@ -11,12 +10,8 @@ rank, after a barrier each:
 3. together: the stream queued, forward + backward (its end ``D``), the stream waited for
    (``Ts``, from the launch).
 
-:func:`simddp.inputs.contention.slowdowns` turns the medians into the engine's two factors. Used by
-``realrun profile`` (the model's own backward, stored with its host costs), ``realrun
-validate``'s contention probe, and ``python -m calibrate`` (an MLP: it has no model). Why not
-matmul chunks: a tight matmul loop slows the all-reduces far more than a real backward does
-(docs/FINDINGS.md#contention), and the overstated comm slowdown made overlapping small
-buckets look worse than they run.
+:func:`simddp.inputs.contention.slowdowns` turns them into the engine's two factors. A real
+backward, not matmul chunks, which slowed the all-reduces far more (docs/FINDINGS.md#contention).
 """
 from __future__ import annotations
 
@@ -43,13 +38,9 @@ def mlp_step(widths: list[int], rows: int, device):
 
 def overlap_times(compute, stream: list[torch.Tensor], ctx) -> tuple[float, float, float, float]:
     """(W, T, D, Ts) seconds of one repeat: compute alone, the stream alone, and together the
-    compute's end and the stream's end, both from the stream's launch.
-
-    The stream's end is stamped by each all-reduce's completion callback, not read after the
-    compute: a stream that finished *during* the compute would otherwise seem to end with it.
-    That censored end made :func:`simddp.inputs.contention.slowdowns` read a stream slowed to the
-    compute's length, several times slower under compute than their own completion times say
-    (docs/FINDINGS.md#contention)."""
+    compute's end and the stream's end, both from the stream's launch. The stream's end is
+    stamped by the completion callbacks: read after the compute, a stream done during it
+    would seem to end with it (docs/FINDINGS.md#contention)."""
     ctx.barrier()
     start_s = time.perf_counter()
     compute()
@@ -93,17 +84,14 @@ def median_overlap(compute, stream: list[torch.Tensor], ctx, repeats: int) -> di
     keys = ("compute_alone_s", "comm_alone_s", "compute_together_s", "comm_together_s")
     out = {k: statistics.median(r[i] for r in runs) for i, k in enumerate(keys)}
     return {**out, "repeats": repeats, "repeats_s": [list(r) for r in runs],
-            "stream_bytes": sum(t.numel() * t.element_size()
-                                                           for t in stream),
+            "stream_bytes": sum(t.numel() * t.element_size() for t in stream),
             "stream_count": len(stream)}
 
 
 def compute_after_comm(per_rank: list[dict], compute_s: float) -> float | None:
     """How much slower the forward + backward ran after the model's all-reduces (the probe's
-    compute alone, which follows the previous repeat's stream) than ``compute_s``, the
-    forward + backward the prediction's layers sum to (back-to-back compute-only steps): the
-    slowest rank's median over it, at least 1 (simddp.inputs.host.Host.compute_after_comm). None
-    without a probe or a compute time.
+    compute alone follows the previous repeat's stream) than ``compute_s``, the layers' sum:
+    the slowest rank's, at least 1 (``Host.compute_after_comm``); None without either.
 
     >>> compute_after_comm([{"compute_alone_s": 0.0245}, {"compute_alone_s": 0.0249}], 0.0214)
     1.163551

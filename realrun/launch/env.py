@@ -43,11 +43,9 @@ def ranks_on_this_cpu(world_size: int, environ=None) -> int:
 
 
 def spawn_env(threads_per_rank: int, emulated: bool = False) -> dict[str, str]:
-    """What every rank realrun spawns starts from, before its rank and world variables: this
-    process's environment, its sys.path as PYTHONPATH (children import what the parent can:
-    pytest's rootdir, a notebook's sys.path edits), intra-op threads pinned for OpenMP and MKL
-    (read when torch loads), ``REALRUN_PARENT_PID``, and on this host (not an ``emulated`` one)
-    Gloo on loopback, the one interface sure to reach every rank."""
+    """What every rank realrun spawns starts from: this environment, sys.path as PYTHONPATH
+    (children import what the parent can), intra-op threads pinned, ``REALRUN_PARENT_PID``,
+    and unless ``emulated`` Gloo on loopback, the one interface sure to reach every rank."""
     threads = str(threads_per_rank)
     env = dict(os.environ)
     paths = [os.path.abspath(p or ".") for p in sys.path]

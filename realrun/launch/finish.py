@@ -4,13 +4,9 @@
     finish_torchrun(code)            # under torchrun: barrier, flush, os._exit(code)
     return code                      # reached only outside torchrun
 
-Why: torch 2.13's Gloo sometimes aborts a process in teardown, after the work is done
-("terminate called without an active exception", SIGABRT), in ``destroy_process_group`` or
-at interpreter exit when Gloo's threads are destroyed. realrun's own launcher judges a rank by
-the result it reported (realrun.launch.worker); torchrun can only read exit codes, so there
-a late abort fails a run that succeeded. Every torchrun entry point (``python -m realrun``,
-``python -m calibrate``, examples/train_ddp.py) therefore ends here: the process group is
-left as it is and the process exits with the command's code. Importable without torch.
+torch 2.13's Gloo sometimes aborts a process in teardown, after the work is done, and
+torchrun can only read exit codes, so every torchrun entry point ends here: the process group
+is left as it is (docs/REALRUN.md, Use it in your training script). Importable without torch.
 """
 from __future__ import annotations
 
@@ -22,13 +18,8 @@ from realrun.launch.env import is_torchrun
 
 def finish_torchrun(code: int = 0) -> None:
     """Under torchrun, end this process now with exit ``code``; outside it, return at once.
-
-    With ``code == 0`` and a process group up, wait at a barrier first, so no rank leaves
-    while another still needs it (as realrun.launch.worker does before reporting). A barrier
-    that fails (a peer died) turns the code into 1, with one line on stderr. Then flush
-    stdout and stderr and ``os._exit``: no ``destroy_process_group``, no interpreter teardown.
-    A failing code skips the barrier: torchrun's agent stops the other ranks.
-    """
+    With ``code == 0`` and a group up, wait at a barrier first (a failed one makes the code 1,
+    with one line on stderr); a failing code skips it, as torchrun's agent stops the others."""
     if not is_torchrun():
         return
     if code == 0:
@@ -37,12 +28,9 @@ def finish_torchrun(code: int = 0) -> None:
 
 
 def exit_now(code: int) -> None:
-    """Flush stdout and stderr, then ``os._exit(code)``: the end of ``python -m realrun`` and
-    ``python -m calibrate``, whose work is done and whose files are closed when this runs.
-    The interpreter's own teardown, with torch loaded, is slow
-    (docs/FINDINGS.md#what-a-world-costs-before-its-first-step) and does nothing here: no
-    project code registers atexit handlers, and
-    worlds, namespaces and temporary folders are torn down in ``finally`` blocks before."""
+    """Flush stdout and stderr, then ``os._exit(code)``, skipping the interpreter's slow
+    teardown (docs/FINDINGS.md#what-a-world-costs-before-its-first-step): no project code
+    registers atexit handlers, and ``finally`` blocks have already cleaned up."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

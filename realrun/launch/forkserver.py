@@ -5,44 +5,22 @@ starting a fresh interpreter that imports it again.
     proc = server.start_rank(workdir, env, stdout_fd, stderr_fd)  # a forked
     proc.poll(); proc.wait(timeout=5)    # realrun.launch.worker.main(workdir), Popen-like
 
-Why: a fresh rank spends seconds importing torch, and more in torch._dynamo, which the first
-optimizer imports, in every world (docs/FINDINGS.md#what-a-world-costs-before-its-first-step):
-``realrun validate`` starts four worlds (calibrate, profile, bench, timeline), ``selfcheck``
-six, the test suite hundreds. A forked rank is ready at once. The server imports
-:data:`PRELOAD` with no thread of its own running a torch op (numpy's BLAS pool registers its
-own fork handlers), so the fork is as clean as a new process: each rank then runs
-:func:`realrun.launch.worker.main` as a spawned one does, with its own session, environment,
-working directory, ``sys.path`` and standard streams (passed as file descriptors with each
-request), and the server reaps it and reports its exit code.
-
-One server per launcher process and per environment (NOT_THE_SERVERS aside), as some
-variables are read when torch loads (``OMP_NUM_THREADS``, ``LD_PRELOAD``): another value of
-any variable gets a server started with it. Used for self-spawned Gloo worlds on one host;
-emulated hosts (a rank must start inside its network namespace) and NCCL worlds (not tried on
-a GPU here) start each rank as a fresh process, as does everything with
-``REALRUN_FORKSERVER=0``.
-
-A command given ``--module FILE.py:FN`` names it when it prestarts the server. The server
-then forks a child that imports that file too and serves the command's worlds the same way, so
-their ranks find what the file imports (transformers, say) already loaded; each
-rank still executes the file itself, as a fresh one would. A fork beside a running thread is not
-safe (a lock it held stays held in the child), so a child whose import of the file started a
-thread, or failed, says so and exits, and the server forks the ranks itself, which import the
-file as before: silently, as nothing but their start-up time changes. (A rank of one thread
-imports transformers without starting a thread; with ``OMP_NUM_THREADS=2`` its import of
-scipy starts OpenBLAS's pool, so those ranks import it themselves.)
-
-No orphans: the server and each rank ask the kernel for SIGKILL when their parent dies
-(PR_SET_PDEATHSIG), and the server kills what it forked when its launcher hangs up.
+A fresh rank spends seconds importing torch and torch._dynamo in every world; a forked one
+is ready at once (docs/FINDINGS.md#what-a-world-costs-before-its-first-step; docs/REALRUN.md,
+Worlds, says which worlds fork). Each forked rank runs :func:`realrun.launch.worker.main` as a
+spawned one does, with its own session, environment, directory, ``sys.path`` and streams.
+One server per launcher and environment (some variables are read when torch loads). With a
+command's ``--module FILE.py:FN`` the server forks a child that imports that file too; a
+child whose import failed or started a thread (a fork beside a thread may inherit a held
+lock) declines, and the plain server forks the ranks. No orphans: server and ranks ask for
+SIGKILL when their parent dies (PR_SET_PDEATHSIG).
 
 Protocol, one AF_UNIX SOCK_SEQPACKET message each: the server says ``{"ready": pid}`` once
 its imports are in; the launcher sends ``{"workdir", "env", "cwd", "sys_path"}`` with the
-rank's stdout and stderr descriptors; the server answers ``{"pid": n}`` once the rank has its
-own session, and later ``{"exit": n, "code": c}`` (``c`` as Popen.returncode: negative for a
-signal). ``{"preload": "FILE.py:FN"}`` with one end of a new socket pair forks the child that
-imports the file; it speaks the same protocol on that socket (``{"error": why}`` instead of
-ready when it cannot serve). The server's own process is
-:mod:`realrun.launch.forkserver_process`; this module is the launcher's end.
+rank's stdout and stderr descriptors; the server answers ``{"pid": n}``, later ``{"exit": n,
+"code": c}`` (``c`` as Popen.returncode). ``{"preload": "FILE.py:FN"}`` with one end of a new
+socket pair forks the child, which speaks the same protocol there (``{"error": why}`` when it
+cannot serve). The server's side is :mod:`realrun.launch.forkserver_process`.
 """
 from __future__ import annotations
 
@@ -63,16 +41,10 @@ from pathlib import Path
 # (the first optimizer imports it) and the worker's own modules.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "realrun.launch.run",
            "realrun.launch.finish")
-# Not part of the environment a server is chosen by: set per world or per rank by the
-# launcher (realrun.launch.run._rank_env) and read by a rank after it starts; the launcher's
-# sys.path (PYTHONPATH, which a change of directory moves when it holds ""), which a forked
-# rank gets with its request, while the modules the server preloaded are checked to be the
-# ones the launcher's path finds (module_files); what only a shell or pytest reads; and
-# TORCHINDUCTOR_CACHE_DIR, which importing torch._dynamo sets in the importing process when it
-# is unset (torch/_inductor/runtime/cache_dir_utils.py): a command whose own check imports it
-# (a --module with transformers) changed its environment after the prestart and started a
-# second server (docs/FINDINGS.md#what-a-world-costs-before-its-first-step), while a rank,
-# whose environment is the launcher's, reads it only when inductor compiles.
+# Not part of the environment a server is chosen by: set per rank by the launcher; PYTHONPATH,
+# which a forked rank gets with its request (module_files checks the preloaded files); what only
+# a shell or pytest reads; and TORCHINDUCTOR_CACHE_DIR, which importing torch._dynamo sets in
+# the command itself (docs/FINDINGS.md#what-a-world-costs-before-its-first-step).
 NOT_THE_SERVERS = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                              "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "PWD", "OLDPWD",
                              "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})
@@ -82,8 +54,7 @@ _POLL_S = 0.01  # how often a launcher waiting on a rank's exit looks again
 
 
 def enabled() -> bool:
-    """Whether self-spawned Gloo worlds fork their ranks from a server (REALRUN_FORKSERVER=0
-    turns it off)."""
+    """Whether forking ranks is on (REALRUN_FORKSERVER=0 turns it off)."""
     return os.environ.get("REALRUN_FORKSERVER", "1") != "0" and sys.platform.startswith("linux")
 
 
@@ -250,17 +221,15 @@ _user_module: str | None = None   # the command's --module, as prestart was told
 
 
 def serves(backend: str, emulate_hosts: int | None) -> bool:
-    """Whether a self-spawned world of this backend forks its ranks from the server: Gloo on
-    this host (emulated hosts start each rank inside its network namespace; NCCL worlds are
-    left as fresh processes until tried on GPUs)."""
+    """Whether a self-spawned world forks its ranks: Gloo on this host only (an emulated host's
+    rank must start inside its namespace; forking is untried on GPUs)."""
     return enabled() and backend == "gloo" and emulate_hosts is None
 
 
 def prestart(env: dict[str, str], user_module: str | None = None) -> None:
-    """Start the server for ranks of this environment now, without waiting: it imports
-    torch while the command does its own start-up, so even its first world forks. With
-    ``user_module`` (the command's ``--module FILE.py:FN``) this process's worlds are served
-    by a server that imported that file too."""
+    """Start this environment's server now, without waiting, so it imports torch while the
+    command starts up; with ``user_module`` (``--module FILE.py:FN``) the worlds are served by
+    a child that imported that file too."""
     global _user_module
     if importlib.util.find_spec("torch") is None:
         return   # the command says it needs torch
@@ -272,11 +241,9 @@ def prestart(env: dict[str, str], user_module: str | None = None) -> None:
 
 
 def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
-    """The server for ranks of this environment (NOT_THE_SERVERS aside), started on first
-    use; ServerGone if it cannot start, and None once it could not (ranks then start fresh,
-    without the same line again). A server forked to preload the command's --module that could
-    not (its import failed, or started a thread) is left for the plain one, silently: its
-    ranks import the file themselves."""
+    """The server for ranks of this environment, started on first use; ServerGone if it
+    cannot start, None once it could not (ranks then start fresh). A child that could not
+    preload the --module is silently left for the plain server."""
     key = tuple(sorted((k, v) for k, v in env.items() if k not in NOT_THE_SERVERS))
     with _servers_lock:
         if key in _failed:
@@ -297,8 +264,8 @@ def fork_server(env: dict[str, str], wait: bool = True) -> ForkServer | None:
 
 
 def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
-    """fork_server's work, under its lock: the running server of ``key`` if it is alive and
-    preloaded the files this process would import, else a new one (and no other)."""
+    """The running server of ``key`` if alive and preloaded the files this process would
+    import, else a new one (and no other)."""
     global _current
     server = _current[1] if _current is not None and _current[0] == key else None
     if server is not None and server.alive() and server.modules is None and wait:
@@ -316,8 +283,7 @@ def _server(key: tuple, env: dict[str, str], wait: bool) -> ForkServer:
 
 
 def _preloaded(server: ForkServer, user_module: str, wait: bool) -> ForkServer:
-    """The server ``server`` forked to import ``user_module``, asked for on first use; one at
-    a time."""
+    """The child ``server`` forked to import ``user_module``, made on first use; one at a time."""
     global _preloading
     if _preloading is not None and (_preloading[1].parent is not server
                                     or _preloading[0] != user_module
@@ -343,8 +309,7 @@ def _drop_preloading() -> None:
 
 
 def _absolute(user_module: str | None) -> str | None:
-    """``FILE.py:FN`` with FILE made absolute: the server may run elsewhere by the time it
-    imports it (a test that changes directory)."""
+    """``FILE.py:FN`` with FILE made absolute: the server may import it from another directory."""
     if user_module is None:
         return None
     source, sep, fn_name = user_module.rpartition(":")
@@ -353,9 +318,8 @@ def _absolute(user_module: str | None) -> str | None:
 
 
 def module_files() -> dict[str, str | None]:
-    """Where each PRELOAD module is found on this process's sys.path (a module already
-    imported: where it was loaded from): a server whose files differ would hand its ranks
-    other code than a fresh rank would import."""
+    """Where each PRELOAD module is found from this process: a server whose files differ would
+    hand its ranks other code than a fresh rank would import."""
     files = {}
     for name in PRELOAD:
         module = sys.modules.get(name)
@@ -365,8 +329,7 @@ def module_files() -> dict[str, str | None]:
 
 
 def server_pids() -> list[int]:
-    """The pids of this process's fork servers still running (kept for the next world: they
-    are not ranks, and they end with this process)."""
+    """The pids of this process's running fork servers (kept for the next world)."""
     with _servers_lock:
         servers = [s for _, s in filter(None, [_current, _preloading])]
         return [s.proc.pid for s in servers if s.proc is not None and s.alive()]

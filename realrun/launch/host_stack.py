@@ -1,36 +1,17 @@
 """What each emulated host's network stack runs, as a cluster host's would: its NIC keeps a
 flow in order, and its TCP uses Linux's default congestion control, whatever this box uses.
 
-**Flow steering.** A veth queues each packet on the backlog of the CPU that sent it, and a
-flow's segments leave from both vCPUs, so they could arrive out of order, which TCP takes for
-loss (spurious retransmits, a smaller window). A NIC keeps a flow in order; with receive
-packet steering (RPS) each flow is handled on one CPU, and reordering no longer slows the
-waited-for calls (docs/FINDINGS.md#receive-steering-on-emulated-hosts).
+- **Flow steering**: a veth queues each packet on the sending CPU's backlog, so a flow's
+  segments could arrive out of order; receive packet steering (RPS) keeps a flow on one CPU,
+  and host i's NIC and switch port on CPU i (:func:`host_cpus`), so every launch gets the same
+  placement (docs/FINDINGS.md#receive-steering-on-emulated-hosts).
+- **Congestion control**: this box's bbr paced waited-for all-reduces into stalls of tens of
+  ms (docs/FINDINGS.md#pacing-bbr-against-cubic); each host's routes carry
+  :data:`CONGESTION_CONTROL` (``congctl``), which no namespace's allowed list limits. The
+  ranks learn it from :data:`TCP_ENV`.
 
-**One CPU per host** (:func:`host_cpus`). RPS over all CPUs hashes each flow, by its random
-ports, to one of them: every launch drew another placement of the flows' receive work, and
-its own speed, a regime per launch, steady within it, so a prediction built from one launch
-(calibrate, the profile) missed another. With host i's NIC and switch port steered to CPU i
-(mod the CPUs), as a cluster host's NIC is served by its own cores, the launches agree
-(docs/FINDINGS.md#receive-steering-on-emulated-hosts).
-
-**Congestion control.** A namespace inherits the box's default, and this project's VMs set
-``bbr``, which paces every flow by its own bandwidth estimate. Between the bursts of waited-for
-all-reduces that estimate is sometimes far below the link's: the next segment waits for the
-pacing timer (``tcp_pace_kick``) with the link idle, and a small all-reduce stalls for tens
-of ms (docs/FINDINGS.md#pacing-bbr-against-cubic). With ``cubic``, Linux's default and what
-a cluster's hosts run unless tuned, nothing paces. So each host's routes carry
-:data:`CONGESTION_CONTROL` (``congctl``): its subnet's, for the flows to other hosts, and its
-own address's, for those between its ranks. Not the namespace's default: a namespace may only
-pick one of the box's ``tcp_allowed_congestion_control``; where that lacks cubic (it can read
-"reno bbr") the write answers `I/O error` and the hosts run bbr
-(docs/FINDINGS.md#pacing-bbr-against-cubic). A route's ``congctl`` is not limited so. The
-ranks learn what their flows run from :data:`TCP_ENV` (:func:`congestion_control`).
-
-The functions build the shell lines; realrun/launch/netns.py runs them in each namespace,
-each on its own: where a kernel refuses one (a Firecracker guest kernel can answer one of a
-host's two writes with `echo: I/O error`), the cluster still comes up and
-says once what it runs without and what that risks (:data:`WITHOUT`)::
+realrun/launch/netns.py runs each shell line on its own: where a kernel refuses one, the
+cluster comes up anyway and says once what it runs without (:data:`WITHOUT`)::
 
     >>> cpu_mask({0, 1}), cpu_mask(set(range(40))), cpu_mask({33})
     ('3', 'ff,ffffffff', '2,00000000')
@@ -60,24 +41,21 @@ def cpu_mask(cpus: set[int]) -> str:
 
 
 def host_cpus(index: int, cpus: set[int]) -> set[int]:
-    """The CPU host ``index``'s NIC and switch port steer flows to: one per host, round
-    the CPUs this process may use (a fixed placement, not a random one per launch)."""
+    """The CPU host ``index``'s NIC and switch port steer flows to: one per host, in turn."""
     ordered = sorted(cpus)
     return {ordered[index % len(ordered)]}
 
 
 def steer_script(dev: str, cpus: set[int]) -> str:
-    """RPS to ``cpus`` on each of ``dev``'s receive queues. sysfs shows a namespace's
-    devices only where it is mounted for it, as `ip netns exec` does."""
+    """RPS to ``cpus`` on each of ``dev``'s receive queues (run under `ip netns exec`, which
+    mounts the namespace's sysfs)."""
     return (f"for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; "
             f"do echo {cpu_mask(cpus)} > $q || exit 1; done")
 
 
 def congestion_control() -> str:
-    """The congestion control this process's TCP sockets get: on realrun's emulated hosts
-    :data:`TCP_ENV` (their routes', :data:`CONGESTION_CONTROL`), else its network
-    namespace's default; "" where Linux does not say. calibrate's link file records it
-    (calibrate/ranks/run.py)."""
+    """The congestion control this process's TCP sockets get: :data:`TCP_ENV` on emulated
+    hosts, else the namespace's default; "" where Linux does not say."""
     if os.environ.get(TCP_ENV):
         return os.environ[TCP_ENV]
     try:
@@ -105,7 +83,6 @@ def congestion_script(dev: str, interface: str) -> str:
 
 
 def host_steps(dev: str, interface: str, cpus: set[int]) -> list[tuple[str, str]]:
-    """(what, shell line) for a host: its NIC ``dev`` (``interface``: address/prefix)
-    steered by flow, its TCP on :data:`CONGESTION_CONTROL`. The switch's ports get the
-    :data:`STEER` step alone."""
+    """(what, shell line) for a host's NIC ``dev``: flow steering and congestion control
+    (the switch's ports get the :data:`STEER` step alone)."""
     return [(STEER, steer_script(dev, cpus)), (CONGESTION, congestion_script(dev, interface))]

@@ -13,21 +13,13 @@ a hub namespace of its own, so the root namespace gets no interfaces, routes or 
     host 1 ns: lo, veth1 10.x.y.2/24 ── port1 (tbf R) ──┼── br0 (hub ns)
     ...                                                 ┘
 
-Each switch port's egress, toward its host, is shaped to `link_gbit` by tbf: a host receives
-at most R, and a flow from one host to another runs at most R; a ring collective, where each
-host sends to one peer at a time, sees a full-duplex link of R per host, the usual picture of
-a cluster network. The shaper sits in the hub, not on the sending host's NIC, where tbf
-held a queued segment until the sender's next one, TCP's loss probe tens of ms later
-(docs/FINDINGS.md#receive-steering-on-emulated-hosts). In the hub a segment has left its
-socket, so TCP does not wait on it.
-
-Each host's stack runs as a cluster host's would (realrun/launch/host_stack.py): host i's NIC and
-switch port steer to CPU i (RPS), so a flow stays in order, and each host's routes run cubic,
-Linux's default, not this box's choice (bbr's pacing stalls waited-for all-reduces:
-docs/FINDINGS.md#pacing-bbr-against-cubic).
-Needs root and iproute2 (`ip`, `tc`); anything less raises NetnsUnavailable with the reason.
-Namespaces are named `simddp-<pid>-<random>-...`, so concurrent runs don't collide and the
-ones left by a dead pid (kill -9) are removed by the next cluster.
+Each switch port's egress, toward its host, is shaped to `link_gbit` by tbf, so a ring
+collective sees a full-duplex link of R per host. The shaper sits in the hub, where a segment
+has left its socket, not on the sender's NIC, where TCP waited on it
+(docs/FINDINGS.md#receive-steering-on-emulated-hosts). Each host's stack runs as a cluster
+host's would (realrun/launch/host_stack.py). Needs root and iproute2 (NetnsUnavailable says
+why not). Namespaces are named `simddp-<pid>-<random>-...`; those of a dead pid are removed by
+the next cluster.
 """
 from __future__ import annotations
 
@@ -50,24 +42,15 @@ from realrun.launch.supervise import pid_alive, sigterm_as_interrupt
 
 PREFIX = "simddp"
 _NETNS_DIR = "/run/netns"  # where `ip netns add` bind-mounts named namespaces
-# `ip netns exec NAME` bind-mounts /etc/netns/NAME/hosts over /etc/hosts. Naming the hosts
-# there lets c10d's reverse lookups of 10.x peers succeed (else every connection warns
-# "hostname of the client socket cannot be retrieved. err=-3").
+# `ip netns exec` mounts /etc/netns/NAME/hosts over /etc/hosts: naming the hosts there spares
+# c10d's reverse lookups a warning on every connection.
 _NETNS_ETC_DIR = "/etc/netns"
 _CLONE_NEWNET = 0x40000000  # from <sched.h>; setns() needs it to enter a network namespace
 _MAX_HOSTS = 250  # addresses .1 to .250 of the per-run /24
-# tbf holds up to this many seconds of traffic at the shaped rate before it drops. 20 ms
-# keeps TCP from seeing drops in a bulk all-reduce (cwnd fits) without the seconds-long
-# queueing delay that a huge queue would add to the small collectives behind it.
+# tbf's queue in seconds of traffic: no drops in a bulk all-reduce, no long delay behind it.
 _TBF_LATENCY_S = 0.020
-# Token bucket depth. It must hold at least one GSO/TSO super-packet, since veth hands tbf
-# packets of up to 64 KiB; smaller and tbf has to split every one of them. Beyond that a
-# deeper bucket lets the first `burst` bytes of each message pass at memory speed, which makes
-# small collectives look faster than the shaped rate; 1 ms of traffic (125 kB at 1 gbit) covers
-# the kernel's timer and softirq jitter (tens to hundreds of microseconds) so a busy link
-# still averages R. Old kernels needed burst >= rate / HZ (4 ms at HZ=250) because tbf could
-# only wake once a tick; its watchdog has been a high-resolution timer for well over a decade,
-# so 1 ms is enough: large all-reduces still reach nearly the shaped rate
+# Token bucket depth: at least two 64 KiB GSO packets, which veth hands tbf whole; 1 ms of
+# traffic covers timer jitter, and a deeper one would let small collectives beat the rate
 # (docs/FINDINGS.md#token-bucket).
 _TBF_BURST_S = 0.001
 _TBF_MIN_BURST_BYTES = 2 * 65536  # two 64 KiB GSO packets
@@ -113,7 +96,7 @@ class Cluster:
     def free_port(self, host_index: int) -> int:
         """A TCP port free on host `host_index`'s address (binds port 0 inside its namespace)."""
         host = self.hosts[host_index]
-        return _in_netns(host.netns, lambda: _bind_free_port(host.ip))
+        return _in_netns(host.netns, lambda: bind_free_port(host.ip))
 
 
 def tbf_args(link_gbit: float) -> list[str]:
@@ -126,10 +109,8 @@ def tbf_args(link_gbit: float) -> list[str]:
 
 
 def tbf_burst_bytes(link_gbit: float) -> int:
-    """The token bucket tbf shapes with: what a port passes at memory speed after an idle
-    millisecond (250,000 bytes at 2 Gbit/s). calibrate writes it into the link file's
-    ``gloo_host`` section (``GlooHost.burst_bytes``) so that simddp charges what the shaped
-    link does."""
+    """The token bucket tbf shapes with, in bytes: what a port passes at memory speed after an
+    idle millisecond; calibrate writes it as ``GlooHost.burst_bytes``."""
     return max(_TBF_MIN_BURST_BYTES, int(link_gbit * 1e9 / 8 * _TBF_BURST_S))
 
 
@@ -153,8 +134,7 @@ def emulated_cluster(n_hosts: int, link_gbit: float | None = None) -> Iterator[C
     check_available()
     remove_stale_namespaces()
     stem = f"{PREFIX}-{os.getpid()}-{secrets.token_hex(3)}"
-    # Any /24 works since the namespaces are isolated; a random one per run keeps addresses
-    # distinct in logs and packet captures when several clusters exist side by side.
+    # a random /24 per run keeps clusters side by side apart in logs and captures
     subnet = f"10.{random.randint(64, 127)}.{random.randint(0, 255)}"
     hub = f"{stem}-hub"
     hosts = tuple(Host(f"{stem}-h{i}", f"{subnet}.{i + 1}", f"veth{i}") for i in range(n_hosts))
@@ -188,8 +168,7 @@ def _build(hub: str, hosts: tuple[Host, ...], qdisc: list[str] | None, created: 
         f"{ip} {host.netns} host{i}\n" for i, host in enumerate(hosts)
         for ip in (host.ip, f"::ffff:{host.ip}"))
     _ip("-n", hub, "link", "add", "br0", "type", "bridge")
-    # No IPv6 link-local addresses: nothing here speaks IPv6, and gloo should see exactly one
-    # address on the NIC it is told to use.
+    # No IPv6 link-local addresses: gloo should see exactly one address on its NIC.
     _ip("-n", hub, "link", "set", "br0", "addrgenmode", "none")
     _ip("-n", hub, "link", "set", "br0", "up")
     cpus = os.sched_getaffinity(0)   # host i's NIC and port steer to one of them (host_stack)
@@ -266,7 +245,8 @@ def _list_namespaces() -> list[str]:
     return sorted(names)
 
 
-def _bind_free_port(ip: str) -> int:
+def bind_free_port(ip: str) -> int:
+    """A TCP port free on ``ip`` (bound to port 0, then released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((ip, 0))
         return sock.getsockname()[1]

@@ -12,14 +12,10 @@ The environment picks the mode:
     torchrun --nnodes 2 --nproc-per-node 8 \\           # gets the list, other ranks get None
         --rdzv-endpoint HOST:29500 script.py
 
-Under torchrun the process group run_world makes stays up (a later call reuses it); end the
-script with ``finish_torchrun(code)`` (realrun.launch.finish), which skips the teardown where
-torch 2.13's Gloo can abort after the work is done.
-
-Self-spawn with `emulate_hosts=2, link_gbit=1.0` puts the ranks in 2 network namespaces
-behind 1 gbit/s shaped links (realrun.launch.netns), host-major: with world_size=4 ranks 0, 1
-on host 0 (LOCAL_RANK 0, 1, LOCAL_WORLD_SIZE 2) and 2, 3 on host 1. A rank that raises,
-dies or hangs ends the job with a one-line LaunchError naming that rank
+Under torchrun the process group stays up (a later call reuses it); end the script with
+``finish_torchrun(code)`` (realrun.launch.finish). Self-spawn with ``emulate_hosts=2,
+link_gbit=1.0`` puts the ranks in 2 network namespaces behind shaped links, host-major. A rank
+that raises, dies or hangs ends the job with a one-line LaunchError naming it
 (realrun.launch.supervise); no rank process outlives run_world.
 """
 from __future__ import annotations
@@ -29,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +39,7 @@ from realrun.launch import forkserver
 from realrun.launch.context import RankContext, init_group, make_context, require_gpus
 from realrun.launch.env import is_torchrun, spawn_env
 from realrun.launch.errors import LaunchError, PortTaken, describe_exception
-from realrun.launch.netns import Cluster, emulated_cluster
+from realrun.launch.netns import Cluster, bind_free_port, emulated_cluster
 from realrun.launch.supervise import (clear_rank_files, kill_all, pid_alive, result_path,
                                       sigterm_as_interrupt, watch)
 from realrun.launch.world import BACKENDS
@@ -82,11 +77,8 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
               threads_per_rank: int = 1, timeout_s: float = 60.0,
               emulate_hosts: int | None = None, link_gbit: float | None = None) -> list | None:
     """Call `target(payload, ctx)` on every rank; return all ranks' values, index = rank
-    (None on torchrun ranks other than 0).
-
-    Raises ValueError for bad arguments (before starting anything), LaunchError when a rank
-    raises, dies or hangs, NetnsUnavailable when emulate_hosts can't be honoured here.
-    """
+    (None on torchrun ranks other than 0). ValueError for bad arguments (before starting
+    anything), LaunchError when a rank fails, NetnsUnavailable when emulate_hosts can't be had."""
     _check_args(target, world_size, backend, threads_per_rank, timeout_s, emulate_hosts, link_gbit)
     if is_torchrun():
         if emulate_hosts is not None:
@@ -109,12 +101,9 @@ def run_world(target: str, payload: dict, *, world_size: int = 2, backend: str =
 @contextmanager
 def torchrun_group(backend: str, threads_per_rank: int, timeout_s: float) -> Iterator[bool]:
     """Under torchrun, one process group for the whole block (every run_world inside reuses
-    it, so ranks can also agree on values with :func:`share`); yields whether this process
-    leads (rank 0, or not under torchrun at all). Outside torchrun it does nothing.
-
-    The group outlives the block: the process ends with
-    :func:`realrun.launch.finish.finish_torchrun`, which skips the teardown where torch
-    2.13's Gloo can abort (a destroy here would kill rank 0 before it writes its report)."""
+    it; :func:`share` agrees on values); yields whether this process leads. The group outlives
+    the block, to :func:`realrun.launch.finish.finish_torchrun`: a destroy here is where
+    torch 2.13's Gloo can abort. Outside torchrun it does nothing."""
     if not is_torchrun() or dist.is_initialized():
         yield not is_torchrun() or dist.get_rank() == 0
         return
@@ -184,8 +173,8 @@ def _spawn_world(job: dict, world_size: int, cluster: Cluster | None) -> list:
 
 
 def remove_stale_workdirs(tmp: str | None = None) -> list[Path]:
-    """Delete the work folders of launchers that no longer exist (killed with SIGKILL, say:
-    no ``finally`` ran). A folder is ``realrun-<launcher pid>-<random>``; returns the removed."""
+    """Delete the ``realrun-<launcher pid>-<random>`` folders of launchers that no longer
+    exist (killed, no ``finally`` ran); returns the removed."""
     removed = []
     for path in Path(tmp or tempfile.gettempdir()).glob("realrun-*-*"):
         pid = path.name.split("-")[1]
@@ -199,7 +188,7 @@ def remove_stale_workdirs(tmp: str | None = None) -> list[Path]:
 def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | None) -> list:
     if cluster is None:
         master_addr = "127.0.0.1"
-        master_port = _free_local_port(master_addr)
+        master_port = bind_free_port(master_addr)
     else:
         master_addr, master_port = cluster.hosts[0].ip, cluster.free_port(0)
     procs: list = []
@@ -215,12 +204,9 @@ def _spawn_once(workdir: Path, job: dict, world_size: int, cluster: Cluster | No
 
 def _start_rank(rank: int, workdir: Path, env: dict[str, str], job: dict,
                 cluster: Cluster | None, world_size: int):
-    """One rank's process: forked from the fork server (torch already imported,
-    realrun/launch/forkserver.py) for a Gloo world on this host, else a fresh interpreter.
-    Either way rank 0 may print (a progress bar on stderr, results on stdout), the other
-    ranks keep stdout quiet but their tracebacks still reach stderr, and the rank leads its
-    own session: Ctrl-C in a terminal reaches only the parent, which then kills each rank's
-    whole group."""
+    """One rank's process, forked from the fork server where it serves, else a fresh
+    interpreter. Only rank 0 prints to stdout; every rank leads its own session, so Ctrl-C
+    reaches only the parent, which then kills each rank's whole group."""
     if forkserver.serves(job["backend"], None if cluster is None else len(cluster.hosts)):
         try:
             server = forkserver.fork_server(env)
@@ -255,9 +241,7 @@ def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, jo
     if cluster is None:
         env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size))
     else:
-        # Host-major: host = rank // k for k ranks a host. The ranks of one host share its
-        # NIC (GLOO_SOCKET_IFNAME): they reach each other at its own address, which the
-        # kernel delivers over loopback, unshaped, and the other hosts over the tbf'd veth.
+        # Host-major; a host's ranks share its NIC and reach each other over loopback, unshaped.
         per_host = world_size // len(cluster.hosts)
         env.update(LOCAL_RANK=str(rank % per_host), LOCAL_WORLD_SIZE=str(per_host),
                    **cluster.env(rank // per_host))
@@ -267,12 +251,6 @@ def _rank_env(rank: int, world_size: int, master_addr: str, master_port: int, jo
             first = rank - rank % per_host
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[first:first + per_host])
     return env
-
-
-def _free_local_port(address: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
 
 
 def _check_args(target: str, world_size: int, backend: str, threads_per_rank: int,

@@ -1,27 +1,19 @@
 """Supervising a world of rank processes: notice the first failure, name the rank in one
 line, and leave no process behind.
 
-A rank is done once it has written result-<rank>.json (after the final barrier, so every
-rank got that far): how its process ends after that does not count. torch 2.13's Gloo can
-abort a rank in teardown ("terminate called without an active exception", SIGABRT) after
-its value is in; that run succeeded. Once every rank has reported, the parent gives them
-_GRACE_S to exit, then kills the rest.
+A rank is done once it has written result-<rank>.json (after the final barrier): how its
+process ends after that does not count, as torch 2.13's Gloo can abort a rank in teardown
+after its value is in.
 
-How the culprit is found: each worker writes its exception (one line, wall time, whether it
-was a timeout) to error-<rank>.json and exits 1; the parent polls its children. After the
-first failure it waits _GRACE_S for the peers' follow-on errors, then sorts what it has:
-- *primary* events are a rank's own error, or a death without a file (os._exit, a signal, a
-  crash), dated by the last poll that saw it alive; the earliest primary is blamed.
-- *secondary* events only report another rank's trouble: timeouts, "connection reset/closed
-  by peer", and on NCCL SIGABRT (its watchdog aborts a rank whose collective timed out; on
-  Gloo a SIGABRT before reporting is the rank's own crash, so primary). They are
-  never blamed while a primary exists, since a dead rank's sockets can close before the
-  parent can see the death. With only secondaries, a rank still running is the one that hung.
+The culprit: a failing worker writes its error (one line, wall time, whether a timeout) to
+error-<rank>.json. After the first failure the parent waits _GRACE_S for the peers' errors:
+- *primary* events are a rank's own error, or a death without a file, dated by the last poll
+  that saw it alive; the earliest primary is blamed.
+- *secondary* events only report another rank's trouble: timeouts, a peer's closed
+  connection, and on NCCL a watchdog's SIGABRT. They are never blamed while a primary exists
+  (a dead rank's sockets can close before its death is seen); with only secondaries, a rank
+  still running is the one that hung.
 Then every rank's process group is SIGKILLed.
-
-Also here: `sigterm_as_interrupt`, which makes SIGTERM unwind the stack like Ctrl-C so that
-`finally` blocks kill child processes and delete network namespaces; and `die_with_parent`,
-which a rank and a fork server call first, so neither outlives what started it.
 """
 from __future__ import annotations
 
@@ -42,17 +34,15 @@ from realrun.launch.errors import (LaunchError, PortTaken, describe_exception, i
                                    is_timeout)
 
 _POLL_S = 0.05  # the parent polls its children 20 times a second: cheap, far below timeouts
-# After a first failure, peers notice the closed sockets within milliseconds; 1 s lets their
-# errors land so the earliest one can be picked, and bounds how long a hung rank is waited for.
+# After a first failure: time for the peers' errors to land, and the wait for a hung rank.
 _GRACE_S = 1.0
 _KILL_WAIT_S = 5.0  # SIGKILL cannot be ignored; this only bounds waiting for the reaping
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
 def die_with_parent(parent_pid: int | None) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies, even by kill -9, so no
-    rank (or fork server) outlives its launcher; exit at once if ``parent_pid`` is already
-    gone. Survives `ip netns exec` (it execs, not setuid)."""
+    """Ask the kernel to SIGKILL this process when its parent dies, even by kill -9; exit at
+    once if ``parent_pid`` is already gone. Survives `ip netns exec` (it execs, not setuid)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
@@ -61,12 +51,8 @@ def die_with_parent(parent_pid: int | None) -> None:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises KeyboardInterrupt so cleanup in `finally` runs.
-
-    Python's default for SIGTERM is to die at once, skipping `finally`; that would leave
-    rank processes and namespaces behind. Signal handlers can only be set from the main
-    thread, so elsewhere this does nothing (the caller's own handling applies).
-    """
+    """Within the block, SIGTERM raises KeyboardInterrupt, so `finally` blocks kill ranks and
+    delete namespaces (a no-op off the main thread, where handlers cannot be set)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -101,13 +87,9 @@ def write_error(workdir: Path, rank: int, exc: BaseException) -> None:
 
 def watch(procs: list[subprocess.Popen], workdir: Path, timeout_s: float,
           backend: str = "gloo") -> None:
-    """Return when every rank has reported its result (whatever its exit code after that);
-    else raise LaunchError (or PortTaken) naming one rank.
-
-    A rank that exits without a result has failed. Also catches a rank still running, with
-    no result, timeout_s + _GRACE_S after another reported, since ranks end with a barrier
-    and so report together.
-    """
+    """Return when every rank has reported its result; else raise LaunchError (or PortTaken)
+    naming one rank. A rank fails by exiting without a result, or by running on timeout_s +
+    _GRACE_S after another reported (ranks end with a barrier, so report together)."""
     last_alive_time = [time.time()] * len(procs)
     first_failure_s = first_report_s = all_reported_s = None
     while True:
@@ -152,8 +134,7 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (anyone's): what a run's leftovers, named by the pid
-    that made them, are checked against before they are removed."""
+    """Whether process ``pid`` exists (anyone's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -199,9 +180,8 @@ def _blame(codes: list, last_alive_time: list[float], workdir: Path,
         done = [rank for rank in range(len(codes)) if reported[rank]]
         return LaunchError(f"rank {alive[0]} failed: stuck, still running {timeout_s:g} s "
                            f"after rank {done[0]} finished{also}", rank=alive[0])
-    # A rank that gave up waiting (a timeout) is why its peers then lost their connection,
-    # whichever wrote its error first: a peer's "Connection closed by peer" can be stamped
-    # before the timed-out rank's own record.
+    # A rank that timed out is why its peers lost their connection, even where a peer's
+    # error was stamped first.
     timeouts = [e for e in secondary if e[3]]
     if timeouts and alive:
         _, rank, message, _, _ = min(timeouts)

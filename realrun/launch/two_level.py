@@ -7,12 +7,10 @@ buckets with it (realrun/flat_bucket.py), and calibrate times each level the way
     two.all_reduce(buffer, async_op=True).wait()     # buffer: a multiple of 2 elements
     two.intra, two.inter                             # the groups, None where a level has one rank
 
-Ranks are node-major (node = rank // G, G = ``gpus_per_node``): reduce-scatter inside the node,
-all-reduce of this rank's 1/G shard across nodes (the ranks with the same local index),
-all-gather inside the node, as simddp's two-level law times it; one node, or one rank a node,
-is one all-reduce. The three phases of a buffer depend on each other and every group must see
-its collectives in the same order on every rank, so one worker thread per world runs them,
-buffer after buffer in the order they were handed over.
+Ranks are node-major: reduce-scatter inside the node, all-reduce of the 1/G shard across
+nodes, all-gather inside the node (docs/REALRUN.md, Two levels). Every group must see its
+collectives in the same order on every rank, so one worker thread runs the phases, buffer
+after buffer in the order they were handed over.
 """
 from __future__ import annotations
 
@@ -23,23 +21,15 @@ import torch.distributed as dist
 
 from simddp.errors import InputError
 
-# torch 2.13 names them *_single (what FSDP2 issues); older releases *_tensor. On Gloo the
-# reduce-scatter is torch's composition: the input cloned, all-reduced, the shard copied out
-# (docs/CALIBRATE.md), so inside a node it moves 2(G-1)/G·n per rank, not (G-1)/G·n.
+# torch 2.13 names them *_single (what FSDP2 issues); older releases *_tensor.
 _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 class TwoLevel:
     """The hierarchical all-reduce of ``group`` (None: the world), ``gpus_per_node`` ranks a
-    node, node-major: the subgroups it needs and the one thread that runs its phases::
-
-        two = TwoLevel.of(gpus_per_node=2)     # on every rank, in the same order
-        two.all_reduce(buffer, async_op=True).wait()   # buffer: a multiple of 2 elements
-
-    Made once per group and G (:meth:`of`), since every group costs a rendezvous and sockets
-    to every member, and a process may wrap many models (realrun bench: one per bucket size).
-    """
+    node: its subgroups and the one thread that runs its phases. Made once per group and G
+    (:meth:`of`): every group costs a rendezvous, and a process may wrap many models."""
 
     _made: dict = {}
 

@@ -5,13 +5,10 @@
     python -m realrun.launch.worker --fork-server FD PID       # the fork server instead,
                                                                # whose forked ranks run main()
 
-Reads job.json (target, payload, backend, threads_per_rank, timeout_s) from the work dir, pins
-threads, inits the process group, calls the target, waits at a barrier for the other ranks,
-and writes result-<rank>.json. On any error before that it writes error-<rank>.json (one
-line, see realrun.launch.supervise) and exits 1 at once, skipping a teardown that could block
-on dead peers. Once the result is written the rank is done: the parent no longer reads its
-exit code, so teardown (destroy_process_group, which can abort under torch 2.13's Gloo) can
-fail without failing the run.
+Reads job.json from the work dir, pins threads, inits the process group, calls the target,
+waits at a barrier for the other ranks and writes result-<rank>.json; once that is written the
+rank is done, whatever its teardown does. On an error before that it writes error-<rank>.json
+(realrun.launch.supervise) and exits 1 at once, skipping a teardown that could block.
 """
 from __future__ import annotations
 
@@ -32,9 +29,8 @@ def main(workdir: Path) -> None:
         write_error(workdir, rank, e)
         exit_now(1)
     _tear_down()
-    # Out now, not through the interpreter's finalization: with torch loaded it is slow
-    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step), and the parent waits for
-    # every rank's exit, so every world paid it. The result is on disk, the group is gone.
+    # Out now: the interpreter's finalization with torch loaded is slow, and every world paid
+    # it (docs/FINDINGS.md#what-a-world-costs-before-its-first-step).
     exit_now(0)
 
 
@@ -60,10 +56,8 @@ def _run(workdir: Path, rank: int) -> None:
     from realrun.launch.supervise import result_path
 
     fn = resolve_target(job["target"])
-    # What is alive now is the imports' (torch's ~10^6 objects): out of the collector's
-    # sight, so the collections the measurements make between phases (a bench turn's
-    # gc.collect) walk only what the target creates
-    # (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
+    # The imports' objects out of the collector's sight, so a bench turn's gc.collect walks
+    # only what the target creates (docs/FINDINGS.md#what-a-world-costs-before-its-first-step)
     gc.freeze()
     ctx = make_context(rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]),
                        job["backend"])

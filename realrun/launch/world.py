@@ -1,9 +1,7 @@
 """The world a command runs on, checked once: :class:`WorldConfig`, and its flags, defined once.
 
-Ranks, backend, emulated hosts, their link's shaping and the collective timeout mean the same
-to ``python -m calibrate``, ``realrun profile``, ``realrun bench`` and ``realrun validate``, so
-each is one flag (:func:`add_world_args`), one field and one check (``__post_init__``, one
-line naming the flag, exit 2 from the CLIs)::
+Ranks, backend, emulated hosts, link shaping and the collective timeout mean the same to every
+command: one flag (:func:`add_world_args`), one field and one check each. No torch here::
 
     >>> w = WorldConfig(world_size=2, emulate_hosts=2, link_gbit=1.0)
     >>> w.launch_args()["emulate_hosts"], WorldConfig(link_gbit=None).timeout_s
@@ -14,8 +12,6 @@ line naming the flag, exit 2 from the CLIs)::
     Traceback (most recent call last):
     ...
     simddp.errors.InputError: --emulate-hosts 3: must equal --world-size 4 or divide it (the same number of ranks on every emulated host, e.g. --world-size 3 or 6)
-
-No torch here: the commands check their flags before anything heavy is imported.
 """
 from __future__ import annotations
 
@@ -28,10 +24,8 @@ from realrun.launch.env import is_torchrun, spawn_env
 from simddp.errors import InputError
 
 BACKENDS = ("gloo", "nccl")
-# A collective may wait this long before the run fails. A training step's collectives
-# (bench, validate) are small and come every few ms: a minute means a rank is gone. A sweep
-# (calibrate, profile) also sends 64 MiB-1 GiB messages, seconds each on a shaped 1 Gbit/s
-# link, and profile --fsdp adds FSDP2's slow first steps: two minutes.
+# How long a collective may wait before the run fails: a step's collectives come every few
+# ms; a sweep's 64 MiB-1 GiB messages (and FSDP2's first steps) take seconds on a shaped link.
 STEP_TIMEOUT_S = 60.0
 SWEEP_TIMEOUT_S = 120.0
 
@@ -39,14 +33,8 @@ SWEEP_TIMEOUT_S = 120.0
 @dataclass(frozen=True)
 class WorldConfig:
     """How many ranks, on what backend, on which (emulated) hosts, with what patience.
-
-    world_size: ranks; under torchrun it must be torchrun's. None: torchrun's, else
-      ``emulate_hosts``, else 2 (the commands' flags default to 2 outside torchrun: see
-      :func:`world_from_args`). emulate_hosts: that many network namespaces (root), the
-      world split evenly among them, host-major (ranks 0..k-1 on host 0); link_gbit: each
-      emulated host's link shaped to this rate (tbf). timeout_s: how long any
-      collective may wait before the run fails.
-    """
+    ``world_size`` None: torchrun's, else ``emulate_hosts``, else 2; emulated hosts get the
+    ranks host-major."""
 
     world_size: int | None = None
     backend: str = "gloo"
@@ -96,8 +84,7 @@ class WorldConfig:
     @property
     def node_shape(self) -> tuple[int, int]:
         """(nodes, ranks per node): an emulated host is a node; under torchrun a node is
-        ``LOCAL_WORLD_SIZE`` ranks (one node when that does not divide the world, as with
-        nodes of different sizes); self-spawned on loopback, one node.
+        ``LOCAL_WORLD_SIZE`` ranks (one node where that does not divide the world).
 
         >>> WorldConfig(world_size=4, emulate_hosts=2).node_shape, WorldConfig(2).node_shape
         ((2, 2), (1, 2))
@@ -119,17 +106,14 @@ class WorldConfig:
                 "link_gbit": self.link_gbit}
 
     def prestart(self, threads_per_rank: int, user_module: str | None = None) -> None:
-        """Start the fork server for this world's ranks now, in the background, so it has
-        imported torch (and ``user_module``, the command's --module, with what it imports) by
-        the time the command's first world starts (realrun/launch/forkserver.py); nothing
-        under torchrun or where ranks start fresh."""
+        """Start the fork server for this world's ranks now, in the background
+        (realrun/launch/forkserver.py); nothing under torchrun or where ranks start fresh."""
         from realrun.launch import forkserver
         if not is_torchrun() and forkserver.serves(self.backend, self.emulate_hosts):
             forkserver.prestart(spawn_env(threads_per_rank), user_module)
 
     def check_local_gpus(self) -> None:
-        """For nccl, one GPU per rank this host starts (under torchrun, its one), checked
-        before anything runs; InputError (one line) naming what is short."""
+        """For nccl, one GPU per rank this host starts, checked before anything runs."""
         if self.backend != "nccl":
             return
         from realrun.launch.context import require_gpus   # torch: only when nccl is asked
@@ -177,9 +161,8 @@ def add_world_args(p: argparse.ArgumentParser, *, timeout_s: float, title: str =
 
 def world_from_args(args: argparse.Namespace, *, min_ranks: int = 1, why: str = "",
                     world_size: int | None = None) -> WorldConfig:
-    """The WorldConfig of the flags. ``--world-size`` (or ``world_size``, for calibrate's
-    list) defaults to torchrun's world, else 2, and must be at least ``min_ranks`` (``why``
-    says why). InputError (one line, naming the flag) on a bad one."""
+    """The WorldConfig of the flags; ``--world-size`` (or ``world_size``) defaults to
+    torchrun's world, else 2, and must be at least ``min_ranks`` (``why`` says why)."""
     size = world_size if world_size is not None else getattr(args, "world_size", None)
     if size is None:
         size = int(os.environ["WORLD_SIZE"]) if is_torchrun() else 2

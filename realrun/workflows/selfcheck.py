@@ -25,9 +25,8 @@ import torch.distributed as dist
 
 from realrun.launch.env import is_torchrun
 
-# Environment variables a cluster report needs: the collective libraries' and torch's own
-# knobs (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, TORCH_NCCL_*), and which
-# devices and threads each rank got.
+# Environment variables a cluster report needs: the collective libraries' and torch's knobs,
+# and which devices and threads each rank got.
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MALLOC_")
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT",
              "LOCAL_WORLD_SIZE", "LD_PRELOAD", "GLIBC_TUNABLES", "REALRUN_ALLOCATOR")
@@ -41,9 +40,8 @@ def env_vars() -> dict[str, str]:
 
 
 def versions(ask_cuda: bool = True) -> dict:
-    """python, torch, CUDA (None on a CPU build) and NCCL (None without CUDA) versions.
-    ``ask_cuda`` False asks the CUDA runtime nothing: a Gloo rank must not touch CUDA where
-    it exists."""
+    """python, torch, CUDA and NCCL versions (None where absent); ``ask_cuda`` False asks the
+    CUDA runtime nothing, as a Gloo rank must not touch CUDA."""
     nccl = None
     if ask_cuda and torch.cuda.is_available():
         try:
@@ -55,10 +53,8 @@ def versions(ask_cuda: bool = True) -> dict:
 
 
 def init_rank(payload: dict, ctx) -> dict:
-    """Rank function: who this rank is, where, on what device, and a checked all-reduce.
-
-    Each rank all-reduces its rank + 1; the sum must be p(p+1)/2 on every rank, so a rank
-    that joined the wrong group or a broken transport shows here, not minutes later."""
+    """Rank function: who this rank is, where, on what device, and a checked all-reduce (of
+    rank + 1: the sum must be p(p+1)/2, so a wrong group or transport shows here)."""
     x = torch.full((4,), float(ctx.rank + 1), device=ctx.device)
     ctx.synchronize()
     start = time.perf_counter()

@@ -23,16 +23,10 @@ def calibrate_link(s: ValidateSettings, max_bytes: int | None = None,
     """A short in-process ``python -m calibrate`` on the same world: (its link file, a
     summary); (None, None) on torchrun ranks other than 0.
 
-    calibrate's short preset (``CalibrateSettings.short``, calibrate/settings.py): sizes
-    4 KiB .. ``max_bytes`` (default: the model's gradient bytes rounded up to a power of two,
-    1-64 MiB) ×2, ``calibrate_iters`` timed all-reduces each, and, as
-    ``calibrate --profile`` does, the sequence step on *this model's* gradients (one
-    all-reduce per tensor, back to back, async and blocking: the α of each pattern,
-    calibrate/rig/sequence.py) and contention with a stream of them.
-    ``lone_alpha`` skips the sequence step (α = the sweep's intercept, the older method).
-    ``piecewise`` fits two lines joined at a fitted breakpoint (and implies lone α). Off by
-    default: it moved a transformer's recommendation to a bucket that regretted more, and
-    helped one cell of four (docs/FINDINGS.md#tried-and-not-adopted).
+    calibrate's short preset (``CalibrateSettings.short``) on this model's gradients, as
+    ``calibrate --profile`` does. ``lone_alpha`` skips the sequence step (α = the sweep's
+    intercept); ``piecewise`` fits two lines (and implies lone α), off by default
+    (docs/FINDINGS.md#tried-and-not-adopted).
     """
     settings = CalibrateSettings.short(
         s.world, s.tensor_bytes(), iters=s.calibrate_iters, threads_per_rank=s.threads,
@@ -85,12 +79,9 @@ def scale_to_compute_only(profile: ModelProfile, measured: list
     """``profile`` with its compute total set to the measured compute-only median, and what
     was changed; None when compute-only was not measured.
 
-    Why: the same compute-only step timed twice a few seconds apart can differ a lot on a
-    shared box, so a profile taken a minute before the runs carries a common error into every
-    row (docs/FINDINGS.md#drift-and-the-compute-only-anchor). realrun bench times compute-only
-    round-robin with the strategies,
-    so its median is the compute those runs saw. The per-layer split, the optimizer share
-    and the ready order stay the profile's; every phase is scaled by one factor.
+    A profile taken a minute before the runs carries a shared box's drift into every row
+    (docs/FINDINGS.md#drift-and-the-compute-only-anchor); compute-only, timed round-robin with
+    the strategies, is the compute those runs saw. Every phase is scaled by one factor.
     """
     row = next((r for r in measured if r.strategy == COMPUTE_ONLY), None)
     if row is None:

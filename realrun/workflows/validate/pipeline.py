@@ -7,32 +7,15 @@ The whole loop in one call, used by ``python -m realrun validate`` and the noteb
     print(report.text())                       # summary and verdict first, then details
     report.write("out/validate")               # PNGs, validate.json, predicted/measured files
 
-Steps, in order (each one a plain function, so a notebook can run them one by one):
-
-1. :func:`~realrun.workflows.validate.inputs.calibrate_link` — unless a link is given: a short
-   ``calibrate`` run on the same world (same ranks, same emulated hosts): busbw, α from this
-   model's all-reduces issued back to back (async and blocking), contention;
-2. :func:`~realrun.workflows.validate.inputs.measure_profile` — ``realrun profile`` on *every*
-   rank at once (realrun/profile_on_ranks.py): per-layer times, the DDP implementations' copy
-   rates and hook costs, this model's own contention, the compute spread;
-3. :func:`measure` — ``realrun bench`` of every configuration, compute-only and the probes
-   (realrun/workflows/validate/probes.py) in one world, round-robin; if the world fails, every
-   configuration is retried alone so the failing one is named and the others are kept;
-4. :func:`predict` *before running* — ``simddp.sweep`` with ranges, from steps 1 and 2 only:
-   the prediction a user gets from ``calibrate`` + ``realrun profile`` + ``simddp sweep``,
-   and the one the summary, the recommendation and the verdict are about;
-5. :func:`anchored_prediction` — the same, with inputs from the same rounds as the runs:
-   :func:`~realrun.workflows.validate.probes.inputs_from_probes` (α, busbw, host costs,
-   contention) and :func:`~realrun.workflows.validate.inputs.scale_to_compute_only` (the
-   compute total), so drift between phases a minute apart does not land in every row;
-   reported second, as "anchored";
-6. :func:`~realrun.workflows.validate.timeline.timeline_fields` — a few more steps of one
-   configuration with per-span clock reads on every rank (the slower rank's kept);
-7. ``simddp.compare`` for the numbers and plots; :class:`~realrun.workflows.validate.report.
-   ValidationReport` for the text, JSON and files.
-
-torch's ``ddp`` is run with ``bucket_cap_mb_list=[1, X]`` (realrun/steps.py, docs/CLI.md), so
-it executes simddp's ``ddp`` plan: a 1 MiB first bucket, then buckets of at most X.
+Steps, in order, each a plain function so a notebook can run them one by one
+(docs/VALIDATION.md, What it does): :func:`~realrun.workflows.validate.inputs.calibrate_link`
+(unless a link is given), :func:`~realrun.workflows.validate.inputs.measure_profile` on every
+rank at once, :func:`measure` (every configuration, compute-only and the probes in one world),
+:func:`predict` from steps 1 and 2 alone (the prediction before running: the summary and the
+verdict are about it), :func:`anchored_prediction` on inputs measured in the same rounds as the
+runs, :func:`~realrun.workflows.validate.timeline.timeline_fields` (one configuration clocked
+on every rank), then ``simddp.compare`` and the
+:class:`~realrun.workflows.validate.report.ValidationReport`.
 """
 from __future__ import annotations
 
@@ -71,9 +54,7 @@ def predict(profile: ModelProfile, link_file: LinkFile, host: Host | None,
     plot), on inputs resolved as ``simddp sweep`` resolves them."""
     link_file = dataclasses.replace(link_file, link=link_file.link.for_world(s.world_size))
     mbs = sorted({float(mb) for mb in s.bucket_mbs})
-    # realrun bench runs torch DDP with bucket_cap_mb_list=[1, X]: simddp's ddp plan exactly
-    # fsdp/zero2 at --precision bf16 as the bench runs them; their casts at the measured
-    # host's copy rate (simddp.planning.sharding.cast_rate)
+    # fsdp/zero2's casts (at --precision bf16) at the measured host's copy rate
     copy_gbps = None if host is None else host.costs(TORCH_FSDP).copy_gbps
     return sweep(profile, link_file, s.world_size, s.strategies, mbs, host=host, record=True,
                  ranges=True, comm_hooks=s.comm_hooks, shard_unit_mb=s.shard_unit_mb,
@@ -81,13 +62,9 @@ def predict(profile: ModelProfile, link_file: LinkFile, host: Host | None,
 
 
 def measure(s: ValidateSettings, log=print) -> tuple[list[Result], dict[str, dict], list[str]]:
-    """(measured Results, each probe's statistics by name, failures) — all configurations and
-    the probes in one world, round-robin.
-
-    If that world fails, each configuration runs alone (with compute-only) so the failing
-    ones are named in ``failures`` ("bucketed:10: rank 1 failed: ...") and the rest kept;
-    the probes are then not measured.
-    """
+    """(measured Results, each probe's statistics by name, failures): all configurations and
+    the probes in one world, round-robin. If that world fails, each configuration runs alone
+    (with compute-only), so the failing ones are named and the rest kept (probes unmeasured)."""
     world = dict(world=s.world, threads=s.threads)
     configs = s.configs()
     try:
@@ -121,13 +98,9 @@ def config_name(config: dict) -> str:
 
 def validate(s: ValidateSettings, *, profile_run: ProfileRun | None = None,
              log=lambda msg: None) -> ValidationReport | None:
-    """Calibrate (unless ``s.link``), profile (unless given), measure, predict, compare.
-
-    Two predictions of every configuration are scored: the one made *before* the runs, from
-    the calibration and the profile alone (what a user who calibrates and profiles once gets;
-    the report's summary), and the one *anchored* on inputs measured in the same rounds as the
-    runs (probes, compute-only). Under torchrun every rank calls this (inside
-    :func:`realrun.launch.torchrun_group`); rank 0 gets the report, the others None."""
+    """Calibrate (unless ``s.link``), profile (unless given), measure, predict, compare; both
+    predictions, before running and anchored, are scored. Under torchrun every rank calls
+    this (inside :func:`realrun.launch.torchrun_group`); rank 0 gets the report, others None."""
     start = time.perf_counter()
     load0 = os.getloadavg()[0]
     lead = not is_torchrun() or int(os.environ["RANK"]) == 0
@@ -216,9 +189,8 @@ def anchored_prediction(s: ValidateSettings, before: Prediction, measured: list[
 
 def prediction_inputs(s: ValidateSettings, link: LinkFile, profile: ModelProfile,
                       host: Host | None, measured: list[Result], probes: dict[str, dict]) -> dict:
-    """The link, host costs and profile of the anchored prediction: the profile phase's, then
-    what the probes measured alongside the runs, then the compute total anchored to the
-    compute-only row (which is then not scored)."""
+    """The anchored prediction's link, host and profile: the profile phase's, then what the
+    probes measured, then the compute total anchored to the compute-only row (then not scored)."""
     probe_info = None
     if probes:
         medians = {name: stats["median_s"] for name, stats in probes.items()}

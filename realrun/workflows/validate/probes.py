@@ -1,10 +1,8 @@
 """Probes: the link and host costs, measured round-robin with the strategies they predict.
 
-A measurement repeated a minute later moves on a shared box, so parameters measured in a
-separate phase carry that drift into every prediction
-(docs/FINDINGS.md#drift-and-the-compute-only-anchor). So ``realrun validate`` also hands
-these to ``realrun bench`` as extras (:func:`make_probe`), timed in the same rounds as
-compute-only and the strategies (docs/VALIDATION.md):
+Parameters measured in a separate phase carry a shared box's drift into every prediction
+(docs/FINDINGS.md#drift-and-the-compute-only-anchor), so ``realrun validate`` hands these to
+``realrun bench`` as extras (:func:`make_probe`), timed in the same rounds as the strategies:
 
 ====================  =====================================================================
 probe:flat            one all-reduce of all the model's gradient bytes, as one buffer
@@ -19,10 +17,9 @@ probe:contention      the model's forward + backward alone, its gradients' all-r
                       then both at once: the link's compute and comm slowdowns
 ====================  =====================================================================
 
-The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward
-(calibrate/rig/sequence.py); only the all-reduces are timed. :func:`inputs_from_probes` turns the
-medians into the link file's fields (the link's busbw, Gloo's host, the contention) and the
-Host's: with S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
+The sequences start after 20 ms of matmuls, as a step's all-reduces follow the backward.
+:func:`inputs_from_probes` turns the medians into the link file's and the Host's fields: with
+S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
 
     flat = α_b + b,   seq-blocking = N·α_b + b   ->   α_b = (seq − flat) / (N − 1), b
     (on a shaped link each less what its token bucket serves, as simddp charges them:
@@ -31,10 +28,8 @@ Host's: with S the gradient bytes, N the tensors and b = S·2(p−1)/p/busbw,
     solo steps − compute-only − copies: N·hook + N·launch (overlap), N·hook + launch (one
     bucket), N·hook (torch)   ->   realrun's hook_s and launch_s, torch's hook_s
 
-The α of overlapped all-reduces is not probed: it is calibrate's, a small all-reduce's lone
-α (docs/FINDINGS.md#lone-alpha): the model's gradients queued at once after compute cost a
-fixed start plus N x the marginal α, and that total / N charged the start to every
-all-reduce of a step.
+The α of overlapped all-reduces is not probed: it stays calibrate's lone α, as a queue's
+total / N charges its start to every call (docs/FINDINGS.md#lone-alpha).
 """
 from __future__ import annotations
 
@@ -70,8 +65,7 @@ HOST_PROBES = ("probe:copy", "probe:scale") + _SOLO  # the host costs; not run w
 def make_probe(name: str, workload, ctx, payload: dict, shared: dict):
     """realrun bench's ``extras_factory``: the probe ``name`` on this rank, a steppable with
     ``step()``, ``collectives()`` and ``inner_s`` (what a step timed, when only part counts).
-    ``shared`` is this rank's dict for the run: the 1-rank groups are made once, in the same
-    order on every rank (as ``new_group`` requires)."""
+    ``shared`` keeps the 1-rank groups, made once in the same order on every rank."""
     if name not in PROBES:
         raise ValueError(f"unknown probe {name!r}; expected one of {', '.join(PROBES)}")
     if name in _SOLO:
@@ -82,14 +76,11 @@ def make_probe(name: str, workload, ctx, payload: dict, shared: dict):
 
 
 class ContentionProbe:
-    """The model's own forward + backward against its own gradients' all-reduces, queued at
-    once: compute and comm alone, then together (calibrate/ranks/mlp_contention.py). Each step
-    reports the four times in ``inner``; :func:`inputs_from_probes` turns the ranks' medians
-    into the link file's contention (``LinkFile.contention``: compute and comm)."""
+    """The model's forward + backward against its own gradients' all-reduces: alone, then
+    together; each step reports the four times in ``inner``."""
 
     def __init__(self, workload, ctx, payload: dict) -> None:
-        self.trainer = Trainer(config_of(None), workload, ctx,
-                               payload)
+        self.trainer = Trainer(config_of(None), workload, ctx, payload)
         self.stream = [zeros(n, "float32", ctx.device)
                        for n in tensor_bytes(self.trainer.model)]
         self.ctx = ctx
@@ -135,11 +126,9 @@ def inputs_from_probes(link_file: LinkFile, host: Host | None, medians_s: dict[s
                        tensor_bytes: list[int], world_size: int,
                        contention: list[dict] | None = None
                        ) -> tuple[LinkFile, Host | None, dict]:
-    """``link_file`` with busbw, blocking α and (from ``contention``, the contention probe's
-    per-rank medians) the slowdowns, and ``host`` with the copy rates, hook costs and that
-    contention, each a new measurement made from the probes' medians (``medians_s`` also
-    holds "compute-only"); what was derived, for the report. A quantity whose probe is
-    missing, or that comes out unphysical (≤ 0), keeps its earlier value."""
+    """``link_file`` and ``host`` with what the probes' medians (and ``contention``, the
+    contention probe's per-rank medians) measured, and what was derived, for the report. A
+    quantity whose probe is missing, or that comes out unphysical (≤ 0), keeps its value."""
     m = medians_s
     out: dict = {"medians_ms": {k: v * 1e3 for k, v in m.items()}}
     fields = _link_fields(link_file, m, tensor_bytes, world_size)
@@ -221,8 +210,7 @@ def _link_fields(link_file: LinkFile, m: dict[str, float], tensor_bytes: list[in
 
 
 def _contention_fields(contention: list[dict]) -> tuple[dict, dict]:
-    """(the link's two slowdowns, what the report shows of them) from the probe's per-rank
-    medians."""
+    """(the link's two slowdowns, what the report shows of them) from the per-rank medians."""
     c = combine_contention(contention)
     report = {k: c[k] for k in ("compute_slowdown_raw", "comm_slowdown_raw", "notes",
                                 "per_rank")}
@@ -255,8 +243,7 @@ def _probed_host(before: Host, copy: dict, m: dict[str, float] | None,
         if "torch_s" in solo:
             torch_hook_s = f["ddp_hook_s"]
     copies = {"copy_gbps": copy["copy_gbps"], "scale_gbps": copy["in_place_gbps"]}
-    # FSDP2's costs and flat's calls (measured with the profile; no probe of their own)
-    # carry over
+    # FSDP2's costs and flat's calls (no probe of their own) carry over
     fsdp = {k: c for k, c in before.implementations.items() if k == TORCH_FSDP}
     late_s = before.costs("realrun").hook_after_backward_s
     return Host("probes", {"realrun": HostCosts(**copies, hook_s=hook_s, launch_s=launch_s,
