@@ -27,6 +27,23 @@ also "relative to the traced size" (predictions and measurements each divided by
 value at the traced size: the change a bucket size makes, without the level).
 No thresholds: this is a measurement, not a test. Runs take ~1–2 min per link and round on
 2 vCPUs; the emulated link needs root (network namespaces).
+
+FSDP2 and gradient accumulation (``--job``)::
+
+    python bench/bench_trace_import.py --job fsdp --model transformer --links loopback \
+        --unit-mb 0.1,0.25,1 --trace-steps 10 --steps 24 --cycles 3
+    python bench/bench_trace_import.py --job no_sync --accum-steps 2 --links loopback \
+        --trace-mb 0.25 --bucket-mb 1,4 --trace-steps 10 --steps 24 --cycles 3
+
+``--job fsdp`` traces torch FSDP2 (``fully_shard`` per module with parameters, realrun's
+finest units) and predicts, from that one trace, fsdp at each ``--unit-mb``
+(``--shard-unit-mb``), zero2 and torch DDP at 25 MB; ``--job no_sync`` traces torch DDP over
+``--accum-steps`` micro-steps, all but the last under ``no_sync()``, at ``--trace-mb`` and
+predicts the other ``--bucket-mb``. Tracing and timing are realrun/trace_job.py's (realrun
+bench runs no accumulation), round-robin, each row's step the slowest rank's. Printed per
+round: the traced step against its re-simulation, each row's prediction (trace alone, and
+with the job's logged step time as ``--step-ms``) against its measured median, and the
+median APE over the fsdp/zero2 (or no_sync) rows, the traced one included.
 """
 from __future__ import annotations
 
@@ -49,9 +66,12 @@ from realrun.configs import bench_configs, config_of  # noqa: E402
 from realrun.launch import run_world  # noqa: E402
 from realrun.launch.world import WorldConfig  # noqa: E402
 from realrun.workload import Workload  # noqa: E402
+from simddp.inputs.resolved import Inputs  # noqa: E402
+from simddp.presets.models import ModelSpec  # noqa: E402
 from simddp.sim.engine import simulate  # noqa: E402
 from simddp.planning.plans import plan  # noqa: E402
 from simddp.planning.strategy import make_strategy  # noqa: E402
+from simddp.errors import InputError  # noqa: E402
 from simddp.ingest.trace import import_traces  # noqa: E402
 
 LINKS = {"loopback": {}, "emulated-2Gbit": {"emulate_hosts": 2, "link_gbit": 2.0}}
@@ -61,8 +81,18 @@ MODULE = os.path.join(ROOT, "examples", "gpt2_tiny.py") + ":build"
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--job", choices=("ddp", "fsdp", "no_sync"), default="ddp",
+                   help="what is traced: torch DDP at --trace-mb (default), FSDP2 at its "
+                        "finest units (predicting --unit-mb, zero2 and ddp), or torch DDP "
+                        "with --accum-steps micro-steps under no_sync() (predicting --bucket-mb)")
+    p.add_argument("--unit-mb", default="0.5,1,4",
+                   help="fsdp: the --shard-unit-mb sizes to predict and measure")
+    p.add_argument("--accum-steps", type=int, default=2, help="no_sync: micro-steps per step")
     p.add_argument("--links", default=",".join(LINKS), help="comma list of %(default)s")
     p.add_argument("--module", default=MODULE, help="FILE.py:FN (default examples/gpt2_tiny.py)")
+    p.add_argument("--model", choices=("module", "transformer"), default="module",
+                   help="transformer: a small preset transformer (2 blocks of width 256, "
+                        "21 FSDP units of 1 KiB to 2 MiB) instead of --module")
     p.add_argument("--trace-mb", type=float, default=0.25, help="the traced bucket_cap_mb")
     p.add_argument("--bucket-mb", default="0.5,1,2,4", help="bucket sizes to predict")
     p.add_argument("--alpha-us", type=float, default=None,
@@ -83,8 +113,12 @@ def main() -> int:
         if link not in LINKS:
             p.error(f"--links: unknown {link!r}; choose from {', '.join(LINKS)}")
         for k in range(args.rounds):
-            report = run_round(link, args, others)
-            print(render(report))
+            if args.job == "ddp":
+                report = run_round(link, args, others)
+                print(render(report))
+            else:
+                report = run_job_round(link, args, others)
+                print(render_job(report))
             if args.out:
                 os.makedirs(args.out, exist_ok=True)
                 with open(os.path.join(args.out, f"{link}-round{k + 1}.json"), "w") as f:
@@ -177,18 +211,181 @@ def trace_and_import(workload: Workload, world: dict, args, sizes: list[float]) 
         "logged_step_ms": logged_s * 1e3, "compute_scale": anchored.compute_scale,
         "traced_strategy": f"{imp.traced.strategy.name} {imp.traced.strategy.bucket_mb:g} MB",
         "alpha_us": imp.link.alpha_s * 1e6, "busbw_gbps": imp.link.busbw_gbps,
-        "compute_slowdown": imp.link.compute_slowdown, "comm_slowdown": imp.link.comm_slowdown,
+        "compute_slowdown": imp.contention.compute, "comm_slowdown": imp.contention.comm,
         "forward_ms": imp.profile.forward_s * 1e3, "backward_ms": imp.profile.backward_s * 1e3,
         "post_ms": imp.profile.optimizer_s * 1e3,
         "predicted_s": {mb: predict(imp, mb) for mb in sizes},
         "anchored_predicted_s": {mb: predict(anchored, mb) for mb in sizes}}
 
 
+# --- fsdp and no_sync: trace once, predict other configurations, time them all -----------
+
+def job_configs(args, others: list[float]) -> list[tuple[str, dict, object]]:
+    """(row name, realrun configuration, simddp strategy) of every row; the first is the
+    traced one."""
+    if args.job == "fsdp":
+        rows = [("fsdp (traced)", make_strategy("fsdp"))]
+        rows += [(f"fsdp {mb:g} MB units", make_strategy("fsdp", shard_unit_mb=mb))
+                 for mb in (float(x) for x in args.unit_mb.split(","))]
+        rows += [("zero2", make_strategy("zero2")), ("ddp 25 MB", make_strategy("ddp", 25.0))]
+    else:
+        k = args.accum_steps
+        sizes = sorted({args.trace_mb, *others})
+        rows = [(f"no_sync {args.trace_mb:g} MB (traced)",
+                 make_strategy("no_sync", args.trace_mb, accum_steps=k))]
+        rows += [(f"no_sync {mb:g} MB", make_strategy("no_sync", mb, accum_steps=k))
+                 for mb in sizes if mb != args.trace_mb]
+    return [(name, config_of(make_strategy("ddp", s.bucket_mb) if s.accumulates else s),
+             s) for name, s in rows]
+
+
+def workload_of(args) -> Workload:
+    if args.model == "transformer":
+        return Workload.preset(ModelSpec("transformer", layers=2, d_model=256, d_ff=1024,
+                                         heads=4, vocab=2048, name="transformer-2x256"),
+                               batch=4, seq=32)
+    return Workload.from_target(args.module)
+
+
+def run_job_round(link: str, args, others: list[float]) -> dict:
+    """``--cycles`` times: trace the job and import it, then time every row
+    (realrun/trace_job.py, round-robin); predictions are the median over the cycles' imports,
+    measurements pooled over the cycles."""
+    world = LINKS[link]
+    workload = workload_of(args)
+    rows = job_configs(args, others)
+    accum = args.accum_steps if args.job == "no_sync" else 1
+    load_before = os.getloadavg()
+    cycles, steps_s = [], [[] for _ in rows]
+    for _ in range(args.cycles):
+        tmp = tempfile.mkdtemp(prefix="trace-import-")
+        try:
+            load = os.getloadavg()[0]
+            ranks = run_world("realrun.trace_job:trace_rank", {
+                "workload": workload.to_json(), "config": rows[0][1], "accum_steps": accum,
+                "warmup": 5, "steps": args.trace_steps, "logged_steps": args.logged_steps,
+                "out": os.path.join(tmp, "rank{rank}.json")},
+                world_size=2, timeout_s=600, **world)
+            paths = [os.path.join(tmp, f"rank{r}.json") for r in range(2)]
+            imp = import_traces(paths)
+            # the job's log: each step's time is its slowest rank's; the median over steps
+            logged_s = statistics.median(max(s) for s in zip(*(r["logged_s"] for r in ranks)))
+            try:    # the log can be faster than the traced collectives alone: no anchor
+                anchored = import_traces(paths, step_s=logged_s)
+            except InputError:
+                anchored = None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        cycles.append({"load": load, "traced_step_ms": imp.measured_step_s * 1e3,
+                       "resimulated_ms": imp.resimulated.step_s * 1e3,
+                       "replay_error_pct": imp.replay_error * 100,
+                       "comm_scale": imp.comm_scale,
+                       "without_profiler_ms": imp.without_profiler.step_s * 1e3,
+                       "logged_step_ms": logged_s * 1e3,
+                       "compute_scale": None if anchored is None else anchored.compute_scale,
+                       "traced": imp.traced.strategy.name,
+                       "predicted_s": [predict_strategy(imp, s) for _, _, s in rows],
+                       "anchored_predicted_s": [None if anchored is None else
+                                                predict_strategy(anchored, s)
+                                                for _, _, s in rows]})
+        ranks = run_world("realrun.trace_job:time_rank", {
+            "workload": workload.to_json(), "configs": [c for _, c, _ in rows],
+            "accum_steps": accum, "steps": max(1, args.steps // args.cycles), "warmup": 5,
+            "chunk": 6}, world_size=2, timeout_s=900, **world)
+        for i in range(len(rows)):   # a step lasts as long as its slowest rank
+            now = [max(x) for x in zip(*(r["steps_s"][i] for r in ranks))]
+            steps_s[i] += now
+            cycles[-1].setdefault("measured_s", []).append(statistics.median(now))
+    out_rows = []
+    for i, (name, _, _) in enumerate(rows):
+        x = np.asarray(steps_s[i])
+        row = {"row": name, "traced": i == 0, "measured_ms": float(np.median(x)) * 1e3,
+               "p5_ms": float(np.percentile(x, 5)) * 1e3,
+               "p95_ms": float(np.percentile(x, 95)) * 1e3, "n": int(x.size)}
+        for key in ("", "anchored_"):
+            preds = [c[f"{key}predicted_s"][i] for c in cycles
+                     if c[f"{key}predicted_s"][i] is not None]
+            pred = statistics.median(preds) if preds else None
+            row[f"{key}predicted_ms"] = None if pred is None else pred * 1e3
+            row[f"{key}error_pct"] = None if pred is None else \
+                (pred / float(np.median(x)) - 1) * 100
+        out_rows.append(row)
+    scored = [r for r in out_rows if not r["row"].startswith("ddp")]
+
+    def median_ape(key: str) -> float | None:
+        apes = [abs(r[key]) for r in scored if r[key] is not None]
+        return statistics.median(apes) if apes else None
+
+    # Paired in time: each cycle's prediction over the medians measured right after its trace
+    # (the box drifts by tens of percent between cycles), the median over cycles per row.
+    for i, row in enumerate(out_rows):
+        row["paired_error_pct"] = statistics.median(
+            (c["predicted_s"][i] / c["measured_s"][i] - 1) * 100 for c in cycles)
+    # The change from the traced configuration, without the level: each prediction and each
+    # measurement over its own at the traced configuration.
+    ref = out_rows[0]
+    for row in out_rows:
+        row["relative_error_pct"] = ((row["predicted_ms"] / ref["predicted_ms"])
+                                     / (row["measured_ms"] / ref["measured_ms"]) - 1) * 100
+
+    return {"job": args.job, "link": link, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "load_before": load_before, "load_after": os.getloadavg(),
+            "model": workload.name, "accum_steps": accum,
+            "cycles": [{k: v for k, v in c.items() if not k.endswith("predicted_s")}
+                       for c in cycles],
+            "rows": out_rows,
+            "median_ape_pct": median_ape("error_pct"),
+            "anchored_median_ape_pct": median_ape("anchored_error_pct"),
+            "paired_median_ape_pct": median_ape("paired_error_pct"),
+            "relative_median_ape_pct": statistics.median(
+                abs(r["relative_error_pct"]) for r in scored[1:]) if len(scored) > 1 else None}
+
+
+def predict_strategy(imp, strategy) -> float:
+    """The engine's step for ``strategy`` on the imported profile, link and host."""
+    return simulate(plan(imp.profile, strategy), Inputs(imp.profile, imp.link, imp.world_size,
+                                                        imp.contention, imp.host)).step_s
+
+
+def render_job(r: dict) -> str:
+    lines = [f"## {r['link']}: traced {r['job']}"
+             + (f" ({r['accum_steps']} micro-steps)" if r["accum_steps"] > 1 else "")
+             + f", {r['date']}",
+             f"load average {r['load_before'][0]:.2f} before, {r['load_after'][0]:.2f} after",
+             "", "| cycle | load | traced step ms | re-simulated ms | replay error | comm × | "
+             "w/o profiler ms | job's log ms | compute × |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for i, c in enumerate(r["cycles"]):
+        lines.append(f"| {i + 1} | {c['load']:.2f} | {c['traced_step_ms']:.2f} | "
+                     f"{c['resimulated_ms']:.2f} | {c['replay_error_pct']:+.1f} % | "
+                     f"×{c['comm_scale']:.3f} | {c['without_profiler_ms']:.2f} | "
+                     f"{c['logged_step_ms']:.2f} | "
+                     + ("-" if c["compute_scale"] is None else f"×{c['compute_scale']:.3f}")
+                     + " |")
+    lines += ["", "| row | measured median ms | p5–p95 ms | n | trace alone: predicted ms | "
+              "error | paired by cycle | relative to traced | + --step-ms: predicted ms | "
+              "error |", "|---|---|---|---|---|---|---|---|---|---|"]
+    def cell(value, fmt):
+        return "-" if value is None else format(value, fmt)
+
+    for row in r["rows"]:
+        lines.append(f"| {row['row']} | {row['measured_ms']:.2f} | {row['p5_ms']:.2f}–"
+                     f"{row['p95_ms']:.2f} | {row['n']} | {cell(row['predicted_ms'], '.2f')} | "
+                     f"{cell(row['error_pct'], '+.1f')} % | "
+                     f"{row['paired_error_pct']:+.1f} % | {row['relative_error_pct']:+.1f} % | "
+                     f"{cell(row['anchored_predicted_ms'], '.2f')} | "
+                     f"{cell(row['anchored_error_pct'], '+.1f')} % |")
+    lines.append(f"\nmedian APE over the {r['job']} rows (the traced one included; ddp not): "
+                 f"trace alone {cell(r['median_ape_pct'], '.1f')} % (paired by cycle "
+                 f"{cell(r['paired_median_ape_pct'], '.1f')} %; relative to the traced "
+                 f"configuration, the others {cell(r['relative_median_ape_pct'], '.1f')} %), "
+                 f"with --step-ms {cell(r['anchored_median_ape_pct'], '.1f')} %\n")
+    return "\n".join(lines)
+
+
 def predict(imp, bucket_mb: float) -> float:
     """The engine's step for torch ddp at ``bucket_mb`` on the imported profile and link."""
-    profile = imp.profile
-    return simulate(profile, imp.link, plan(profile, make_strategy("ddp", bucket_mb)),
-                    imp.world_size, host=imp.host).step_s
+    return predict_strategy(imp, make_strategy("ddp", bucket_mb))
 
 
 def render(r: dict) -> str:

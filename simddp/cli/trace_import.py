@@ -9,10 +9,16 @@
 
 One Chrome trace per rank (``prof.export_chrome_trace`` or ``tensorboard_trace_handler``),
 recorded with ``record_shapes=True`` over at least one whole training step of a job under
-torch's DistributedDataParallel or realrun.DDP: CPU with Gloo, or CUDA with NCCL (then also
-``ProfilerActivity.CUDA``). A trace of one GPU (NCCL, world size 1) gives the gradients and
-their ready times but no network: ``--link`` names the one to predict with. docs/TRACES.md
-says how to record one and what is derived how.
+torch's DistributedDataParallel or realrun.DDP (also with ``no_sync()`` accumulation), or
+torch FSDP2 on CPU: CPU with Gloo, or CUDA with NCCL (then also ``ProfilerActivity.CUDA``).
+A trace of one GPU (NCCL, world size 1) gives the gradients and their ready times but no
+network: ``--link`` names the one to predict with; a multi-rank trace whose sizes cannot
+pin the link down uses ``--link`` (else a preset) and says so. docs/TRACES.md says how to
+record one and what is derived how.
+
+    python -m simddp trace-import traces/fsdp.rank*.json --out out/fsdp
+    python -m simddp sweep --model out/fsdp/profile.json --link out/fsdp/link.json \
+        --world-size 2 --strategies fsdp,zero2,ddp --shard-unit-mb 1
 
 Writes OUT/profile.json (simddp.profile/1, with the traced implementation's launch cost as
 its host_costs), OUT/link.json (simddp.link/2) and OUT/summary.json, and prints the summary:
@@ -60,16 +66,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="your model (realrun's contract: FN() returns (model, inputs[, "
                         "loss_fn])), for parameter names; runs your file, which needs torch")
     g.add_argument("--alpha-us", type=float, default=None, metavar="US",
-                   help="α of one all-reduce, µs, where the traced sizes are too alike to "
-                        "tell it from bandwidth (all within 1.5×: torch DDP traced at 1 MB): "
+                   help="α of one all-reduce, µs, where the traced sizes cannot tell it from "
+                        "bandwidth (torch DDP traced at 1 MB: its buckets all alike): "
                         "alpha_us of python -m calibrate's link.json on the same cluster; "
-                        "busbw and contention are still fitted")
+                        "busbw and contention are still fitted (not for FSDP2 traces)")
     g.add_argument("--name", default=None, help="the profile's name (default: the trace's)")
     g.add_argument("--link", default=None, metavar="PRESET|FILE.json",
-                   help="required for a one-rank trace (one GPU, world size 1), whose "
-                        "all-reduces move nothing: the network to predict with (python -m "
-                        "simddp links, or a link.json from python -m calibrate); refused for "
-                        "a multi-rank trace")
+                   help="the network to predict with (python -m simddp links, or a link.json "
+                        "from python -m calibrate): required for a one-rank trace (one GPU, "
+                        "world size 1), whose all-reduces move nothing; for a multi-rank trace, "
+                        "used only where its sizes cannot pin α and busbw down within "
+                        "physical bounds (the summary says; default: a preset)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table for people, json (summary.json on stdout) for scripts")
 

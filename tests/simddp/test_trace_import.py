@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -163,7 +164,11 @@ def test_one_gpu_command_needs_link_and_predicts_a_cluster(tmp_path, capsys):
     assert code == 0 and "ddp" in stdout
 
 
-def test_link_is_refused_for_a_multi_rank_trace(tmp_path, capsys):
-    code, _, err = cli(capsys, "trace-import", *write(tmp_path, job()), "--out",
-                       str(tmp_path / "o"), "--link", "eth-100g")
-    assert code == 2 and "--link is for one-rank traces" in err and err.count("\n") == 1
+def test_link_on_a_multi_rank_trace_whose_sizes_pin_the_link_is_not_used(tmp_path, capsys):
+    out = tmp_path / "o"
+    code, _, err = cli(capsys, "trace-import", *write(tmp_path, job()), "--out", str(out),
+                       "--link", "eth-100g")
+    assert code == 0, err
+    fit = json.loads((out / "summary.json").read_text())["link"]["fit"]
+    assert fit["cannot_fit"] is None and fit["fallback"] is None
+    assert load_link(out / "link.json").alpha_s * 1e6 == pytest.approx(ALPHA_US, rel=0.2)

@@ -137,12 +137,12 @@ def _corrupt(tmp_path: Path) -> dict:
             and e["args"].get("Input Dims") in ([[9216 // 4]], [[[9216 // 4]], []]))]
     dup = job()
     dup[1]["distributedInfo"]["rank"] = 0
-    return {"no backward pass": no_backward, "no all-reduce": no_comm,
+    return {"no backward pass": no_backward, "no collective": no_comm,
             "record_shapes=True": job(shapes=False), "cannot tell the steps apart": no_steps,
             "gradient all-reduces": other, "both rank 0": dup}
 
 
-@pytest.mark.parametrize("fragment", ["no backward pass", "no all-reduce",
+@pytest.mark.parametrize("fragment", ["no backward pass", "no collective",
                                       "record_shapes=True", "cannot tell the steps apart",
                                       "gradient all-reduces", "both rank 0"])
 def test_a_trace_lacking_what_is_needed_is_one_line_exit_2(tmp_path, capsys, fragment):

@@ -24,7 +24,7 @@ from typing import Callable
 from dataclasses import replace
 
 from simddp.errors import InputError
-from simddp.inputs.profile import ModelProfile
+from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.resolved import Inputs
 from simddp.planning.plans import Plan
 from simddp.sim.engine import simulate
@@ -46,20 +46,27 @@ def close_link(inputs: Inputs, plan: Plan, target_s: float) -> tuple[Inputs, flo
     return (inputs, 1.0) if k is None else (at(k), k)
 
 
-def anchor_compute(inputs: Inputs, plan: Plan, step_s: float) -> tuple[Inputs, float]:
+def anchor_compute(inputs: Inputs, plan: Plan, step_s: float, host_too: bool = False
+                   ) -> tuple[Inputs, float]:
     """(``inputs`` with forward, backward and optimizer scaled by one factor, the factor) so
-    that ``plan`` simulates to ``step_s``; InputError if no factor can."""
+    that ``plan`` simulates to ``step_s``; InputError if no factor can. ``host_too``: the
+    host costs of the plan's implementation scale with them (FSDP2's host work is Python on
+    the same thread, slowed by the profiler alike)."""
     profile = inputs.profile
     totals = {"forward_s": sum(layer.forward_s for layer in profile.layers),
               "backward_s": sum(layer.backward_s for layer in profile.layers)}
 
-    def scaled(k: float) -> ModelProfile:
+    def scaled(k: float) -> Inputs:
         # a zero total stays zero (ModelProfile.scaled refuses to rescale it)
-        return profile.scaled(**{name: total * k for name, total in totals.items() if total},
-                              optimizer_s=profile.optimizer_s * k)
+        out = replace(inputs, profile=profile.scaled(
+            **{name: total * k for name, total in totals.items() if total},
+            optimizer_s=profile.optimizer_s * k))
+        if host_too and inputs.host is not None and k > 0:
+            out = replace(out, host=_host_scaled(inputs.host, k))
+        return out
 
     def step(k: float) -> float:
-        return simulate(plan, replace(inputs, profile=scaled(k)), record=False).step_s
+        return simulate(plan, scaled(k), record=False).step_s
 
     k = _solve(step, step_s, lower=0.0)
     if k is None:
@@ -68,7 +75,19 @@ def anchor_compute(inputs: Inputs, plan: Plan, step_s: float) -> tuple[Inputs, f
             f"the traced all-reduces alone take {low * 1e3:.2f} ms per step in the import"
             if low > step_s else "is over 1000x the traced step") +
             "; is it the step time of the traced configuration?")
-    return replace(inputs, profile=scaled(k)), k
+    return scaled(k), k
+
+
+def _host_scaled(host: Host, k: float) -> Host:
+    """``host`` with every implementation's host seconds ×k and copy rates ÷k."""
+    def one(c: HostCosts) -> HostCosts:
+        return replace(c, copy_gbps=None if c.copy_gbps is None else c.copy_gbps / k,
+                       scale_gbps=None if c.scale_gbps is None else c.scale_gbps / k,
+                       hook_s=c.hook_s * k, launch_s=c.launch_s * k, gather_s=c.gather_s * k,
+                       scatter_s=c.scatter_s * k,
+                       hook_after_backward_s=None if c.hook_after_backward_s is None
+                       else c.hook_after_backward_s * k)
+    return replace(host, implementations={n: one(c) for n, c in host.implementations.items()})
 
 
 def _solve(step: Callable[[float], float], target_s: float, lower: float) -> float | None:

@@ -36,6 +36,9 @@ from simddp.ingest.trace.rank_timeline import (
 )
 
 _CLOCK_SLACK_S = 1e-6   # one thread's clock read may precede another's by a tick
+# What a c10d launch runs as on a gloo thread: Gloo reduce-scatters by all-reducing the whole
+# tensor (gloo:all_reduce under c10d::_reduce_scatter_base_, torch 2.13).
+_RUNS_AS = {"reducescatter": ("reducescatter", "allreduce")}
 
 
 def build_cpu_timeline(trace: RankTrace) -> Timeline:
@@ -80,14 +83,20 @@ def _gloo_comms(trace: RankTrace, host: list[Event], launches: list[Event]) -> l
     free = list(runs)
     comms = []
     for launch in launches:
-        kind, numel = comm_kind(launch.name), numel_of(launch)
-        run = next((e for e in free if comm_kind(e.name) == kind
+        kind = comm_kind(launch.name)
+        numels = {numel_of(launch, i) for i in (0, 1)} - {None} or {None}
+        run = next((e for e in free if comm_kind(e.name) in _RUNS_AS.get(kind, (kind,))
                     and e.start_s >= launch.start_s - _CLOCK_SLACK_S
-                    and numel in (None, numel_of(e))), None)
+                    and (None in numels or numel_of(e) in numels)), None)
         if run is not None:
             free.remove(run)
-            comms.append(Comm(kind, nbytes_of(run), launch.start_s, run.start_s, run.end_s,
-                              launch.dur_s))
+            # a reduce-scatter's or all-gather's bytes: the whole unsharded tensor (simddp's
+            # and nccl-tests' convention), the larger of its two tensors
+            sizes = [nbytes_of(run)] + [numel_of(launch, i) * (nbytes_of(run) // numel_of(run))
+                                        for i in (0, 1) if numel_of(launch, i)
+                                        and nbytes_of(run) and numel_of(run)]
+            comms.append(Comm(kind, max((b for b in sizes if b), default=None), launch.start_s,
+                              run.start_s, run.end_s, launch.dur_s))
     comms += [Comm(comm_kind(e.name), nbytes_of(e), e.start_s, e.start_s, e.end_s) for e in free]
     if not comms and launches:
         raise InputError(f"{trace.path}: collectives were launched ({launches[0].name}) but "

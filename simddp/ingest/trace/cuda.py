@@ -56,6 +56,7 @@ from simddp.ingest.trace.rank_timeline import (
     Node,
     Timeline,
     Window,
+    canonical_kind,
     comm_kind,
     implementation,
     merge,
@@ -68,16 +69,20 @@ LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver", "runtime", "driver")
 BARRIER_OPS = ("c10d::barrier", "nccl:all_reduce_barrier")
 _NCCL_KINDS = (("allreduce", "allreduce"), ("broadcast", "broadcast"),
                ("allgather", "allgather"), ("reducescatter", "reducescatter"),
-               ("sendrecv", "sendrecv"))
+               ("alltoall", "alltoall"), ("sendrecv", "sendrecv"))
 
 
 def nccl_kind(kernel: Event) -> str | None:
-    """'allreduce' for ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; None if not NCCL's."""
-    if not kernel.name.lower().startswith("nccl"):
+    """'allreduce' for ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; "other" for a kernel that
+    names no collective (``ncclDevKernel_Generic``: RCCL, and NCCL kernels that run grouped
+    operations); None if not NCCL's (or RCCL's)."""
+    if not kernel.name.lower().startswith(("nccl", "rccl")):
         return None
-    named = str(kernel.args.get("Collective name", "")).replace("_", "").lower()
-    text = named or kernel.name.replace("_", "").lower()
-    return next((kind for key, kind in _NCCL_KINDS if key in text), "other")
+    for text in (str(kernel.args.get("Collective name", "")), kernel.name):
+        kind = canonical_kind(text, strict=True)
+        if kind is not None:
+            return kind
+    return "other"
 
 
 @dataclass
@@ -165,18 +170,34 @@ def _in_barrier(barriers: list[Event], host_s: float) -> bool:
 def _nccl_comms(kernels: list[Event], launched_s: list[float | None], host: list[Event],
                 barriers: list[Event]) -> list[Comm]:
     """NCCL kernels as collectives; sizes from the kernel, else from the host op around the
-    call that launched it."""
-    sized = [e for e in host if nbytes_of(e) is not None and (
-        e.name == "record_param_comms" or (comm_kind(e.name) and not e.name.startswith("c10d::")))]
+    call that launched it. The kind is the kernel's ``Collective name``, else the host op's
+    (``record_param_comms``' ``Collective name``, ``nccl:all_to_all``), else the kernel's
+    name: NCCL's kernel names are a hint (a kernel may run grouped operations, and RCCL names
+    them all ``ncclDevKernel_Generic``), the call that launched it is not."""
+    ops = [e for e in host if e.name == "record_param_comms"
+           or (comm_kind(e.name) and not e.name.startswith("c10d::"))]
     comms = []
     for k, t in zip(kernels, launched_s):
+        around = [] if t is None else [e for e in ops if e.start_s <= t <= e.end_s]
         nbytes = nbytes_of(k)
-        if nbytes is None and t is not None:
-            around = [e for e in sized if e.start_s <= t <= e.end_s]
-            nbytes = nbytes_of(around[-1]) if around else None
-        kind = "barrier" if t is not None and _in_barrier(barriers, t) else nccl_kind(k)
+        sized = [e for e in around if nbytes_of(e) is not None]
+        if nbytes is None and sized:
+            nbytes = nbytes_of(sized[-1])
+        kind = nccl_kind(k)
+        if not k.args.get("Collective name"):
+            named = [_op_kind(e) for e in reversed(around)]
+            kind = next((x for x in named if x), kind)
+        kind = "barrier" if t is not None and _in_barrier(barriers, t) else kind
         comms.append(Comm(kind, nbytes, k.start_s, k.start_s, k.end_s))
     return comms
+
+
+def _op_kind(e: Event) -> str | None:
+    """The collective a host op names (``record_param_comms``' ``Collective name``, or
+    ``nccl:all_reduce``'s own)."""
+    if e.name == "record_param_comms":
+        return canonical_kind(str(e.args.get("Collective name", "")), strict=True)
+    return comm_kind(e.name)
 
 
 def _host_comms(host: list[Event], clock: DeviceClock, barriers: list[Event]) -> list[Comm]:

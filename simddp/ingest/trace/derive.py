@@ -33,15 +33,17 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from simddp.errors import InputError
 from simddp.inputs.host import Host, HostCosts
 from simddp.inputs.contention import Contention
 from simddp.inputs.link import Link
 from simddp.inputs.link_file import LinkFile
 from simddp.inputs.resolved import NONE
 from simddp.inputs.profile import Layer, ModelProfile
+from simddp.ingest.trace.bounds import clamp_contention, contention_caps
 from simddp.ingest.trace.collectives import JointStep, busy_overlap
-from simddp.ingest.trace.fit import (ComputeFit, LinkFit, ReplayStep, fit_compute_slowdown,
-                                    fit_link)
+from simddp.ingest.trace.fit import (ComputeFit, LinkFit, ReplayStep, fit_compute_slowdown)
+from simddp.ingest.trace.link_choice import LinkChoice, choose_link
 from simddp.ingest.trace.rank_timeline import Timeline
 
 
@@ -60,18 +62,23 @@ class Derived:
     segment_grads: tuple[tuple[int, ...], ...]   # backward order: ready indices per segment
     phases: dict                    # medians in seconds, as traced: forward, backward, ...
     device_phases: dict | None = None   # CUDA: the kernels' time per phase, the GPU's wait
+    choice: LinkChoice | None = None    # how the link was chosen (None: given, one rank)
+    contention_note: str | None = None  # why a traced slowdown was clamped, if it was
 
 
 def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
            grad_bytes: tuple[int, ...], segment_grads: tuple[tuple[int, ...], ...],
-           given_link: LinkFile | None = None, alpha_s: float | None = None) -> Derived:
+           given_link: LinkFile | None = None, alpha_s: float | None = None,
+           fallback: LinkFile | None = None) -> Derived:
     """Build the profile, link and host costs from the steps every rank traced.
 
     ``grad_bytes``: each gradient's bytes in ready order; ``segment_grads``: which of them
     each backward segment made ready (the trace's gradients, or its buckets when the trace
     does not give per-parameter sizes); ``given_link``: the link to use instead of fitting
     one (a one-GPU trace, whose all-reduces moved nothing); ``alpha_s``: α as given, where
-    the trace's sizes cannot tell it from bandwidth (only busbw and the slowdown fitted)."""
+    the trace's sizes cannot tell it from bandwidth (only busbw and the slowdown fitted);
+    ``fallback``: the link to use where the trace cannot give one
+    (simddp.ingest.trace.link_choice)."""
     first = joint[0].ranks[0]
     shapes = [None] * len(grad_bytes) if len(first.grad_shapes) != len(grad_bytes) \
         else list(first.grad_shapes)
@@ -79,44 +86,71 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
     overhead_s = statistics.median(t.overhead_s for t in timelines)
     world = len(timelines) if timelines[0].trace.world_size is None \
         else timelines[0].trace.world_size
-    link_fit = fit_link([_replay_step(j) for j in joint], world, alpha_s) if given_link is None \
-        else LinkFit(given_link.link.alpha_s, given_link.link.busbw_gbps,
-                     (given_link.contention or NONE).comm, sizes_separable=True,
-                     slowdown_measured=False, residuals=())
+    device = timelines[0].device
+    choice = None
+    if given_link is None:
+        samples = [s for j in joint for s in j.samples]
+        choice = choose_link([_replay_step(j) for j in joint], [s.nbytes for s in samples],
+                             [s.service_s for s in samples], world, device,
+                             len(joint[0].samples), alpha_s, fallback)
+        link_fit = choice.fit
+    else:
+        link_fit = LinkFit(given_link.link.alpha_s, given_link.link.busbw_gbps,
+                           (given_link.contention or NONE).comm, sizes_separable=True,
+                           slowdown_measured=False, residuals=())
 
     # Each segment's compute seconds on every rank of every step, and its share beside comm.
-    obs: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
+    # Under gradient accumulation every pass of a step (its micro-steps, then the synced
+    # one) is observed: the earlier ones ran beside no gradient sync.
+    obs: dict[tuple[int, int, int], list[tuple[float, float, float]]] = {}
     groups: dict = {}
     for i, j in enumerate(joint):
         for r, step in enumerate(j.ranks):
             off = j.offsets_s[r]
-            for k, seg in enumerate(step.segments):
-                compute_s = max(0.0, seg.wall_s - seg.host_s)
-                clean_s = max(0.0, compute_s - overhead_s * seg.n_events) \
-                    if seg.device_s is None else seg.device_s   # CUDA: its kernels' time
-                share = busy_overlap(j.samples, seg.start_s + off, seg.end_s + off)
-                obs.setdefault((i, r), []).append((clean_s, compute_s, share))
-                key = (seg.names, tuple(shapes[g] for g in segment_grads[k]))
-                groups.setdefault(key, []).append((clean_s, share))
-    compute_fit = fit_compute_slowdown(groups)
+            for p, one in enumerate((*step.micro, step)):
+                if len(one.segments) != len(step.segments):
+                    raise InputError(f"{j.label}: its micro-steps' backward passes differ "
+                                     "(other gradients, other autograd nodes)")
+                for k, seg in enumerate(one.segments):
+                    compute_s = max(0.0, seg.wall_s - seg.host_s)
+                    clean_s = max(0.0, compute_s - overhead_s * seg.n_events) \
+                        if seg.device_s is None else seg.device_s   # CUDA: its kernels' time
+                    share = busy_overlap(j.samples, seg.start_s + off, seg.end_s + off)
+                    obs.setdefault((i, r, p), []).append((clean_s, compute_s, share))
+                    key = (seg.names, tuple(shapes[g] for g in segment_grads[k]))
+                    groups.setdefault(key, []).append((clean_s, share))
+    compute_fit = fit_compute_slowdown(groups, cap=contention_caps(device)[0])
     slow = compute_fit.slowdown
+    _, _, contention_note = clamp_contention(compute_fit.implied or slow, link_fit.comm_slowdown,
+                                             device)
+    comm_cap = contention_caps(device)[1]
+    if link_fit.slowdown_measured and link_fit.comm_slowdown >= comm_cap - 1e-3:
+        contention_note = "; ".join(filter(None, [contention_note, (
+            f"comm ×{comm_cap:g} beside compute is the fit's cap (simddp/ingest/trace/"
+            "bounds.py): the traced all-reduces may have been slower still")]))
     # Ranks wait for each other at every all-reduce, so a step runs at its slowest rank's
     # pace: each step's compute is taken from the rank with the longest forward + backward.
     slowest = [max(range(len(j.ranks)), key=lambda r: j.ranks[r].backward_end_s
                    - j.ranks[r].start_s) for j in joint]
-    parts = {"clean": [], "kept": []}   # per step: [forward, segment 0, 1, ..., post]
+    # per step: [forward, segment 0, 1, ..., post]; a micro-step's forward and segments are
+    # the mean over the step's passes (the engine runs each pass from the same profile)
+    parts = {"clean": [], "kept": []}
     for (i, r) in enumerate(slowest):
-        step, segs = joint[i].ranks[r], obs[(i, r)]
+        step = joint[i].ranks[r]
         post_s = step.post_busy_s
-        parts["kept"].append([step.forward_s] + [c / (1 + (slow - 1) * f) for _, c, f in segs]
-                             + [post_s])
-        if step.device_s is None:     # CPU: the host's time less the profiler's per event
-            forward_clean = step.forward_s - overhead_s * step.forward_events
-            post_clean = post_s - overhead_s * step.post_events
-        else:                         # CUDA: the kernels' time; the GPU's waits left out
-            forward_clean, post_clean = step.forward_device_s, step.post_device_s
-        parts["clean"].append([forward_clean] + [c / (1 + (slow - 1) * f) for c, _, f in segs]
-                              + [post_clean])
+        kept_rows, clean_rows = [], []
+        for p, one in enumerate((*step.micro, step)):
+            segs = obs[(i, r, p)]
+            kept_rows.append([one.forward_s] + [c / (1 + (slow - 1) * f) for _, c, f in segs])
+            if one.device_s is None:  # CPU: the host's time less the profiler's per event
+                forward_clean = one.forward_s - overhead_s * one.forward_events
+            else:                     # CUDA: the kernels' time; the GPU's waits left out
+                forward_clean = one.forward_device_s
+            clean_rows.append([forward_clean] + [c / (1 + (slow - 1) * f) for c, _, f in segs])
+        post_clean = post_s - overhead_s * step.post_events if step.device_s is None \
+            else step.post_device_s
+        parts["kept"].append([statistics.fmean(x) for x in zip(*kept_rows)] + [post_s])
+        parts["clean"].append([statistics.fmean(x) for x in zip(*clean_rows)] + [post_clean])
     forward_clean, *clean, post_clean = _typical(parts["clean"])
     forward_kept, *kept, post_kept = _typical(parts["kept"])
 
@@ -129,13 +163,15 @@ def derive(joint: list[JointStep], timelines: list[Timeline], name: str,
                     busbw_gbps=link_fit.busbw_gbps, world_size=world,
                     backend=timelines[0].trace.backend or "",
                     source=f"simddp trace-import of {len(timelines)} rank trace(s), "
-                           f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step")
+                           f"{len(joint)} step(s), {len(joint[0].samples)} all-reduces per step"
+                           + ("" if choice is None or choice.cannot_fit is None else
+                              f"; {choice.cannot_fit}; α from {choice.fallback}"))
         factors = (slow, link_fit.comm_slowdown)
         contention = NONE if factors == (1.0, 1.0) else Contention(*factors, source="link")
     return Derived(profile, traced, link, contention, _host(timelines, joint), link_fit,
                    compute_fit,
                    overhead_s, grad_bytes, tuple(shapes), segment_grads, _phases(joint),
-                   _device_phases(joint))
+                   _device_phases(joint), choice, contention_note)
 
 
 def _device_phases(joint: list[JointStep]) -> dict | None:
@@ -162,6 +198,7 @@ def _phases(joint: list[JointStep]) -> dict:
         "wait_s": statistics.median(s.wait_s for s in each),
         "post_s": statistics.median(s.post_busy_s for s in each),
         "optimizer_s": statistics.median(s.optimizer_s for s in each),
+        "others_s": statistics.median(sum(s.others_exposed_s) for s in each),
         "events_per_step": statistics.median(
             s.forward_events + s.post_events + sum(g.n_events for g in s.segments)
             for s in each),

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from simddp.errors import InputError
+from simddp.errors import InputError, unreadable
 
 # Bytes per element, by the names torch writes: C++ type names in "Input type" (CPU ops,
 # record_shapes=True) and c10 ScalarType names in record_param_comms / NCCL kernels' "dtype".
@@ -101,9 +101,9 @@ def load_trace(path: str | os.PathLike) -> RankTrace:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except OSError as e:
+        raise unreadable(path, e) from None
+    except (UnicodeDecodeError, EOFError) as e:
         raise InputError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None

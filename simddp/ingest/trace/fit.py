@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simddp.cost.factors import GB, bus_factor
+from simddp.cost import bytes_s
+from simddp.cost.factors import ALL_REDUCE, GB, bus_factor
 
 SIZE_CONTRAST = 1.5      # max/min bytes needed to tell α from bandwidth
 SHARE_CONTRAST = 0.5     # max − min share of overlap needed to tell a slowdown
@@ -72,9 +73,12 @@ class LinkFit:
         return float(np.median(np.abs(self.residuals))) if self.residuals else 0.0
 
 
-def fit_link(steps: list[ReplayStep], world_size: int, alpha_s: float | None = None) -> LinkFit:
+def fit_link(steps: list[ReplayStep], world_size: int, alpha_s: float | None = None,
+             max_slowdown: float = MAX_SLOWDOWN, busbw_gbps: float | None = None) -> LinkFit:
     """α, busbw and comm_slowdown whose replay of ``steps`` ends closest to the trace;
-    ``alpha_s``: α as given (only busbw and the slowdown are fitted)."""
+    ``alpha_s``: α as given (only busbw and the slowdown are fitted); ``busbw_gbps``: busbw
+    as given (only α and the slowdown); ``max_slowdown``: the largest comm slowdown searched
+    (simddp.ingest.trace.bounds.contention_caps)."""
     sizes = np.concatenate([np.asarray(s.nbytes, dtype=float) for s in steps])
     separable = bool(sizes.max() >= SIZE_CONTRAST * sizes.min())
     shares = np.concatenate([_beside(s) for s in steps])
@@ -84,22 +88,35 @@ def fit_link(steps: list[ReplayStep], world_size: int, alpha_s: float | None = N
     # Axes: slowdown, α, log10(busbw). The coarse grid's best few points each seed a
     # search that zooms to ±2 grid steps around its best point, eight times.
     lo = np.array([1.0, 0.0, np.log10(BUSBW_RANGE_GBPS[0])])
-    hi = np.array([MAX_SLOWDOWN if measured else 1.0, span if separable else 0.0,
+    hi = np.array([max_slowdown if measured else 1.0, span if separable else 0.0,
                    np.log10(BUSBW_RANGE_GBPS[1])])
     if alpha_s is not None:
         lo[1] = hi[1] = alpha_s
+    if busbw_gbps is not None:
+        lo[1], hi[1] = 0.0, span     # α then takes what the bytes do not
+        lo[2] = hi[2] = np.log10(busbw_gbps)
     loss, grid = _grid(steps, factor, lo, hi)
     order = np.argsort(loss, axis=None)[:_SEEDS]
     seeds = [tuple(g[i] for g in grid) for i in (np.unravel_index(k, loss.shape) for k in order)]
     best = min((_zoom(steps, factor, lo, hi, seed) for seed in seeds), key=lambda x: x[0])[1]
     s_best, alpha_best, bw_best = (float(x) for x in best)
+    busbw = min(10.0 ** bw_best, BUSBW_RANGE_GBPS[1])
+    return LinkFit(alpha_best, busbw, round(s_best, 3), separable, measured,
+                   replay_residuals(steps, world_size, alpha_best, busbw, s_best),
+                   alpha_given=alpha_s is not None)
+
+
+def replay_residuals(steps: list[ReplayStep], world_size: int, alpha_s: float,
+                     busbw_gbps: float, slowdown: float) -> tuple[float, ...]:
+    """Per step: (replayed − traced) end of its last all-reduce on this law, over the traced
+    time from its first ready to that end."""
+    beta = bytes_s(ALL_REDUCE, 1.0, world_size, busbw_gbps)   # seconds per byte
     resid = []
     for st in steps:
-        end = _replay(st, np.array([[[s_best]]]), np.array([[[alpha_best]]]),
-                      np.array([[[factor / 10.0 ** bw_best]]]))[-1].item()
+        end = _replay(st, np.array([[[slowdown]]]), np.array([[[alpha_s]]]),
+                      np.array([[[beta]]]))[-1].item()
         resid.append((end - st.end_s[-1]) / max(st.end_s[-1] - st.ready_s[0], 1e-9))
-    return LinkFit(alpha_best, min(10.0 ** bw_best, BUSBW_RANGE_GBPS[1]), round(s_best, 3),
-                   separable, measured, tuple(resid), alpha_given=alpha_s is not None)
+    return tuple(resid)
 
 
 def _grid(steps: list[ReplayStep], factor: float, lo: np.ndarray, hi: np.ndarray):
@@ -161,9 +178,10 @@ class ComputeFit:
     slowdown: float
     measured: bool            # some repeated work ran both with and without comm beside it
     groups_used: int
+    implied: float | None = None   # before the cap, where the cap bound it
 
 
-def fit_compute_slowdown(groups: dict) -> ComputeFit:
+def fit_compute_slowdown(groups: dict, cap: float = 4.0) -> ComputeFit:
     """``groups``: {key: [(seconds, share of time with the comm lane busy), ...]}, one key
     per kind of segment (same autograd nodes, same gradients).
 
@@ -171,7 +189,8 @@ def fit_compute_slowdown(groups: dict) -> ComputeFit:
     beside a busy lane (share ≥ 0.75), ``median(beside) / median(alone) = 1 + (c−1)·Δshare``
     gives one estimate of c. Medians, because a loaded host stalls a segment now and then
     by far more than any slowdown. The estimates are combined by their median weighted by
-    the group's seconds; c = 1 when no group has both kinds (not measured)."""
+    the group's seconds, capped at ``cap`` (simddp.ingest.trace.bounds.contention_caps);
+    c = 1 when no group has both kinds (not measured)."""
     estimates = []
     for obs in groups.values():
         alone = [(d, f) for d, f in obs if f <= 0.25 and d > 0]
@@ -181,14 +200,18 @@ def fit_compute_slowdown(groups: dict) -> ComputeFit:
         base = float(np.median([d for d, _ in alone]))
         ratio = float(np.median([d for d, _ in beside])) / base
         spread = np.mean([f for _, f in beside]) - np.mean([f for _, f in alone])
-        c = float(min(4.0, max(1.0, 1.0 + (ratio - 1.0) / spread)))
+        c = float(max(1.0, 1.0 + (ratio - 1.0) / spread))
         estimates.append((c, base * len(obs)))
     if not estimates:
         return ComputeFit(1.0, False, 0)
     estimates.sort()
     half, acc = sum(w for _, w in estimates) / 2, 0.0
+    chosen = estimates[-1][0]
     for c, w in estimates:
         acc += w
         if acc >= half:
-            return ComputeFit(round(c, 2), True, len(estimates))
-    return ComputeFit(round(estimates[-1][0], 2), True, len(estimates))
+            chosen = c
+            break
+    implied = round(chosen, 2)
+    return ComputeFit(min(implied, cap), True, len(estimates),
+                      implied if implied > cap else None)

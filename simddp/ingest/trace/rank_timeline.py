@@ -29,17 +29,45 @@ HOST_CATEGORIES = ("cpu_op", "user_annotation")
 TORCH_DDP_MARKS = ("torch::distributed::reducer::", "DistributedDataParallel.forward")
 
 
-def comm_kind(name: str) -> str | None:
-    """'allreduce', 'broadcast', ... for a collective's event name; None for anything else.
+# What a collective's name says it is, by the first of these it holds (spelling without "_"):
+# "allreducebarrier" (NCCL's barrier) before "allreduce", "reducescatter" before "scatter".
+_KIND_WORDS = (("barrier", "barrier"), ("reducescatter", "reducescatter"),
+               ("allreduce", "allreduce"), ("allgather", "allgather"), ("alltoall", "alltoall"),
+               ("broadcast", "broadcast"), ("sendrecv", "sendrecv"), ("send", "sendrecv"),
+               ("recv", "sendrecv"), ("reduce", "reduce"), ("gather", "gather"),
+               ("scatter", "scatter"))
+# How a summary or a refusal names each kind (simddp.kinds.CollectiveKind's spelling).
+KIND_NAMES = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter",
+              "allgather": "all_gather", "alltoall": "all_to_all", "sendrecv": "send/recv"}
 
-    >>> comm_kind("gloo:all_reduce"), comm_kind("c10d::allreduce_"), comm_kind("aten::add_")
-    ('allreduce', 'allreduce', None)
+
+def canonical_kind(text: str, strict: bool = False) -> str | None:
+    """'allgather' for '_allgather_base', 'all_gather_into_tensor_coalesced', ...; a text
+    naming no kind stays as it is (``strict``: None).
+
+    >>> canonical_kind("_reduce_scatter_base"), canonical_kind("all_reduce_barrier")
+    ('reducescatter', 'barrier')
+    """
+    flat = text.replace("_", "").lower()
+    return next((kind for word, kind in _KIND_WORDS if word in flat),
+                None if strict else flat or None)
+
+
+def comm_kind(name: str) -> str | None:
+    """'allreduce', 'allgather', ... for a collective's event name; None for anything else.
+
+    >>> comm_kind("gloo:all_reduce"), comm_kind("c10d::_allgather_base_"), comm_kind("aten::add_")
+    ('allreduce', 'allgather', None)
     """
     for prefix in ("gloo:", "c10d::", "nccl:"):
         if name.startswith(prefix):
-            kind = name[len(prefix):].strip("_").replace("_", "").lower()
-            return kind or None
+            return canonical_kind(name[len(prefix):].strip("_"))
     return None
+
+
+def kind_name(kind: str) -> str:
+    """'all_to_all' for 'alltoall': how people and files spell it."""
+    return KIND_NAMES.get(kind, kind)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ those fields are None.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 
 from simddp.errors import InputError
-from simddp.ingest.trace.rank_timeline import Comm, Node, Timeline, Window
+from simddp.ingest.trace.rank_timeline import Comm, Node, Timeline, Window, merge
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,15 @@ class Step:
     post_busy_s: float          # the compute lane's work after the backward (not its waits)
     forward_device_s: float | None = None   # CUDA: the phases' kernels' time on the GPU
     post_device_s: float | None = None
+    # Other collectives (not gradient syncs: a hybrid job's all_to_all, a broadcast): the time
+    # they held the compute lane idle, per phase (forward, each segment, post). Kept as
+    # measured: on CUDA added to each phase's device seconds, on CPU already in its wall time.
+    others_exposed_s: tuple[float, ...] = ()
+    # Gradient accumulation: the step's earlier micro-steps (their forward and backward,
+    # under no_sync(): no gradient sync), each a Step of its own; this Step is the one that
+    # syncs, its forward from ``forward_start_s`` (None: the step's start).
+    micro: tuple["Step", ...] = ()
+    forward_start_s: float | None = None
 
     @property
     def step_s(self) -> float:
@@ -85,7 +95,13 @@ class Step:
 
     @property
     def forward_s(self) -> float:
-        return self.backward_start_s - self.start_s
+        start = self.start_s if self.forward_start_s is None else self.forward_start_s
+        return self.backward_start_s - start
+
+    @property
+    def accum_steps(self) -> int:
+        """Forward+backward passes in the step: 1, or K under gradient accumulation."""
+        return 1 + len(self.micro)
 
     @property
     def backward_s(self) -> float:
@@ -137,14 +153,84 @@ def step_windows(tl: Timeline) -> list[Window]:
 def find_steps(tl: Timeline) -> list[Step]:
     """Every whole step of the trace that ran a backward with gradients."""
     steps = []
+    host_starts = list(tl.event_starts) or sorted(
+        e.start_s for e in tl.trace.events if e.cat == "cpu_op")
     for window in step_windows(tl):
         nodes = [n for n in tl.nodes if window.start_s <= n.start_s < window.end_s]
         if any(n.is_grad for n in nodes):
-            steps.append(_step(tl, window, nodes))
+            steps.append(_accumulated(tl, window, nodes, host_starts))
     if not steps:
         raise InputError(f"{tl.trace.path}: no step holds a backward that made gradients "
                          "ready (AccumulateGrad); trace at least one whole training step")
     return steps
+
+
+def passes(nodes: list[Node], host_starts: list[float] | None = None) -> list[list[Node]]:
+    """The step's backward passes: K > 1 under gradient accumulation, else one.
+
+    K passes make the same gradients ready in the same order (their shapes repeat K times),
+    and a forward runs between two passes: between each pass's last gradient and the next
+    one's first, the largest gap between autograd nodes holds a forward: more host ops
+    (``host_starts``: the trace's op starts, sorted) than any gap inside a pass, and 5 at
+    least; without them, a gap ten times any inside a pass and a tenth of a pass's backward.
+    (A model of K identical layers repeats its shapes too, but runs no forward between
+    them.)"""
+    grads = [i for i, n in enumerate(nodes) if n.is_grad]
+    sig = [(nodes[i].grad_bytes, nodes[i].grad_shape) for i in grads]
+    if not sig or all(b is None and sh is None for b, sh in sig):
+        return [nodes]
+    gaps = [nodes[i + 1].start_s - nodes[i].end_s for i in range(len(nodes) - 1)]
+    for k in range(2, len(sig) + 1):
+        m = len(sig) // k
+        if len(sig) % k or sig != sig[:m] * k:
+            continue
+        cuts = []   # the largest gap between each pass's last gradient and the next's first
+        for j in range(1, k):
+            lo, hi = grads[j * m - 1], grads[j * m]
+            cuts.append(max(range(lo, hi), key=lambda i: gaps[i]))
+        bounds = [0] + [c + 1 for c in cuts] + [len(nodes)]
+        split = [nodes[a:b] for a, b in zip(bounds, bounds[1:])]
+        if host_starts:     # the host ops recorded in each gap (host times on CUDA)
+            def host(n: Node, end: bool) -> float:
+                at = n.host_end_s if end else n.host_start_s
+                return (n.end_s if end else n.start_s) if at is None else at
+
+            ops = [bisect.bisect_left(host_starts, host(nodes[i + 1], False))
+                   - bisect.bisect_left(host_starts, host(nodes[i], True))
+                   for i in range(len(gaps))]
+            inner = max((n for i, n in enumerate(ops) if i not in cuts), default=0)
+            forward = all(ops[c] >= max(5, 2 * inner) for c in cuts)
+        else:
+            backward = min(p[-1].end_s - p[0].start_s for p in split)
+            inner_gap = max((g for i, g in enumerate(gaps) if i not in cuts), default=0.0)
+            forward = all(gaps[c] >= max(0.1 * backward, 10 * inner_gap) for c in cuts)
+        if forward:
+            return split
+    return [nodes]
+
+
+def _accumulated(tl: Timeline, window: Window, nodes: list[Node],
+                 host_starts: list[float]) -> Step:
+    """The window's step: one pass, or the synced last of K (module text, ``passes``)."""
+    split = passes(nodes, host_starts)
+    if len(split) == 1:
+        return _step(tl, window, nodes)
+    micro, start, host_start = [], window.start_s, window.host_start_s
+    for j, pass_nodes in enumerate(split[:-1]):
+        end = pass_nodes[-1].end_s
+        host_end = pass_nodes[-1].host_end_s
+        sub = _step(tl, Window(f"{window.label} micro-step {j + 1}", start, end, host_start,
+                               host_end), pass_nodes)
+        if sub.syncs:
+            raise InputError(f"{tl.trace.path}: {window.label}: micro-step {j + 1} of "
+                             f"{len(split)} all-reduced its gradients too (accumulation without "
+                             "no_sync()); the import reads no_sync() accumulation, or one "
+                             "micro-step per step")
+        micro.append(sub)
+        start, host_start = end, host_end
+    last = _step(tl, Window(window.label, start, window.end_s, host_start, window.host_end_s),
+                 split[-1])
+    return replace(last, start_s=window.start_s, forward_start_s=start, micro=tuple(micro))
 
 
 def _step(tl: Timeline, window: Window, nodes: list[Node]) -> Step:
@@ -166,12 +252,41 @@ def _step(tl: Timeline, window: Window, nodes: list[Node]) -> Step:
                 forward_events=tl.events_between(window.start_s, bwd_start),
                 post_events=tl.events_between(bwd_end, window.end_s),
                 post_busy_s=_post_busy(tl, bwd_end, window.end_s, syncs))
+    others = [c for c in step.others if c.end_s > c.start_s]
+    spans = ([(window.start_s, bwd_start)] + [(g.start_s, g.end_s) for g in step.segments]
+             + [(bwd_end, window.end_s)])
+    exposed = tuple(_exposed(tl, others, syncs, a, b) for a, b in spans) if others else ()
+    step = replace(step, others_exposed_s=exposed)
     if tl.work is not None:   # CUDA: each phase's host span, as the GPU ran its kernels
         host_bwd = nodes[0].host_start_s, max(n.host_end_s for n in nodes)
+        add = exposed or (0.0,) * len(spans)   # other collectives' idle time, kept as measured
         step = replace(step, forward_device_s=tl.device_s(
-            window.host_start_s, host_bwd[0], window.start_s, bwd_start),
-            post_device_s=tl.device_s(host_bwd[1], window.host_end_s, bwd_end, window.end_s))
+            window.host_start_s, host_bwd[0], window.start_s, bwd_start) + add[0],
+            post_device_s=tl.device_s(host_bwd[1], window.host_end_s, bwd_end, window.end_s)
+            + add[-1], segments=tuple(replace(g, device_s=g.device_s + x) for g, x in
+                                      zip(step.segments, add[1:-1])))
     return step
+
+
+def _exposed(tl: Timeline, others: list[Comm], syncs: tuple[Comm, ...], start_s: float,
+             end_s: float) -> float:
+    """Seconds of [start_s, end_s) in which another collective ran and the compute lane ran
+    nothing, nor waited for a gradient sync (the engine's own): what it cost the step, kept
+    as measured."""
+    def clip(comms):
+        return merge((max(c.start_s, start_s), min(c.end_s, end_s)) for c in comms
+                     if c.start_s < end_s and c.end_s > start_s)
+
+    waits = clip(syncs)
+    total = 0.0
+    for a, b in clip(others):
+        idle = b - a - tl.busy_between(a, b)
+        for w0, w1 in waits:   # less what of it the gradient syncs' wait covers
+            lo, hi = max(a, w0), min(b, w1)
+            if hi > lo:
+                idle -= hi - lo - tl.busy_between(lo, hi)
+        total += max(0.0, idle)
+    return total
 
 
 def _post_busy(tl: Timeline, bwd_end: float, end: float, syncs: tuple[Comm, ...]) -> float:

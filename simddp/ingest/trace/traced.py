@@ -43,6 +43,7 @@ def traced_config(profile: ModelProfile, joint: list[JointStep], implementation:
                   bucket_mb: float | None = None) -> TracedConfig:
     """The traced strategy and its plan; ``bucket_mb``: the cap the job used, if known."""
     step = joint[0].ranks[0]
+    accum = step.accum_steps       # no_sync(): the last of K micro-steps syncs
     sizes = [c.nbytes for c in step.syncs]
     n = profile.n_tensors
     ready = list(range(n - 1, -1, -1))        # tensor ids in ready order
@@ -63,16 +64,22 @@ def traced_config(profile: ModelProfile, joint: list[JointStep], implementation:
     # the sizes matter to a bucketed strategy only (the others ignore them); no cap traced
     # or given: torch's default
     cap_mb = cap_mb or DDP_DEFAULT_BUCKET_MB
-    strategy = make_strategy(name, cap_mb, first_bucket_mb=first_mb or cap_mb)
+    if accum > 1:
+        if name != Name.DDP:
+            notes.append(f"{accum} micro-steps under no_sync(), read as torch DDP's no_sync "
+                         "(simddp's accumulation runs torch DDP)")
+        name = Name.NO_SYNC
+    strategy = make_strategy(name, cap_mb, accum_steps=accum,
+                             first_bucket_mb=first_mb or cap_mb)
     rule = make_plan(profile, strategy)
-    reproduces = groups is not None and [c.tensor_ids for c in rule.collectives] == groups
+    reproduces = groups is not None and rule.buckets == groups
     if groups is None:
-        groups = [c.tensor_ids for c in rule.collectives]
+        groups = rule.buckets
     collectives = tuple(Collective(
         label=f"bucket{i}", tensor_ids=ids, nbytes=sum(profile.tensor_bytes[t] for t in ids),
         ready_layer=min(profile.tensor_layer[t] for t in ids) if strategy.overlap else 0,
-        launch_index=i) for i, ids in enumerate(groups))
-    return TracedConfig(strategy, Plan(strategy, collectives), tuple(groups), cap_range,
+        launch_index=i, micro_step=accum - 1) for i, ids in enumerate(groups))
+    return TracedConfig(strategy, Plan(strategy, collectives, accum), tuple(groups), cap_range,
                         reproduces, tuple(notes))
 
 
