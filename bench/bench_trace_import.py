@@ -10,7 +10,7 @@ For each link and round:
 1. **trace**: 2 Gloo ranks train examples/gpt2_tiny.py under torch's DistributedDataParallel
    at ``--trace-mb`` (``bucket_cap_mb_list=[1, X]``, as ``realrun bench``'s ddp rows) and
    record ``--trace-steps`` steps with ``torch.profiler.profile(record_shapes=True)`` and a
-   schedule (tests/_trace_targets.py); one Chrome trace per rank;
+   schedule (realrun/trace_job.py); one Chrome trace per rank;
 2. **import**: ``simddp.ingest.trace.import_traces`` (what ``python -m simddp trace-import``
    runs) gives a profile, a link and host costs; the traced configuration is re-simulated
    and compared with the traced steps (the profiler's overhead kept, as in the trace);
@@ -188,7 +188,7 @@ def trace_and_import(workload: Workload, world: dict, args, sizes: list[float]) 
     try:
         load = os.getloadavg()[0]
         config = config_of(make_strategy("ddp", args.trace_mb), args.trace_mb)
-        ranks = run_world("tests._trace_targets:trace_rank", {
+        ranks = run_world("realrun.trace_job:trace_rank", {
             "workload": workload.to_json(), "config": config,
             "warmup": 3, "steps": args.trace_steps, "logged_steps": args.logged_steps,
             "out": os.path.join(tmp, "rank{rank}.json")}, world_size=2, timeout_s=300, **world)

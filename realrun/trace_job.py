@@ -14,7 +14,8 @@ seed, optimizer and wrapper: torch DDP for ``ddp``, FSDP2 for ``fsdp``/``zero2``
 realrun.DDP for the rest). ``trace_rank`` warms up, times ``logged_steps`` steps without the
 profiler (the job's own log, what a user passes as ``--step-ms``), then records ``steps``
 steps under ``torch.profiler.profile(record_shapes=True)`` with a schedule (each optimizer
-step one ``ProfilerStep#N`` range, as a loop with ``tensorboard_trace_handler`` records it).
+step one ``ProfilerStep#N`` range, as a loop with ``tensorboard_trace_handler`` records it),
+or with ``"schedule": False`` a plain profile around the loop (no step ranges).
 ``time_rank`` times every configuration round-robin, ``chunk`` steps a turn, a barrier before
 each step, as ``realrun bench`` does; it exists because realrun bench runs no accumulation
 (no_sync is a training-loop pattern, not a wrapper: realrun/configs.py).
@@ -92,14 +93,21 @@ def trace_rank(payload: dict, ctx) -> dict:
         logged_s.append(timed(ctx, job.step))
     ctx.barrier()
     path = payload["out"].format(rank=ctx.rank)
-    steps = payload["steps"]
-    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                record_shapes=True, schedule=schedule,
-                                on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(1 + steps):
-            job.step()
-            prof.step()
+    steps, ranges = payload["steps"], payload.get("ranges", False)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if payload.get("schedule", True):
+        schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+        with torch.profiler.profile(activities=activities, record_shapes=True,
+                                    schedule=schedule,
+                                    on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+            for _ in range(1 + steps):
+                job.step(ranges)
+                prof.step()
+    else:
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(steps):
+                job.step(ranges)
+        prof.export_chrome_trace(path)
     module = getattr(job.trainer.model, "module", job.trainer.model)
     grads = [p.numel() * p.element_size() for _, p in trainable_parameters(module)]
     return {"grad_bytes": grads, "collectives": job.trainer.collectives(),

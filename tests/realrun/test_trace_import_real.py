@@ -1,5 +1,5 @@
 """``simddp trace-import`` on real traces: 2 Gloo ranks on CPU, torch DDP and realrun.DDP,
-small models, recorded here with torch.profiler (tests/_trace_targets.py).
+small models, recorded here with torch.profiler (realrun/trace_job.py).
 
     python -m pytest tests/realrun/test_trace_import_real.py -q      # ~30 s on 2 vCPUs
 
@@ -34,7 +34,7 @@ TINY = Workload.preset(ModelSpec("transformer", layers=2, d_model=64, d_ff=256, 
 def record(tmp_path, config: dict, schedule: bool) -> tuple[list[str], list[dict]]:
     """Trace STEPS steps of TINY under ``config`` on 2 Gloo ranks; (paths, rank values)."""
     out = str(tmp_path / "trace.rank{rank}.json")
-    ranks = run_world("tests._trace_targets:trace_rank", {
+    ranks = run_world("realrun.trace_job:trace_rank", {
         "workload": TINY.to_json(), "config": config, "warmup": 3, "steps": STEPS,
         "schedule": schedule, "out": out}, world_size=2, timeout_s=120)
     return [out.format(rank=r) for r in range(2)], ranks
